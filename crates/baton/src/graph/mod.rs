@@ -1,0 +1,159 @@
+//! The graph definition: a builder that adds named nodes and returns typed handles, the
+//! validation `build()` performs, and the immutable [`Graph`] that runs many times.
+//!
+//! Build once, run many: `build()` checks names, handles, upstream types and cycles once, and
+//! the [`Graph`] it returns is an `Arc` inside, cheap to clone and share across tasks. Each
+//! [`Graph::run`] gets its own input, its own per-node state and its own report; runs never
+//! share state, so any number can run at once.
+
+mod builder;
+mod handle;
+mod upstreams;
+mod validate;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+pub use builder::{GraphBuilder, NodeBuilder};
+pub use handle::Node;
+pub use upstreams::{Inputs, Named, Upstreams};
+
+use crate::run::{FailureMode, Run, RunOptions};
+use crate::task::ErasedTask;
+
+/// An immutable, validated graph of nodes; cheap to clone (`Arc`), runs any number of times,
+/// concurrently.
+///
+/// `I` is the run input: the per-run value (the request) that every task can read through
+/// [`Ctx::input`](crate::Ctx::input). Create one with [`Graph::builder`].
+pub struct Graph<I> {
+    pub(crate) inner: Arc<GraphInner<I>>,
+}
+
+impl<I> Clone for Graph<I> {
+    fn clone(&self) -> Self {
+        Graph {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<I> fmt::Debug for Graph<I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Graph")
+            .field("nodes", &self.inner.meta.names)
+            .field("failure_mode", &self.inner.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<I: Send + Sync + 'static> Graph<I> {
+    /// Starts a graph definition whose runs take an input of type `I`.
+    ///
+    /// See [`GraphBuilder`] for adding nodes and [`GraphBuilder::build`] for the checks.
+    #[must_use]
+    pub fn builder() -> GraphBuilder<I> {
+        GraphBuilder::new()
+    }
+
+    /// Runs the graph once with `input`, in the graph's [`FailureMode`].
+    ///
+    /// The returned [`Run`] is a future: nothing starts until it is first polled, and
+    /// dropping it cancels every node of the run. It must be polled inside a tokio runtime
+    /// (otherwise it resolves to [`RunError::NoRuntime`](crate::RunError::NoRuntime)).
+    pub fn run(&self, input: I) -> Run<I> {
+        self.run_with(input, RunOptions::new())
+    }
+
+    /// Runs the graph once with `input` and per-run options (failure mode override).
+    pub fn run_with(&self, input: I, options: RunOptions) -> Run<I> {
+        Run::new(Arc::clone(&self.inner), input, options)
+    }
+}
+
+impl<I> Graph<I> {
+    /// How many nodes the graph has.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.inner.meta.names.len()
+    }
+
+    /// Whether the graph has no nodes (its runs end at once with an empty report).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.inner.meta.names.is_empty()
+    }
+
+    /// The nodes' names, in the order they were added.
+    pub fn names(&self) -> impl ExactSizeIterator<Item = &str> {
+        self.inner.meta.names.iter().map(|n| &**n)
+    }
+
+    /// The names of the upstreams of the node called `name`, in declaration order; `None`
+    /// when no node has that name.
+    #[must_use]
+    pub fn upstreams_of(&self, name: &str) -> Option<Vec<&str>> {
+        let meta = &self.inner.meta;
+        let id = *meta.by_name.get(name)?;
+        Some(meta.upstreams(id).iter().map(|&u| meta.name(u)).collect())
+    }
+
+    /// The failure mode runs use unless [`RunOptions::failure_mode`] overrides it.
+    #[must_use]
+    pub fn failure_mode(&self) -> FailureMode {
+        self.inner.mode
+    }
+}
+
+/// The graph as the scheduler sees it.
+pub(crate) struct GraphInner<I> {
+    pub(crate) meta: GraphMeta,
+    pub(crate) tasks: Box<[Box<dyn ErasedTask<I>>]>,
+    pub(crate) mode: FailureMode,
+}
+
+/// The shape of a graph, without its tasks: names and edges in compressed (CSR) form.
+#[derive(Debug)]
+pub(crate) struct GraphMeta {
+    pub(crate) id: u64,
+    pub(crate) names: Box<[Arc<str>]>,
+    pub(crate) by_name: HashMap<Arc<str>, u32>,
+    /// `ups[up_at[i]..up_at[i + 1]]` are node `i`'s upstreams, in declaration order.
+    up_at: Box<[u32]>,
+    ups: Box<[u32]>,
+    /// `downs[down_at[i]..down_at[i + 1]]` are node `i`'s downstreams.
+    down_at: Box<[u32]>,
+    downs: Box<[u32]>,
+    pub(crate) roots: Box<[u32]>,
+}
+
+impl GraphMeta {
+    pub(crate) fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub(crate) fn name(&self, id: u32) -> &str {
+        self.names.get(id as usize).map_or("<unknown>", |n| n)
+    }
+
+    pub(crate) fn upstreams(&self, id: u32) -> &[u32] {
+        slice_at(&self.up_at, &self.ups, id)
+    }
+
+    pub(crate) fn downstreams(&self, id: u32) -> &[u32] {
+        slice_at(&self.down_at, &self.downs, id)
+    }
+
+    pub(crate) fn in_degree(&self, id: u32) -> u32 {
+        self.upstreams(id).len() as u32
+    }
+}
+
+fn slice_at<'a>(at: &[u32], items: &'a [u32], id: u32) -> &'a [u32] {
+    let i = id as usize;
+    match (at.get(i), at.get(i + 1)) {
+        (Some(&from), Some(&to)) => items.get(from as usize..to as usize).unwrap_or(&[]),
+        _ => &[],
+    }
+}

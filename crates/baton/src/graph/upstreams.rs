@@ -1,0 +1,224 @@
+//! How a node declares its upstreams, and how its task receives their values.
+//!
+//! A node's upstreams are a typed [`Node`] handle, a tuple of 1 to 16 handles, a `Vec` of
+//! handles of one type, or a list of names ([`NodeBuilder::after_names`]). The task receives
+//! the values in the same shape, each behind an `Arc` (values are shared, never copied):
+//!
+//! | upstreams | the task receives |
+//! |---|---|
+//! | none (`()`) | `()` |
+//! | `Node<A>` | `Arc<A>` |
+//! | `(Node<A>, Node<B>)` | `(Arc<A>, Arc<B>)` |
+//! | `Vec<Node<A>>` | `Vec<Arc<A>>` |
+//! | `after_names::<V>([..])` | [`Inputs<V>`] |
+//!
+//! This is axum's tuple-extractor pattern: the compiler checks that the task's arguments
+//! match its upstreams, so no value is ever cast at run time by user code.
+//!
+//! [`NodeBuilder::after_names`]: crate::NodeBuilder::after_names
+
+use std::any::TypeId;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use super::handle::Node;
+use crate::run::FetchCx;
+
+/// A set of upstream nodes and the shape in which their values reach the task.
+///
+/// Implemented for `()`, [`Node<T>`], tuples of 1 to 16 handles, `Vec<Node<T>>` and
+/// [`Named<V>`]. It is sealed: the scheduler relies on how these fetch their values.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a node's upstreams",
+    note = "upstreams are a `Node<T>`, a tuple of 1 to 16 `Node<_>` handles, a `Vec<Node<T>>`, or `after_names([..])`"
+)]
+pub trait Upstreams: sealed::Sealed + Send + Sync + 'static {
+    /// What the node's task receives: `Arc<T>` for each upstream, in the shape of `Self`.
+    type Values: Send + 'static;
+
+    #[doc(hidden)]
+    fn __declare(&self, out: &mut Vec<UpstreamRef>);
+
+    #[doc(hidden)]
+    fn __fetch(&self, cx: &FetchCx<'_>) -> Option<Self::Values>;
+}
+
+pub(crate) mod sealed {
+    pub trait Sealed {}
+}
+
+/// One declared upstream, before `build()` resolves it to a node index.
+#[doc(hidden)]
+#[derive(Debug, Clone)]
+pub enum UpstreamRef {
+    /// A typed handle.
+    Handle {
+        /// The builder the handle came from.
+        graph: u64,
+        /// Its index there.
+        index: u32,
+    },
+    /// A name, resolved at `build()`; the upstream must produce `type_id`.
+    Name {
+        /// The upstream's name.
+        name: String,
+        /// The type the task expects from it.
+        type_id: TypeId,
+        /// Its name, for the error message.
+        type_name: &'static str,
+    },
+}
+
+impl UpstreamRef {
+    fn handle<T>(node: &Node<T>) -> Self {
+        UpstreamRef::Handle {
+            graph: node.graph,
+            index: node.index,
+        }
+    }
+}
+
+impl sealed::Sealed for () {}
+impl Upstreams for () {
+    type Values = ();
+    fn __declare(&self, _out: &mut Vec<UpstreamRef>) {}
+    fn __fetch(&self, _cx: &FetchCx<'_>) -> Option<()> {
+        Some(())
+    }
+}
+
+impl<T: Send + Sync + 'static> sealed::Sealed for Node<T> {}
+impl<T: Send + Sync + 'static> Upstreams for Node<T> {
+    type Values = Arc<T>;
+    fn __declare(&self, out: &mut Vec<UpstreamRef>) {
+        out.push(UpstreamRef::handle(self));
+    }
+    fn __fetch(&self, cx: &FetchCx<'_>) -> Option<Arc<T>> {
+        cx.typed(0)
+    }
+}
+
+impl<T: Send + Sync + 'static> sealed::Sealed for Vec<Node<T>> {}
+impl<T: Send + Sync + 'static> Upstreams for Vec<Node<T>> {
+    type Values = Vec<Arc<T>>;
+    fn __declare(&self, out: &mut Vec<UpstreamRef>) {
+        out.extend(self.iter().map(UpstreamRef::handle));
+    }
+    fn __fetch(&self, cx: &FetchCx<'_>) -> Option<Vec<Arc<T>>> {
+        (0..self.len()).map(|i| cx.typed(i)).collect()
+    }
+}
+
+macro_rules! tuple_upstreams {
+    ($($T:ident $i:tt),+) => {
+        impl<$($T: Send + Sync + 'static),+> sealed::Sealed for ($(Node<$T>,)+) {}
+        impl<$($T: Send + Sync + 'static),+> Upstreams for ($(Node<$T>,)+) {
+            type Values = ($(Arc<$T>,)+);
+            fn __declare(&self, out: &mut Vec<UpstreamRef>) {
+                $( out.push(UpstreamRef::handle(&self.$i)); )+
+            }
+            fn __fetch(&self, cx: &FetchCx<'_>) -> Option<Self::Values> {
+                Some(($(cx.typed::<$T>($i)?,)+))
+            }
+        }
+    };
+}
+
+tuple_upstreams!(A 0);
+tuple_upstreams!(A 0, B 1);
+tuple_upstreams!(A 0, B 1, C 2);
+tuple_upstreams!(A 0, B 1, C 2, D 3);
+tuple_upstreams!(A 0, B 1, C 2, D 3, E 4);
+tuple_upstreams!(A 0, B 1, C 2, D 3, E 4, F 5);
+tuple_upstreams!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
+tuple_upstreams!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
+tuple_upstreams!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, J 8);
+tuple_upstreams!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, J 8, K 9);
+tuple_upstreams!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, J 8, K 9, L 10);
+tuple_upstreams!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, J 8, K 9, L 10, M 11);
+tuple_upstreams!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, J 8, K 9, L 10, M 11, N 12);
+tuple_upstreams!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, J 8, K 9, L 10, M 11, N 12, O 13);
+tuple_upstreams!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, J 8, K 9, L 10, M 11, N 12, O 13, P 14);
+tuple_upstreams!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, J 8, K 9, L 10, M 11, N 12, O 13, P 14, Q 15);
+
+/// Upstreams given by name, each producing a `V`; see
+/// [`NodeBuilder::after_names`](crate::NodeBuilder::after_names).
+///
+/// Names are resolved at `build()`: an unknown name is
+/// [`BuildError::UnknownUpstream`](crate::BuildError::UnknownUpstream), an upstream of another
+/// type is [`BuildError::TypeMismatch`](crate::BuildError::TypeMismatch), and a cycle through
+/// names is [`BuildError::Cycle`](crate::BuildError::Cycle).
+pub struct Named<V> {
+    names: Vec<String>,
+    _value: PhantomData<fn() -> V>,
+}
+
+impl<V> Named<V> {
+    pub(crate) fn new(names: Vec<String>) -> Self {
+        Named {
+            names,
+            _value: PhantomData,
+        }
+    }
+}
+
+impl<V> std::fmt::Debug for Named<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Named").field(&self.names).finish()
+    }
+}
+
+impl<V: Send + Sync + 'static> sealed::Sealed for Named<V> {}
+impl<V: Send + Sync + 'static> Upstreams for Named<V> {
+    type Values = Inputs<V>;
+    fn __declare(&self, out: &mut Vec<UpstreamRef>) {
+        out.extend(self.names.iter().map(|name| UpstreamRef::Name {
+            name: name.clone(),
+            type_id: TypeId::of::<V>(),
+            type_name: std::any::type_name::<V>(),
+        }));
+    }
+    fn __fetch(&self, cx: &FetchCx<'_>) -> Option<Inputs<V>> {
+        let entries = (0..self.names.len())
+            .map(|i| Some((cx.name(i)?, cx.typed::<V>(i)?)))
+            .collect::<Option<Vec<_>>>()?;
+        Some(Inputs { entries })
+    }
+}
+
+/// The values of name-based upstreams, in the order the names were declared.
+///
+/// Built for graphs that come from configuration, where every node produces the same type
+/// `V` (for example `serde_json::Value`).
+#[derive(Debug, Clone)]
+pub struct Inputs<V> {
+    entries: Vec<(Arc<str>, Arc<V>)>,
+}
+
+impl<V> Inputs<V> {
+    /// The value of the upstream named `name`, or `None` when no upstream has that name.
+    #[must_use]
+    pub fn get(&self, name: &str) -> Option<&Arc<V>> {
+        self.entries
+            .iter()
+            .find(|(n, _)| &**n == name)
+            .map(|(_, v)| v)
+    }
+
+    /// The upstreams' names and values, in declaration order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &Arc<V>)> {
+        self.entries.iter().map(|(n, v)| (&**n, v))
+    }
+
+    /// How many upstreams the node has.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the node has no upstreams.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}

@@ -1,0 +1,321 @@
+//! The report of a run: every node's outcome, value, error, attempts and timing.
+//!
+//! Every node of the graph appears in the report with exactly one [`Outcome`] (DESIGN rule
+//! 2). The seed's weakest spot (§8 and §15: a node skipped because of a failed upstream was
+//! "not run, not recorded, not reported") cannot happen: skipped nodes are recorded with the
+//! upstream that produced no value and the root cause.
+
+mod outcome;
+#[cfg(feature = "serde")]
+mod serde;
+mod timeline;
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use outcome::{Counts, Outcome};
+
+use crate::error::{CancelReason, NodeError};
+use crate::graph::Node;
+use crate::run::{Record, RunId, RunView};
+
+/// What a run produced; see the [module docs](self).
+///
+/// Cheap to clone (an `Arc` of the run's state). `Display` prints a text timeline: one line
+/// per node with its outcome, a bar from its start to its end scaled to the makespan, its
+/// attempts, and its error. With the `serde` feature it serializes to JSON (schema in the
+/// README and in `report/serde.rs`).
+#[derive(Clone)]
+pub struct Report {
+    run: Arc<dyn RunView>,
+}
+
+static MISSING: Record = Record {
+    outcome: Outcome::Cancelled,
+    value: None,
+    error: None,
+    start: None,
+    end: Duration::ZERO,
+    because: None,
+};
+
+impl Report {
+    pub(crate) fn new(run: Arc<dyn RunView>) -> Self {
+        Report { run }
+    }
+
+    fn record(&self, id: u32) -> &Record {
+        self.run
+            .core()
+            .slot(id)
+            .and_then(|s| s.record.get())
+            .unwrap_or(&MISSING)
+    }
+
+    fn owns<T>(&self, node: Node<T>) -> bool {
+        node.graph == self.run.meta().id && node.index() < self.len()
+    }
+
+    /// The run's id.
+    #[must_use]
+    pub fn run_id(&self) -> RunId {
+        self.run.core().run_id
+    }
+
+    /// The value `node` produced (`Succeeded` or `Recovered`), typed; `None` when it produced
+    /// none, or when `node` belongs to another graph.
+    #[must_use]
+    pub fn get<T: Send + Sync + 'static>(&self, node: Node<T>) -> Option<&T> {
+        if !self.owns(node) {
+            return None;
+        }
+        self.record(node.index)
+            .value
+            .as_ref()
+            .and_then(|v| v.downcast_ref::<T>())
+    }
+
+    /// Like [`get`](Self::get), as a shared `Arc<T>` that outlives the report.
+    #[must_use]
+    pub fn value<T: Send + Sync + 'static>(&self, node: Node<T>) -> Option<Arc<T>> {
+        if !self.owns(node) {
+            return None;
+        }
+        let value = self.record(node.index).value.as_ref()?;
+        Arc::clone(value).downcast::<T>().ok()
+    }
+
+    /// Everything the report knows about `node`; `None` when `node` belongs to another
+    /// graph.
+    #[must_use]
+    pub fn node<T>(&self, node: Node<T>) -> Option<NodeReport<'_>> {
+        self.owns(node).then(|| self.entry(node.index))
+    }
+
+    /// Everything the report knows about the node called `name`, if there is one.
+    #[must_use]
+    pub fn by_name(&self, name: &str) -> Option<NodeReport<'_>> {
+        let id = *self.run.meta().by_name.get(name)?;
+        Some(self.entry(id))
+    }
+
+    /// Every node, in the order they were added to the graph.
+    pub fn nodes(&self) -> impl ExactSizeIterator<Item = NodeReport<'_>> {
+        (0..self.len() as u32).map(|id| self.entry(id))
+    }
+
+    fn entry(&self, id: u32) -> NodeReport<'_> {
+        NodeReport {
+            report: self,
+            id,
+            record: self.record(id),
+        }
+    }
+
+    /// How many nodes the graph has (the report has one entry per node).
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.run.meta().len()
+    }
+
+    /// Whether the graph has no nodes.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The time from the run's start to the end of its last node (`Duration::ZERO` for an
+    /// empty graph). On tokio's paused clock with sleeping tasks this is exactly the
+    /// critical path.
+    #[must_use]
+    pub fn makespan(&self) -> Duration {
+        self.nodes()
+            .map(|n| n.end())
+            .max()
+            .unwrap_or(Duration::ZERO)
+    }
+
+    /// How many nodes ended with each outcome.
+    #[must_use]
+    pub fn counts(&self) -> Counts {
+        let mut counts = Counts::default();
+        for node in self.nodes() {
+            counts.add(node.outcome());
+        }
+        counts
+    }
+
+    /// Whether every node produced a value or was a branch not taken (no node failed, was
+    /// skipped or was cancelled).
+    #[must_use]
+    pub fn is_clean(&self) -> bool {
+        let c = self.counts();
+        c.failed + c.skipped + c.cancelled == 0
+    }
+
+    /// Why the run was cancelled, if it was.
+    #[must_use]
+    pub fn cancel_reason(&self) -> Option<&CancelReason> {
+        self.run.core().reason.get()
+    }
+}
+
+impl fmt::Debug for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Report")
+            .field("run", &self.run_id())
+            .field("makespan", &self.makespan())
+            .field("nodes", &self.nodes().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// One node's entry in a [`Report`].
+#[derive(Clone, Copy)]
+pub struct NodeReport<'r> {
+    report: &'r Report,
+    id: u32,
+    record: &'r Record,
+}
+
+impl<'r> NodeReport<'r> {
+    /// The node's name.
+    #[must_use]
+    pub fn name(&self) -> &'r str {
+        self.report.run.meta().name(self.id)
+    }
+
+    /// The node's position in the graph (order of addition, from 0).
+    #[must_use]
+    pub fn index(&self) -> usize {
+        self.id as usize
+    }
+
+    /// How the node ended.
+    #[must_use]
+    pub fn outcome(&self) -> Outcome {
+        self.record.outcome
+    }
+
+    /// How many attempts of its task started (0 when it never started).
+    #[must_use]
+    pub fn attempts(&self) -> u32 {
+        self.report
+            .run
+            .core()
+            .slot(self.id)
+            .map_or(0, |s| s.attempts.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    /// When the node started, from the run's start; `None` if it never started (skipped,
+    /// cancelled while pending).
+    #[must_use]
+    pub fn start(&self) -> Option<Duration> {
+        self.record.start
+    }
+
+    /// When the node ended, from the run's start.
+    #[must_use]
+    pub fn end(&self) -> Duration {
+        self.record.end
+    }
+
+    /// `end - start`, or zero if it never started.
+    #[must_use]
+    pub fn duration(&self) -> Duration {
+        self.record
+            .start
+            .map_or(Duration::ZERO, |s| self.record.end.saturating_sub(s))
+    }
+
+    /// The node's own error: why it `Failed`, or what a `Recovered` node's fallback recovered
+    /// from. `None` for the other outcomes (see [`root_cause`](Self::root_cause) for
+    /// `Skipped`).
+    #[must_use]
+    pub fn error(&self) -> Option<&'r NodeError> {
+        self.record.error.as_ref()
+    }
+
+    /// The node's error followed by its [`source`](StdError::source) chain, outermost first.
+    pub fn error_chain(&self) -> impl Iterator<Item = &'r (dyn StdError + 'static)> + use<'r> {
+        let first = self
+            .record
+            .error
+            .as_ref()
+            .map(|e| e as &(dyn StdError + 'static));
+        std::iter::successors(first, |e: &&'r (dyn StdError + 'static)| {
+            let e: &'r (dyn StdError + 'static) = *e;
+            e.source()
+        })
+    }
+
+    /// For a `Skipped` node: the upstream that produced no value.
+    #[must_use]
+    pub fn skipped_because(&self) -> Option<NodeReport<'r>> {
+        self.record.because.map(|id| self.report.entry(id))
+    }
+
+    /// For a `Skipped` node: the node whose failure (or cancellation) caused the skip,
+    /// following skipped upstreams back to the first node that did not skip.
+    #[must_use]
+    pub fn root_cause(&self) -> Option<NodeReport<'r>> {
+        let mut cur = self.skipped_because()?;
+        // Bounded by the graph's size: a chain of skips cannot revisit a node.
+        for _ in 0..self.report.len() {
+            match cur.skipped_because() {
+                Some(up) => cur = up,
+                None => return Some(cur),
+            }
+        }
+        Some(cur)
+    }
+
+    /// A one-line explanation of why the node has no value, or what it recovered from:
+    /// the error chain joined by `": "` for `Failed` and `Recovered`; the root cause for
+    /// `Skipped`; the run's cancel reason for `Cancelled`. `None` for `Succeeded`.
+    #[must_use]
+    pub fn message(&self) -> Option<String> {
+        match self.outcome() {
+            Outcome::Skipped => {
+                let because = self.skipped_because()?;
+                let root = self.root_cause()?;
+                let why = root.message().unwrap_or_else(|| root.outcome().to_string());
+                Some(if because.index() == root.index() {
+                    format!("upstream `{}` {}: {why}", root.name(), root.outcome())
+                } else {
+                    format!(
+                        "upstream `{}` skipped; root cause `{}` {}: {why}",
+                        because.name(),
+                        root.name(),
+                        root.outcome()
+                    )
+                })
+            }
+            Outcome::Cancelled => Some(
+                self.report
+                    .cancel_reason()
+                    .map_or_else(|| "cancelled".to_owned(), ToString::to_string),
+            ),
+            _ => {
+                let parts: Vec<String> = self.error_chain().map(ToString::to_string).collect();
+                (!parts.is_empty()).then(|| parts.join(": "))
+            }
+        }
+    }
+}
+
+impl fmt::Debug for NodeReport<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NodeReport")
+            .field("name", &self.name())
+            .field("outcome", &self.outcome())
+            .field("attempts", &self.attempts())
+            .field("start", &self.start())
+            .field("end", &self.end())
+            .field("error", &self.message())
+            .field("skipped_because", &self.skipped_because().map(|n| n.name()))
+            .finish()
+    }
+}

@@ -1,0 +1,93 @@
+//! The report's `Display`: a compact text timeline, one line per node.
+//!
+//! ```text
+//! run 5f0c…0001 · makespan 502.3 ms · 5 succeeded
+//! node    outcome    |0 ms                          502.3 ms|  start → end (ms)  tries
+//! user    succeeded  |████████████                          |    0.0 →  201.0      1
+//! sku     succeeded  |████████████                          |    0.0 →  200.9      1
+//! stock   succeeded  |            █████████                 |  201.0 →  351.6      1
+//! ```
+//!
+//! Bars are scaled to the makespan (40 columns). A node that never started shows a `·` where
+//! it ended. The last column is the node's error, skip cause or cancel reason.
+
+use std::fmt::{self, Write as _};
+use std::time::Duration;
+
+use super::{NodeReport, Report};
+
+const WIDTH: usize = 40;
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn column(at: Duration, span: Duration) -> usize {
+    if span.is_zero() {
+        return 0;
+    }
+    let x = at.as_secs_f64() / span.as_secs_f64() * WIDTH as f64;
+    (x.round() as usize).min(WIDTH)
+}
+
+fn bar(node: &NodeReport<'_>, span: Duration) -> String {
+    let mut cells = [' '; WIDTH];
+    let end = column(node.end(), span);
+    match node.start() {
+        Some(start) => {
+            let from = column(start, span).min(WIDTH - 1);
+            let to = end.max(from + 1).min(WIDTH);
+            for c in &mut cells[from..to] {
+                *c = '█';
+            }
+        }
+        None => cells[end.min(WIDTH - 1)] = '·',
+    }
+    cells.iter().collect()
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let span = self.makespan();
+        writeln!(
+            f,
+            "run {} · makespan {:.1} ms · {}",
+            self.run_id(),
+            ms(span),
+            self.counts()
+        )?;
+        let name_w = self
+            .nodes()
+            .map(|n| n.name().chars().count())
+            .max()
+            .unwrap_or(4)
+            .max(4);
+        let scale = format!("0 ms{:>w$}", format!("{:.1} ms", ms(span)), w = WIDTH - 4);
+        writeln!(
+            f,
+            "{:name_w$}  {:9}  |{scale}|  {:>17}  tries",
+            "node", "outcome", "start → end (ms)"
+        )?;
+        for node in self.nodes() {
+            let mut line = String::new();
+            let start = node
+                .start()
+                .map_or_else(|| "-".to_owned(), |s| format!("{:.1}", ms(s)));
+            write!(
+                line,
+                "{:name_w$}  {:9}  |{}|  {:>7} → {:>7.1}  {:>5}",
+                node.name(),
+                node.outcome().as_str(),
+                bar(&node, span),
+                start,
+                ms(node.end()),
+                node.attempts(),
+            )?;
+            if let Some(msg) = node.message() {
+                write!(line, "  {msg}")?;
+            }
+            writeln!(f, "{}", line.trim_end())?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,306 @@
+//! Running a graph: the [`Run`] future, its options, cancellation, and the scheduler.
+//!
+//! The scheduler uses join counters (Taskflow's design): every node of a run has an atomic
+//! count of upstreams that have not ended yet. A node that ends decrements the counters of
+//! its downstreams; each one that reaches zero is ready. The driver that finished the node
+//! runs one ready downstream itself and spawns a tokio task for each other one, so a node
+//! waiting for its upstreams holds no thread and no task, and nothing looks a node up by
+//! name or joins futures per node. See `state.rs` for the invariants.
+
+mod exec;
+mod state;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+
+pub(crate) use state::{Record, RunCore, RunState};
+// Named in the sealed `Upstreams` trait's hidden methods; unnameable outside the crate.
+#[allow(unreachable_pub)]
+pub use state::FetchCx;
+
+use crate::error::{CancelReason, RunError};
+use crate::graph::{GraphInner, GraphMeta};
+use crate::report::{Outcome, Report};
+
+/// What a run does when a node fails (seed 002 §15, extended with fail-fast).
+///
+/// Whatever the mode, the report accounts for every node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum FailureMode {
+    /// Run everything that can run; the run returns `Ok(report)` even when nodes failed.
+    /// The default: what succeeded is kept for diagnosis and compensation.
+    #[default]
+    PreservePartial,
+    /// Run everything that can run; if any node did not produce a value, the run is
+    /// [`RunError::Failed`], which still carries the report.
+    FailAll,
+    /// The first node that fails cancels every node in flight (they end `Cancelled`, and
+    /// pending nodes downstream of the failure end `Skipped`); the run is
+    /// [`RunError::Failed`] with the report.
+    FailFast,
+}
+
+impl fmt::Display for FailureMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FailureMode::PreservePartial => "preserve-partial",
+            FailureMode::FailAll => "fail-all",
+            FailureMode::FailFast => "fail-fast",
+        })
+    }
+}
+
+impl std::str::FromStr for FailureMode {
+    type Err = String;
+
+    /// Parses `preserve-partial`, `fail-all` or `fail-fast` (also with `_`).
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.replace('_', "-").as_str() {
+            "preserve-partial" => Ok(FailureMode::PreservePartial),
+            "fail-all" => Ok(FailureMode::FailAll),
+            "fail-fast" => Ok(FailureMode::FailFast),
+            other => Err(format!(
+                "unknown failure mode `{other}` (expected preserve-partial, fail-all or fail-fast)"
+            )),
+        }
+    }
+}
+
+/// Per-run options for [`Graph::run_with`](crate::Graph::run_with).
+///
+/// # Defaults
+/// - failure mode: the graph's ([`GraphBuilder::failure_mode`](crate::GraphBuilder::failure_mode)).
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    mode: Option<FailureMode>,
+}
+
+impl RunOptions {
+    /// Options that change nothing: the graph's defaults apply.
+    #[must_use]
+    pub fn new() -> Self {
+        RunOptions::default()
+    }
+
+    /// Overrides the graph's failure mode for this run.
+    #[must_use]
+    pub fn failure_mode(mut self, mode: FailureMode) -> Self {
+        self.mode = Some(mode);
+        self
+    }
+}
+
+/// The identity of one run: 64 random bits per process and a 64-bit sequence number.
+///
+/// Displays as 32 lowercase hex digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RunId {
+    process: u64,
+    seq: u64,
+}
+
+impl RunId {
+    fn next() -> Self {
+        static SEQ: AtomicU64 = AtomicU64::new(1);
+        static PROCESS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        let process = *PROCESS.get_or_init(|| {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u32(std::process::id());
+            h.finish()
+        });
+        RunId {
+            process,
+            seq: SEQ.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// The id as one 128-bit number.
+    #[must_use]
+    pub fn as_u128(self) -> u128 {
+        (u128::from(self.process) << 64) | u128::from(self.seq)
+    }
+}
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}{:016x}", self.process, self.seq)
+    }
+}
+
+/// The state a report reads, whatever the input type.
+pub(crate) trait RunView: Send + Sync + 'static {
+    fn core(&self) -> &RunCore;
+    fn meta(&self) -> &GraphMeta;
+    fn cancel(&self, reason: CancelReason);
+}
+
+impl<I: Send + Sync + 'static> RunView for RunState<I> {
+    fn core(&self) -> &RunCore {
+        &self.core
+    }
+    fn meta(&self) -> &GraphMeta {
+        &self.graph.meta
+    }
+    fn cancel(&self, reason: CancelReason) {
+        RunState::cancel(self, reason);
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Idle,
+    Running,
+    Done,
+}
+
+/// One run of a graph: a future that resolves to the run's [`Report`].
+///
+/// Nothing starts until it is first polled; it must be polled inside a tokio runtime (any
+/// flavour), where its nodes are spawned. Dropping it before it is ready cancels every node
+/// of the run: a node that has not started never starts, a running one is dropped at its
+/// next `.await`. [`Run::canceller`] gives a handle that cancels it from elsewhere.
+///
+/// # Output
+/// - `Ok(report)`: every node ended, and the failure mode accepts the outcomes.
+/// - [`RunError::Failed`] (fail-all, fail-fast) or [`RunError::Cancelled`], both carrying the
+///   report; [`RunError::NoRuntime`] when polled outside tokio.
+///
+/// Polling it again after it is ready returns the same result again.
+#[must_use = "a run does nothing until it is awaited"]
+pub struct Run<I> {
+    state: Arc<RunState<I>>,
+    phase: Phase,
+}
+
+impl<I> fmt::Debug for Run<I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Run")
+            .field("id", &self.state.core.run_id)
+            .field("phase", &self.phase)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<I: Send + Sync + 'static> Run<I> {
+    pub(crate) fn new(graph: Arc<GraphInner<I>>, input: I, options: RunOptions) -> Self {
+        let mode = options.mode.unwrap_or(graph.mode);
+        Run {
+            state: Arc::new(RunState::new(graph, input, mode)),
+            phase: Phase::Idle,
+        }
+    }
+
+    /// The run's id (also part of every node's idempotency key).
+    #[must_use]
+    pub fn id(&self) -> RunId {
+        self.state.core.run_id
+    }
+
+    /// A handle that cancels this run from anywhere, also before it starts.
+    #[must_use]
+    pub fn canceller(&self) -> RunCanceller {
+        RunCanceller {
+            run: Arc::clone(&self.state) as Arc<dyn RunView>,
+        }
+    }
+
+    fn result(&self) -> Result<Report, RunError> {
+        let core = &self.state.core;
+        let report = Report::new(Arc::clone(&self.state) as Arc<dyn RunView>);
+        let counts = report.counts();
+        match core.reason.get() {
+            Some(CancelReason::FailFast { .. }) | None => {}
+            // A cancel that raced with the last node's end cancelled nothing.
+            Some(_) if counts.cancelled == 0 => {}
+            Some(reason) => {
+                return Err(RunError::Cancelled {
+                    reason: reason.clone(),
+                    report: Box::new(report),
+                });
+            }
+        }
+        if core.mode == FailureMode::PreservePartial {
+            return Ok(report);
+        }
+        if counts.failed + counts.skipped + counts.cancelled == 0 {
+            return Ok(report);
+        }
+        let node = report
+            .nodes()
+            .filter(|n| n.outcome() == Outcome::Failed)
+            .min_by_key(|n| n.end())
+            .map(|n| n.name().to_owned())
+            .unwrap_or_default();
+        Err(RunError::Failed {
+            node,
+            failed: counts.failed,
+            skipped: counts.skipped,
+            cancelled: counts.cancelled,
+            report: Box::new(report),
+        })
+    }
+}
+
+impl<I: Send + Sync + 'static> Future for Run<I> {
+    type Output = Result<Report, RunError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if self.phase == Phase::Idle {
+            let Ok(handle) = tokio::runtime::Handle::try_current() else {
+                return Poll::Ready(Err(RunError::NoRuntime));
+            };
+            self.phase = Phase::Running;
+            self.state.start(handle);
+        }
+        let core = &self.state.core;
+        core.done.register(cx.waker());
+        if core.remaining.load(Ordering::Acquire) == 0 {
+            self.phase = Phase::Done;
+            return Poll::Ready(self.result());
+        }
+        Poll::Pending
+    }
+}
+
+impl<I> Drop for Run<I> {
+    fn drop(&mut self) {
+        if self.phase == Phase::Running {
+            self.state.cancel(CancelReason::Dropped);
+        }
+    }
+}
+
+/// Cancels one run; get it from [`Run::canceller`]. Cloneable, `Send + Sync`.
+#[derive(Clone)]
+pub struct RunCanceller {
+    run: Arc<dyn RunView>,
+}
+
+impl fmt::Debug for RunCanceller {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunCanceller")
+            .field("run", &self.run.core().run_id)
+            .finish()
+    }
+}
+
+impl RunCanceller {
+    /// Cancels the run: pending nodes end `Cancelled` at once; running nodes are dropped at
+    /// their next `.await` and end `Cancelled`. The run then resolves to
+    /// [`RunError::Cancelled`]. Cancelling a finished run, or twice, does nothing.
+    pub fn cancel(&self) {
+        self.run.cancel(CancelReason::Requested);
+    }
+
+    /// Whether the run has been cancelled (by this handle, a drop, or fail-fast).
+    #[must_use]
+    pub fn is_cancelled(&self) -> bool {
+        self.run.core().is_cancelled()
+    }
+}
