@@ -71,6 +71,7 @@
 
 mod error;
 mod graph;
+mod policy;
 mod report;
 mod run;
 mod task;

@@ -1,0 +1,1 @@
+//! Circuit breaker (placeholder; being written).
