@@ -1,0 +1,85 @@
+//! The public types have the auto traits a tokio user relies on: graphs, handles, runs,
+//! reports and errors cross tasks and threads, and errors box into `BoxError`.
+
+use baton::{
+    BoxError, BuildError, CancelReason, Counts, Ctx, FailureMode, Graph, IdempotencyKey, Node,
+    NodeError, NodeReport, Outcome, Report, Run, RunCanceller, RunError, RunId, RunOptions,
+};
+
+fn send_sync<T: Send + Sync>() {}
+fn send_sync_static<T: Send + Sync + 'static>() {}
+fn clone<T: Clone>() {}
+fn copy<T: Copy>() {}
+fn debug<T: std::fmt::Debug>() {}
+fn error<T: std::error::Error + Send + Sync + 'static>() {}
+fn unpin<T: Unpin>() {}
+fn send<T: Send>() {}
+
+struct NotClone;
+
+#[test]
+fn public_types_have_the_expected_auto_traits() {
+    send_sync_static::<Graph<()>>();
+    clone::<Graph<NotClone>>();
+    debug::<Graph<()>>();
+    send_sync_static::<Node<NotClone>>();
+    copy::<Node<NotClone>>();
+    debug::<Node<NotClone>>();
+    send::<Run<()>>();
+    unpin::<Run<()>>();
+    debug::<Run<()>>();
+    send_sync_static::<RunCanceller>();
+    clone::<RunCanceller>();
+    send_sync_static::<Report>();
+    clone::<Report>();
+    debug::<Report>();
+    send_sync::<NodeReport<'static>>();
+    copy::<NodeReport<'static>>();
+    send_sync::<Ctx<()>>();
+    debug::<Ctx<()>>();
+    copy::<IdempotencyKey>();
+    copy::<RunId>();
+    copy::<Outcome>();
+    copy::<Counts>();
+    copy::<FailureMode>();
+    clone::<RunOptions>();
+    clone::<CancelReason>();
+    error::<BuildError>();
+    error::<NodeError>();
+    error::<RunError>();
+}
+
+#[test]
+fn errors_box_into_box_error() {
+    let e: BoxError = BuildError::DuplicateName {
+        name: "a".to_owned(),
+    }
+    .into();
+    assert_eq!(
+        e.to_string(),
+        "duplicate node name `a`: every node of a graph needs its own name"
+    );
+    let e: BoxError = RunError::NoRuntime.into();
+    assert!(e.downcast_ref::<RunError>().is_some());
+    let e: BoxError = NodeError::Panicked {
+        message: "x".to_owned(),
+    }
+    .into();
+    assert_eq!(e.to_string(), "task panicked: x");
+}
+
+#[test]
+fn cancel_reasons_display() {
+    assert_eq!(
+        CancelReason::Requested.to_string(),
+        "cancelled through its handle"
+    );
+    assert_eq!(CancelReason::Dropped.to_string(), "run future dropped");
+    assert_eq!(
+        CancelReason::FailFast {
+            node: "n".to_owned()
+        }
+        .to_string(),
+        "fail-fast after `n` failed"
+    );
+}

@@ -1,0 +1,167 @@
+//! Panics in tasks (DESIGN rule 15): caught, the node ends `Failed` with
+//! `NodeError::Panicked` carrying the message, the other nodes are unaffected and the run
+//! completes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton::{BoxError, FailureMode, Graph, NodeError, Outcome, RunError};
+use tokio::time::sleep;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn panic_message(report: &baton::Report, name: &str) -> String {
+    let node = report.by_name(name).expect("node");
+    assert_eq!(node.outcome(), Outcome::Failed, "{name}");
+    assert_eq!(node.attempts(), 1, "{name}");
+    match node.error() {
+        Some(NodeError::Panicked { message }) => {
+            assert_eq!(
+                node.message(),
+                Some(format!("task panicked: {message}")),
+                "{name}"
+            );
+            message.clone()
+        }
+        other => panic!("{name}: expected a panic error, got {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn panics_before_and_after_the_first_await_fail_only_their_node() {
+    let mut g = Graph::<()>::builder();
+    // Panics in the closure itself, before it even returns a future.
+    g.node("sync")
+        .task(|_ctx, ()| -> std::future::Ready<Result<u8, BoxError>> { panic!("sync boom") });
+    // Panics on the future's first poll, before any `.await`.
+    g.node("before").task(|_ctx, ()| async {
+        if true {
+            panic!("before await");
+        }
+        Ok::<u8, BoxError>(0)
+    });
+    // Panics after an `.await`, with a formatted (String) payload.
+    let after = g.node("after").task(|_ctx, ()| async {
+        sleep(ms(30)).await;
+        if true {
+            panic!("after await at {} ms", 30);
+        }
+        Ok::<u8, BoxError>(0)
+    });
+    // A payload that is not a string.
+    g.node("opaque").task(|_ctx, ()| async {
+        sleep(ms(5)).await;
+        if true {
+            std::panic::panic_any(42_u32);
+        }
+        Ok::<u8, BoxError>(0)
+    });
+    let ok = g.node("ok").task(|_ctx, ()| async {
+        sleep(ms(100)).await;
+        Ok::<_, BoxError>(9_u8)
+    });
+    let ok_down = g
+        .node("ok_down")
+        .after(ok)
+        .task(|_ctx, v: Arc<u8>| async move { Ok::<_, BoxError>(*v + 1) });
+    let after_down = g
+        .node("after_down")
+        .after(after)
+        .task(|_ctx, v: Arc<u8>| async move { Ok::<_, BoxError>(*v) });
+    let graph = g.build().expect("valid");
+
+    let report = graph.run(()).await.expect("the run completes");
+    assert_eq!(panic_message(&report, "sync"), "sync boom");
+    assert_eq!(panic_message(&report, "before"), "before await");
+    assert_eq!(panic_message(&report, "after"), "after await at 30 ms");
+    assert_eq!(
+        panic_message(&report, "opaque"),
+        "<non-string panic payload>"
+    );
+    assert_eq!(report.by_name("sync").and_then(|n| n.start()), Some(ms(0)));
+    assert_eq!(report.by_name("after").map(|n| n.end()), Some(ms(30)));
+    assert_eq!(report.by_name("opaque").map(|n| n.end()), Some(ms(5)));
+    assert_eq!(
+        report
+            .by_name("before")
+            .and_then(|n| n.error())
+            .map(ToString::to_string),
+        Some("task panicked: before await".to_owned())
+    );
+    assert_eq!(report.get(ok), Some(&9));
+    assert_eq!(report.get(ok_down), Some(&10));
+    let skipped = report.node(after_down).expect("after_down");
+    assert_eq!(skipped.outcome(), Outcome::Skipped);
+    assert_eq!(
+        skipped.message().as_deref(),
+        Some("upstream `after` failed: task panicked: after await at 30 ms")
+    );
+    let c = report.counts();
+    assert_eq!((c.succeeded, c.failed, c.skipped, c.total()), (2, 4, 1, 7));
+    assert_eq!(report.makespan(), ms(100));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panic_under_fail_all_is_a_failed_run_naming_the_node() {
+    let mut g = Graph::<()>::builder();
+    g.failure_mode(FailureMode::FailAll);
+    g.node("p").task(|_ctx, ()| async {
+        sleep(ms(10)).await;
+        if true {
+            panic!("kaboom");
+        }
+        Ok::<(), BoxError>(())
+    });
+    g.node("q").task(|_ctx, ()| async {
+        sleep(ms(20)).await;
+        Ok::<_, BoxError>(())
+    });
+    let err = g
+        .build()
+        .expect("valid")
+        .run(())
+        .await
+        .expect_err("fail-all");
+    assert_eq!(
+        err.to_string(),
+        "run failed: node `p` failed (1 failed, 0 skipped, 0 cancelled)"
+    );
+    let report = err.report().expect("report");
+    assert_eq!(panic_message(report, "p"), "kaboom");
+    assert_eq!(
+        report.by_name("q").map(|n| n.outcome()),
+        Some(Outcome::Succeeded)
+    );
+    assert!(matches!(err, RunError::Failed { .. }));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn panics_on_a_multi_thread_runtime_are_caught_too() {
+    let mut g = Graph::<u32>::builder();
+    for i in 0..16_u32 {
+        g.node(format!("n{i}")).task(move |ctx, ()| async move {
+            tokio::task::yield_now().await;
+            if i % 2 == 1 {
+                panic!("odd {i}");
+            }
+            Ok::<_, BoxError>(*ctx.input() + i)
+        });
+    }
+    let graph = g.build().expect("valid");
+    let report = graph.run(100).await.expect("run");
+    for i in 0..16_u32 {
+        let name = format!("n{i}");
+        if i % 2 == 1 {
+            assert_eq!(panic_message(&report, &name), format!("odd {i}"));
+        } else {
+            assert_eq!(
+                report.by_name(&name).map(|n| n.outcome()),
+                Some(Outcome::Succeeded)
+            );
+        }
+    }
+    assert_eq!(report.counts().failed, 8);
+    assert_eq!(report.counts().succeeded, 8);
+}
