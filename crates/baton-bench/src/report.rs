@@ -1,0 +1,443 @@
+//! Figures per (shape, size, threads, implementation), and the Markdown tables.
+
+use std::fmt::Write as _;
+
+use crate::imps::{Imp, Timing};
+use crate::shapes::Shape;
+
+/// Memory figures in bytes (RSS deltas from a fresh child process).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Mem {
+    /// Resident growth once the graph is built.
+    pub(crate) resident: u64,
+    /// Peak resident growth over build + one run.
+    pub(crate) peak: u64,
+}
+
+/// Medians over samples.
+#[derive(Debug, Clone)]
+pub(crate) struct Stats {
+    pub(crate) samples: usize,
+    /// Run time per node, ns: median, 25th and 75th percentile.
+    pub(crate) run_node: f64,
+    pub(crate) run_p25: f64,
+    pub(crate) run_p75: f64,
+    /// Run time per graph, ns (median).
+    pub(crate) run_graph: f64,
+    /// Build and drop time per graph, ns (medians).
+    pub(crate) build_graph: f64,
+    pub(crate) drop_graph: f64,
+    /// Whether every run builds its own graph.
+    pub(crate) rebuilds: bool,
+    pub(crate) mem: Option<Mem>,
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let pos = p * (sorted.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    let w = pos - lo as f64;
+    sorted[lo] * (1.0 - w) + sorted[hi] * w
+}
+
+fn median_of(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    percentile(&v, 0.5)
+}
+
+impl Stats {
+    pub(crate) fn from_samples(ts: &[Timing], n: usize, rebuilds: bool) -> Stats {
+        let n = n.max(1) as f64;
+        let per_graph = |f: &dyn Fn(&Timing) -> (f64, u32)| {
+            median_of(
+                ts.iter()
+                    .map(|t| {
+                        let (ns, k) = f(t);
+                        ns / f64::from(k.max(1))
+                    })
+                    .collect(),
+            )
+        };
+        let ns = |d: std::time::Duration| d.as_secs_f64() * 1e9;
+        let mut run_node: Vec<f64> = ts
+            .iter()
+            .map(|t| ns(t.run) / f64::from(t.runs.max(1)) / n)
+            .collect();
+        run_node.sort_by(f64::total_cmp);
+        Stats {
+            samples: ts.len(),
+            run_node: percentile(&run_node, 0.5),
+            run_p25: percentile(&run_node, 0.25),
+            run_p75: percentile(&run_node, 0.75),
+            run_graph: per_graph(&|t| (ns(t.run), t.runs)),
+            build_graph: per_graph(&|t| (ns(t.build), t.builds)),
+            drop_graph: per_graph(&|t| (ns(t.drop), t.builds)),
+            rebuilds,
+            mem: None,
+        }
+    }
+
+    /// Interquartile range relative to the median.
+    pub(crate) fn spread(&self) -> f64 {
+        (self.run_p75 - self.run_p25) / self.run_node
+    }
+}
+
+/// What one implementation got at one point.
+#[derive(Debug, Clone)]
+pub(crate) enum Cell {
+    Measured(Stats),
+    Skipped(String),
+    Failed(String),
+}
+
+/// One implementation at one (shape, size, threads) point.
+#[derive(Debug, Clone)]
+pub(crate) struct Row {
+    pub(crate) shape: Shape,
+    pub(crate) size: usize,
+    pub(crate) threads: usize,
+    pub(crate) imp: Imp,
+    pub(crate) cell: Cell,
+    /// 1-minute load average before -> after the point.
+    pub(crate) load: String,
+}
+
+/// A line on stderr.
+pub(crate) fn note(msg: &str) {
+    eprintln!("{msg}");
+}
+
+/// The whole Markdown document on stdout.
+pub(crate) fn print(md: &str) {
+    println!("{md}");
+}
+
+fn fmt_ns(ns: f64) -> String {
+    if !ns.is_finite() {
+        "-".to_owned()
+    } else if ns >= 100.0 {
+        format!("{ns:.0}")
+    } else if ns >= 10.0 {
+        format!("{ns:.1}")
+    } else {
+        format!("{ns:.2}")
+    }
+}
+
+fn fmt_rate(per_s: f64) -> String {
+    if per_s >= 1e6 {
+        format!("{:.2} M", per_s / 1e6)
+    } else if per_s >= 1e3 {
+        format!("{:.0} k", per_s / 1e3)
+    } else {
+        format!("{per_s:.0}")
+    }
+}
+
+fn fmt_ms(ns: f64) -> String {
+    let ms = ns / 1e6;
+    if ms >= 100.0 {
+        format!("{ms:.0}")
+    } else if ms >= 1.0 {
+        format!("{ms:.1}")
+    } else {
+        format!("{ms:.3}")
+    }
+}
+
+/// Progress on stderr for one point.
+pub(crate) fn progress(rows: &[Row]) {
+    let Some(first) = rows.first() else { return };
+    let mut line = format!(
+        "{:<12} n={:<8} thr={} load {:<10}",
+        first.shape.name(),
+        first.size,
+        first.threads,
+        first.load
+    );
+    for r in rows {
+        match &r.cell {
+            Cell::Measured(s) => {
+                let _ = write!(
+                    line,
+                    " | {} {} ns/node ±{:.0}% ({}x)",
+                    r.imp,
+                    fmt_ns(s.run_node),
+                    50.0 * s.spread(),
+                    s.samples
+                );
+            }
+            Cell::Skipped(_) => {
+                let _ = write!(line, " | {} skipped", r.imp);
+            }
+            Cell::Failed(e) => {
+                let _ = write!(line, " | {} FAILED: {e}", r.imp);
+            }
+        }
+    }
+    note(&line);
+}
+
+/// The rows of one (shape, size, threads) point, in `imps` order.
+fn points(rows: &[Row]) -> Vec<Vec<&Row>> {
+    let mut out: Vec<Vec<&Row>> = Vec::new();
+    for r in rows {
+        match out.last_mut() {
+            Some(p)
+                if p[0].shape == r.shape && p[0].size == r.size && p[0].threads == r.threads =>
+            {
+                p.push(r);
+            }
+            _ => out.push(vec![r]),
+        }
+    }
+    out
+}
+
+fn find<'a>(point: &[&'a Row], imp: Imp) -> Option<&'a Row> {
+    point.iter().copied().find(|r| r.imp == imp)
+}
+
+fn stats(point: &[&Row], imp: Imp) -> Option<Stats> {
+    match &find(point, imp)?.cell {
+        Cell::Measured(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+        _ => "-".to_owned(),
+    }
+}
+
+/// Cell text for the time table: run ns/node, and for rebuilding implementations the
+/// build + run + drop figure in brackets.
+fn time_cell(row: Option<&Row>, size: usize, footnotes: &mut Vec<String>) -> String {
+    let Some(row) = row else {
+        return "".to_owned();
+    };
+    match &row.cell {
+        Cell::Measured(s) if s.rebuilds => format!(
+            "{} ({})",
+            fmt_ns(s.run_node),
+            fmt_ns((s.build_graph + s.run_graph + s.drop_graph) / size.max(1) as f64)
+        ),
+        Cell::Measured(s) => fmt_ns(s.run_node),
+        Cell::Skipped(why) | Cell::Failed(why) => {
+            footnotes.push(format!(
+                "{} {} n={} thr={}: {why}",
+                row.imp, row.shape, row.size, row.threads
+            ));
+            format!("skipped[{}]", footnotes.len())
+        }
+    }
+}
+
+/// All tables.
+pub(crate) fn markdown(rows: &[Row], imps: &[Imp]) -> String {
+    let mut md = String::new();
+    let mut footnotes = Vec::new();
+    let pts = points(rows);
+    let shown: Vec<Imp> = imps
+        .iter()
+        .copied()
+        .filter(|i| !matches!(i, Imp::TokioJoin | Imp::TokioSpawn))
+        .collect();
+
+    let _ = writeln!(
+        md,
+        "### Run time per node (median ns/node; dagx and dagrs: run only, and in brackets build + run + drop, as they build a graph per run)\n"
+    );
+    let mut head = "| shape | nodes | thr |".to_owned();
+    let mut rule = "|---|---:|---:|".to_owned();
+    for i in &shown {
+        let _ = write!(head, " {i} |");
+        rule.push_str("---:|");
+    }
+    head.push_str(" baton/tokio | baton/dagx | baton/dagrs | baton graphs/s | noise | load |");
+    rule.push_str("---:|---:|---:|---:|---:|---|");
+    let _ = writeln!(md, "{head}\n{rule}");
+    for p in pts.iter().filter(|p| p[0].shape != Shape::Order) {
+        let r0 = p[0];
+        let mut line = format!("| {} | {} | {} |", r0.shape, r0.size, r0.threads);
+        for &i in &shown {
+            let _ = write!(
+                line,
+                " {} |",
+                time_cell(find(p, i), r0.size, &mut footnotes)
+            );
+        }
+        let b = stats(p, Imp::Baton).map(|s| s.run_node);
+        let graphs = stats(p, Imp::Baton)
+            .filter(|_| r0.size <= 1_000)
+            .map_or("-".to_owned(), |s| fmt_rate(1e9 / s.run_graph));
+        let noise = p
+            .iter()
+            .filter_map(|r| match &r.cell {
+                Cell::Measured(s) => Some(s.spread()),
+                _ => None,
+            })
+            .fold(0.0f64, f64::max);
+        let _ = writeln!(
+            line,
+            " {} | {} | {} | {} | ±{:.0}% | {} |",
+            ratio(b, stats(p, Imp::Tokio).map(|s| s.run_node)),
+            ratio(b, stats(p, Imp::Dagx).map(|s| s.run_node)),
+            ratio(b, stats(p, Imp::Dagrs).map(|s| s.run_node)),
+            graphs,
+            50.0 * noise,
+            r0.load
+        );
+        md.push_str(&line);
+    }
+
+    // The order graph.
+    let order: Vec<_> = pts.iter().filter(|p| p[0].shape == Shape::Order).collect();
+    if !order.is_empty() {
+        let _ = writeln!(
+            md,
+            "\n### Order graph (user ∥ sku → stock → promo → notify), runs per second, one run at a time (dagx, dagrs: run only, build + run + drop in brackets)\n"
+        );
+        let mut head = "| thr |".to_owned();
+        let mut rule = "|---:|".to_owned();
+        for i in imps {
+            let _ = write!(head, " {i} |");
+            rule.push_str("---:|");
+        }
+        head.push_str(" baton/tokio-spawn | baton/tokio-join | noise | load |");
+        rule.push_str("---:|---:|---:|---|");
+        let _ = writeln!(md, "{head}\n{rule}");
+        for p in order {
+            let r0 = p[0];
+            let mut line = format!("| {} |", r0.threads);
+            for &i in imps {
+                let cell = match find(p, i).map(|r| &r.cell) {
+                    Some(Cell::Measured(s)) if s.rebuilds => format!(
+                        "{} ({})",
+                        fmt_rate(1e9 / s.run_graph),
+                        fmt_rate(1e9 / (s.build_graph + s.run_graph + s.drop_graph))
+                    ),
+                    Some(Cell::Measured(s)) => fmt_rate(1e9 / s.run_graph),
+                    Some(_) => time_cell(find(p, i), r0.size, &mut footnotes),
+                    None => String::new(),
+                };
+                let _ = write!(line, " {cell} |");
+            }
+            // Time ratios (baton time / baseline time).
+            let b = stats(p, Imp::Baton).map(|s| s.run_graph);
+            let noise = p
+                .iter()
+                .filter_map(|r| match &r.cell {
+                    Cell::Measured(s) => Some(s.spread()),
+                    _ => None,
+                })
+                .fold(0.0f64, f64::max);
+            let _ = writeln!(
+                line,
+                " {} | {} | ±{:.0}% | {} |",
+                ratio(b, stats(p, Imp::TokioSpawn).map(|s| s.run_graph)),
+                ratio(b, stats(p, Imp::TokioJoin).map(|s| s.run_graph)),
+                50.0 * noise,
+                r0.load
+            );
+            md.push_str(&line);
+        }
+    }
+
+    // Build / run / drop at the largest size of each shape.
+    let _ = writeln!(
+        md,
+        "\n### Build, run and drop of one graph at the largest size measured (ms; baton and tokio build once and run many times, so their run includes the per-run state and report)\n"
+    );
+    let _ = writeln!(
+        md,
+        "| shape | nodes | thr | impl | build | run | drop | build + run + drop |\n|---|---:|---:|---|---:|---:|---:|---:|"
+    );
+    let mut largest: Vec<&Vec<&Row>> = Vec::new();
+    for p in pts.iter().filter(|p| p[0].shape != Shape::Order) {
+        match largest
+            .iter_mut()
+            .find(|q| q[0].shape == p[0].shape && q[0].threads == p[0].threads)
+        {
+            Some(q) if q[0].size < p[0].size => *q = p,
+            Some(_) => {}
+            None => largest.push(p),
+        }
+    }
+    for p in largest {
+        for r in p.iter() {
+            if let Cell::Measured(s) = &r.cell {
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                    r.shape,
+                    r.size,
+                    r.threads,
+                    r.imp,
+                    fmt_ms(s.build_graph),
+                    fmt_ms(s.run_graph),
+                    fmt_ms(s.drop_graph),
+                    fmt_ms(s.build_graph + s.run_graph + s.drop_graph)
+                );
+            }
+        }
+    }
+
+    // Memory.
+    let mem_points: Vec<_> = pts
+        .iter()
+        .filter(|p| {
+            p.iter()
+                .any(|r| matches!(&r.cell, Cell::Measured(s) if s.mem.is_some()))
+        })
+        .collect();
+    if !mem_points.is_empty() {
+        let _ = writeln!(
+            md,
+            "\n### Memory per node (bytes; RSS growth in a fresh child process: peak over build + one run, and in brackets resident after build)\n"
+        );
+        let mut head = "| shape | nodes | thr |".to_owned();
+        let mut rule = "|---|---:|---:|".to_owned();
+        for i in &shown {
+            let _ = write!(head, " {i} |");
+            rule.push_str("---:|");
+        }
+        let _ = writeln!(md, "{head}\n{rule}");
+        for p in mem_points {
+            let r0 = p[0];
+            let mut line = format!("| {} | {} | {} |", r0.shape, r0.size, r0.threads);
+            for &i in &shown {
+                let cell = match find(p, i).map(|r| &r.cell) {
+                    Some(Cell::Measured(Stats { mem: Some(m), .. })) => format!(
+                        "{:.0} ({:.0})",
+                        m.peak as f64 / r0.size as f64,
+                        m.resident as f64 / r0.size as f64
+                    ),
+                    Some(Cell::Measured(_)) => "?".to_owned(),
+                    Some(_) => "skipped".to_owned(),
+                    None => String::new(),
+                };
+                let _ = write!(line, " {cell} |");
+            }
+            md.push_str(&line);
+            md.push('\n');
+        }
+    }
+
+    if !footnotes.is_empty() {
+        md.push('\n');
+        for (k, f) in footnotes.iter().enumerate() {
+            let _ = writeln!(md, "[{}] {f}  ", k + 1);
+        }
+    }
+    let _ = writeln!(
+        md,
+        "\nnoise: the largest interquartile range of the run-time samples in the row, as ± half of it relative to the median; load: the 1-minute load average before -> after the row."
+    );
+    md
+}
