@@ -5,6 +5,8 @@
 //! message alone tells the reader where to look.
 
 use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
 
 use crate::report::Report;
 
@@ -70,13 +72,49 @@ pub enum BuildError {
         /// The type the upstream produces.
         found: &'static str,
     },
+    /// A node's policy is misconfigured (zero attempts, a backoff multiplier below 1, …).
+    #[error("node `{node}`: invalid {policy} policy: {reason}")]
+    InvalidPolicy {
+        /// The node.
+        node: String,
+        /// Which policy: `retry`, `timeout`, `budget`, ….
+        policy: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A node names a circuit breaker, bulkhead or retry budget that the orchestrator does
+    /// not have.
+    #[error("node `{node}` names {kind} `{name}`, which the orchestrator does not have")]
+    UnknownPolicy {
+        /// The node.
+        node: String,
+        /// `circuit breaker`, `bulkhead` or `retry budget`.
+        kind: &'static str,
+        /// The name it used.
+        name: String,
+    },
+    /// Two different circuit breakers (bulkheads, retry budgets) share a name in one
+    /// orchestrator; names identify downstreams, so each must be unique.
+    #[error(
+        "node `{node}` uses a {kind} named `{name}`, but the orchestrator already has a different {kind} with that name"
+    )]
+    PolicyConflict {
+        /// The node that brought the second one.
+        node: String,
+        /// `circuit breaker`, `bulkhead` or `retry budget`.
+        kind: &'static str,
+        /// The shared name.
+        name: String,
+    },
 }
 
 /// Why a node produced no value (or, for a `Recovered` node, what the fallback recovered
 /// from).
 ///
 /// The task's own error is kept as it was returned ([`NodeError::Task`]), so its
-/// [`source`](std::error::Error::source) chain is intact and it can be downcast.
+/// [`source`](std::error::Error::source) chain is intact and it can be downcast; see
+/// [`NodeError::task_error`]. Errors that come from a policy name the node, the attempt and
+/// the limit involved.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum NodeError {
@@ -89,6 +127,102 @@ pub enum NodeError {
         /// The panic payload, when it was a string; `"<non-string panic payload>"` otherwise.
         message: String,
     },
+    /// An attempt ran longer than the node's per-attempt timeout and was dropped (it stopped
+    /// at its next `.await`; a blocking attempt was abandoned, see
+    /// [`NodeReport::abandoned`](crate::NodeReport::abandoned)).
+    #[error("node `{node}` attempt {attempt} timed out after {limit:?}")]
+    Timeout {
+        /// The node.
+        node: String,
+        /// The attempt that timed out, from 1.
+        attempt: u32,
+        /// The per-attempt timeout.
+        limit: Duration,
+    },
+    /// The node's deadline (its budget, or the run's deadline) passed: either an attempt was
+    /// cut at the deadline, or too little time was left to start one (less than the
+    /// node's minimum attempt time).
+    #[error("node `{node}` ran out of its deadline after {attempts} attempt(s) in {elapsed:?}")]
+    DeadlineExceeded {
+        /// The node.
+        node: String,
+        /// How many attempts had started.
+        attempts: u32,
+        /// Time from the node's start to the end of the series.
+        elapsed: Duration,
+    },
+    /// The node's circuit breaker was open (or half-open with every probe taken): the task
+    /// did not run. Never retried.
+    #[error("node `{node}` rejected: circuit breaker `{breaker}` is open")]
+    BreakerOpen {
+        /// The node.
+        node: String,
+        /// The breaker's name.
+        breaker: String,
+        /// When the breaker will let a probe through, if known.
+        retry_after: Option<Duration>,
+    },
+    /// No permit of the node's bulkhead came free within its maximum wait (or before the
+    /// node's deadline).
+    #[error("node `{node}` attempt {attempt}: bulkhead `{bulkhead}` full after waiting {waited:?}")]
+    BulkheadFull {
+        /// The node.
+        node: String,
+        /// The attempt, from 1.
+        attempt: u32,
+        /// The bulkhead's name.
+        bulkhead: String,
+        /// How long the attempt waited for a permit.
+        waited: Duration,
+    },
+    /// A retrying node stopped retrying; `last` is the last attempt's error.
+    #[error("node `{node}` gave up after {attempts} attempt(s) in {elapsed:?} ({reason})")]
+    GaveUp {
+        /// The node.
+        node: String,
+        /// How many attempts ran.
+        attempts: u32,
+        /// Time from the node's start to the end of the series.
+        elapsed: Duration,
+        /// Why the series stopped.
+        reason: StopReason,
+        /// The last attempt's error.
+        #[source]
+        last: Box<NodeError>,
+    },
+    /// The fallback itself failed (returned an error or panicked); `original` is what it
+    /// tried to recover from.
+    #[error("node `{node}` fallback failed: {error}; it was recovering from: {original}")]
+    FallbackFailed {
+        /// The node.
+        node: String,
+        /// The fallback's error.
+        error: Box<NodeError>,
+        /// The error the fallback was recovering from.
+        original: Arc<NodeError>,
+    },
+    /// A router's key matched none of its branches; the router fails and every branch ends
+    /// `NotTaken`.
+    #[error("router `{router}` chose unknown branch `{key}` (known: {})", known.join(", "))]
+    UnknownBranch {
+        /// The router.
+        router: String,
+        /// The key its selector returned.
+        key: String,
+        /// Its branches' keys, in declaration order.
+        known: Vec<String>,
+    },
+    /// The branch a router chose failed (or was skipped); `error` is the branch's own error.
+    #[error("router `{router}`: branch `{branch}` failed")]
+    BranchFailed {
+        /// The router.
+        router: String,
+        /// The chosen branch.
+        branch: String,
+        /// The branch's error, when it has one.
+        #[source]
+        error: Option<Arc<NodeError>>,
+    },
     /// An internal invariant did not hold. This is a bug in baton; please report it with the
     /// message.
     #[error("internal error in baton: {message}")]
@@ -98,8 +232,47 @@ pub enum NodeError {
     },
 }
 
+/// Why a retry series stopped before an attempt succeeded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StopReason {
+    /// The policy's maximum number of attempts ran.
+    MaxAttempts,
+    /// The last error was not retryable (the retry predicate said no, or it was a breaker
+    /// rejection, an exhausted deadline, or a panic under the default predicate).
+    NotRetryable,
+    /// The node's circuit breaker opened while the series was running.
+    BreakerOpened,
+    /// The named retry budget had no retry left.
+    RetryBudgetExhausted {
+        /// The budget's name.
+        budget: String,
+    },
+    /// Too little time was left before the deadline for another attempt.
+    DeadlineExceeded,
+    /// A custom backoff sequence ran out of delays.
+    BackoffExhausted,
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StopReason::MaxAttempts => f.write_str("max attempts reached"),
+            StopReason::NotRetryable => f.write_str("error not retryable"),
+            StopReason::BreakerOpened => f.write_str("circuit breaker opened"),
+            StopReason::RetryBudgetExhausted { budget } => {
+                write!(f, "retry budget `{budget}` exhausted")
+            }
+            StopReason::DeadlineExceeded => f.write_str("deadline exceeded"),
+            StopReason::BackoffExhausted => f.write_str("backoff sequence exhausted"),
+        }
+    }
+}
+
 impl NodeError {
-    /// The task's own error, when the task returned one.
+    /// The task's own error, looking through retry and fallback wrappers to the last
+    /// attempt; `None` when the last attempt did not end with an error of the task (a
+    /// timeout, a rejection, a panic).
     ///
     /// Use it to downcast to your error type:
     /// `err.task_error().and_then(|e| e.downcast_ref::<MyError>())`.
@@ -107,8 +280,31 @@ impl NodeError {
     pub fn task_error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
         match self {
             NodeError::Task(e) => Some(e.as_ref()),
+            NodeError::GaveUp { last, .. } => last.task_error(),
+            NodeError::FallbackFailed { original, .. } => original.task_error(),
+            NodeError::BranchFailed {
+                error: Some(error), ..
+            } => error.task_error(),
             _ => None,
         }
+    }
+
+    /// The error of the last attempt: looks through [`NodeError::GaveUp`].
+    #[must_use]
+    pub fn last_attempt(&self) -> &NodeError {
+        match self {
+            NodeError::GaveUp { last, .. } => last.last_attempt(),
+            other => other,
+        }
+    }
+
+    /// Whether the error is, or ends in, a per-attempt timeout or an exhausted deadline.
+    #[must_use]
+    pub fn is_timeout(&self) -> bool {
+        matches!(
+            self.last_attempt(),
+            NodeError::Timeout { .. } | NodeError::DeadlineExceeded { .. }
+        )
     }
 
     pub(crate) fn from_panic(payload: &(dyn std::any::Any + Send)) -> Self {
@@ -136,6 +332,11 @@ pub enum CancelReason {
         /// The node whose failure cancelled the run.
         node: String,
     },
+    /// [`Orchestrator::cancel_all`](crate::Orchestrator::cancel_all) was called.
+    CancelAll,
+    /// [`Orchestrator::shutdown`](crate::Orchestrator::shutdown)'s grace period ended before
+    /// the run did.
+    Shutdown,
 }
 
 impl fmt::Display for CancelReason {
@@ -144,6 +345,8 @@ impl fmt::Display for CancelReason {
             CancelReason::Requested => f.write_str("cancelled through its handle"),
             CancelReason::Dropped => f.write_str("run future dropped"),
             CancelReason::FailFast { node } => write!(f, "fail-fast after `{node}` failed"),
+            CancelReason::CancelAll => f.write_str("orchestrator cancelled all runs"),
+            CancelReason::Shutdown => f.write_str("orchestrator shut down"),
         }
     }
 }
@@ -186,6 +389,9 @@ pub enum RunError {
     /// The run was polled outside a tokio runtime, so it could not spawn its nodes.
     #[error("no tokio runtime: a baton run must be awaited inside a tokio runtime")]
     NoRuntime,
+    /// The orchestrator is shutting down (or shut down) and accepts no new run; nothing ran.
+    #[error("orchestrator is shutting down: run refused")]
+    ShuttingDown,
 }
 
 impl RunError {
@@ -194,7 +400,7 @@ impl RunError {
     pub fn report(&self) -> Option<&Report> {
         match self {
             RunError::Failed { report, .. } | RunError::Cancelled { report, .. } => Some(report),
-            RunError::NoRuntime => None,
+            RunError::NoRuntime | RunError::ShuttingDown => None,
         }
     }
 
@@ -203,7 +409,7 @@ impl RunError {
     pub fn into_report(self) -> Option<Report> {
         match self {
             RunError::Failed { report, .. } | RunError::Cancelled { report, .. } => Some(*report),
-            RunError::NoRuntime => None,
+            RunError::NoRuntime | RunError::ShuttingDown => None,
         }
     }
 }

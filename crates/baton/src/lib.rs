@@ -71,13 +71,27 @@
 
 mod error;
 mod graph;
+pub mod observe;
+mod orchestrator;
 mod policy;
 mod report;
 mod run;
 mod task;
 
-pub use error::{BoxError, BuildError, CancelReason, NodeError, RunError};
-pub use graph::{Graph, GraphBuilder, Inputs, Named, Node, NodeBuilder, Upstreams};
-pub use report::{Counts, NodeReport, Outcome, Report};
+pub use error::{BoxError, BuildError, CancelReason, NodeError, RunError, StopReason};
+pub use graph::{
+    Graph, GraphBuilder, Inputs, Named, Node, NodeBuilder, Router, RouterBuilder, Upstreams,
+};
+pub use observe::{Event, Observer, Stats};
+pub use orchestrator::{NameTaken, Orchestrator, OrchestratorBuilder, ShutdownReport};
+pub use policy::breaker::{
+    BreakerConfigError, BreakerOpen, BreakerPermit, BreakerState, BreakerTransition, BreakerWindow,
+    CircuitBreaker, CircuitBreakerBuilder, TransitionReason,
+};
+pub use policy::{
+    Backoff, BackoffIter, Bulkhead, DEFAULT_MAX_DELAY, DEFAULT_MIN_ATTEMPT_TIME, Fallback, Jitter,
+    PolicyRef, Retry, RetryBudget,
+};
+pub use report::{AttemptReport, Counts, NodeReport, Outcome, Report};
 pub use run::{FailureMode, Run, RunCanceller, RunId, RunOptions};
 pub use task::{Ctx, IdempotencyKey};

@@ -6,12 +6,18 @@ use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use tokio_util::sync::{CancellationToken, DropGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-use crate::error::BoxError;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{BoxError, NodeError};
 use crate::graph::Upstreams;
+use crate::policy::Fallback;
+use crate::policy::bulkhead::BulkheadPermit;
 use crate::run::{FetchCx, RunId, RunState};
 
 /// A node's value, type-erased while it sits in the run's slot.
@@ -20,27 +26,62 @@ pub(crate) type Value = Arc<dyn Any + Send + Sync>;
 /// One attempt of a task, boxed.
 pub(crate) type AttemptFuture = Pin<Box<dyn Future<Output = Result<Value, BoxError>> + Send>>;
 
+/// A fallback's run, boxed.
+pub(crate) type FallbackFuture = Pin<Box<dyn Future<Output = Result<Value, NodeError>> + Send>>;
+
 /// A task with its upstreams' types erased, as the graph stores it.
 pub(crate) trait ErasedTask<I>: Send + Sync + 'static {
-    /// Fetches the upstream values and starts one attempt; `None` when a value is missing
-    /// or of another type, which validation rules out.
-    fn call(&self, ctx: Ctx<I>, cx: &FetchCx<'_>) -> Option<AttemptFuture>;
+    /// Fetches the upstream values and starts one attempt, which holds `permit` until it has
+    /// really stopped; `None` when a value is missing or of another type, which validation
+    /// rules out.
+    fn call(
+        &self,
+        ctx: Ctx<I>,
+        cx: &FetchCx<'_>,
+        permit: Option<BulkheadPermit>,
+    ) -> Option<AttemptFuture>;
+
+    /// The node's fallback for `error`, if it has one.
+    fn fallback(&self, node: &str, error: Arc<NodeError>) -> Option<FallbackFuture>;
+
+    /// For a router: the key of the branch to run, from the run input and the upstreams'
+    /// values. `None` for other nodes, or when a value is missing.
+    fn select(&self, _input: &I, _cx: &FetchCx<'_>) -> Option<Result<String, NodeError>> {
+        None
+    }
 }
+
+/// Carries a task's type parameters without owning values of them.
+type Types<T, E, Fut> = PhantomData<fn() -> (T, E, Fut)>;
 
 pub(crate) struct TypedTask<U, F, T, E, Fut> {
     upstreams: U,
     task: F,
-    _types: PhantomData<fn() -> (T, E, Fut)>,
+    fallback: Option<Fallback<T>>,
+    _types: Types<T, E, Fut>,
 }
 
 impl<U, F, T, E, Fut> TypedTask<U, F, T, E, Fut> {
-    pub(crate) fn new(upstreams: U, task: F) -> Self {
+    pub(crate) fn new(upstreams: U, task: F, fallback: Option<Fallback<T>>) -> Self {
         TypedTask {
             upstreams,
             task,
+            fallback,
             _types: PhantomData,
         }
     }
+}
+
+fn fallback_future<T: Send + Sync + 'static>(
+    fallback: Option<&Fallback<T>>,
+    node: &str,
+    error: Arc<NodeError>,
+) -> Option<FallbackFuture> {
+    let fallback = fallback?.clone();
+    let node = node.to_owned();
+    Some(Box::pin(
+        async move { fallback.recover(&node, error).await },
+    ))
 }
 
 impl<I, U, F, T, E, Fut> ErasedTask<I> for TypedTask<U, F, T, E, Fut>
@@ -52,15 +93,113 @@ where
     T: Send + Sync + 'static,
     E: Into<BoxError> + 'static,
 {
-    fn call(&self, ctx: Ctx<I>, cx: &FetchCx<'_>) -> Option<AttemptFuture> {
+    fn call(
+        &self,
+        ctx: Ctx<I>,
+        cx: &FetchCx<'_>,
+        permit: Option<BulkheadPermit>,
+    ) -> Option<AttemptFuture> {
         let values = self.upstreams.__fetch(cx)?;
         let attempt = (self.task)(ctx, values);
         Some(Box::pin(async move {
-            match attempt.await {
+            let out = match attempt.await {
                 Ok(value) => Ok(Arc::new(value) as Value),
                 Err(e) => Err(e.into()),
+            };
+            drop(permit);
+            out
+        }))
+    }
+
+    fn fallback(&self, node: &str, error: Arc<NodeError>) -> Option<FallbackFuture> {
+        fallback_future(self.fallback.as_ref(), node, error)
+    }
+}
+
+/// A synchronous task, run on tokio's blocking pool.
+pub(crate) struct BlockingTask<U, F, T, E> {
+    upstreams: U,
+    task: Arc<F>,
+    fallback: Option<Fallback<T>>,
+    _types: PhantomData<fn() -> (T, E)>,
+}
+
+impl<U, F, T, E> BlockingTask<U, F, T, E> {
+    pub(crate) fn new(upstreams: U, task: F, fallback: Option<Fallback<T>>) -> Self {
+        BlockingTask {
+            upstreams,
+            task: Arc::new(task),
+            fallback,
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<I, U, F, T, E> ErasedTask<I> for BlockingTask<U, F, T, E>
+where
+    I: Send + Sync + 'static,
+    U: Upstreams,
+    F: Fn(Ctx<I>, U::Values) -> Result<T, E> + Send + Sync + 'static,
+    T: Send + Sync + 'static,
+    E: Into<BoxError> + 'static,
+{
+    fn call(
+        &self,
+        ctx: Ctx<I>,
+        cx: &FetchCx<'_>,
+        permit: Option<BulkheadPermit>,
+    ) -> Option<AttemptFuture> {
+        let values = self.upstreams.__fetch(cx)?;
+        let task = Arc::clone(&self.task);
+        let run = Arc::clone(&ctx.run);
+        let node = ctx.node;
+        let finished = Arc::new(AtomicBool::new(false));
+        let done = Arc::clone(&finished);
+        let handle = tokio::task::spawn_blocking(move || {
+            let out = task(ctx, values).map_err(Into::into);
+            done.store(true, Ordering::Release);
+            // The bulkhead permit is held until the call has really stopped.
+            drop(permit);
+            out
+        });
+        let abandon = AbandonGuard {
+            finished,
+            on_abandon: Box::new(move || {
+                if let Some(slot) = run.core.slot(node) {
+                    slot.abandoned.fetch_add(1, Ordering::Relaxed);
+                }
+            }),
+        };
+        Some(Box::pin(async move {
+            let _abandon = abandon;
+            match handle.await {
+                Ok(Ok(value)) => Ok(Arc::new(value) as Value),
+                Ok(Err(e)) => Err(e),
+                Err(join) => match join.try_into_panic() {
+                    Ok(panic) => std::panic::resume_unwind(panic),
+                    Err(_) => Err("blocking task was cancelled by the runtime".into()),
+                },
             }
         }))
+    }
+
+    fn fallback(&self, node: &str, error: Arc<NodeError>) -> Option<FallbackFuture> {
+        fallback_future(self.fallback.as_ref(), node, error)
+    }
+}
+
+/// Counts a blocking attempt as abandoned when its future is dropped before the closure
+/// returned.
+struct AbandonGuard {
+    finished: Arc<AtomicBool>,
+    on_abandon: Box<dyn Fn() + Send>,
+}
+
+impl Drop for AbandonGuard {
+    fn drop(&mut self) {
+        if !self.finished.load(Ordering::Acquire) {
+            (self.on_abandon)();
+        }
     }
 }
 
@@ -73,17 +212,38 @@ pub struct Ctx<I> {
     run: Arc<RunState<I>>,
     node: u32,
     attempt: u32,
-    token: OnceLock<(CancellationToken, DropGuard)>,
+    deadline: Option<Instant>,
 }
 
 impl<I> Ctx<I> {
-    pub(crate) fn new(run: Arc<RunState<I>>, node: u32, attempt: u32) -> Self {
+    pub(crate) fn new(
+        run: Arc<RunState<I>>,
+        node: u32,
+        attempt: u32,
+        deadline: Option<Instant>,
+    ) -> Self {
         Ctx {
             run,
             node,
             attempt,
-            token: OnceLock::new(),
+            deadline,
         }
+    }
+
+    /// When this attempt will be cut: the earliest of its per-attempt timeout, the node's
+    /// budget and the run's deadline; `None` when none applies. A tokio (monotonic) instant.
+    #[must_use]
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// The time left before [`deadline`](Self::deadline) (zero once it passed); `None` when
+    /// no deadline applies. Pass it downstream, e.g. as the request's timeout, so that the
+    /// downstream does not work for a caller that has given up (seed 000).
+    #[must_use]
+    pub fn remaining(&self) -> Option<Duration> {
+        self.deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
     }
 
     /// The run input: what [`Graph::run`](crate::Graph::run) was given (the request).
@@ -122,21 +282,25 @@ impl<I> Ctx<I> {
         }
     }
 
-    /// A token that is cancelled when this attempt ends in any way (it completed, timed out,
-    /// or its run was cancelled or dropped).
+    /// A token that is cancelled when this attempt ends in any way: it completed, timed
+    /// out, or its run was cancelled or dropped.
     ///
     /// The attempt's own future needs no token: it is dropped when it is cancelled, so it
     /// stops at its next `.await`. Give the token to work the attempt spawns or hands to a
-    /// thread, so that nothing outlives the attempt. Created on first call; later calls
-    /// return clones of it.
+    /// thread (a blocking task's closure should check it), so that nothing outlives the
+    /// attempt. Created on first call; later calls in the same attempt return clones of it.
+    /// Called on the `Ctx` of an attempt that has already ended, it returns a cancelled
+    /// token.
     #[must_use]
     pub fn cancellation_token(&self) -> CancellationToken {
-        let (token, _guard) = self.token.get_or_init(|| {
-            let token = self.run.core.run_token().child_token();
-            let guard = token.clone().drop_guard();
-            (token, guard)
-        });
-        token.clone()
+        match self.run.core.slot(self.node) {
+            Some(slot) => slot.attempt_token(self.attempt, self.run.core.run_token()),
+            None => {
+                let t = CancellationToken::new();
+                t.cancel();
+                t
+            }
+        }
     }
 }
 

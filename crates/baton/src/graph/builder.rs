@@ -4,16 +4,21 @@ use std::any::TypeId;
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use super::handle::Node;
+use super::router::RouterBuilder;
 use super::upstreams::{Named, UpstreamRef, Upstreams};
-use super::{Graph, validate};
-use crate::error::{BoxError, BuildError};
+use super::{Graph, NodeKind, validate};
+use crate::error::{BoxError, BuildError, NodeError};
+use crate::observe::NodeCallbacks;
+use crate::orchestrator::Orchestrator;
+use crate::policy::{Bulkhead, CircuitBreaker, Fallback, PolicyRef, PolicySpec, Retry};
+use crate::report::NodeReport;
 use crate::run::FailureMode;
-use crate::task::{Ctx, ErasedTask, TypedTask};
+use crate::task::{BlockingTask, Ctx, ErasedTask, TypedTask};
 
 static NEXT_GRAPH_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -24,6 +29,9 @@ pub(super) struct PendingNode<I> {
     pub(super) type_id: TypeId,
     pub(super) type_name: &'static str,
     pub(super) task: Box<dyn ErasedTask<I>>,
+    pub(super) policy: PolicySpec,
+    pub(super) kind: NodeKind,
+    pub(super) callbacks: Option<Box<NodeCallbacks>>,
 }
 
 /// Defines a graph: add nodes with [`node`](Self::node), then [`build`](Self::build) it.
@@ -40,6 +48,7 @@ pub struct GraphBuilder<I> {
     names: HashMap<Arc<str>, u32>,
     errors: Vec<BuildError>,
     mode: FailureMode,
+    orchestrator: Orchestrator,
 }
 
 impl<I> fmt::Debug for GraphBuilder<I> {
@@ -62,16 +71,29 @@ impl<I: Send + Sync + 'static> Default for GraphBuilder<I> {
 }
 
 impl<I: Send + Sync + 'static> GraphBuilder<I> {
-    /// An empty graph definition. Same as [`Graph::builder`].
+    /// An empty graph definition with an orchestrator of its own. Same as
+    /// [`Graph::builder`]; use [`Orchestrator::graph`] to share breakers, bulkheads and
+    /// retry budgets by name with other graphs.
     #[must_use]
     pub fn new() -> Self {
+        Self::with_orchestrator(Orchestrator::new())
+    }
+
+    pub(crate) fn with_orchestrator(orchestrator: Orchestrator) -> Self {
         GraphBuilder {
             id: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed),
             nodes: Vec::new(),
             names: HashMap::new(),
             errors: Vec::new(),
             mode: FailureMode::default(),
+            orchestrator,
         }
+    }
+
+    /// The orchestrator whose registries this graph uses.
+    #[must_use]
+    pub fn orchestrator(&self) -> &Orchestrator {
+        &self.orchestrator
     }
 
     /// Starts a node called `name`; finish it with [`NodeBuilder::task`], which adds it and
@@ -85,7 +107,45 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
             builder: self,
             name: name.into(),
             upstreams: (),
-            _value: PhantomData,
+            policy: PolicySpec::default(),
+            fallback: None,
+            callbacks: NodeCallbacks::default(),
+        }
+    }
+
+    /// Starts a router called `name` (seed 002 §14): declare its upstreams, then its
+    /// selector with [`RouterBuilder::select`], then its branches with
+    /// [`Router::branch`](super::Router::branch), and [`finish`](super::Router::finish) it.
+    ///
+    /// ```
+    /// # use baton::{BoxError, Graph};
+    /// let mut g = Graph::<()>::builder();
+    /// let stock = g.node("stock").task(|_ctx, ()| async { Ok::<_, BoxError>(3u32) });
+    /// let dispatch = g
+    ///     .router("dispatch")
+    ///     .after(stock)
+    ///     .select(|_input, stock| if **stock > 0 { "ship" } else { "shortage" })
+    ///     .branch("ship", |b| b.task(|_ctx, _stock| async { Ok::<_, BoxError>("shipped") }))
+    ///     .branch("shortage", |b| b.task(|_ctx, _stock| async { Ok::<_, BoxError>("backordered") }))
+    ///     .finish();
+    /// # let _ = dispatch;
+    /// ```
+    ///
+    /// The router's value is its chosen branch's; branches not chosen end `NotTaken`; a
+    /// router whose upstream produced no value is `Skipped` and its branches `NotTaken`.
+    pub fn router<T>(&mut self, name: impl Into<String>) -> RouterBuilder<'_, I, (), T> {
+        RouterBuilder::new(self, name.into())
+    }
+
+    pub(super) fn mark_branch(&mut self, index: u32) {
+        if let Some(node) = self.nodes.get_mut(index as usize) {
+            node.kind = NodeKind::Branch;
+        }
+    }
+
+    pub(super) fn set_branches(&mut self, router: u32, branches: Box<[(Arc<str>, u32)]>) {
+        if let Some(node) = self.nodes.get_mut(router as usize) {
+            node.kind = NodeKind::Router { branches };
         }
     }
 
@@ -114,19 +174,26 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     /// # Errors
     /// The first problem found, in declaration order:
     /// [`BuildError::DuplicateName`], [`BuildError::ForeignHandle`],
-    /// [`BuildError::UnknownUpstream`], [`BuildError::TypeMismatch`], then
-    /// [`BuildError::Cycle`] with the cycle's path.
+    /// [`BuildError::UnknownUpstream`], [`BuildError::TypeMismatch`],
+    /// [`BuildError::InvalidPolicy`], [`BuildError::UnknownPolicy`],
+    /// [`BuildError::PolicyConflict`], then [`BuildError::Cycle`] with the cycle's path.
     pub fn build(self) -> Result<Graph<I>, BuildError> {
         if let Some(first) = self.errors.into_iter().next() {
             return Err(first);
         }
-        let inner = validate::build(self.id, self.nodes, self.names, self.mode)?;
+        let inner = validate::build(
+            self.id,
+            self.nodes,
+            self.names,
+            self.mode,
+            &self.orchestrator,
+        )?;
         Ok(Graph {
             inner: Arc::new(inner),
         })
     }
 
-    fn add(&mut self, node: PendingNode<I>) -> u32 {
+    pub(super) fn add(&mut self, node: PendingNode<I>) -> u32 {
         let index = self.nodes.len() as u32;
         if self.names.contains_key(&node.name) {
             self.errors.push(BuildError::DuplicateName {
@@ -150,16 +217,29 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     }
 }
 
-/// One node being defined: its upstreams, then its task.
+/// One node being defined: its upstreams and policies, then its task.
 ///
 /// `U` is the upstreams' shape (see [`Upstreams`]) and `T` the value the task produces;
-/// both are inferred. The node is added to the graph when [`task`](Self::task) is called.
+/// both are inferred. The node is added to the graph when [`task`](Self::task) or
+/// [`blocking_task`](Self::blocking_task) is called.
+///
+/// # Policies and their defaults
+/// Policies compose in a fixed onion, inner to outer: attempt (bulkhead permit + task +
+/// per-attempt timeout) → retry → circuit breaker → fallback (DESIGN rule 3).
+/// - [`timeout`](Self::timeout): none;
+/// - [`retry`](Self::retry): none (one attempt);
+/// - [`budget`](Self::budget): none (only the run's deadline, if any, applies);
+/// - [`min_attempt_time`](Self::min_attempt_time): 10 ms;
+/// - [`breaker`](Self::breaker), [`bulkhead`](Self::bulkhead), [`fallback`](Self::fallback):
+///   none.
 #[must_use = "a node is only added to the graph when `.task(..)` is called"]
 pub struct NodeBuilder<'g, I, U, T> {
     builder: &'g mut GraphBuilder<I>,
     name: String,
     upstreams: U,
-    _value: PhantomData<fn() -> T>,
+    policy: PolicySpec,
+    fallback: Option<Fallback<T>>,
+    callbacks: NodeCallbacks,
 }
 
 impl<I, U: fmt::Debug, T> fmt::Debug for NodeBuilder<'_, I, U, T> {
@@ -167,6 +247,7 @@ impl<I, U: fmt::Debug, T> fmt::Debug for NodeBuilder<'_, I, U, T> {
         f.debug_struct("NodeBuilder")
             .field("name", &self.name)
             .field("upstreams", &self.upstreams)
+            .field("fallback", &self.fallback)
             .finish_non_exhaustive()
     }
 }
@@ -183,7 +264,9 @@ impl<'g, I: Send + Sync + 'static, T> NodeBuilder<'g, I, (), T> {
             builder: self.builder,
             name: self.name,
             upstreams,
-            _value: PhantomData,
+            policy: self.policy,
+            fallback: self.fallback,
+            callbacks: self.callbacks,
         }
     }
 
@@ -201,12 +284,117 @@ impl<'g, I: Send + Sync + 'static, T> NodeBuilder<'g, I, (), T> {
         V: Send + Sync + 'static,
         S: Into<String>,
     {
+        self.after(Named::new(names.into_iter().map(Into::into).collect()))
+    }
+}
+
+impl<'g, I, U, T> NodeBuilder<'g, I, U, T> {
+    pub(super) fn for_branch(builder: &'g mut GraphBuilder<I>, name: String, upstreams: U) -> Self {
         NodeBuilder {
-            builder: self.builder,
-            name: self.name,
-            upstreams: Named::new(names.into_iter().map(Into::into).collect()),
-            _value: PhantomData,
+            builder,
+            name,
+            upstreams,
+            policy: PolicySpec::default(),
+            fallback: None,
+            callbacks: NodeCallbacks::default(),
         }
+    }
+}
+
+impl<I, U, T: Send + Sync + 'static> NodeBuilder<'_, I, U, T> {
+    /// Calls `f` with the node's value when it ends `Succeeded` or `Recovered`. Several
+    /// callbacks stack and fire in registration order, exactly once per run; a panicking
+    /// one is caught and logged (seed 002 §16).
+    pub fn on_success(mut self, f: impl Fn(&T) + Send + Sync + 'static) -> Self {
+        self.callbacks.on_success(f);
+        self
+    }
+
+    /// Calls `f` with the node's report entry when it ends `Failed` or `Skipped`: its
+    /// [`error`](NodeReport::error), or, for a skip, the upstream that
+    /// [caused](NodeReport::skipped_because) it and the [root cause](NodeReport::root_cause).
+    /// Stacks like [`on_success`](Self::on_success).
+    pub fn on_failure(mut self, f: impl Fn(&NodeReport<'_>) + Send + Sync + 'static) -> Self {
+        self.callbacks.on_failure(f);
+        self
+    }
+
+    /// Calls `f` with the node's report entry whatever its outcome, after `on_success` /
+    /// `on_failure`. Stacks like [`on_success`](Self::on_success).
+    pub fn on_complete(mut self, f: impl Fn(&NodeReport<'_>) + Send + Sync + 'static) -> Self {
+        self.callbacks.on_complete(f);
+        self
+    }
+}
+
+impl<I, U, T> NodeBuilder<'_, I, U, T> {
+    /// Limits each attempt to `limit`; an attempt that runs longer is dropped (it stops at
+    /// its next `.await`) and fails with [`NodeError::Timeout`] naming the node, the
+    /// attempt and the limit. The effective limit is `min(limit, time left before the
+    /// deadline)`. A zero limit is rejected by `build()`
+    /// ([`BuildError::InvalidPolicy`]).
+    pub fn timeout(mut self, limit: Duration) -> Self {
+        self.policy.timeout = Some(limit);
+        self
+    }
+
+    /// Retries failed attempts per `retry` (attempts, backoff, jitter, which errors, retry
+    /// budget), inside the node's deadline.
+    pub fn retry(mut self, retry: Retry) -> Self {
+        self.policy.retry = Some(retry);
+        self
+    }
+
+    /// Gives the node a time budget from its start: every attempt, backoff and bulkhead wait
+    /// must end by then (and by the run's deadline, if earlier). When it runs out mid-attempt
+    /// the attempt is cut at the deadline, and the node fails with
+    /// [`NodeError::DeadlineExceeded`] (or [`NodeError::GaveUp`] saying how many attempts
+    /// ran and how long the series took). Seed 000.
+    pub fn budget(mut self, budget: Duration) -> Self {
+        self.policy.budget = Some(budget);
+        self
+    }
+
+    /// No attempt starts with less than `min` left before the deadline, and backoffs are
+    /// clipped to leave it (default 10 ms, seed 000's `MIN_ATTEMPT_MILLIS`).
+    pub fn min_attempt_time(mut self, min: Duration) -> Self {
+        self.policy.min_attempt = Some(min);
+        self
+    }
+
+    /// Guards the node with a circuit breaker: a handle, or the name of one registered in
+    /// the graph's [`Orchestrator`]. It is asked once before the retry series (when open,
+    /// the task does not run and the node fails with [`NodeError::BreakerOpen`]) and told
+    /// one result per series.
+    pub fn breaker(mut self, breaker: impl Into<PolicyRef<CircuitBreaker>>) -> Self {
+        self.policy.breaker = Some(breaker.into());
+        self
+    }
+
+    /// Errors for which `ignore` returns `true` do not count for or against the node's
+    /// breaker (the permit is released uncounted), like resilience4j's `ignoreExceptions`.
+    pub fn breaker_ignore(
+        mut self,
+        ignore: impl Fn(&NodeError) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.policy.breaker_ignore = Some(Arc::new(ignore));
+        self
+    }
+
+    /// Takes a permit of `bulkhead` (a handle, or the name of one registered in the graph's
+    /// [`Orchestrator`]) for each attempt, and holds it until the attempt has really
+    /// stopped.
+    pub fn bulkhead(mut self, bulkhead: impl Into<PolicyRef<Bulkhead>>) -> Self {
+        self.policy.bulkhead = Some(bulkhead.into());
+        self
+    }
+
+    /// Recovers with `fallback` when the inner layers failed: the node ends `Recovered` with
+    /// the fallback's value, and the report keeps the error.
+    pub fn fallback(mut self, fallback: Fallback<T>) -> Self {
+        self.fallback = Some(fallback);
+        self.policy.has_fallback = true;
+        self
     }
 }
 
@@ -229,17 +417,52 @@ where
         Fut: Future<Output = Result<T, E>> + Send + 'static,
         E: Into<BoxError> + 'static,
     {
-        let mut upstreams = Vec::new();
-        self.upstreams.__declare(&mut upstreams);
-        let node = PendingNode {
-            name: Arc::from(self.name),
+        self.finish(|upstreams, fallback| Box::new(TypedTask::new(upstreams, task, fallback)))
+    }
+
+    /// Sets a synchronous (blocking) task, run on tokio's blocking pool, adds the node and
+    /// returns its handle.
+    ///
+    /// When an attempt times out (or the run is cancelled) the node moves on at once; the
+    /// closure cannot be stopped from outside, so its thread keeps running until it returns.
+    /// The report counts such attempts as abandoned
+    /// ([`NodeReport::abandoned`](crate::NodeReport::abandoned)), and
+    /// [`Ctx::cancellation_token`] is cancelled so that a closure that checks it can stop
+    /// early. A bulkhead permit stays held until the closure returns.
+    pub fn blocking_task<F, E>(self, task: F) -> Node<T>
+    where
+        F: Fn(Ctx<I>, U::Values) -> Result<T, E> + Send + Sync + 'static,
+        E: Into<BoxError> + 'static,
+    {
+        self.finish(|upstreams, fallback| Box::new(BlockingTask::new(upstreams, task, fallback)))
+    }
+
+    fn finish(
+        self,
+        make: impl FnOnce(U, Option<Fallback<T>>) -> Box<dyn ErasedTask<I>>,
+    ) -> Node<T> {
+        let mut declared = Vec::new();
+        self.upstreams.__declare(&mut declared);
+        let NodeBuilder {
+            builder,
+            name,
             upstreams,
+            policy,
+            fallback,
+            callbacks,
+        } = self;
+        let node = PendingNode {
+            name: Arc::from(name),
+            upstreams: declared,
             type_id: TypeId::of::<T>(),
             type_name: std::any::type_name::<T>(),
-            task: Box::new(TypedTask::new(self.upstreams, task)),
+            task: make(upstreams, fallback),
+            policy,
+            kind: NodeKind::Task,
+            callbacks: (!callbacks.is_empty()).then(|| Box::new(callbacks)),
         };
-        let graph = self.builder.id;
-        let index = self.builder.add(node);
+        let graph = builder.id;
+        let index = builder.add(node);
         Node::new(graph, index)
     }
 }

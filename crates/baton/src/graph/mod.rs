@@ -8,6 +8,7 @@
 
 mod builder;
 mod handle;
+mod router;
 mod upstreams;
 mod validate;
 
@@ -17,8 +18,12 @@ use std::sync::Arc;
 
 pub use builder::{GraphBuilder, NodeBuilder};
 pub use handle::Node;
+pub use router::{Router, RouterBuilder};
 pub use upstreams::{Inputs, Named, Upstreams};
 
+use crate::observe::NodeCallbacks;
+use crate::orchestrator::Orchestrator;
+use crate::policy::NodePolicy;
 use crate::run::{FailureMode, Run, RunOptions};
 use crate::task::ErasedTask;
 
@@ -86,6 +91,7 @@ impl<I> Graph<I> {
     }
 
     /// The nodes' names, in the order they were added.
+    #[must_use]
     pub fn names(&self) -> impl ExactSizeIterator<Item = &str> {
         self.inner.meta.names.iter().map(|n| &**n)
     }
@@ -99,6 +105,12 @@ impl<I> Graph<I> {
         Some(meta.upstreams(id).iter().map(|&u| meta.name(u)).collect())
     }
 
+    /// The orchestrator whose registries, observers and statistics the graph's runs use.
+    #[must_use]
+    pub fn orchestrator(&self) -> &Orchestrator {
+        &self.inner.orchestrator
+    }
+
     /// The failure mode runs use unless [`RunOptions::failure_mode`] overrides it.
     #[must_use]
     pub fn failure_mode(&self) -> FailureMode {
@@ -106,10 +118,26 @@ impl<I> Graph<I> {
     }
 }
 
+/// What kind of node a node is.
+#[derive(Debug, Clone)]
+pub(crate) enum NodeKind {
+    /// A node with a task.
+    Task,
+    /// A router: its branches, by key.
+    Router { branches: Box<[(Arc<str>, u32)]> },
+    /// A branch of a router: started by the router, never by the scheduler.
+    Branch,
+}
+
 /// The graph as the scheduler sees it.
 pub(crate) struct GraphInner<I> {
     pub(crate) meta: GraphMeta,
     pub(crate) tasks: Box<[Box<dyn ErasedTask<I>>]>,
+    pub(crate) kinds: Box<[NodeKind]>,
+    pub(crate) callbacks: Box<[Option<Box<NodeCallbacks>>]>,
+    pub(crate) orchestrator: Orchestrator,
+    /// `None` for nodes without policies: the scheduler's fast path.
+    pub(crate) policies: Box<[Option<Box<NodePolicy>>]>,
     pub(crate) mode: FailureMode,
 }
 

@@ -32,7 +32,7 @@ use crate::run::FetchCx;
     message = "`{Self}` cannot be a node's upstreams",
     note = "upstreams are a `Node<T>`, a tuple of 1 to 16 `Node<_>` handles, a `Vec<Node<T>>`, or `after_names([..])`"
 )]
-pub trait Upstreams: sealed::Sealed + Send + Sync + 'static {
+pub trait Upstreams: sealed::Sealed + Clone + Send + Sync + 'static {
     /// What the node's task receives: `Arc<T>` for each upstream, in the shape of `Self`.
     type Values: Send + 'static;
 
@@ -153,6 +153,12 @@ pub struct Named<V> {
     _value: PhantomData<fn() -> V>,
 }
 
+impl<V> Clone for Named<V> {
+    fn clone(&self) -> Self {
+        Named::new(self.names.clone())
+    }
+}
+
 impl<V> Named<V> {
     pub(crate) fn new(names: Vec<String>) -> Self {
         Named {
@@ -206,6 +212,7 @@ impl<V> Inputs<V> {
     }
 
     /// The upstreams' names and values, in declaration order.
+    #[must_use]
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &Arc<V>)> {
         self.entries.iter().map(|(n, v)| (&**n, v))
     }

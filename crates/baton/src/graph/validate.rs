@@ -6,8 +6,10 @@ use std::sync::Arc;
 
 use super::builder::PendingNode;
 use super::upstreams::UpstreamRef;
-use super::{GraphInner, GraphMeta};
+use super::{GraphInner, GraphMeta, NodeKind};
 use crate::error::BuildError;
+use crate::orchestrator::Orchestrator;
+use crate::policy::{NodePolicy, PolicyRef, PolicySpec};
 use crate::run::FailureMode;
 
 pub(super) fn build<I>(
@@ -15,6 +17,7 @@ pub(super) fn build<I>(
     nodes: Vec<PendingNode<I>>,
     by_name: HashMap<Arc<str>, u32>,
     mode: FailureMode,
+    orchestrator: &Orchestrator,
 ) -> Result<GraphInner<I>, BuildError> {
     let n = nodes.len();
     // Resolve every upstream to an index, in declaration order.
@@ -53,34 +56,58 @@ pub(super) fn build<I>(
         up_at.push(ups.len() as u32);
     }
 
+    // Branches read their router's upstreams but are started by the router: they are
+    // nobody's downstream and no root.
+    let is_branch: Vec<bool> = nodes
+        .iter()
+        .map(|n| matches!(n.kind, NodeKind::Branch))
+        .collect();
+    let edges = |node: usize| -> &[u32] {
+        if is_branch[node] {
+            &[]
+        } else {
+            &ups[up_at[node] as usize..up_at[node + 1] as usize]
+        }
+    };
+
     // Downstream lists: counting sort of the edges by upstream.
     let mut down_at = vec![0u32; n + 1];
-    for &u in &ups {
-        down_at[u as usize + 1] += 1;
+    for node in 0..n {
+        for &u in edges(node) {
+            down_at[u as usize + 1] += 1;
+        }
     }
     for i in 0..n {
         down_at[i + 1] += down_at[i];
     }
     let mut fill = down_at.clone();
-    let mut downs = vec![0u32; ups.len()];
+    let mut downs = vec![0u32; down_at[n] as usize];
     for node in 0..n {
-        for &u in &ups[up_at[node] as usize..up_at[node + 1] as usize] {
+        for &u in edges(node) {
             downs[fill[u as usize] as usize] = node as u32;
             fill[u as usize] += 1;
         }
     }
+    let roots = (0..n)
+        .filter(|&i| !is_branch[i] && up_at[i] == up_at[i + 1])
+        .map(|i| i as u32)
+        .collect();
 
     let mut names = Vec::with_capacity(n);
     let mut tasks = Vec::with_capacity(n);
+    let mut policies = Vec::with_capacity(n);
+    let mut kinds = Vec::with_capacity(n);
+    let mut callbacks = Vec::with_capacity(n);
     for node in nodes {
+        policies.push(resolve(&node.name, node.policy, orchestrator)?);
         names.push(node.name);
         tasks.push(node.task);
+        kinds.push(node.kind);
+        callbacks.push(node.callbacks);
     }
     let meta = GraphMeta {
         id,
-        roots: (0..n as u32)
-            .filter(|&i| up_at[i as usize] == up_at[i as usize + 1])
-            .collect(),
+        roots,
         names: names.into_boxed_slice(),
         by_name,
         up_at: up_at.into_boxed_slice(),
@@ -88,27 +115,150 @@ pub(super) fn build<I>(
         down_at: down_at.into_boxed_slice(),
         downs: downs.into_boxed_slice(),
     };
-    if let Some(path) = find_cycle(&meta) {
+    if let Some(path) = find_cycle(&meta, &kinds) {
         return Err(BuildError::Cycle { path });
     }
     Ok(GraphInner {
         meta,
         tasks: tasks.into_boxed_slice(),
+        kinds: kinds.into_boxed_slice(),
+        callbacks: callbacks.into_boxed_slice(),
+        orchestrator: orchestrator.clone(),
+        policies: policies.into_boxed_slice(),
         mode,
     })
 }
 
+/// Validates a node's policies and resolves its breaker and bulkhead through the
+/// orchestrator; `None` when the node has no policy (the scheduler's fast path).
+fn resolve(
+    node: &str,
+    spec: PolicySpec,
+    orchestrator: &Orchestrator,
+) -> Result<Option<Box<NodePolicy>>, BuildError> {
+    if spec.is_empty() {
+        return Ok(None);
+    }
+    let invalid = |policy: &'static str, reason: String| BuildError::InvalidPolicy {
+        node: node.to_owned(),
+        policy,
+        reason,
+    };
+    if spec.timeout.is_some_and(|t| t.is_zero()) {
+        return Err(invalid(
+            "timeout",
+            "the per-attempt timeout must be above zero".to_owned(),
+        ));
+    }
+    if spec.budget.is_some_and(|b| b.is_zero()) {
+        return Err(invalid(
+            "budget",
+            "the node's budget must be above zero".to_owned(),
+        ));
+    }
+    if let Some(retry) = &spec.retry {
+        retry
+            .validate()
+            .map_err(|reason| invalid("retry", reason))?;
+        if let Some(budget) = &retry.budget {
+            orchestrator
+                .add_retry_budget(budget)
+                .map_err(|taken| conflict(node, taken))?;
+        }
+    }
+    let breaker = match spec.breaker {
+        None => None,
+        Some(PolicyRef::Handle(b)) => {
+            orchestrator
+                .add_breaker(&b)
+                .map_err(|t| conflict(node, t))?;
+            Some(b)
+        }
+        Some(PolicyRef::Name(name)) => {
+            Some(
+                orchestrator
+                    .breaker(&name)
+                    .ok_or_else(|| BuildError::UnknownPolicy {
+                        node: node.to_owned(),
+                        kind: "circuit breaker",
+                        name,
+                    })?,
+            )
+        }
+    };
+    let bulkhead = match spec.bulkhead {
+        None => None,
+        Some(PolicyRef::Handle(b)) => {
+            orchestrator
+                .add_bulkhead(&b)
+                .map_err(|t| conflict(node, t))?;
+            Some(b)
+        }
+        Some(PolicyRef::Name(name)) => {
+            Some(
+                orchestrator
+                    .bulkhead(&name)
+                    .ok_or_else(|| BuildError::UnknownPolicy {
+                        node: node.to_owned(),
+                        kind: "bulkhead",
+                        name,
+                    })?,
+            )
+        }
+    };
+    let defaults = NodePolicy::default();
+    Ok(Some(Box::new(NodePolicy {
+        timeout: spec.timeout,
+        retry: spec.retry,
+        budget: spec.budget,
+        min_attempt: spec.min_attempt.unwrap_or(defaults.min_attempt),
+        breaker,
+        breaker_ignore: spec.breaker_ignore,
+        bulkhead,
+    })))
+}
+
+fn conflict(node: &str, taken: crate::orchestrator::NameTaken) -> BuildError {
+    BuildError::PolicyConflict {
+        node: node.to_owned(),
+        kind: taken.kind,
+        name: taken.name,
+    }
+}
+
 /// Kahn's algorithm; when some nodes are never freed, walks upstream edges among them until a
 /// node repeats, and returns that cycle in flow direction, starting at its earliest-declared
-/// node and ending with it again.
-fn find_cycle(meta: &GraphMeta) -> Option<Vec<String>> {
+/// node and ending with it again. A branch counts as a downstream of its router.
+fn find_cycle(meta: &GraphMeta, kinds: &[NodeKind]) -> Option<Vec<String>> {
     let n = meta.len();
-    let mut pending: Vec<u32> = (0..n as u32).map(|i| meta.in_degree(i)).collect();
-    let mut ready: Vec<u32> = meta.roots.to_vec();
+    let mut router_of: Vec<Option<u32>> = vec![None; n];
+    for (r, kind) in kinds.iter().enumerate() {
+        if let NodeKind::Router { branches } = kind {
+            for &(_, b) in branches.iter() {
+                if let Some(slot) = router_of.get_mut(b as usize) {
+                    *slot = Some(r as u32);
+                }
+            }
+        }
+    }
+    let ups_of = |id: u32| -> Vec<u32> {
+        match router_of[id as usize] {
+            Some(r) => vec![r],
+            None => meta.upstreams(id).to_vec(),
+        }
+    };
+    let mut pending: Vec<u32> = (0..n as u32).map(|i| ups_of(i).len() as u32).collect();
+    let mut ready: Vec<u32> = (0..n as u32)
+        .filter(|&i| pending[i as usize] == 0)
+        .collect();
     let mut freed = 0usize;
     while let Some(id) = ready.pop() {
         freed += 1;
-        for &d in meta.downstreams(id) {
+        let mut downs: Vec<u32> = meta.downstreams(id).to_vec();
+        if let Some(NodeKind::Router { branches }) = kinds.get(id as usize) {
+            downs.extend(branches.iter().map(|&(_, b)| b));
+        }
+        for d in downs {
             pending[d as usize] -= 1;
             if pending[d as usize] == 0 {
                 ready.push(d);
@@ -125,10 +275,7 @@ fn find_cycle(meta: &GraphMeta) -> Option<Vec<String>> {
     let mut cur = start;
     loop {
         seen_at.insert(cur, walk.len() - 1);
-        let next = *meta
-            .upstreams(cur)
-            .iter()
-            .find(|&&u| pending[u as usize] > 0)?;
+        let next = *ups_of(cur).iter().find(|&&u| pending[u as usize] > 0)?;
         if let Some(&at) = seen_at.get(&next) {
             // walk[at..] is the cycle, each step going to an upstream; reverse for flow order.
             let mut cycle: Vec<u32> = walk[at..].to_vec();

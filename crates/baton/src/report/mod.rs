@@ -5,9 +5,9 @@
 //! "not run, not recorded, not reported") cannot happen: skipped nodes are recorded with the
 //! upstream that produced no value and the root cause.
 
-mod outcome;
 #[cfg(feature = "serde")]
-mod serde;
+mod json;
+mod outcome;
 mod timeline;
 
 use std::error::Error as StdError;
@@ -32,14 +32,37 @@ pub struct Report {
     run: Arc<dyn RunView>,
 }
 
-static MISSING: Record = Record {
-    outcome: Outcome::Cancelled,
-    value: None,
-    error: None,
-    start: None,
-    end: Duration::ZERO,
-    because: None,
-};
+static MISSING: Record = Record::empty(Outcome::Cancelled, Duration::ZERO);
+
+/// One attempt of a node with policies: when it ran, how long the backoff before it was, and
+/// how it failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(::serde::Serialize))]
+#[non_exhaustive]
+pub struct AttemptReport {
+    /// The attempt number, from 1.
+    pub number: u32,
+    /// When it started, from the run's start (after any bulkhead wait).
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "start_ms", serialize_with = "json::ms")
+    )]
+    pub start: Duration,
+    /// When it ended, from the run's start.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "end_ms", serialize_with = "json::ms")
+    )]
+    pub end: Duration,
+    /// The backoff waited before it (zero for the first attempt).
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "delay_before_ms", serialize_with = "json::ms")
+    )]
+    pub delay_before: Duration,
+    /// Its error, as text; `None` when it succeeded.
+    pub error: Option<String>,
+}
 
 impl Report {
     pub(crate) fn new(run: Arc<dyn RunView>) -> Self {
@@ -47,11 +70,7 @@ impl Report {
     }
 
     fn record(&self, id: u32) -> &Record {
-        self.run
-            .core()
-            .slot(id)
-            .and_then(|s| s.record.get())
-            .unwrap_or(&MISSING)
+        record_of(&*self.run, id)
     }
 
     fn owns<T>(&self, node: Node<T>) -> bool {
@@ -102,16 +121,13 @@ impl Report {
     }
 
     /// Every node, in the order they were added to the graph.
+    #[must_use]
     pub fn nodes(&self) -> impl ExactSizeIterator<Item = NodeReport<'_>> {
         (0..self.len() as u32).map(|id| self.entry(id))
     }
 
     fn entry(&self, id: u32) -> NodeReport<'_> {
-        NodeReport {
-            report: self,
-            id,
-            record: self.record(id),
-        }
+        NodeReport::new(&*self.run, id, self.record(id))
     }
 
     /// How many nodes the graph has (the report has one entry per node).
@@ -172,19 +188,35 @@ impl fmt::Debug for Report {
     }
 }
 
-/// One node's entry in a [`Report`].
+fn record_of(run: &dyn RunView, id: u32) -> &Record {
+    run.core()
+        .slot(id)
+        .and_then(|s| s.record.get())
+        .unwrap_or(&MISSING)
+}
+
+/// One node's entry in a [`Report`] (also what `on_failure` and `on_complete` callbacks
+/// receive).
 #[derive(Clone, Copy)]
 pub struct NodeReport<'r> {
-    report: &'r Report,
+    run: &'r dyn RunView,
     id: u32,
     record: &'r Record,
 }
 
 impl<'r> NodeReport<'r> {
+    pub(crate) fn new(run: &'r dyn RunView, id: u32, record: &'r Record) -> Self {
+        NodeReport { run, id, record }
+    }
+
+    fn entry(&self, id: u32) -> NodeReport<'r> {
+        NodeReport::new(self.run, id, record_of(self.run, id))
+    }
+
     /// The node's name.
     #[must_use]
     pub fn name(&self) -> &'r str {
-        self.report.run.meta().name(self.id)
+        self.run.meta().name(self.id)
     }
 
     /// The node's position in the graph (order of addition, from 0).
@@ -202,11 +234,26 @@ impl<'r> NodeReport<'r> {
     /// How many attempts of its task started (0 when it never started).
     #[must_use]
     pub fn attempts(&self) -> u32 {
-        self.report
-            .run
+        self.run
             .core()
             .slot(self.id)
             .map_or(0, |s| s.attempts.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    /// Blocking attempts that timed out (or were cancelled) while their closure kept running
+    /// on the blocking pool: the node moved on without them.
+    #[must_use]
+    pub fn abandoned(&self) -> u32 {
+        self.run.core().slot(self.id).map_or(0, |s| {
+            s.abandoned.load(std::sync::atomic::Ordering::Acquire)
+        })
+    }
+
+    /// Each attempt's start, end, preceding backoff and error, for nodes with policies
+    /// (empty for nodes without: their single attempt is the node's start and end).
+    #[must_use]
+    pub fn attempt_log(&self) -> &'r [AttemptReport] {
+        &self.record.attempt_log
     }
 
     /// When the node started, from the run's start; `None` if it never started (skipped,
@@ -235,7 +282,7 @@ impl<'r> NodeReport<'r> {
     /// `Skipped`).
     #[must_use]
     pub fn error(&self) -> Option<&'r NodeError> {
-        self.record.error.as_ref()
+        self.record.error.as_deref()
     }
 
     /// The node's error followed by its [`source`](StdError::source) chain, outermost first.
@@ -254,7 +301,7 @@ impl<'r> NodeReport<'r> {
     /// For a `Skipped` node: the upstream that produced no value.
     #[must_use]
     pub fn skipped_because(&self) -> Option<NodeReport<'r>> {
-        self.record.because.map(|id| self.report.entry(id))
+        self.record.because.map(|id| self.entry(id))
     }
 
     /// For a `Skipped` node: the node whose failure (or cancellation) caused the skip,
@@ -263,7 +310,7 @@ impl<'r> NodeReport<'r> {
     pub fn root_cause(&self) -> Option<NodeReport<'r>> {
         let mut cur = self.skipped_because()?;
         // Bounded by the graph's size: a chain of skips cannot revisit a node.
-        for _ in 0..self.report.len() {
+        for _ in 0..self.run.meta().len() {
             match cur.skipped_because() {
                 Some(up) => cur = up,
                 None => return Some(cur),
@@ -294,8 +341,10 @@ impl<'r> NodeReport<'r> {
                 })
             }
             Outcome::Cancelled => Some(
-                self.report
-                    .cancel_reason()
+                self.run
+                    .core()
+                    .reason
+                    .get()
                     .map_or_else(|| "cancelled".to_owned(), ToString::to_string),
             ),
             _ => {

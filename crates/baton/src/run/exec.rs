@@ -1,6 +1,6 @@
 //! The driver: the tokio task that runs a node, records its outcome, and carries on with one
 //! downstream it made ready (Taskflow's continuation: a chain runs in one task, not one
-//! spawn per node).
+//! spawn per node). Routers run their chosen branch inline.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -10,9 +10,14 @@ use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
 use futures_util::FutureExt;
+use tracing::Instrument;
 
-use super::state::{Record, RunCore, RunState};
+use super::state::{AttemptGuard, DONE, PENDING, RUNNING, Record, RunCore, RunState, guarded};
 use crate::error::NodeError;
+use crate::graph::NodeKind;
+use crate::observe::{Event, trace};
+use crate::policy::NodePolicy;
+use crate::policy::onion::{self, Execution};
 use crate::report::Outcome;
 use crate::task::{Ctx, Value};
 
@@ -20,20 +25,42 @@ use crate::task::{Ctx, Value};
 /// so that a long chain yields its worker now and then.
 const INLINE_LIMIT: u32 = 64;
 
-/// Runs node `first` (already `RUNNING`), then, while finishing a node makes exactly one
-/// downstream ready to run here, that downstream.
+/// Keeps the run's `live` count honest: released when the driver ends in any way, and a node
+/// left half-done by a dropped driver (the runtime shut down) ends `Cancelled`.
+struct DriverGuard<I: Send + Sync + 'static> {
+    run: Arc<RunState<I>>,
+    current: Option<u32>,
+}
+
+impl<I: Send + Sync + 'static> Drop for DriverGuard<I> {
+    fn drop(&mut self) {
+        if let Some(id) = self.current.take() {
+            self.run.abandon(id);
+        }
+        self.run.release(1);
+    }
+}
+
+/// Runs node `first` (already `RUNNING`), then, while finishing a node makes a downstream
+/// ready, one such downstream. Counted in the run's `live` by whoever spawned it.
 pub(crate) async fn drive<I: Send + Sync + 'static>(run: Arc<RunState<I>>, first: u32) {
+    let mut guard = DriverGuard {
+        run,
+        current: Some(first),
+    };
     let mut id = first;
     let mut inline_left = INLINE_LIMIT;
     loop {
-        let record = run_node(&run, id).await;
-        match run.finish(id, record) {
+        let record = run_node(&guard.run, id).await;
+        guard.current = None;
+        match guard.run.finish(id, record) {
             Some(next) if inline_left > 0 => {
                 inline_left -= 1;
                 id = next;
+                guard.current = Some(id);
             }
             Some(next) => {
-                run.spawn(next);
+                guard.run.spawn(next);
                 return;
             }
             None => return,
@@ -41,52 +68,87 @@ pub(crate) async fn drive<I: Send + Sync + 'static>(run: Arc<RunState<I>>, first
     }
 }
 
+/// Runs node `id` (already `RUNNING`) to its record.
 async fn run_node<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Record {
     let core = &run.core;
-    let start = core.elapsed();
-    let ended = Cancellable {
-        core,
-        id,
-        polled: false,
-        fut: execute(run, id),
+    let span = trace::node_span(core, run.graph.meta.name(id));
+    run.graph.orchestrator.counters().nodes_in_flight.incr();
+    if run.observed() && !core.is_cancelled() {
+        run.emit(&Event::NodeStarted {
+            run: core.run_id,
+            node: run.graph.meta.name(id),
+        });
     }
-    .await;
+    let record = match run.graph.kinds.get(id as usize) {
+        // Boxed: a router runs its branch through `run_node` again.
+        Some(NodeKind::Router { .. }) => Box::pin(route(run, id)).instrument(span.clone()).await,
+        _ => execute(run, id).instrument(span.clone()).await,
+    };
+    trace::record_outcome(&span, &record);
+    record
+}
+
+async fn execute<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Record {
+    let core = &run.core;
+    let start = core.elapsed();
+    let policy = run
+        .graph
+        .policies
+        .get(id as usize)
+        .and_then(|p| p.as_deref());
+    let ended = match (policy, core.deadline()) {
+        // Fast path: no policy and no run deadline; one attempt, nothing to allocate.
+        (None, None) => Cancellable::new(core, id, plain(run, id))
+            .await
+            .map(|result| Execution {
+                result: result.map_err(Arc::new),
+                recovered_from: None,
+                attempts: Vec::new(),
+            }),
+        (policy, _) => {
+            let default;
+            let policy = match policy {
+                Some(p) => p,
+                None => {
+                    default = NodePolicy::default();
+                    &default
+                }
+            };
+            // Boxed so that the driver's future stays small for plain nodes.
+            Cancellable::new(core, id, Box::pin(onion::execute(run, id, policy))).await
+        }
+    };
     let end = core.elapsed();
     match ended {
-        Ended::Done(Ok(value)) => Record {
-            outcome: Outcome::Succeeded,
-            value: Some(value),
-            error: None,
-            start: Some(start),
-            end,
-            because: None,
-        },
-        Ended::Done(Err(error)) => Record {
-            outcome: Outcome::Failed,
-            value: None,
-            error: Some(error),
-            start: Some(start),
-            end,
-            because: None,
-        },
+        Ended::Done(exec) => {
+            let (outcome, value, error) = match (exec.result, exec.recovered_from) {
+                (Ok(value), None) => (Outcome::Succeeded, Some(value), None),
+                (Ok(value), Some(from)) => (Outcome::Recovered, Some(value), Some(from)),
+                (Err(error), _) => (Outcome::Failed, None, Some(error)),
+            };
+            Record {
+                outcome,
+                value,
+                error,
+                start: Some(start),
+                end,
+                because: None,
+                attempt_log: exec.attempts,
+            }
+        }
         Ended::Cancelled { started } => Record {
-            outcome: Outcome::Cancelled,
-            value: None,
-            error: None,
             start: started.then_some(start),
-            end,
-            because: None,
+            ..Record::empty(Outcome::Cancelled, end)
         },
     }
 }
 
-/// One attempt of node `id`'s task, with panics caught.
-async fn execute<I: Send + Sync + 'static>(
+/// One attempt of node `id`'s task, with panics caught: the path of nodes without policies.
+async fn plain<I: Send + Sync + 'static>(
     run: &Arc<RunState<I>>,
     id: u32,
 ) -> Result<Value, NodeError> {
     let core = &run.core;
-    let meta = &run.graph.meta;
     let Some(task) = run.graph.tasks.get(id as usize) else {
         return Err(NodeError::Internal {
             message: "node index out of range",
@@ -95,31 +157,165 @@ async fn execute<I: Send + Sync + 'static>(
     if let Some(slot) = core.slot(id) {
         slot.attempts.fetch_add(1, Ordering::Relaxed);
     }
-    let cx = super::FetchCx {
-        ups: meta.upstreams(id),
-        slots: &core.slots,
-        names: &meta.names,
+    run.graph.orchestrator.counters().attempts.incr();
+    let observed = run.observed();
+    let node = run.graph.meta.name(id);
+    if observed {
+        run.emit(&Event::AttemptStarted {
+            run: core.run_id,
+            node,
+            attempt: 1,
+            budget: None,
+        });
+    }
+    let cx = run.fetch_cx(id);
+    let ctx = Ctx::new(Arc::clone(run), id, 1, None);
+    let span = trace::attempt_span(node, 1, None);
+    let _attempt = AttemptGuard {
+        slot: core.slot(id),
+        attempt: 1,
     };
-    let ctx = Ctx::new(Arc::clone(run), id, 1);
-    let attempt = match std::panic::catch_unwind(AssertUnwindSafe(|| task.call(ctx, &cx))) {
-        Ok(Some(attempt)) => attempt,
-        Ok(None) => {
-            return Err(NodeError::Internal {
+    let out = match guarded(|| task.call(ctx, &cx, None)) {
+        Ok(Some(attempt)) => match AssertUnwindSafe(attempt)
+            .catch_unwind()
+            .instrument(span)
+            .await
+        {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(NodeError::Task(error)),
+            Err(panic) => Err(NodeError::from_panic(panic.as_ref())),
+        },
+        Ok(None) => Err(NodeError::Internal {
+            message: "an upstream value is missing or of another type",
+        }),
+        Err(panic) => Err(panic),
+    };
+    if let (true, Err(error)) = (observed, &out) {
+        run.emit(&Event::AttemptFailed {
+            run: core.run_id,
+            node,
+            attempt: 1,
+            error,
+        });
+    }
+    out
+}
+
+/// A router: picks a branch from its upstreams' values, passes over the others (`NotTaken`),
+/// runs the chosen one as a node of its own, and takes its value.
+async fn route<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Record {
+    let core = &run.core;
+    let start = core.elapsed();
+    let router = run.graph.meta.name(id);
+    let failed = |error: NodeError| Record {
+        outcome: Outcome::Failed,
+        error: Some(Arc::new(error)),
+        start: Some(start),
+        ..Record::empty(Outcome::Failed, core.elapsed())
+    };
+    if core.is_cancelled() {
+        run.release(run.not_taken_except(id, None, core.elapsed()));
+        return Record::empty(Outcome::Cancelled, core.elapsed());
+    }
+    let Some(NodeKind::Router { branches }) = run.graph.kinds.get(id as usize) else {
+        return failed(NodeError::Internal {
+            message: "router without branches",
+        });
+    };
+    let cx = run.fetch_cx(id);
+    let key = match run.graph.tasks.get(id as usize) {
+        Some(task) => guarded(|| task.select(&run.input, &cx)).and_then(|k| {
+            k.unwrap_or(Err(NodeError::Internal {
                 message: "an upstream value is missing or of another type",
-            });
-        }
-        Err(panic) => return Err(NodeError::from_panic(panic.as_ref())),
+            }))
+        }),
+        None => Err(NodeError::Internal {
+            message: "node index out of range",
+        }),
     };
-    match AssertUnwindSafe(attempt).catch_unwind().await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(error)) => Err(NodeError::Task(error)),
-        Err(panic) => Err(NodeError::from_panic(panic.as_ref())),
+    let key = match key {
+        Ok(key) => key,
+        Err(error) => {
+            run.release(run.not_taken_except(id, None, core.elapsed()));
+            return failed(error);
+        }
+    };
+    let Some(&(_, branch)) = branches.iter().find(|(k, _)| **k == *key) else {
+        run.release(run.not_taken_except(id, None, core.elapsed()));
+        return failed(NodeError::UnknownBranch {
+            router: router.to_owned(),
+            key,
+            known: branches.iter().map(|(k, _)| k.to_string()).collect(),
+        });
+    };
+    run.release(run.not_taken_except(id, Some(branch), core.elapsed()));
+    let Some(slot) = core.slot(branch) else {
+        return failed(NodeError::Internal {
+            message: "branch index out of range",
+        });
+    };
+    if slot
+        .state
+        .compare_exchange(PENDING, RUNNING, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        // Swept by a cancellation between the choice and now.
+        return Record {
+            start: Some(start),
+            ..Record::empty(Outcome::Cancelled, core.elapsed())
+        };
+    }
+    let record = Box::pin(run_node(run, branch)).await;
+    let (outcome, value, error) = match (&record.value, record.outcome) {
+        (Some(v), _) => (Outcome::Succeeded, Some(Arc::clone(v)), None),
+        (None, Outcome::Cancelled) => (Outcome::Cancelled, None, None),
+        (None, _) => (
+            Outcome::Failed,
+            None,
+            Some(Arc::new(NodeError::BranchFailed {
+                router: router.to_owned(),
+                branch: run.graph.meta.name(branch).to_owned(),
+                error: record.error.clone(),
+            })),
+        ),
+    };
+    // The branch has no downstreams of its own: finishing it only records it.
+    let _ = run.finish(branch, record);
+    debug_assert_eq!(slot.state.load(Ordering::Acquire), DONE);
+    Record {
+        outcome,
+        value,
+        error,
+        start: Some(start),
+        end: core.elapsed(),
+        because: Some(branch),
+        attempt_log: Vec::new(),
+    }
+}
+
+impl<I: Send + Sync + 'static> RunState<I> {
+    pub(crate) fn fetch_cx(&self, id: u32) -> super::FetchCx<'_> {
+        let meta = &self.graph.meta;
+        super::FetchCx {
+            ups: meta.upstreams(id),
+            slots: &self.core.slots,
+            names: &meta.names,
+        }
     }
 }
 
 enum Ended<T> {
     Done(T),
     Cancelled { started: bool },
+}
+
+impl<T> Ended<T> {
+    fn map<U>(self, f: impl FnOnce(T) -> U) -> Ended<U> {
+        match self {
+            Ended::Done(t) => Ended::Done(f(t)),
+            Ended::Cancelled { started } => Ended::Cancelled { started },
+        }
+    }
 }
 
 pin_project_lite::pin_project! {
@@ -131,6 +327,17 @@ pin_project_lite::pin_project! {
         polled: bool,
         #[pin]
         fut: F,
+    }
+}
+
+impl<'a, F> Cancellable<'a, F> {
+    fn new(core: &'a RunCore, id: u32, fut: F) -> Self {
+        Cancellable {
+            core,
+            id,
+            polled: false,
+            fut,
+        }
     }
 }
 

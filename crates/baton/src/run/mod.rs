@@ -16,8 +16,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
-pub(crate) use state::{Record, RunCore, RunState};
+use tokio::time::Instant;
+
+pub(crate) use state::{AttemptGuard, Record, RunCore, RunState};
 // Named in the sealed `Upstreams` trait's hidden methods; unnameable outside the crate.
 #[allow(unreachable_pub)]
 pub use state::FetchCx;
@@ -74,10 +77,13 @@ impl std::str::FromStr for FailureMode {
 /// Per-run options for [`Graph::run_with`](crate::Graph::run_with).
 ///
 /// # Defaults
-/// - failure mode: the graph's ([`GraphBuilder::failure_mode`](crate::GraphBuilder::failure_mode)).
+/// - failure mode: the graph's ([`GraphBuilder::failure_mode`](crate::GraphBuilder::failure_mode));
+/// - timeout / deadline: none.
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     mode: Option<FailureMode>,
+    timeout: Option<Duration>,
+    deadline: Option<Instant>,
 }
 
 impl RunOptions {
@@ -91,6 +97,25 @@ impl RunOptions {
     #[must_use]
     pub fn failure_mode(mut self, mode: FailureMode) -> Self {
         self.mode = Some(mode);
+        self
+    }
+
+    /// Gives the run an overall timeout, counted from its start: its deadline. Every
+    /// attempt of every node must end by then; an attempt still running is cut at the
+    /// deadline, and a node that would start with less than its minimum attempt time left
+    /// fails at once, both with [`NodeError::DeadlineExceeded`](crate::NodeError::DeadlineExceeded).
+    /// Node budgets derive from it (the earliest deadline applies). Seed 000.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Gives the run an absolute deadline (a tokio, monotonic, instant), e.g. the one the
+    /// caller's request carries. With [`timeout`](Self::timeout) too, the earlier applies.
+    #[must_use]
+    pub fn deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(deadline);
         self
     }
 }
@@ -118,6 +143,10 @@ impl RunId {
             process,
             seq: SEQ.fetch_add(1, Ordering::Relaxed),
         }
+    }
+
+    pub(crate) fn seq(self) -> u64 {
+        self.seq
     }
 
     /// The id as one 128-bit number.
@@ -157,6 +186,8 @@ enum Phase {
     Idle,
     Running,
     Done,
+    /// The orchestrator was shutting down.
+    Refused,
 }
 
 /// One run of a graph: a future that resolves to the run's [`Report`].
@@ -173,12 +204,12 @@ enum Phase {
 ///
 /// Polling it again after it is ready returns the same result again.
 #[must_use = "a run does nothing until it is awaited"]
-pub struct Run<I> {
+pub struct Run<I: Send + Sync + 'static> {
     state: Arc<RunState<I>>,
     phase: Phase,
 }
 
-impl<I> fmt::Debug for Run<I> {
+impl<I: Send + Sync + 'static> fmt::Debug for Run<I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Run")
             .field("id", &self.state.core.run_id)
@@ -191,7 +222,7 @@ impl<I: Send + Sync + 'static> Run<I> {
     pub(crate) fn new(graph: Arc<GraphInner<I>>, input: I, options: RunOptions) -> Self {
         let mode = options.mode.unwrap_or(graph.mode);
         Run {
-            state: Arc::new(RunState::new(graph, input, mode)),
+            state: RunState::new(graph, input, mode, options.timeout, options.deadline),
             phase: Phase::Idle,
         }
     }
@@ -251,16 +282,35 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
     type Output = Result<Report, RunError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if self.phase == Phase::Idle {
-            let Ok(handle) = tokio::runtime::Handle::try_current() else {
-                return Poll::Ready(Err(RunError::NoRuntime));
-            };
-            self.phase = Phase::Running;
-            self.state.start(handle);
+        match self.phase {
+            Phase::Refused => return Poll::Ready(Err(RunError::ShuttingDown)),
+            Phase::Idle => {
+                let Ok(handle) = tokio::runtime::Handle::try_current() else {
+                    return Poll::Ready(Err(RunError::NoRuntime));
+                };
+                // A run cancelled before it started is over already: nothing to admit.
+                if !self.state.core.is_over() {
+                    let state = &self.state;
+                    let view: Arc<dyn RunView> = Arc::clone(state) as Arc<dyn RunView>;
+                    let admitted = state.graph.orchestrator.admit(
+                        Arc::downgrade(&view),
+                        state.core.run_id,
+                        state.graph.meta.len(),
+                    );
+                    drop(view);
+                    if !admitted {
+                        self.phase = Phase::Refused;
+                        return Poll::Ready(Err(RunError::ShuttingDown));
+                    }
+                    self.state.start(handle);
+                }
+                self.phase = Phase::Running;
+            }
+            Phase::Running | Phase::Done => {}
         }
         let core = &self.state.core;
         core.done.register(cx.waker());
-        if core.remaining.load(Ordering::Acquire) == 0 {
+        if core.is_over() {
             self.phase = Phase::Done;
             return Poll::Ready(self.result());
         }
@@ -268,7 +318,7 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
     }
 }
 
-impl<I> Drop for Run<I> {
+impl<I: Send + Sync + 'static> Drop for Run<I> {
     fn drop(&mut self) {
         if self.phase == Phase::Running {
             self.state.cancel(CancelReason::Dropped);

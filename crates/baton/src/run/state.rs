@@ -1,12 +1,18 @@
 //! Per-run state: one slot per node (join counter, lifecycle state, record), the run's
-//! counters, and the three ways a node ends without running: skipped, cancelled, swept.
+//! counters, and the ways a node ends: run by a driver, skipped, not taken, cancelled.
 //!
 //! # Invariants
 //! 1. A slot's `state` goes `PENDING -> RUNNING -> DONE` or `PENDING -> DONE`, each step by
 //!    one atomic operation, so exactly one party finalizes each node: the driver that ran it,
-//!    or the one that skipped or cancelled it while it was pending.
-//! 2. A slot's `record` is written once, by that party, before `remaining` is decremented
-//!    for it; the run future reads records only after `remaining` reached zero.
+//!    or the one that skipped, passed over or cancelled it while it was pending. Finalizing
+//!    (`finalize`) writes the record, counts the outcome, fires the node's callbacks and its
+//!    `NodeFinished` event, in that order, exactly once.
+//! 2. `live` counts the nodes not yet finalized plus the drivers (tokio tasks) still alive.
+//!    A record is written before `live` is decremented for it, and a driver decrements it as
+//!    its very last action; the run ends when `live` reaches zero, so when the run future
+//!    resolves every record is readable, every callback has fired, and no task of the run is
+//!    still running (blocking closures abandoned after a timeout excepted: they cannot be
+//!    stopped from outside).
 //! 3. A node starts only when its join counter (`pending`) reaches zero *and* it is still
 //!    `PENDING`. An upstream that ends without a value marks its downstreams skipped (state
 //!    to `DONE`) *before* decrementing their counters, so whoever brings a counter to zero
@@ -14,8 +20,9 @@
 //! 4. After `cancelled` is set, no node starts its task: pending nodes are swept to
 //!    `Cancelled`, and drivers check the flag before and while polling a node.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, Ordering, fence};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use futures_util::task::AtomicWaker;
@@ -25,8 +32,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::{FailureMode, RunId};
 use crate::error::{CancelReason, NodeError};
-use crate::graph::GraphInner;
-use crate::report::Outcome;
+use crate::graph::{GraphInner, NodeKind};
+use crate::observe::Event;
+use crate::report::{AttemptReport, NodeReport, Outcome, Report};
 use crate::task::Value;
 
 pub(crate) const PENDING: u8 = 0;
@@ -38,13 +46,30 @@ pub(crate) const DONE: u8 = 2;
 pub(crate) struct Record {
     pub(crate) outcome: Outcome,
     pub(crate) value: Option<Value>,
-    pub(crate) error: Option<NodeError>,
-    /// When its first attempt started, from the run's start; `None` if it never started.
+    /// Why it has no value; for `Recovered`, what the fallback recovered from.
+    pub(crate) error: Option<Arc<NodeError>>,
+    /// When it started, from the run's start; `None` if it never started.
     pub(crate) start: Option<Duration>,
     /// When it ended, from the run's start.
     pub(crate) end: Duration,
-    /// For `Skipped`: the upstream that produced no value.
+    /// For `Skipped`: the upstream that produced no value. For a router: its branch.
     pub(crate) because: Option<u32>,
+    /// One entry per attempt, for nodes with policies (empty for plain nodes).
+    pub(crate) attempt_log: Vec<AttemptReport>,
+}
+
+impl Record {
+    pub(crate) const fn empty(outcome: Outcome, end: Duration) -> Self {
+        Record {
+            outcome,
+            value: None,
+            error: None,
+            start: None,
+            end,
+            because: None,
+            attempt_log: Vec::new(),
+        }
+    }
 }
 
 /// One node's per-run state.
@@ -53,15 +78,79 @@ pub(crate) struct Slot {
     pub(crate) pending: AtomicU32,
     pub(crate) state: AtomicU8,
     pub(crate) attempts: AtomicU32,
+    /// Blocking attempts abandoned (timed out or cancelled) while their closure still ran.
+    pub(crate) abandoned: AtomicU32,
     pub(crate) waker: AtomicWaker,
     pub(crate) record: OnceLock<Record>,
+    /// The cancellation token of the running attempt, once a task asked for it.
+    token: Mutex<Option<(u32, CancellationToken)>>,
+    has_token: AtomicBool,
+    /// The highest attempt number that has ended.
+    ended: AtomicU32,
+}
+
+impl Slot {
+    /// The token of attempt `attempt`, created (as a child of `parent`) on first request. An
+    /// attempt that has ended gets a cancelled token.
+    pub(crate) fn attempt_token(
+        &self,
+        attempt: u32,
+        parent: &CancellationToken,
+    ) -> CancellationToken {
+        let mut cell = self.token.lock().unwrap_or_else(PoisonError::into_inner);
+        // Pairs with `end_attempt`: it stores `ended` then reads `has_token`; we read
+        // `ended` then store `has_token`. One of the two sees the other's store.
+        if self.ended.load(Ordering::SeqCst) >= attempt {
+            let t = CancellationToken::new();
+            t.cancel();
+            return t;
+        }
+        match &*cell {
+            Some((a, t)) if *a == attempt => t.clone(),
+            _ => {
+                let t = parent.child_token();
+                *cell = Some((attempt, t.clone()));
+                self.has_token.store(true, Ordering::SeqCst);
+                t
+            }
+        }
+    }
+
+    /// Attempt `attempt` ended (completed, or its future was dropped): cancels its token.
+    pub(crate) fn end_attempt(&self, attempt: u32) {
+        self.ended.fetch_max(attempt, Ordering::SeqCst);
+        if !self.has_token.load(Ordering::SeqCst) {
+            return;
+        }
+        let cell = self.token.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((a, t)) = &*cell {
+            if *a <= attempt {
+                t.cancel();
+            }
+        }
+    }
+}
+
+/// Ends an attempt's token when the attempt's future completes or is dropped.
+pub(crate) struct AttemptGuard<'a> {
+    pub(crate) slot: Option<&'a Slot>,
+    pub(crate) attempt: u32,
+}
+
+impl Drop for AttemptGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot {
+            slot.end_attempt(self.attempt);
+        }
+    }
 }
 
 /// The state of one run that does not depend on the input type.
 #[derive(Debug)]
 pub(crate) struct RunCore {
     pub(crate) slots: Box<[Slot]>,
-    pub(crate) remaining: AtomicUsize,
+    /// Nodes not finalized plus drivers alive; the run ends when it reaches zero.
+    pub(crate) live: AtomicUsize,
     pub(crate) done: AtomicWaker,
     pub(crate) cancelled: AtomicBool,
     pub(crate) reason: OnceLock<CancelReason>,
@@ -70,6 +159,13 @@ pub(crate) struct RunCore {
     pub(crate) token: OnceLock<CancellationToken>,
     pub(crate) run_id: RunId,
     pub(crate) mode: FailureMode,
+    /// The run's deadline, fixed when it starts.
+    pub(crate) deadline: OnceLock<Option<Instant>>,
+    /// Whether the orchestrator accepted (and counts) this run.
+    pub(crate) registered: AtomicBool,
+    pub(crate) span: OnceLock<tracing::Span>,
+    timeout: Option<Duration>,
+    fixed_deadline: Option<Instant>,
 }
 
 impl RunCore {
@@ -80,8 +176,17 @@ impl RunCore {
         })
     }
 
+    /// The run's deadline (from its options), once it started.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.deadline.get().copied().flatten()
+    }
+
     pub(crate) fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn is_over(&self) -> bool {
+        self.live.load(Ordering::Acquire) == 0
     }
 
     /// The run-wide token, created on first use; cancelled when the run is.
@@ -95,15 +200,12 @@ impl RunCore {
         token
     }
 
-    /// `k` more nodes are finalized; wakes the run future when none is left.
-    pub(crate) fn complete(&self, k: usize) {
-        if k > 0 && self.remaining.fetch_sub(k, Ordering::AcqRel) == k {
-            self.done.wake();
-        }
-    }
-
     pub(crate) fn slot(&self, id: u32) -> Option<&Slot> {
         self.slots.get(id as usize)
+    }
+
+    pub(crate) fn span(&self) -> Option<&tracing::Span> {
+        self.span.get()
     }
 }
 
@@ -112,22 +214,33 @@ pub(crate) struct RunState<I> {
     pub(crate) graph: Arc<GraphInner<I>>,
     pub(crate) input: I,
     pub(crate) core: RunCore,
+    me: Weak<RunState<I>>,
 }
 
-impl<I> RunState<I> {
-    pub(crate) fn new(graph: Arc<GraphInner<I>>, input: I, mode: FailureMode) -> Self {
+impl<I: Send + Sync + 'static> RunState<I> {
+    pub(crate) fn new(
+        graph: Arc<GraphInner<I>>,
+        input: I,
+        mode: FailureMode,
+        timeout: Option<Duration>,
+        fixed_deadline: Option<Instant>,
+    ) -> Arc<Self> {
         let meta = &graph.meta;
         let slots = (0..meta.len() as u32)
             .map(|i| Slot {
                 pending: AtomicU32::new(meta.in_degree(i)),
                 state: AtomicU8::new(PENDING),
                 attempts: AtomicU32::new(0),
+                abandoned: AtomicU32::new(0),
                 waker: AtomicWaker::new(),
                 record: OnceLock::new(),
+                token: Mutex::new(None),
+                has_token: AtomicBool::new(false),
+                ended: AtomicU32::new(0),
             })
             .collect::<Box<[Slot]>>();
         let core = RunCore {
-            remaining: AtomicUsize::new(slots.len()),
+            live: AtomicUsize::new(slots.len()),
             slots,
             done: AtomicWaker::new(),
             cancelled: AtomicBool::new(false),
@@ -137,93 +250,194 @@ impl<I> RunState<I> {
             token: OnceLock::new(),
             run_id: RunId::next(),
             mode,
+            deadline: OnceLock::new(),
+            registered: AtomicBool::new(false),
+            span: OnceLock::new(),
+            timeout,
+            fixed_deadline,
         };
-        RunState { graph, input, core }
+        Arc::new_cyclic(|me| RunState {
+            graph,
+            input,
+            core,
+            me: me.clone(),
+        })
+    }
+
+    /// Sends `event` to the orchestrator's observers. Check [`observed`](Self::observed)
+    /// first when building the event costs anything.
+    pub(crate) fn emit(&self, event: &Event<'_>) {
+        crate::orchestrator::deliver(self.graph.orchestrator.observers(), event);
+    }
+
+    /// Whether the orchestrator has observers.
+    pub(crate) fn observed(&self) -> bool {
+        !self.graph.orchestrator.observers().is_empty()
+    }
+
+    /// Drops `k` from `live`; the one that brings it to zero ends the run.
+    pub(crate) fn release(&self, k: usize) {
+        if k > 0 && self.core.live.fetch_sub(k, Ordering::AcqRel) == k {
+            self.on_end();
+        }
+    }
+
+    /// Registers a driver about to be spawned.
+    fn retain(&self) {
+        self.core.live.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn on_end(&self) {
+        let core = &self.core;
+        if core.registered.load(Ordering::Acquire) {
+            let orchestrator = &self.graph.orchestrator;
+            if self.observed() {
+                if let Some(me) = self.me.upgrade() {
+                    let report = Report::new(me);
+                    self.emit(&Event::RunFinished {
+                        run: core.run_id,
+                        report: &report,
+                    });
+                }
+            }
+            orchestrator.run_ended(core.run_id);
+        }
+        core.done.wake();
+    }
+
+    /// Records how node `id` ended and fires what follows from it: outcome count, callbacks,
+    /// `NodeFinished`. The caller owns the node (moved it to `RUNNING`, or from `PENDING` to
+    /// `DONE`). Does not release `live`.
+    fn record(&self, id: u32, record: Record, was_running: bool) {
+        let Some(slot) = self.core.slot(id) else {
+            return;
+        };
+        let outcome = record.outcome;
+        let _ = slot.record.set(record);
+        slot.state.store(DONE, Ordering::Release);
+        let counters = self.graph.orchestrator.counters();
+        counters.outcome(outcome);
+        if was_running {
+            counters.nodes_in_flight.decr();
+        }
+        let callbacks = self
+            .graph
+            .callbacks
+            .get(id as usize)
+            .and_then(|c| c.as_deref());
+        let observed = self.observed();
+        if callbacks.is_none() && !observed {
+            return;
+        }
+        let Some(rec) = slot.record.get() else { return };
+        let view = NodeReport::new(self, id, rec);
+        if let Some(callbacks) = callbacks {
+            callbacks.fire(&view, rec.value.as_deref());
+        }
+        if observed {
+            self.emit(&Event::NodeFinished {
+                run: self.core.run_id,
+                node: view.name(),
+                outcome,
+                duration: view.duration(),
+            });
+        }
+    }
+
+    /// Finalizes a node that was pending (`PENDING -> DONE`), if nobody else did. Returns
+    /// whether this call did it.
+    fn pass_over(&self, id: u32, record: Record) -> bool {
+        let Some(slot) = self.core.slot(id) else {
+            return false;
+        };
+        if slot
+            .state
+            .compare_exchange(PENDING, DONE, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return false;
+        }
+        self.record(id, record, false);
+        true
     }
 
     /// Cancels the run: no node starts its task from now on; pending nodes end `Cancelled`
     /// at once, running ones as soon as their driver is polled (it is woken here). The first
-    /// reason wins.
+    /// reason wins. Cancelling a run that has ended does nothing.
     pub(crate) fn cancel(&self, reason: CancelReason) {
         let core = &self.core;
-        if core.remaining.load(Ordering::Acquire) == 0
-            || core.cancelled.swap(true, Ordering::SeqCst)
-        {
+        // The reason is set before the flag: whoever sees the flag finds the reason.
+        if core.is_over() || core.reason.set(reason).is_err() {
             return;
         }
-        let _ = core.reason.set(reason);
+        core.cancelled.store(true, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         if let Some(token) = core.token.get() {
             token.cancel();
         }
         let now = core.elapsed();
         let mut swept = 0;
-        for slot in core.slots.iter() {
-            match slot
-                .state
-                .compare_exchange(PENDING, DONE, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => {
-                    let _ = slot.record.set(Record {
-                        outcome: Outcome::Cancelled,
-                        value: None,
-                        error: None,
-                        start: None,
-                        end: now,
-                        because: None,
-                    });
-                    swept += 1;
-                }
-                Err(RUNNING) => slot.waker.wake(),
-                Err(_) => {}
+        for (id, slot) in core.slots.iter().enumerate() {
+            if self.pass_over(id as u32, Record::empty(Outcome::Cancelled, now)) {
+                swept += 1;
+            } else if slot.state.load(Ordering::Acquire) == RUNNING {
+                slot.waker.wake();
             }
         }
-        core.complete(swept);
+        self.release(swept);
     }
 
     /// Marks `first` and everything downstream of it that is still pending `Skipped`;
-    /// `because` is the upstream of `first` that produced no value.
+    /// `because` is the upstream of `first` that produced no value. A skipped router's
+    /// branches end `NotTaken`.
     fn skip(&self, first: u32, because: u32) {
         let core = &self.core;
         let meta = &self.graph.meta;
         let now = core.elapsed();
         let mut stack = vec![(first, because)];
+        let mut ended = 0;
         while let Some((id, because)) = stack.pop() {
-            let Some(slot) = core.slot(id) else { continue };
-            if slot
-                .state
-                .compare_exchange(PENDING, DONE, Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
-            {
+            let record = Record {
+                because: Some(because),
+                ..Record::empty(Outcome::Skipped, now)
+            };
+            if !self.pass_over(id, record) {
                 continue;
             }
-            let _ = slot.record.set(Record {
-                outcome: Outcome::Skipped,
-                value: None,
-                error: None,
-                start: None,
-                end: now,
-                because: Some(because),
-            });
-            core.complete(1);
+            ended += 1;
+            ended += self.not_taken_except(id, None, now);
             stack.extend(meta.downstreams(id).iter().map(|&d| (d, id)));
         }
+        self.release(ended);
     }
-}
 
-impl<I: Send + Sync + 'static> RunState<I> {
-    /// Records how node `id` ended and releases its downstreams. Returns one downstream that
-    /// became ready, for the caller to run inline; the others are spawned.
-    pub(crate) fn finish(self: &Arc<Self>, id: u32, record: Record) -> Option<u32> {
-        let core = &self.core;
-        let Some(slot) = core.slot(id) else {
-            return None;
+    /// Marks the branches of router `id` other than `chosen` `NotTaken` (and skips whatever
+    /// depends on them directly); returns how many branches it marked, for the caller to
+    /// release.
+    pub(crate) fn not_taken_except(&self, id: u32, chosen: Option<u32>, now: Duration) -> usize {
+        let Some(NodeKind::Router { branches }) = self.graph.kinds.get(id as usize) else {
+            return 0;
         };
+        let mut marked = 0;
+        for &(_, b) in branches.iter().filter(|(_, b)| Some(*b) != chosen) {
+            if self.pass_over(b, Record::empty(Outcome::NotTaken, now)) {
+                marked += 1;
+                for &d in self.graph.meta.downstreams(b) {
+                    self.skip(d, b);
+                }
+            }
+        }
+        marked
+    }
+
+    /// Records how node `id` (run by a driver) ended and releases its downstreams. Returns
+    /// one downstream that became ready, for the caller to run inline; the others are
+    /// spawned. Releases the node from `live` last.
+    pub(crate) fn finish(&self, id: u32, record: Record) -> Option<u32> {
         let produced = record.value.is_some();
         let outcome = record.outcome;
-        let _ = slot.record.set(record);
-        slot.state.store(DONE, Ordering::Release);
-
+        self.record(id, record, true);
+        let core = &self.core;
         let mut next = None;
         for &d in self.graph.meta.downstreams(id) {
             if !produced && outcome != Outcome::Cancelled {
@@ -247,28 +461,61 @@ impl<I: Send + Sync + 'static> RunState<I> {
                 node: self.graph.meta.name(id).to_owned(),
             });
         }
-        core.complete(1);
+        self.release(1);
         next
     }
 
+    /// Finalizes a node whose driver disappeared without ending it (the runtime dropped the
+    /// task): it ends `Cancelled`.
+    pub(crate) fn abandon(&self, id: u32) {
+        let Some(slot) = self.core.slot(id) else {
+            return;
+        };
+        if slot.state.load(Ordering::Acquire) == RUNNING {
+            let record = Record::empty(Outcome::Cancelled, self.core.elapsed());
+            self.record(id, record, true);
+            self.release(1);
+        }
+    }
+
     /// Spawns a driver for node `id`, which the caller moved to `RUNNING`.
-    pub(crate) fn spawn(self: &Arc<Self>, id: u32) {
-        let run = Arc::clone(self);
+    pub(crate) fn spawn(&self, id: u32) {
+        let Some(run) = self.me.upgrade() else { return };
+        self.retain();
+        let fut = super::exec::drive(run, id);
         match self.core.handle.get() {
             Some(handle) => {
-                handle.spawn(super::exec::drive(run, id));
+                handle.spawn(fut);
             }
             None => {
-                tokio::spawn(super::exec::drive(run, id));
+                tokio::spawn(fut);
             }
         }
     }
 
-    /// Starts the run: records its origin, and spawns every root.
-    pub(crate) fn start(self: &Arc<Self>, handle: Handle) {
+    /// Starts the run: fixes its origin and deadline, and spawns every root.
+    pub(crate) fn start(&self, handle: Handle) {
         let core = &self.core;
-        let _ = core.origin.set(Instant::now());
+        let now = Instant::now();
+        let _ = core.origin.set(now);
+        let by_timeout = core.timeout.map(|t| now + t);
+        let deadline = match (by_timeout, core.fixed_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let _ = core.deadline.set(deadline);
         let _ = core.handle.set(handle);
+        let _ = core.span.set(crate::observe::trace::run_span(
+            core.run_id,
+            self.graph.meta.len(),
+        ));
+        core.registered.store(true, Ordering::Release);
+        if self.observed() {
+            self.emit(&Event::RunStarted {
+                run: core.run_id,
+                nodes: self.graph.meta.len(),
+            });
+        }
         for &root in self.graph.meta.roots.iter() {
             let Some(slot) = core.slot(root) else {
                 continue;
@@ -281,7 +528,16 @@ impl<I: Send + Sync + 'static> RunState<I> {
                 self.spawn(root);
             }
         }
+        // An empty graph (or one cancelled before it started) is over at once.
+        if core.is_over() {
+            self.on_end();
+        }
     }
+}
+
+/// Runs `f`, catching a panic; for user code called by the scheduler.
+pub(crate) fn guarded<R>(f: impl FnOnce() -> R) -> Result<R, NodeError> {
+    std::panic::catch_unwind(AssertUnwindSafe(f)).map_err(|p| NodeError::from_panic(p.as_ref()))
 }
 
 /// What a task's upstreams fetch their values from: the run's slots and the node's

@@ -1,1 +1,284 @@
-//! Circuit breaker (placeholder; being written).
+//! Circuit breaker: closed → open → half-open, shared by every node and run that calls one
+//! downstream (DESIGN rule 8).
+//!
+//! The handle, [`CircuitBreaker`], documents the semantics; this page records the design
+//! decisions.
+//!
+//! # The pitfalls other breakers fell into, and how this one avoids them
+//! Every item is a public bug report (or, for the two Rust crates, their current source).
+//!
+//! 1. **Too many half-open probes.** resilience4j admitted more calls than
+//!    `permittedNumberOfCallsInHalfOpenState` while switching from open to half-open
+//!    ([#1432](https://github.com/resilience4j/resilience4j/issues/1432),
+//!    [#1090](https://github.com/resilience4j/resilience4j/issues/1090)); Polly's half-open
+//!    let every call through until the first trial returned
+//!    ([#216](https://github.com/App-vNext/Polly/issues/216)); Failsafe's standalone breaker
+//!    did not limit half-open executions at all
+//!    ([#135](https://github.com/failsafe-lib/failsafe/issues/135)) and its permit release
+//!    can raise the limit above the configured one
+//!    ([#391](https://github.com/failsafe-lib/failsafe/issues/391)); tower has no breaker
+//!    of its own ([tower#855](https://github.com/tower-rs/tower/pull/855) is still open) and
+//!    the tower-resilience crate checked completed probes instead of reserving slots
+//!    ([#407](https://github.com/joshrotenberg/tower-resilience/pull/407)). `failsafe` 1.3
+//!    (`StateMachine::is_call_permitted`) and `recloser` 1.4 (`call_permitted`) return
+//!    `true` for *every* call while half-open; recloser's callers that lose the open →
+//!    half-open CAS are admitted too. **Here** slots are counted under the mutex with the
+//!    invariant `free + outstanding + succeeded == half_open_probes`, the caller that opens
+//!    the half-open period takes the first slot in the same critical section, and a slot
+//!    given back by a permit of an earlier period is not counted; loom checks it for every
+//!    interleaving of 2–3 racing callers.
+//! 2. **Permits leaked by cancelled or ignored calls (stuck half-open).** resilience4j got
+//!    stuck in half-open when a probe ended with an ignored exception
+//!    ([#544](https://github.com/resilience4j/resilience4j/issues/544)) or a result
+//!    predicate threw ([#2488](https://github.com/resilience4j/resilience4j/pull/2488)), and
+//!    needs callers to `releasePermission()` on cancellation themselves
+//!    ([#1633](https://github.com/resilience4j/resilience4j/pull/1633)); Polly v8 stayed
+//!    half-open forever after a probe threw an unhandled exception
+//!    ([#1979](https://github.com/App-vNext/Polly/issues/1979)); a hung probe wedges
+//!    half-open without a max wait
+//!    ([resilience4j#935](https://github.com/resilience4j/resilience4j/issues/935)). **Here**
+//!    a [`BreakerPermit`] is a drop guard: [`ignore`](BreakerPermit::ignore) and dropping it
+//!    (a cancelled future) both give a probe's slot back, a closed permit costs nothing to
+//!    drop, and `half_open_max_wait` re-opens the breaker when probes never answer.
+//! 3. **Stale results counted after a transition.** Polly's "overhanging" calls, started
+//!    while closed and finished while open or half-open, re-closed the breaker or fired
+//!    `onBreak` again ([#217](https://github.com/App-vNext/Polly/issues/217),
+//!    [#218](https://github.com/App-vNext/Polly/issues/218),
+//!    [#219](https://github.com/App-vNext/Polly/issues/219)). `failsafe` and `recloser`
+//!    apply a result to whatever state is current, so a slow success from the closed era
+//!    closes a half-open breaker. **Here** every permit carries the breaker's generation and
+//!    its result is dropped unless the generation is still current.
+//! 4. **Duplicate, lost or reordered transition events.** resilience4j published an event
+//!    twice when two thresholds were exceeded at once
+//!    ([#1437](https://github.com/resilience4j/resilience4j/issues/1437)) and raced two
+//!    threads into an illegal transition
+//!    ([#562](https://github.com/resilience4j/resilience4j/issues/562)); Polly fired `onBreak`
+//!    once per late failure ([#219](https://github.com/App-vNext/Polly/issues/219)); `failsafe`
+//!    calls its instrument while holding its lock in `reset()`. **Here** one transition has
+//!    one reason, is numbered (`seq`, gap-free) and queued in the critical section that makes
+//!    it, and is delivered by a single deliverer outside the lock (see `events.rs`).
+//! 5. **A lock on every call.** `failsafe` takes a mutex twice per call; `recloser` spins on
+//!    its ring buffer's lock and writes it on every success. **Here** the closed path
+//!    (acquire + success) only loads one or two atomics and writes nothing shared when no
+//!    rate window is configured (see `machine.rs` for the fast paths).
+//!
+//! # Files
+//! `config` (builder, defaults, validation), `machine` (the state machine and its
+//! invariants), `window` (count and time windows), `events` (states, transitions, delivery),
+//! `error` (rejection and configuration errors), `sync` (the std/loom primitive shim).
+
+mod config;
+mod error;
+mod events;
+mod machine;
+mod sync;
+mod window;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+pub use config::{BreakerWindow, CircuitBreakerBuilder};
+pub use error::{BreakerConfigError, BreakerOpen};
+pub use events::{BreakerState, BreakerTransition, TransitionReason};
+
+use machine::{Machine, Outcome, Permit};
+use sync::StdSync;
+
+/// A named circuit breaker guarding one downstream; a cheap handle (`Arc` inside), `Clone`,
+/// `Send + Sync`.
+///
+/// Built with [`CircuitBreaker::builder`]. Time is read from
+/// [`tokio::time::Instant::now`], so on a paused tokio clock the breaker follows the paused
+/// time.
+///
+/// ```
+/// use std::time::Duration;
+/// use baton::{BreakerState, CircuitBreaker};
+///
+/// let breaker = CircuitBreaker::builder("inventory")
+///     .consecutive_failures(3)
+///     .open_duration(Duration::from_millis(200))
+///     .build()?;
+/// breaker.on_transition(|t| eprintln!("{t}"));
+/// for _ in 0..3 {
+///     let permit = breaker.try_acquire()?;
+///     // ... call the downstream; it fails:
+///     permit.failure(Duration::from_millis(12));
+/// }
+/// assert_eq!(breaker.state(), BreakerState::Open);
+/// let err = breaker.try_acquire().unwrap_err();
+/// assert!(err.to_string().starts_with("circuit breaker `inventory` is open (retry in"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Semantics
+/// - **Closed → open** on `n` consecutive failures (seed 000), or when the failure rate or
+///   the slow-call rate over a sliding window reaches its threshold once the window holds
+///   `min_calls` calls (resilience4j).
+/// - **Open → half-open** when the open duration has elapsed, decided lazily by the next
+///   [`try_acquire`](Self::try_acquire) (as Polly and resilience4j do by
+///   default; a mere [`state`](Self::state) query never moves time forward). The
+///   caller that makes this transition holds the first probe.
+/// - **Half-open** admits exactly `half_open_probes` permits, whatever the concurrency. All
+///   of them succeeding closes the breaker; any failing re-opens it with a fresh (optionally
+///   growing) cooldown (seed 000: "otherwise a broken downstream is probed every 200 ms");
+///   a probe dropped without a result gives its slot back; probes left unanswered for
+///   `half_open_max_wait` count as a failure.
+/// - A result reported for a permit taken before the breaker's latest transition is
+///   ignored: it describes a state that no longer exists.
+/// - Every transition is made by exactly one caller and reaches each listener exactly once,
+///   in order, outside any lock.
+///
+#[derive(Clone)]
+pub struct CircuitBreaker {
+    machine: Arc<Machine<StdSync>>,
+}
+
+impl fmt::Debug for CircuitBreaker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.machine.fmt(f)
+    }
+}
+
+impl CircuitBreaker {
+    /// A builder for a breaker named `name` (non-empty; the name is how nodes and runs share
+    /// a breaker). See [`CircuitBreakerBuilder`] for the settings and their defaults.
+    pub fn builder(name: impl Into<String>) -> CircuitBreakerBuilder {
+        CircuitBreakerBuilder::new(name.into())
+    }
+
+    fn from_machine(machine: Machine<StdSync>) -> Self {
+        CircuitBreaker {
+            machine: Arc::new(machine),
+        }
+    }
+
+    /// Whether `self` and `other` are the same breaker (clones of one handle), as opposed to
+    /// two breakers with equal settings.
+    #[must_use]
+    pub fn same_as(&self, other: &CircuitBreaker) -> bool {
+        Arc::ptr_eq(&self.machine, &other.machine)
+    }
+
+    /// The breaker's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        self.machine.name()
+    }
+
+    /// The current state. A query never makes a time-based transition: an open breaker
+    /// whose cooldown has elapsed reads `Open` until the next
+    /// [`try_acquire`](Self::try_acquire). One atomic load; never blocks.
+    #[must_use]
+    pub fn state(&self) -> BreakerState {
+        self.machine.state()
+    }
+
+    /// Whether the breaker is open (rejecting everything until its cooldown ends). One
+    /// atomic load, meant for a retry series to stop early when its breaker opened
+    /// meanwhile (DESIGN rule 3). `false` when half-open.
+    #[must_use]
+    #[inline]
+    pub fn is_open(&self) -> bool {
+        self.machine.is_open()
+    }
+
+    /// Asks to make one call (one retry series, DESIGN rule 3).
+    ///
+    /// Closed: always granted, lock-free, without reading the clock. Open: rejected until
+    /// the open duration has elapsed; the first caller after it moves the breaker to
+    /// half-open and receives the first probe permit. Half-open: granted while probe slots
+    /// are free (`half_open_probes` in total), rejected otherwise.
+    ///
+    /// Report the call's outcome on the permit; dropping it means the call was cancelled.
+    ///
+    /// # Errors
+    /// [`BreakerOpen`] (naming the breaker, its state and, when open, how long until the
+    /// next probe) when the call must not be made.
+    #[inline]
+    pub fn try_acquire(&self) -> Result<BreakerPermit<'_>, BreakerOpen> {
+        self.machine
+            .acquire(Instant::now)
+            .map(|inner| BreakerPermit { inner })
+    }
+
+    /// Registers a listener called once for every transition from now on, in transition
+    /// order (`seq` increasing without gaps), on the thread that made the transition (or
+    /// the one already delivering), never under the breaker's lock. A listener may call the
+    /// breaker. Several listeners run in registration order; one that panics is caught and
+    /// logged with `tracing::error!` and changes nothing.
+    pub fn on_transition(&self, f: impl Fn(&BreakerTransition) + Send + Sync + 'static) {
+        self.machine.add_listener(Arc::new(f));
+    }
+}
+
+/// Permission to make one call through a [`CircuitBreaker`]; report how it ended with
+/// [`success`](Self::success), [`failure`](Self::failure) or [`ignore`](Self::ignore).
+///
+/// Dropping the permit without a report means the call was cancelled: it is released and
+/// not counted, and a half-open probe's slot goes back so that another caller can probe.
+/// A result reported after the breaker changed state since the permit was issued is
+/// ignored. The permit borrows the breaker, so that taking and completing one never
+/// touches a reference count.
+#[must_use = "report the call's outcome with success(), failure() or ignore(); dropping the permit releases it as cancelled"]
+pub struct BreakerPermit<'a> {
+    inner: Permit<'a, StdSync>,
+}
+
+impl fmt::Debug for BreakerPermit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BreakerPermit")
+            .field("generation", &self.generation())
+            .field("probe", &self.is_probe())
+            .finish()
+    }
+}
+
+impl BreakerPermit<'_> {
+    /// The call succeeded after `elapsed` (used by the slow-call rule only). Resets the
+    /// consecutive-failure count; closes a half-open breaker once every probe succeeded.
+    #[inline]
+    pub fn success(self, elapsed: Duration) {
+        self.inner.finish(Outcome::Success(elapsed), Instant::now);
+    }
+
+    /// The call failed after `elapsed`. Counts toward the trip rules; re-opens a half-open
+    /// breaker with a fresh cooldown.
+    #[inline]
+    pub fn failure(self, elapsed: Duration) {
+        self.inner.finish(Outcome::Failure(elapsed), Instant::now);
+    }
+
+    /// The call ended with an error the breaker is told to ignore (e.g. a 404, a
+    /// validation error): released without counting, exactly like a cancelled call.
+    #[inline]
+    pub fn ignore(self) {
+        self.inner.finish(Outcome::Released, Instant::now);
+    }
+
+    /// Whether the breaker is still in the state this permit was issued in. `false` once it
+    /// has transitioned (say, a concurrent series tripped it): this permit's result will
+    /// then be ignored, so a retry series may stop early. One atomic load.
+    #[must_use]
+    #[inline]
+    pub fn is_current(&self) -> bool {
+        self.inner.is_current()
+    }
+
+    /// Whether this permit is a half-open probe.
+    #[must_use]
+    pub fn is_probe(&self) -> bool {
+        self.inner.ticket().probe
+    }
+
+    /// The breaker's generation when the permit was issued: the
+    /// [`seq`](BreakerTransition::seq) of the last transition before it (0 before any),
+    /// masked to 46 bits.
+    #[must_use]
+    pub fn generation(&self) -> u64 {
+        self.inner.ticket().generation
+    }
+}

@@ -26,15 +26,20 @@ use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 
 use super::{NodeReport, Report};
 
-fn ms(d: std::time::Duration) -> f64 {
+fn ms_f64(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1000.0
+}
+
+/// Serializes a `Duration` as float milliseconds.
+pub(super) fn ms<S: Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(ms_f64(*d))
 }
 
 impl Serialize for Report {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(Some(4))?;
         map.serialize_entry("run_id", &self.run_id().to_string())?;
-        map.serialize_entry("makespan_ms", &ms(self.makespan()))?;
+        map.serialize_entry("makespan_ms", &ms_f64(self.makespan()))?;
         map.serialize_entry("counts", &self.counts())?;
         map.serialize_entry("nodes", &Nodes(self))?;
         map.end()
@@ -55,15 +60,17 @@ impl Serialize for Nodes<'_> {
 
 impl Serialize for NodeReport<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(8))?;
+        let mut map = serializer.serialize_map(Some(10))?;
         map.serialize_entry("name", self.name())?;
         map.serialize_entry("outcome", &self.outcome())?;
         map.serialize_entry("attempts", &self.attempts())?;
-        map.serialize_entry("start_ms", &self.start().map(ms))?;
-        map.serialize_entry("end_ms", &ms(self.end()))?;
+        map.serialize_entry("start_ms", &self.start().map(ms_f64))?;
+        map.serialize_entry("end_ms", &ms_f64(self.end()))?;
         map.serialize_entry("error", &self.message())?;
         map.serialize_entry("skipped_because", &self.skipped_because().map(|n| n.name()))?;
         map.serialize_entry("root_cause", &self.root_cause().map(|n| n.name()))?;
+        map.serialize_entry("abandoned", &self.abandoned())?;
+        map.serialize_entry("attempt_log", self.attempt_log())?;
         map.end()
     }
 }

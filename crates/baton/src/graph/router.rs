@@ -1,0 +1,196 @@
+//! Conditional routing (seed 002 §14; DESIGN rule 12): a router node reads its upstreams'
+//! values and returns a branch key; the chosen branch — a node with its own policies — runs,
+//! and its value becomes the router's value. Branches not chosen end `NotTaken`.
+
+use std::any::TypeId;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use super::NodeKind;
+use super::builder::{GraphBuilder, NodeBuilder, PendingNode};
+use super::handle::Node;
+use super::upstreams::{Named, Upstreams};
+use crate::error::NodeError;
+use crate::policy::PolicySpec;
+use crate::run::FetchCx;
+use crate::task::{AttemptFuture, Ctx, ErasedTask, FallbackFuture};
+
+/// Defines a router: its upstreams, then its selector; see [`GraphBuilder::router`].
+#[must_use = "a router is only added to the graph by `.select(..)` and `.finish()`"]
+pub struct RouterBuilder<'g, I, U, T> {
+    builder: &'g mut GraphBuilder<I>,
+    name: String,
+    upstreams: U,
+    _value: PhantomData<fn() -> T>,
+}
+
+impl<I, U: fmt::Debug, T> fmt::Debug for RouterBuilder<'_, I, U, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RouterBuilder")
+            .field("name", &self.name)
+            .field("upstreams", &self.upstreams)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'g, I: Send + Sync + 'static, T> RouterBuilder<'g, I, (), T> {
+    pub(crate) fn new(builder: &'g mut GraphBuilder<I>, name: String) -> Self {
+        RouterBuilder {
+            builder,
+            name,
+            upstreams: (),
+            _value: PhantomData,
+        }
+    }
+
+    /// Declares the router's upstreams, like [`NodeBuilder::after`]. Its branches receive
+    /// the same values.
+    pub fn after<U: Upstreams>(self, upstreams: U) -> RouterBuilder<'g, I, U, T> {
+        RouterBuilder {
+            builder: self.builder,
+            name: self.name,
+            upstreams,
+            _value: PhantomData,
+        }
+    }
+
+    /// Declares the router's upstreams by name, like [`NodeBuilder::after_names`].
+    pub fn after_names<V, S>(
+        self,
+        names: impl IntoIterator<Item = S>,
+    ) -> RouterBuilder<'g, I, Named<V>, T>
+    where
+        V: Send + Sync + 'static,
+        S: Into<String>,
+    {
+        self.after(Named::new(names.into_iter().map(Into::into).collect()))
+    }
+}
+
+impl<'g, I, U, T> RouterBuilder<'g, I, U, T>
+where
+    I: Send + Sync + 'static,
+    U: Upstreams,
+    T: Send + Sync + 'static,
+{
+    /// Sets the selector and adds the router to the graph: `select(input, values)` returns
+    /// the key of the branch to run, once the upstreams produced their values. A key no
+    /// branch has fails the router with [`NodeError::UnknownBranch`], naming the key and
+    /// the known keys; a panicking selector fails it with the panic message.
+    pub fn select<K, F>(self, select: F) -> Router<'g, I, U, T>
+    where
+        F: Fn(&I, &U::Values) -> K + Send + Sync + 'static,
+        K: Into<String>,
+    {
+        let mut declared = Vec::new();
+        self.upstreams.__declare(&mut declared);
+        let task = RouterTask {
+            upstreams: self.upstreams.clone(),
+            select: Box::new(move |input: &I, values: &U::Values| select(input, values).into()),
+        };
+        let node = PendingNode {
+            name: Arc::from(self.name),
+            upstreams: declared,
+            type_id: TypeId::of::<T>(),
+            type_name: std::any::type_name::<T>(),
+            task: Box::new(task),
+            policy: PolicySpec::default(),
+            kind: NodeKind::Router {
+                branches: Box::new([]),
+            },
+            callbacks: None,
+        };
+        let graph = self.builder.id;
+        let index = self.builder.add(node);
+        Router {
+            builder: self.builder,
+            node: Node::new(graph, index),
+            upstreams: self.upstreams,
+            branches: Vec::new(),
+        }
+    }
+}
+
+/// A router whose selector is set: add its branches, then [`finish`](Self::finish) it.
+#[must_use = "call `.finish()` to get the router's handle"]
+pub struct Router<'g, I, U, T> {
+    builder: &'g mut GraphBuilder<I>,
+    node: Node<T>,
+    upstreams: U,
+    branches: Vec<(Arc<str>, u32)>,
+}
+
+impl<I, U: fmt::Debug, T> fmt::Debug for Router<'_, I, U, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Router")
+            .field("node", &self.node)
+            .field("branches", &self.branches)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<I, U, T> Router<'_, I, U, T>
+where
+    I: Send + Sync + 'static,
+    U: Upstreams,
+    T: Send + Sync + 'static,
+{
+    /// Adds the branch chosen by `key`: a node named `key` with its own policies, defined by
+    /// `define`, which receives a [`NodeBuilder`] whose upstreams are the router's and must
+    /// finish it with `.task(..)` or `.blocking_task(..)`. Its value becomes the router's.
+    pub fn branch(
+        mut self,
+        key: impl Into<String>,
+        define: impl FnOnce(NodeBuilder<'_, I, U, T>) -> Node<T>,
+    ) -> Self {
+        let key: String = key.into();
+        let builder =
+            NodeBuilder::for_branch(&mut *self.builder, key.clone(), self.upstreams.clone());
+        let branch = define(builder);
+        if branch.graph == self.node.graph {
+            self.builder.mark_branch(branch.index);
+            self.branches.push((Arc::from(key), branch.index));
+        }
+        self
+    }
+
+    /// Finishes the router and returns its handle: downstreams depend on the router, and
+    /// receive the chosen branch's value.
+    pub fn finish(self) -> Node<T> {
+        self.builder
+            .set_branches(self.node.index, self.branches.into_boxed_slice());
+        self.node
+    }
+}
+
+type Select<I, V> = Box<dyn Fn(&I, &V) -> String + Send + Sync>;
+
+struct RouterTask<I, U: Upstreams> {
+    upstreams: U,
+    select: Select<I, U::Values>,
+}
+
+impl<I, U> ErasedTask<I> for RouterTask<I, U>
+where
+    I: Send + Sync + 'static,
+    U: Upstreams,
+{
+    fn call(
+        &self,
+        _ctx: Ctx<I>,
+        _cx: &FetchCx<'_>,
+        _permit: Option<crate::policy::bulkhead::BulkheadPermit>,
+    ) -> Option<AttemptFuture> {
+        None
+    }
+
+    fn fallback(&self, _node: &str, _error: Arc<NodeError>) -> Option<FallbackFuture> {
+        None
+    }
+
+    fn select(&self, input: &I, cx: &FetchCx<'_>) -> Option<Result<String, NodeError>> {
+        let values = self.upstreams.__fetch(cx)?;
+        Some(Ok((self.select)(input, &values)))
+    }
+}

@@ -1,0 +1,209 @@
+//! Watching runs: per-node callbacks, run-level observers that receive every event as it
+//! happens, and orchestrator-wide statistics (DESIGN rules 10 and 16; seed 002 §16, §17).
+//!
+//! # Callbacks
+//! [`NodeBuilder::on_success`](crate::NodeBuilder::on_success),
+//! [`on_failure`](crate::NodeBuilder::on_failure) and
+//! [`on_complete`](crate::NodeBuilder::on_complete) stack: several per node, kept in
+//! registration order. Each fires exactly once per run per node, on the thread that ends the
+//! node, right after its outcome is recorded: `on_success` (with the value) or `on_failure`
+//! (for `Failed` and `Skipped`, with the node's report entry, which names the error or the
+//! skip's cause) first, then `on_complete` (every outcome). A panicking callback is caught
+//! and logged with the node's name; it changes no outcome and no other callback.
+//!
+//! # Events
+//! An [`Observer`] given to [`Orchestrator::builder`](crate::Orchestrator::builder) receives
+//! every [`Event`] of every run of that orchestrator, synchronously, on the thread where it
+//! happens. Per node the order is: `NodeStarted`, then for each attempt `AttemptStarted` and,
+//! if it failed, `Timeout` (when it was cut) and `AttemptFailed`, then `RetryScheduled` before
+//! the next attempt, `FallbackUsed` when the fallback ran, and `NodeFinished` last. Nodes
+//! that never start (skipped, not taken, cancelled while pending) get only `NodeFinished`.
+//! Observers must be quick and must not block: they run on the scheduler's threads.
+
+mod callbacks;
+#[cfg(feature = "metrics")]
+mod metrics;
+pub(crate) mod stats;
+pub(crate) mod striped;
+pub(crate) mod trace;
+
+use std::fmt;
+use std::time::Duration;
+
+pub(crate) use callbacks::NodeCallbacks;
+#[cfg(feature = "metrics")]
+pub use metrics::MetricsObserver;
+pub use stats::{RuntimeStats, Stats};
+
+use crate::error::NodeError;
+use crate::policy::breaker::BreakerTransition;
+use crate::report::{Outcome, Report};
+use crate::run::RunId;
+
+/// Receives every [`Event`] of the runs of an orchestrator; see the [module docs](self).
+///
+/// Implemented for every `Fn(&Event<'_>) + Send + Sync + 'static`.
+pub trait Observer: Send + Sync + 'static {
+    /// Called once per event, on the thread where it happened. A panic is caught and logged.
+    fn on_event(&self, event: &Event<'_>);
+}
+
+impl<F: Fn(&Event<'_>) + Send + Sync + 'static> Observer for F {
+    fn on_event(&self, event: &Event<'_>) {
+        self(event);
+    }
+}
+
+/// Something that happened in a run; see the [module docs](self) for the order.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum Event<'a> {
+    /// A run started (it was first polled and the orchestrator accepted it).
+    RunStarted {
+        /// The run.
+        run: RunId,
+        /// How many nodes its graph has.
+        nodes: usize,
+    },
+    /// Every node of a run ended and its tasks exited.
+    RunFinished {
+        /// The run.
+        run: RunId,
+        /// Its report (outcome counts, makespan, every node).
+        report: &'a Report,
+    },
+    /// A node's upstreams all produced values and its execution began.
+    NodeStarted {
+        /// The run.
+        run: RunId,
+        /// The node.
+        node: &'a str,
+    },
+    /// An attempt of a node's task started.
+    AttemptStarted {
+        /// The run.
+        run: RunId,
+        /// The node.
+        node: &'a str,
+        /// The attempt, from 1.
+        attempt: u32,
+        /// The time the attempt has before it is cut (its timeout or deadline), if any.
+        budget: Option<Duration>,
+    },
+    /// An attempt ended with an error.
+    AttemptFailed {
+        /// The run.
+        run: RunId,
+        /// The node.
+        node: &'a str,
+        /// The attempt, from 1.
+        attempt: u32,
+        /// Its error.
+        error: &'a NodeError,
+    },
+    /// An attempt was cut by its per-attempt timeout or by the deadline.
+    Timeout {
+        /// The run.
+        run: RunId,
+        /// The node.
+        node: &'a str,
+        /// The attempt, from 1.
+        attempt: u32,
+        /// How long it had.
+        limit: Duration,
+    },
+    /// A retry is scheduled after a backoff.
+    RetryScheduled {
+        /// The run.
+        run: RunId,
+        /// The node.
+        node: &'a str,
+        /// The attempt that will run after the delay.
+        attempt: u32,
+        /// The backoff (after jitter and clipping to the deadline).
+        delay: Duration,
+        /// The time left before the node's deadline, if it has one.
+        remaining: Option<Duration>,
+    },
+    /// A circuit breaker changed state (from any node, graph or run of the orchestrator).
+    BreakerTransition(&'a BreakerTransition),
+    /// A node's fallback ran because its inner layers failed with `error`.
+    FallbackUsed {
+        /// The run.
+        run: RunId,
+        /// The node.
+        node: &'a str,
+        /// What it recovered from (or tried to).
+        error: &'a NodeError,
+    },
+    /// A node ended.
+    NodeFinished {
+        /// The run.
+        run: RunId,
+        /// The node.
+        node: &'a str,
+        /// How.
+        outcome: Outcome,
+        /// From its start to its end (zero if it never started).
+        duration: Duration,
+    },
+}
+
+impl fmt::Display for Event<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Event::RunStarted { run, nodes } => write!(f, "run {run} started ({nodes} nodes)"),
+            Event::RunFinished { run, report } => write!(
+                f,
+                "run {run} finished in {:?}: {}",
+                report.makespan(),
+                report.counts()
+            ),
+            Event::NodeStarted { node, .. } => write!(f, "`{node}` started"),
+            Event::AttemptStarted {
+                node,
+                attempt,
+                budget,
+                ..
+            } => match budget {
+                Some(b) => write!(f, "`{node}` attempt {attempt} started (budget {b:?})"),
+                None => write!(f, "`{node}` attempt {attempt} started"),
+            },
+            Event::AttemptFailed {
+                node,
+                attempt,
+                error,
+                ..
+            } => write!(f, "`{node}` attempt {attempt} failed: {error}"),
+            Event::Timeout {
+                node,
+                attempt,
+                limit,
+                ..
+            } => write!(f, "`{node}` attempt {attempt} cut after {limit:?}"),
+            Event::RetryScheduled {
+                node,
+                attempt,
+                delay,
+                remaining,
+                ..
+            } => match remaining {
+                Some(r) => write!(
+                    f,
+                    "`{node}` attempt {attempt} in {delay:?} ({r:?} of budget left)"
+                ),
+                None => write!(f, "`{node}` attempt {attempt} in {delay:?}"),
+            },
+            Event::BreakerTransition(t) => write!(f, "{t}"),
+            Event::FallbackUsed { node, error, .. } => {
+                write!(f, "`{node}` fell back after: {error}")
+            }
+            Event::NodeFinished {
+                node,
+                outcome,
+                duration,
+                ..
+            } => write!(f, "`{node}` {outcome} after {duration:?}"),
+        }
+    }
+}

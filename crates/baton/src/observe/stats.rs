@@ -1,0 +1,206 @@
+//! Orchestrator-wide statistics: atomic counters and gauges, read as an immutable snapshot
+//! (seed 002 §17, with our fields and tokio's runtime metrics instead of a thread pool's).
+//!
+//! Counters are striped per thread, so counting costs a few nanoseconds and no contention;
+//! a snapshot sums the stripes. A snapshot taken while runs are in flight is not atomic
+//! across fields (each field is exact, the set is not a single instant); one taken when no
+//! run is in flight is exact.
+
+use std::fmt;
+
+use super::striped::Striped;
+use crate::report::Outcome;
+
+/// The live counters behind [`Stats`].
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) runs_started: Striped,
+    pub(crate) runs_finished: Striped,
+    pub(crate) runs_rejected: Striped,
+    pub(crate) nodes_submitted: Striped,
+    pub(crate) succeeded: Striped,
+    pub(crate) recovered: Striped,
+    pub(crate) failed: Striped,
+    pub(crate) skipped: Striped,
+    pub(crate) not_taken: Striped,
+    pub(crate) cancelled: Striped,
+    pub(crate) attempts: Striped,
+    pub(crate) retries: Striped,
+    pub(crate) timeouts: Striped,
+    pub(crate) breaker_rejections: Striped,
+    pub(crate) fallbacks: Striped,
+    pub(crate) runs_in_flight: Striped,
+    pub(crate) nodes_in_flight: Striped,
+}
+
+impl Counters {
+    pub(crate) fn outcome(&self, outcome: Outcome) {
+        match outcome {
+            Outcome::Succeeded => self.succeeded.incr(),
+            Outcome::Recovered => self.recovered.incr(),
+            Outcome::Failed => self.failed.incr(),
+            Outcome::Skipped => self.skipped.incr(),
+            Outcome::NotTaken => self.not_taken.incr(),
+            Outcome::Cancelled => self.cancelled.incr(),
+        }
+    }
+
+    pub(crate) fn reset(&self) {
+        for c in [
+            &self.runs_started,
+            &self.runs_finished,
+            &self.runs_rejected,
+            &self.nodes_submitted,
+            &self.succeeded,
+            &self.recovered,
+            &self.failed,
+            &self.skipped,
+            &self.not_taken,
+            &self.cancelled,
+            &self.attempts,
+            &self.retries,
+            &self.timeouts,
+            &self.breaker_rejections,
+            &self.fallbacks,
+        ] {
+            c.reset();
+        }
+    }
+
+    pub(crate) fn snapshot(&self, bulkhead_waiters: usize) -> Stats {
+        let runtime = tokio::runtime::Handle::try_current().ok().map(|h| {
+            let m = h.metrics();
+            RuntimeStats {
+                workers: m.num_workers(),
+                alive_tasks: m.num_alive_tasks(),
+                global_queue_depth: m.global_queue_depth(),
+            }
+        });
+        Stats {
+            runs_started: self.runs_started.count(),
+            runs_finished: self.runs_finished.count(),
+            runs_rejected: self.runs_rejected.count(),
+            nodes_submitted: self.nodes_submitted.count(),
+            succeeded: self.succeeded.count(),
+            recovered: self.recovered.count(),
+            failed: self.failed.count(),
+            skipped: self.skipped.count(),
+            not_taken: self.not_taken.count(),
+            cancelled: self.cancelled.count(),
+            attempts: self.attempts.count(),
+            retries: self.retries.count(),
+            timeouts: self.timeouts.count(),
+            breaker_rejections: self.breaker_rejections.count(),
+            fallbacks: self.fallbacks.count(),
+            runs_in_flight: self.runs_in_flight.count(),
+            nodes_in_flight: self.nodes_in_flight.count(),
+            bulkhead_waiters: bulkhead_waiters as u64,
+            runtime,
+        }
+    }
+}
+
+/// An immutable snapshot of an [`Orchestrator`](crate::Orchestrator)'s statistics, from
+/// [`Orchestrator::stats`](crate::Orchestrator::stats).
+///
+/// Counters count since the orchestrator was created or last
+/// [`reset`](crate::Orchestrator::reset_stats); gauges are current values. `Display` prints
+/// the one-line panel of seed 002 §17:
+///
+/// ```text
+/// runs[started 120 finished 118 in-flight 2 rejected 0] nodes[submitted 600 in-flight 3 succeeded 590 recovered 4 failed 1 skipped 2 not-taken 0 cancelled 0] attempts[612 retries 12 timeouts 5 breaker-rejections 3 fallbacks 4] bulkhead-waiters 0 runtime[workers 2 tasks 5 queue 0]
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Stats {
+    /// Runs that started (were first polled and accepted).
+    pub runs_started: u64,
+    /// Runs whose every node ended and whose tasks all exited.
+    pub runs_finished: u64,
+    /// Runs refused because the orchestrator was shutting down.
+    pub runs_rejected: u64,
+    /// Nodes of started runs.
+    pub nodes_submitted: u64,
+    /// Nodes that ended `Succeeded`.
+    pub succeeded: u64,
+    /// Nodes that ended `Recovered`.
+    pub recovered: u64,
+    /// Nodes that ended `Failed`.
+    pub failed: u64,
+    /// Nodes that ended `Skipped`.
+    pub skipped: u64,
+    /// Nodes that ended `NotTaken`.
+    pub not_taken: u64,
+    /// Nodes that ended `Cancelled`.
+    pub cancelled: u64,
+    /// Attempts started.
+    pub attempts: u64,
+    /// Attempts that were retries (attempt number 2 or more).
+    pub retries: u64,
+    /// Attempts cut by a per-attempt timeout or a deadline.
+    pub timeouts: u64,
+    /// Series rejected by an open circuit breaker.
+    pub breaker_rejections: u64,
+    /// Fallbacks that ran.
+    pub fallbacks: u64,
+    /// Gauge: runs started and not finished.
+    pub runs_in_flight: u64,
+    /// Gauge: nodes whose task is running (or whose retry series is in a backoff).
+    pub nodes_in_flight: u64,
+    /// Gauge: attempts waiting for a bulkhead permit, over the orchestrator's bulkheads.
+    pub bulkhead_waiters: u64,
+    /// The tokio runtime's own metrics, when the snapshot was taken inside a runtime.
+    pub runtime: Option<RuntimeStats>,
+}
+
+/// What the tokio runtime exposes about itself (stable `RuntimeMetrics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct RuntimeStats {
+    /// Worker threads.
+    pub workers: usize,
+    /// Tasks alive on the runtime (all of them, not only baton's).
+    pub alive_tasks: usize,
+    /// Tasks waiting in the global queue.
+    pub global_queue_depth: usize,
+}
+
+impl fmt::Display for Stats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "runs[started {} finished {} in-flight {} rejected {}] \
+             nodes[submitted {} in-flight {} succeeded {} recovered {} failed {} skipped {} not-taken {} cancelled {}] \
+             attempts[{} retries {} timeouts {} breaker-rejections {} fallbacks {}] \
+             bulkhead-waiters {}",
+            self.runs_started,
+            self.runs_finished,
+            self.runs_in_flight,
+            self.runs_rejected,
+            self.nodes_submitted,
+            self.nodes_in_flight,
+            self.succeeded,
+            self.recovered,
+            self.failed,
+            self.skipped,
+            self.not_taken,
+            self.cancelled,
+            self.attempts,
+            self.retries,
+            self.timeouts,
+            self.breaker_rejections,
+            self.fallbacks,
+            self.bulkhead_waiters,
+        )?;
+        if let Some(rt) = &self.runtime {
+            write!(
+                f,
+                " runtime[workers {} tasks {} queue {}]",
+                rt.workers, rt.alive_tasks, rt.global_queue_depth
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,415 @@
+//! The orchestrator: the long-lived owner of what outlives a run — the registries of circuit
+//! breakers, bulkheads and retry budgets shared by name, the observers, the statistics, and
+//! the runs in flight (for `cancel_all` and `shutdown`; seed 002 §18).
+//!
+//! Names identify downstreams: every node, in any graph built from one orchestrator and in
+//! any run, that names the breaker `inventory` uses the same breaker, so its state reflects
+//! every call to the inventory service (seed 000: "one guard per downstream").
+
+use std::collections::HashMap;
+use std::fmt;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use crate::error::CancelReason;
+use crate::graph::GraphBuilder;
+use crate::observe::stats::Counters;
+use crate::observe::{Event, Observer, Stats};
+use crate::policy::{Bulkhead, CircuitBreaker, RetryBudget};
+use crate::run::{RunId, RunView};
+
+const SHARDS: usize = 16;
+
+/// Owns the breaker, bulkhead and retry-budget registries, the observers, the statistics and
+/// the lifecycle of its runs; cheap to clone (`Arc`).
+///
+/// Build graphs from it with [`Orchestrator::graph`] so that they share all of that.
+/// [`Graph::builder`](crate::Graph::builder) uses a fresh orchestrator of its own.
+#[derive(Clone)]
+pub struct Orchestrator {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    registry: Mutex<Registry>,
+    observers: Box<[Arc<dyn Observer>]>,
+    counters: Counters,
+    accepting: AtomicBool,
+    runs: [Mutex<HashMap<u64, Weak<dyn RunView>>>; SHARDS],
+    in_flight: AtomicUsize,
+    idle: Notify,
+}
+
+#[derive(Default)]
+struct Registry {
+    breakers: HashMap<String, CircuitBreaker>,
+    bulkheads: HashMap<String, Bulkhead>,
+    budgets: HashMap<String, RetryBudget>,
+}
+
+impl Default for Orchestrator {
+    fn default() -> Self {
+        Orchestrator::builder().build()
+    }
+}
+
+impl fmt::Debug for Orchestrator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let r = self.registry();
+        f.debug_struct("Orchestrator")
+            .field("breakers", &r.breakers.keys().collect::<Vec<_>>())
+            .field("bulkheads", &r.bulkheads.keys().collect::<Vec<_>>())
+            .field("retry_budgets", &r.budgets.keys().collect::<Vec<_>>())
+            .field("observers", &self.inner.observers.len())
+            .field("runs_in_flight", &self.runs_in_flight())
+            .field("accepting", &self.inner.accepting.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// Configures an [`Orchestrator`]; from [`Orchestrator::builder`].
+///
+/// # Defaults
+/// - observers: none.
+#[derive(Default)]
+#[must_use = "call `.build()` to get the orchestrator"]
+pub struct OrchestratorBuilder {
+    observers: Vec<Arc<dyn Observer>>,
+}
+
+impl fmt::Debug for OrchestratorBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OrchestratorBuilder")
+            .field("observers", &self.observers.len())
+            .finish()
+    }
+}
+
+impl OrchestratorBuilder {
+    /// Adds an observer that receives every event of every run (see
+    /// [`observe`](crate::observe)). Observers are called in the order they were added.
+    pub fn observer(mut self, observer: impl Observer) -> Self {
+        self.observers.push(Arc::new(observer));
+        self
+    }
+
+    /// Builds the orchestrator.
+    #[must_use]
+    pub fn build(self) -> Orchestrator {
+        Orchestrator {
+            inner: Arc::new(Inner {
+                registry: Mutex::default(),
+                observers: self.observers.into_boxed_slice(),
+                counters: Counters::default(),
+                accepting: AtomicBool::new(true),
+                runs: std::array::from_fn(|_| Mutex::default()),
+                in_flight: AtomicUsize::new(0),
+                idle: Notify::new(),
+            }),
+        }
+    }
+}
+
+/// A registry entry was already taken by a different object with the same name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a different {kind} named `{name}` is already registered")]
+pub struct NameTaken {
+    /// `circuit breaker`, `bulkhead` or `retry budget`.
+    pub kind: &'static str,
+    /// The name.
+    pub name: String,
+}
+
+/// What [`Orchestrator::shutdown`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Runs in flight when the shutdown began that finished within the grace period.
+    pub finished: usize,
+    /// Runs still in flight when the grace period ended; they were cancelled.
+    pub cancelled: usize,
+}
+
+macro_rules! registry_methods {
+    ($field:ident, $H:ty, $kind:literal, $add:ident, $get:ident, $all:ident) => {
+        #[doc = concat!("Registers `handle` as the ", $kind, " named after it.")]
+        ///
+        /// Registering the same handle again does nothing.
+        ///
+        /// # Errors
+        #[doc = concat!("[`NameTaken`] when a different ", $kind, " has that name.")]
+        pub fn $add(&self, handle: &$H) -> Result<(), NameTaken> {
+            let mut r = self.registry();
+            match r.$field.get(handle.name()) {
+                Some(existing) if existing.same_as(handle) => Ok(()),
+                Some(_) => Err(NameTaken {
+                    kind: $kind,
+                    name: handle.name().to_owned(),
+                }),
+                None => {
+                    r.$field.insert(handle.name().to_owned(), handle.clone());
+                    drop(r);
+                    self.registered(handle);
+                    Ok(())
+                }
+            }
+        }
+
+        #[doc = concat!("The ", $kind, " registered as `name`, if any.")]
+        #[must_use]
+        pub fn $get(&self, name: &str) -> Option<$H> {
+            self.registry().$field.get(name).cloned()
+        }
+
+        #[doc = concat!("Every registered ", $kind, ", sorted by name.")]
+        #[must_use]
+        pub fn $all(&self) -> Vec<$H> {
+            let r = self.registry();
+            let mut all: Vec<$H> = r.$field.values().cloned().collect();
+            all.sort_by(|a, b| a.name().cmp(b.name()));
+            all
+        }
+    };
+}
+
+/// What happens when a policy object joins the registry.
+trait Registered {
+    fn registered(&self, orchestrator: &Orchestrator);
+}
+
+impl Registered for CircuitBreaker {
+    /// Forwards the breaker's transitions to the observers.
+    fn registered(&self, orchestrator: &Orchestrator) {
+        if orchestrator.inner.observers.is_empty() {
+            return;
+        }
+        let weak = Arc::downgrade(&orchestrator.inner);
+        self.on_transition(move |t| {
+            if let Some(inner) = weak.upgrade() {
+                deliver(&inner.observers, &Event::BreakerTransition(t));
+            }
+        });
+    }
+}
+
+impl Registered for Bulkhead {
+    fn registered(&self, _: &Orchestrator) {}
+}
+
+impl Registered for RetryBudget {
+    fn registered(&self, _: &Orchestrator) {}
+}
+
+impl Orchestrator {
+    /// An orchestrator with empty registries and no observers.
+    #[must_use]
+    pub fn new() -> Self {
+        Orchestrator::default()
+    }
+
+    /// Configures an orchestrator (observers).
+    pub fn builder() -> OrchestratorBuilder {
+        OrchestratorBuilder::default()
+    }
+
+    /// Starts a graph whose breakers, bulkheads and retry budgets live in this
+    /// orchestrator (names given to nodes are looked up here, handles given to nodes are
+    /// registered here when the graph is built), and whose runs report to its observers and
+    /// statistics and obey its [`cancel_all`](Self::cancel_all) and
+    /// [`shutdown`](Self::shutdown).
+    #[must_use]
+    pub fn graph<I: Send + Sync + 'static>(&self) -> GraphBuilder<I> {
+        GraphBuilder::with_orchestrator(self.clone())
+    }
+
+    fn registry(&self) -> MutexGuard<'_, Registry> {
+        self.inner
+            .registry
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn registered(&self, handle: &impl Registered) {
+        handle.registered(self);
+    }
+
+    registry_methods!(
+        breakers,
+        CircuitBreaker,
+        "circuit breaker",
+        add_breaker,
+        breaker,
+        breakers
+    );
+    registry_methods!(
+        bulkheads,
+        Bulkhead,
+        "bulkhead",
+        add_bulkhead,
+        bulkhead,
+        bulkheads
+    );
+    registry_methods!(
+        budgets,
+        RetryBudget,
+        "retry budget",
+        add_retry_budget,
+        retry_budget,
+        retry_budgets
+    );
+
+    /// A snapshot of the statistics (counters since creation or the last
+    /// [`reset_stats`](Self::reset_stats), gauges now, and the current tokio runtime's
+    /// metrics when called inside one). `Display` prints the one-line panel.
+    #[must_use]
+    pub fn stats(&self) -> Stats {
+        let waiters = self
+            .registry()
+            .bulkheads
+            .values()
+            .map(Bulkhead::waiting)
+            .sum();
+        self.inner.counters.snapshot(waiters)
+    }
+
+    /// Sets every counter back to zero (gauges are live values and are kept).
+    pub fn reset_stats(&self) {
+        self.inner.counters.reset();
+    }
+
+    /// How many runs have started and not finished.
+    #[must_use]
+    pub fn runs_in_flight(&self) -> usize {
+        self.inner.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) was called: new runs are refused with
+    /// [`RunError::ShuttingDown`](crate::RunError::ShuttingDown).
+    #[must_use]
+    pub fn is_shutting_down(&self) -> bool {
+        !self.inner.accepting.load(Ordering::SeqCst)
+    }
+
+    /// Cancels every run in flight (each ends with
+    /// [`RunError::Cancelled`](crate::RunError::Cancelled), reason
+    /// [`CancelReason::CancelAll`]); returns how many it cancelled. New runs are still
+    /// accepted.
+    #[allow(
+        clippy::must_use_candidate,
+        reason = "cancelling is the point; the count is informational"
+    )]
+    pub fn cancel_all(&self) -> usize {
+        self.cancel_runs(CancelReason::CancelAll)
+    }
+
+    fn cancel_runs(&self, reason: CancelReason) -> usize {
+        let mut runs = Vec::new();
+        for shard in &self.inner.runs {
+            let shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
+            runs.extend(shard.values().filter_map(Weak::upgrade));
+        }
+        // Cancelling fires callbacks: never while holding a lock.
+        for run in &runs {
+            run.cancel(reason.clone());
+        }
+        runs.len()
+    }
+
+    /// Stops accepting runs (a new run fails at once with
+    /// [`RunError::ShuttingDown`](crate::RunError::ShuttingDown)), waits up to `grace` for
+    /// the runs in flight to finish, then cancels the rest and waits for them to wind down.
+    ///
+    /// Cancel-safe: dropping the future leaves the orchestrator refusing new runs, with the
+    /// runs in flight running on.
+    pub async fn shutdown(&self, grace: Duration) -> ShutdownReport {
+        self.inner.accepting.store(false, Ordering::SeqCst);
+        let at_start = self.runs_in_flight();
+        let _ = tokio::time::timeout(grace, self.idle()).await;
+        let left = self.runs_in_flight();
+        if left > 0 {
+            self.cancel_runs(CancelReason::Shutdown);
+            self.idle().await;
+        }
+        ShutdownReport {
+            finished: at_start.saturating_sub(left),
+            cancelled: left,
+        }
+    }
+
+    /// Resolves when no run is in flight.
+    async fn idle(&self) {
+        loop {
+            let notified = self.inner.idle.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.runs_in_flight() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    pub(crate) fn observers(&self) -> &[Arc<dyn Observer>] {
+        &self.inner.observers
+    }
+
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.inner.counters
+    }
+
+    /// Admits a run that is starting; `false` when shutting down (nothing is kept then).
+    pub(crate) fn admit(&self, run: Weak<dyn RunView>, id: RunId, nodes: usize) -> bool {
+        let inner = &self.inner;
+        let key = id.seq();
+        self.shard(key).insert(key, run);
+        inner.in_flight.fetch_add(1, Ordering::SeqCst);
+        if !inner.accepting.load(Ordering::SeqCst) {
+            self.shard(key).remove(&key);
+            self.leave();
+            inner.counters.runs_rejected.incr();
+            return false;
+        }
+        let c = &inner.counters;
+        c.runs_started.incr();
+        c.runs_in_flight.incr();
+        c.nodes_submitted.add(nodes as i64);
+        true
+    }
+
+    /// A run admitted by [`admit`](Self::admit) ended.
+    pub(crate) fn run_ended(&self, id: RunId) {
+        let key = id.seq();
+        self.shard(key).remove(&key);
+        let c = &self.inner.counters;
+        c.runs_finished.incr();
+        c.runs_in_flight.decr();
+        self.leave();
+    }
+
+    fn leave(&self) {
+        if self.inner.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.inner.idle.notify_waiters();
+        }
+    }
+
+    fn shard(&self, key: u64) -> MutexGuard<'_, HashMap<u64, Weak<dyn RunView>>> {
+        self.inner.runs[(key as usize) % SHARDS]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Delivers `event` to each observer in order; a panicking observer is caught and logged.
+pub(crate) fn deliver(observers: &[Arc<dyn Observer>], event: &Event<'_>) {
+    for observer in observers {
+        if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(|| observer.on_event(event)))
+        {
+            let message = crate::error::NodeError::from_panic(panic.as_ref());
+            tracing::error!(%message, "observer panicked; event dropped for it");
+        }
+    }
+}

@@ -1,0 +1,510 @@
+//! The builder, its defaults, and validation into the machine's [`Config`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::CircuitBreaker;
+use super::error::BreakerConfigError;
+use super::machine::Machine;
+use super::window::{CountWindow, TimeWindow, Window};
+
+/// The sliding window the rate rules look at (resilience4j's sliding window types).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerWindow {
+    /// The last N calls (`COUNT_BASED`). N ≥ 1 and ≤ 1,000,000 (one byte per call).
+    Count(u32),
+    /// The calls that ended in the last T (`TIME_BASED`), kept in 10 buckets of T/10:
+    /// a call counts for at least 0.9 T and at most T. T > 0.
+    Time(Duration),
+}
+
+/// The largest count window (one byte of memory per call).
+pub(crate) const MAX_COUNT_WINDOW: u32 = 1_000_000;
+/// The largest number of half-open probes (the free-probe count lives in 16 bits of the
+/// state word).
+pub(crate) const MAX_PROBES: u32 = 0xFFFF;
+
+/// The window used when only [`slow_calls`](CircuitBreakerBuilder::slow_calls) is set:
+/// resilience4j's defaults, the last 100 calls and at least 100 of them.
+const DEFAULT_WINDOW: BreakerWindow = BreakerWindow::Count(100);
+const DEFAULT_MIN_CALLS: u32 = 100;
+
+/// Builds a [`CircuitBreaker`]; from [`CircuitBreaker::builder`].
+///
+/// Setters take and return the builder by value; [`build`](Self::build) validates
+/// everything and never panics.
+///
+/// # Defaults
+/// - trip rule: [`consecutive_failures(5)`](Self::consecutive_failures), only when neither
+///   [`failure_rate`](Self::failure_rate) nor [`slow_calls`](Self::slow_calls) is set;
+/// - [`open_duration`](Self::open_duration): 5 s (Polly's default break duration; long
+///   enough to shed load, short enough to notice a recovery);
+/// - [`open_duration_growth`](Self::open_duration_growth): none (every trip waits
+///   `open_duration`);
+/// - [`half_open_probes`](Self::half_open_probes): 1 (seed 000: "one trial call");
+/// - [`half_open_max_wait`](Self::half_open_max_wait): 30 s;
+/// - the window for `slow_calls` without `failure_rate`: the last 100 calls, 100 minimum.
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `.build()`"]
+pub struct CircuitBreakerBuilder {
+    name: String,
+    consecutive_failures: Option<u32>,
+    failure_rate: Option<(f64, BreakerWindow, u32)>,
+    slow_calls: Option<(Duration, f64)>,
+    open_duration: Duration,
+    growth: Option<(f64, Duration)>,
+    half_open_probes: u32,
+    half_open_max_wait: Duration,
+}
+
+impl CircuitBreakerBuilder {
+    pub(crate) fn new(name: String) -> Self {
+        CircuitBreakerBuilder {
+            name,
+            consecutive_failures: None,
+            failure_rate: None,
+            slow_calls: None,
+            open_duration: Duration::from_secs(5),
+            growth: None,
+            half_open_probes: 1,
+            half_open_max_wait: Duration::from_secs(30),
+        }
+    }
+
+    /// Trip (closed → open) after `n` failures in a row; a success resets the count and an
+    /// ignored or cancelled call leaves it alone (seed 000's `failureThreshold`).
+    ///
+    /// The breaker records one result per retry series (DESIGN rule 3), so `n` counts
+    /// failed *requests*, not attempts; seed 000's advice `failureThreshold >= maxAttempts
+    /// + 1` is only needed when a breaker is told about every attempt.
+    ///
+    /// Combines with the rate rules (whichever fires first trips). `n` ≥ 1, else
+    /// [`BreakerConfigError::Zero`].
+    pub fn consecutive_failures(mut self, n: u32) -> Self {
+        self.consecutive_failures = Some(n);
+        self
+    }
+
+    /// Trip when failed calls / calls in `window` ≥ `threshold`, evaluated once the window
+    /// holds at least `min_calls` calls (resilience4j's `failureRateThreshold`,
+    /// `slidingWindow`, `minimumNumberOfCalls`).
+    ///
+    /// `threshold` in `(0, 1]` (`0.5` = 50 %), `min_calls` ≥ 1 and, for a
+    /// [`BreakerWindow::Count`], ≤ the window's size; else [`BreakerConfigError`].
+    pub fn failure_rate(mut self, threshold: f64, window: BreakerWindow, min_calls: u32) -> Self {
+        self.failure_rate = Some((threshold, window, min_calls));
+        self
+    }
+
+    /// Count a call that took at least `slower_than` as slow, whether it succeeded or
+    /// failed, and trip when slow calls / calls ≥ `rate` over the same window (and
+    /// `min_calls`) as [`failure_rate`](Self::failure_rate), or the default window when
+    /// that is not set (resilience4j's `slowCallDurationThreshold`,
+    /// `slowCallRateThreshold`).
+    ///
+    /// In half-open, probes at least `slower_than` long count against the same `rate`
+    /// over the configured probes: with one probe, a slow probe re-opens the breaker.
+    ///
+    /// `slower_than` > 0 and `rate` in `(0, 1]`, else [`BreakerConfigError`].
+    pub fn slow_calls(mut self, slower_than: Duration, rate: f64) -> Self {
+        self.slow_calls = Some((slower_than, rate));
+        self
+    }
+
+    /// How long an open breaker rejects calls before the next caller may probe (seed
+    /// 000's `openMillis`; resilience4j's `waitDurationInOpenState`). Zero is allowed: the
+    /// next call after a trip is a probe. Default 5 s.
+    pub fn open_duration(mut self, d: Duration) -> Self {
+        self.open_duration = d;
+        self
+    }
+
+    /// Lengthen the open duration on repeated trips without a close in between: the k-th
+    /// consecutive trip (k = 0, 1, …) waits `min(open_duration × multiplier^k, max)`; a
+    /// close resets k (failsafe-rs's and resilience4j's exponential wait in open state).
+    ///
+    /// `multiplier` finite and ≥ 1, `max` ≥ `open_duration`, else [`BreakerConfigError`].
+    pub fn open_duration_growth(mut self, multiplier: f64, max: Duration) -> Self {
+        self.growth = Some((multiplier, max));
+        self
+    }
+
+    /// How many probe calls a half-open breaker admits, under any concurrency; all must
+    /// succeed to close it, any failure re-opens it (resilience4j's
+    /// `permittedNumberOfCallsInHalfOpenState`). 1 ..= 65535, default 1.
+    pub fn half_open_probes(mut self, n: u32) -> Self {
+        self.half_open_probes = n;
+        self
+    }
+
+    /// How long half-open probes may stay unanswered (neither a result nor dropped) before
+    /// that counts as a failure: the next caller re-opens the breaker with a fresh cooldown
+    /// (resilience4j's `maxWaitDurationInHalfOpenState`). Measured from the admission of
+    /// the first probe that is still outstanding. > 0, default 30 s.
+    pub fn half_open_max_wait(mut self, d: Duration) -> Self {
+        self.half_open_max_wait = d;
+        self
+    }
+
+    /// Validates the configuration and returns the breaker, closed.
+    ///
+    /// # Errors
+    /// A [`BreakerConfigError`] naming the breaker and the first bad setting. Never panics.
+    pub fn build(self) -> Result<CircuitBreaker, BreakerConfigError> {
+        let name: Arc<str> = Arc::from(self.name.as_str());
+        let config = self.validate()?;
+        Ok(CircuitBreaker::from_machine(Machine::new(
+            name,
+            config,
+            Instant::now(),
+        )))
+    }
+
+    pub(crate) fn validate(self) -> Result<Config, BreakerConfigError> {
+        if self.name.is_empty() {
+            return Err(BreakerConfigError::EmptyName);
+        }
+        let b = || self.name.clone();
+        let zero = |field| BreakerConfigError::Zero {
+            breaker: b(),
+            field,
+        };
+        let rate_ok = |v: f64| v > 0.0 && v <= 1.0; // false for NaN
+        if self.consecutive_failures == Some(0) {
+            return Err(zero("consecutive_failures"));
+        }
+        let mut window = None;
+        if let Some((threshold, w, min_calls)) = self.failure_rate {
+            if !rate_ok(threshold) {
+                return Err(BreakerConfigError::RateOutOfRange {
+                    breaker: b(),
+                    field: "failure_rate.threshold",
+                    value: threshold,
+                });
+            }
+            window = Some((w, min_calls));
+        }
+        let slow = match self.slow_calls {
+            Some((slower_than, rate)) => {
+                if slower_than.is_zero() {
+                    return Err(zero("slow_calls.slower_than"));
+                }
+                if !rate_ok(rate) {
+                    return Err(BreakerConfigError::RateOutOfRange {
+                        breaker: b(),
+                        field: "slow_calls.rate",
+                        value: rate,
+                    });
+                }
+                window.get_or_insert((DEFAULT_WINDOW, DEFAULT_MIN_CALLS));
+                Some(SlowRule { slower_than, rate })
+            }
+            None => None,
+        };
+        let rates = match window {
+            None => None,
+            Some((w, min_calls)) => {
+                if min_calls == 0 {
+                    return Err(zero("failure_rate.min_calls"));
+                }
+                match w {
+                    BreakerWindow::Count(0) => return Err(zero("failure_rate.window")),
+                    BreakerWindow::Count(n) if n > MAX_COUNT_WINDOW => {
+                        return Err(BreakerConfigError::TooLarge {
+                            breaker: b(),
+                            field: "failure_rate.window",
+                            value: u64::from(n),
+                            max: u64::from(MAX_COUNT_WINDOW),
+                        });
+                    }
+                    BreakerWindow::Count(n) if min_calls > n => {
+                        return Err(BreakerConfigError::MinCallsExceedWindow {
+                            breaker: b(),
+                            min_calls,
+                            window: n,
+                        });
+                    }
+                    BreakerWindow::Time(d) if d.is_zero() => {
+                        return Err(zero("failure_rate.window"));
+                    }
+                    _ => {}
+                }
+                Some(RateRules {
+                    window: w,
+                    min_calls,
+                    failure_rate: self.failure_rate.map(|(t, _, _)| t),
+                    slow,
+                })
+            }
+        };
+        let consecutive_failures = match (self.consecutive_failures, &rates) {
+            (Some(n), _) => Some(n),
+            (None, None) => Some(5),
+            (None, Some(_)) => None,
+        };
+        if let Some((multiplier, max)) = self.growth {
+            if !(multiplier.is_finite() && multiplier >= 1.0) {
+                return Err(BreakerConfigError::InvalidMultiplier {
+                    breaker: b(),
+                    value: multiplier,
+                });
+            }
+            if max < self.open_duration {
+                return Err(BreakerConfigError::GrowthCapBelowOpenDuration {
+                    breaker: b(),
+                    max,
+                    open_duration: self.open_duration,
+                });
+            }
+        }
+        if self.half_open_probes == 0 {
+            return Err(zero("half_open_probes"));
+        }
+        if self.half_open_probes > MAX_PROBES {
+            return Err(BreakerConfigError::TooLarge {
+                breaker: b(),
+                field: "half_open_probes",
+                value: u64::from(self.half_open_probes),
+                max: u64::from(MAX_PROBES),
+            });
+        }
+        if self.half_open_max_wait.is_zero() {
+            return Err(zero("half_open_max_wait"));
+        }
+        Ok(Config {
+            consecutive_failures,
+            rates,
+            open_duration: self.open_duration,
+            growth: self.growth,
+            half_open_probes: self.half_open_probes,
+            half_open_max_wait: self.half_open_max_wait,
+        })
+    }
+}
+
+/// The slow-call rule.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SlowRule {
+    pub(crate) slower_than: Duration,
+    pub(crate) rate: f64,
+}
+
+/// The window-based rules.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RateRules {
+    pub(crate) window: BreakerWindow,
+    pub(crate) min_calls: u32,
+    pub(crate) failure_rate: Option<f64>,
+    pub(crate) slow: Option<SlowRule>,
+}
+
+/// A validated configuration.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) consecutive_failures: Option<u32>,
+    pub(crate) rates: Option<RateRules>,
+    pub(crate) open_duration: Duration,
+    pub(crate) growth: Option<(f64, Duration)>,
+    pub(crate) half_open_probes: u32,
+    pub(crate) half_open_max_wait: Duration,
+}
+
+impl Config {
+    /// A fresh window for the rate rules, if any.
+    pub(crate) fn new_window(&self) -> Option<Window> {
+        self.rates.map(|r| match r.window {
+            BreakerWindow::Count(n) => Window::Count(CountWindow::new(n)),
+            BreakerWindow::Time(d) => Window::Time(TimeWindow::new(d)),
+        })
+    }
+
+    /// Whether `elapsed` makes a call slow.
+    pub(crate) fn is_slow(&self, elapsed: Duration) -> bool {
+        self.rates
+            .and_then(|r| r.slow)
+            .is_some_and(|s| elapsed >= s.slower_than)
+    }
+
+    /// The open duration of the `trips`-th trip since the last close (0-based); saturates
+    /// at the growth cap, never panics.
+    pub(crate) fn cooldown(&self, trips: u32) -> Duration {
+        let Some((multiplier, max)) = self.growth else {
+            return self.open_duration;
+        };
+        let exp = i32::try_from(trips).unwrap_or(i32::MAX);
+        let secs = self.open_duration.as_secs_f64() * multiplier.powi(exp);
+        Duration::try_from_secs_f64(secs).map_or(max, |d| d.min(max))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b() -> CircuitBreakerBuilder {
+        CircuitBreakerBuilder::new("inventory".to_owned())
+    }
+
+    fn err(builder: CircuitBreakerBuilder) -> BreakerConfigError {
+        match builder.validate() {
+            Err(e) => e,
+            Ok(c) => panic!("expected an error, got {c:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let c = b().validate().unwrap();
+        assert_eq!(c.consecutive_failures, Some(5));
+        assert!(c.rates.is_none());
+        assert_eq!(c.open_duration, Duration::from_secs(5));
+        assert_eq!(c.half_open_probes, 1);
+        assert_eq!(c.half_open_max_wait, Duration::from_secs(30));
+        assert_eq!(c.cooldown(7), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_rate_rule_replaces_the_default_consecutive_rule() {
+        let c = b()
+            .failure_rate(0.5, BreakerWindow::Count(10), 5)
+            .validate()
+            .unwrap();
+        assert_eq!(c.consecutive_failures, None);
+        let c = b()
+            .slow_calls(Duration::from_secs(1), 0.8)
+            .validate()
+            .unwrap();
+        assert_eq!(c.consecutive_failures, None);
+        let r = c.rates.unwrap();
+        assert_eq!((r.window, r.min_calls), (BreakerWindow::Count(100), 100));
+        let c = b()
+            .consecutive_failures(3)
+            .failure_rate(0.5, BreakerWindow::Time(Duration::from_secs(10)), 5)
+            .validate()
+            .unwrap();
+        assert_eq!(c.consecutive_failures, Some(3));
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        let zero = |field| BreakerConfigError::Zero {
+            breaker: "inventory".into(),
+            field,
+        };
+        assert_eq!(
+            err(CircuitBreakerBuilder::new(String::new())),
+            BreakerConfigError::EmptyName
+        );
+        assert_eq!(
+            err(b().consecutive_failures(0)),
+            zero("consecutive_failures")
+        );
+        assert_eq!(err(b().half_open_probes(0)), zero("half_open_probes"));
+        assert_eq!(
+            err(b().half_open_max_wait(Duration::ZERO)),
+            zero("half_open_max_wait")
+        );
+        assert_eq!(
+            err(b().failure_rate(0.5, BreakerWindow::Count(0), 1)),
+            zero("failure_rate.window")
+        );
+        assert_eq!(
+            err(b().failure_rate(0.5, BreakerWindow::Time(Duration::ZERO), 1)),
+            zero("failure_rate.window")
+        );
+        assert_eq!(
+            err(b().failure_rate(0.5, BreakerWindow::Count(10), 0)),
+            zero("failure_rate.min_calls")
+        );
+        assert_eq!(
+            err(b().slow_calls(Duration::ZERO, 0.5)),
+            zero("slow_calls.slower_than")
+        );
+        for bad in [0.0, -0.1, 1.01, f64::NAN, f64::INFINITY] {
+            let e = err(b().failure_rate(bad, BreakerWindow::Count(10), 1));
+            assert!(
+                matches!(
+                    e,
+                    BreakerConfigError::RateOutOfRange {
+                        field: "failure_rate.threshold",
+                        ..
+                    }
+                ),
+                "{bad}: {e}"
+            );
+            let e = err(b().slow_calls(Duration::from_secs(1), bad));
+            assert!(
+                matches!(
+                    e,
+                    BreakerConfigError::RateOutOfRange {
+                        field: "slow_calls.rate",
+                        ..
+                    }
+                ),
+                "{bad}: {e}"
+            );
+        }
+        for bad in [f64::NAN, f64::INFINITY, 0.5, -2.0] {
+            let e = err(b().open_duration_growth(bad, Duration::from_secs(60)));
+            assert!(
+                matches!(e, BreakerConfigError::InvalidMultiplier { .. }),
+                "{e}"
+            );
+        }
+        assert!(matches!(
+            err(b().open_duration_growth(2.0, Duration::from_secs(1))),
+            BreakerConfigError::GrowthCapBelowOpenDuration { .. }
+        ));
+        assert!(matches!(
+            err(b().failure_rate(0.5, BreakerWindow::Count(10), 11)),
+            BreakerConfigError::MinCallsExceedWindow {
+                min_calls: 11,
+                window: 10,
+                ..
+            }
+        ));
+        assert!(matches!(
+            err(b().half_open_probes(70_000)),
+            BreakerConfigError::TooLarge {
+                field: "half_open_probes",
+                ..
+            }
+        ));
+        assert!(matches!(
+            err(b().failure_rate(0.5, BreakerWindow::Count(2_000_000), 1)),
+            BreakerConfigError::TooLarge {
+                field: "failure_rate.window",
+                ..
+            }
+        ));
+        let e = err(b().half_open_probes(0));
+        assert_eq!(e.breaker(), Some("inventory"));
+        assert_eq!(
+            e.to_string(),
+            "circuit breaker `inventory`: `half_open_probes` must not be zero"
+        );
+    }
+
+    #[test]
+    fn cooldown_grows_and_saturates_without_panicking() {
+        let c = b()
+            .open_duration(Duration::from_millis(100))
+            .open_duration_growth(2.0, Duration::from_secs(1))
+            .validate()
+            .unwrap();
+        let ms = |n| Duration::from_millis(n);
+        assert_eq!(c.cooldown(0), ms(100));
+        assert_eq!(c.cooldown(1), ms(200));
+        assert_eq!(c.cooldown(3), ms(800));
+        assert_eq!(c.cooldown(4), ms(1_000));
+        assert_eq!(c.cooldown(u32::MAX), ms(1_000));
+        let c = b()
+            .open_duration(Duration::MAX)
+            .open_duration_growth(1e300, Duration::MAX)
+            .validate()
+            .unwrap();
+        assert_eq!(c.cooldown(u32::MAX), Duration::MAX);
+    }
+}

@@ -1,0 +1,226 @@
+//! States, transitions, and how transitions reach listeners.
+//!
+//! # Delivery: exactly once, in order, outside the lock
+//!
+//! A transition is decided and numbered under the breaker's mutex: its `seq` is the
+//! breaker's generation after the change (1 for the first transition, then 2, 3, … with no
+//! gaps), and it is appended to an outbox in the same critical section, so the outbox is
+//! always in `seq` order. After releasing the mutex, the thread that made a transition
+//! becomes the *deliverer* unless another thread already is: it takes the whole outbox,
+//! calls every listener for each transition in order with no lock held, and loops until
+//! the outbox is empty under the mutex before giving up the role. Hence:
+//!
+//! - each transition is delivered exactly once (it leaves the outbox exactly once);
+//! - in transition order (one deliverer at a time, outbox in `seq` order);
+//! - nothing is lost when two threads transition at once (the late one finds a deliverer at
+//!   work, which sees its transition before stepping down);
+//! - listener code never runs under the state lock, and a listener may call back into the
+//!   breaker (`state()`, `try_acquire()`): a transition it causes is queued and delivered
+//!   right after it returns, on the same thread, not deadlocked.
+//!
+//! A listener that panics is caught, logged with `tracing::error!`, and changes nothing:
+//! the other listeners and later transitions are still delivered.
+
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// The three states of a circuit breaker (DESIGN rule 8).
+///
+/// `Display` prints `closed`, `open` and `half_open`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BreakerState {
+    /// Calls pass; failures are counted against the trip rules.
+    Closed,
+    /// Calls are rejected until the open duration (cooldown) has elapsed.
+    Open,
+    /// A limited number of probe calls pass; their results decide between closed and open.
+    HalfOpen,
+}
+
+impl BreakerState {
+    /// `"closed"`, `"open"` or `"half_open"`.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            BreakerState::Closed => "closed",
+            BreakerState::Open => "open",
+            BreakerState::HalfOpen => "half_open",
+        }
+    }
+}
+
+impl fmt::Display for BreakerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a breaker changed state.
+///
+/// Rates are fractions in `[0, 1]` (`0.5` = 50 %).
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum TransitionReason {
+    /// Closed → open: `count` failures in a row (seed 000's rule).
+    ConsecutiveFailures {
+        /// The number of consecutive failures that tripped it (the configured threshold).
+        count: u32,
+    },
+    /// Closed → open: the failure rate over the sliding window reached its threshold
+    /// (resilience4j's `failureRateThreshold`).
+    FailureRate {
+        /// Failed calls / calls in the window.
+        rate: f64,
+        /// Calls in the window when it tripped (at least `min_calls`).
+        calls: u32,
+    },
+    /// Closed → open: the share of slow calls over the window reached its threshold; or
+    /// half-open → open: the share of slow probes did (resilience4j's
+    /// `slowCallRateThreshold`).
+    SlowCallRate {
+        /// Slow calls / calls (closed: calls in the window; half-open: configured probes).
+        rate: f64,
+        /// The denominator of `rate`.
+        calls: u32,
+    },
+    /// Open → half-open: the open duration elapsed and a caller asked for a permit; that
+    /// caller holds the first probe.
+    CooldownElapsed,
+    /// Half-open → open: a probe failed. The cooldown starts afresh (seed 000).
+    ProbeFailed,
+    /// Half-open → closed: every probe of the half-open period succeeded.
+    ProbesSucceeded {
+        /// How many probes succeeded (the configured `half_open_probes`).
+        probes: u32,
+    },
+    /// Half-open → open: probes stayed unanswered for `half_open_max_wait`; counted as a
+    /// failure (resilience4j's `maxWaitDurationInHalfOpenState`).
+    ProbeTimedOut {
+        /// The configured `half_open_max_wait`.
+        waited: Duration,
+    },
+}
+
+impl fmt::Display for TransitionReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TransitionReason::ConsecutiveFailures { count } => {
+                write!(f, "{count} consecutive failures")
+            }
+            TransitionReason::FailureRate { rate, calls } => {
+                write!(f, "failure rate {:.1} % over {calls} calls", rate * 100.0)
+            }
+            TransitionReason::SlowCallRate { rate, calls } => {
+                write!(f, "slow-call rate {:.1} % over {calls} calls", rate * 100.0)
+            }
+            TransitionReason::CooldownElapsed => f.write_str("open duration elapsed"),
+            TransitionReason::ProbeFailed => f.write_str("probe failed"),
+            TransitionReason::ProbesSucceeded { probes } => {
+                write!(f, "{probes} of {probes} probes succeeded")
+            }
+            TransitionReason::ProbeTimedOut { waited } => {
+                write!(f, "probes unanswered after {waited:?}")
+            }
+        }
+    }
+}
+
+/// One state change of a breaker, as listeners registered with
+/// [`CircuitBreaker::on_transition`](super::CircuitBreaker::on_transition) receive it.
+///
+/// `Display`: ``circuit breaker `inventory` #1: closed -> open (3 consecutive failures)``.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct BreakerTransition {
+    pub(crate) breaker: Arc<str>,
+    pub(crate) from: BreakerState,
+    pub(crate) to: BreakerState,
+    pub(crate) at: Instant,
+    pub(crate) reason: TransitionReason,
+    pub(crate) seq: u64,
+}
+
+impl BreakerTransition {
+    /// The breaker's name.
+    #[must_use]
+    pub fn breaker(&self) -> &str {
+        &self.breaker
+    }
+
+    /// The state before.
+    #[must_use]
+    pub fn from(&self) -> BreakerState {
+        self.from
+    }
+
+    /// The state after.
+    #[must_use]
+    pub fn to(&self) -> BreakerState {
+        self.to
+    }
+
+    /// When it happened, on tokio's clock (so tests on a paused clock see exact times).
+    #[must_use]
+    pub fn at(&self) -> Instant {
+        self.at
+    }
+
+    /// Why it happened.
+    #[must_use]
+    pub fn reason(&self) -> TransitionReason {
+        self.reason
+    }
+
+    /// The breaker's generation after this transition: 1 for its first transition, then
+    /// 2, 3, … without gaps. Listeners receive transitions in increasing `seq`.
+    /// [`BreakerPermit::generation`](super::BreakerPermit::generation) uses the same
+    /// numbering.
+    #[must_use]
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+impl fmt::Display for BreakerTransition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "circuit breaker `{}` #{}: {} -> {} ({})",
+            self.breaker, self.seq, self.from, self.to, self.reason
+        )
+    }
+}
+
+/// A transition listener.
+pub(crate) type Listener = Arc<dyn Fn(&BreakerTransition) + Send + Sync + 'static>;
+
+/// Logs `t` and calls each listener on it, catching and logging panics.
+pub(crate) fn notify(listeners: &[Listener], t: &BreakerTransition) {
+    tracing::info!(
+        breaker = %t.breaker,
+        seq = t.seq,
+        from = %t.from,
+        to = %t.to,
+        reason = %t.reason,
+        "circuit breaker transition",
+    );
+    for listener in listeners {
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| listener(t))) {
+            let message = payload
+                .downcast_ref::<&'static str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "<non-string panic payload>".to_owned());
+            tracing::error!(
+                breaker = %t.breaker,
+                seq = t.seq,
+                panic = %message,
+                "circuit breaker transition listener panicked; ignored",
+            );
+        }
+    }
+}

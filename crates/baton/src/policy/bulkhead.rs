@@ -1,0 +1,142 @@
+//! Bulkhead: a concurrency limit shared by the nodes that call one downstream, with a bounded
+//! wait for a permit.
+//!
+//! The permit is taken per attempt and held until the attempt has really stopped: an async
+//! attempt releases it when its future completes or is dropped; a blocking attempt that timed
+//! out keeps it until its closure returns, because the thread is still calling the
+//! downstream. A waiter that gives up (its wait bound elapsed, its deadline passed, or its run
+//! was cancelled) never leaks a permit: tokio's semaphore removes a dropped waiter from its
+//! queue.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+/// A named concurrency limit; cheap to clone, shared by every node given it.
+#[derive(Clone)]
+pub struct Bulkhead {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: String,
+    max_concurrent: usize,
+    max_wait: Duration,
+    semaphore: Arc<Semaphore>,
+    waiting: AtomicUsize,
+}
+
+impl fmt::Debug for Bulkhead {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Bulkhead")
+            .field("name", &self.inner.name)
+            .field("max_concurrent", &self.inner.max_concurrent)
+            .field("max_wait", &self.inner.max_wait)
+            .field("available", &self.inner.semaphore.available_permits())
+            .field("waiting", &self.waiting())
+            .finish()
+    }
+}
+
+/// A permit of a [`Bulkhead`], released on drop.
+#[derive(Debug)]
+pub(crate) struct BulkheadPermit {
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Bulkhead {
+    /// A bulkhead called `name` that lets at most `max_concurrent` attempts run at once; an
+    /// attempt waits at most `max_wait` for a permit (and never past its deadline), then
+    /// fails with [`NodeError::BulkheadFull`](crate::NodeError::BulkheadFull).
+    ///
+    /// `max_concurrent` is clamped to `1..=Semaphore::MAX_PERMITS`; `Duration::ZERO` means
+    /// "do not wait".
+    #[must_use]
+    pub fn new(name: impl Into<String>, max_concurrent: usize, max_wait: Duration) -> Self {
+        let max_concurrent = max_concurrent.clamp(1, Semaphore::MAX_PERMITS);
+        Bulkhead {
+            inner: Arc::new(Inner {
+                name: name.into(),
+                max_concurrent,
+                max_wait,
+                semaphore: Arc::new(Semaphore::new(max_concurrent)),
+                waiting: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// The bulkhead's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Its limit.
+    #[must_use]
+    pub fn max_concurrent(&self) -> usize {
+        self.inner.max_concurrent
+    }
+
+    /// How many permits are free right now.
+    #[must_use]
+    pub fn available(&self) -> usize {
+        self.inner.semaphore.available_permits()
+    }
+
+    /// How many attempts are waiting for a permit right now.
+    #[must_use]
+    pub fn waiting(&self) -> usize {
+        self.inner.waiting.load(Ordering::Relaxed)
+    }
+
+    /// Whether `self` and `other` are the same bulkhead (clones of one handle).
+    #[must_use]
+    pub fn same_as(&self, other: &Bulkhead) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Waits for a permit until `max_wait` or `deadline`, whichever is first. `Err` carries
+    /// how long it waited. Cancel-safe: dropping the future gives up the place in the queue.
+    pub(crate) async fn acquire(
+        &self,
+        deadline: Option<Instant>,
+    ) -> Result<BulkheadPermit, Duration> {
+        if let Ok(permit) = Arc::clone(&self.inner.semaphore).try_acquire_owned() {
+            return Ok(BulkheadPermit { _permit: permit });
+        }
+        let started = Instant::now();
+        let mut until = started + self.inner.max_wait;
+        if let Some(d) = deadline {
+            until = until.min(d);
+        }
+        if until <= started {
+            return Err(Duration::ZERO);
+        }
+        let _waiting = WaitingGuard::new(&self.inner.waiting);
+        let acquire = Arc::clone(&self.inner.semaphore).acquire_owned();
+        match tokio::time::timeout_at(until, acquire).await {
+            Ok(Ok(permit)) => Ok(BulkheadPermit { _permit: permit }),
+            // The semaphore is never closed; treat it like a timeout if it were.
+            Ok(Err(_)) | Err(_) => Err(Instant::now().saturating_duration_since(started)),
+        }
+    }
+}
+
+struct WaitingGuard<'a>(&'a AtomicUsize);
+
+impl<'a> WaitingGuard<'a> {
+    fn new(counter: &'a AtomicUsize) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        WaitingGuard(counter)
+    }
+}
+
+impl Drop for WaitingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}

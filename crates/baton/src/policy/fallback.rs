@@ -1,0 +1,131 @@
+//! Fallback: the value a node produces when every inner layer (attempts, retries, breaker)
+//! failed (seed 002 §12; DESIGN rule 9).
+//!
+//! It runs only after the inner layers failed — never on success, never on cancellation —
+//! and receives the error they ended with. Its value makes the node `Recovered`; the error
+//! stays in the report.
+
+use std::fmt;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+
+use crate::error::{BoxError, NodeError};
+use crate::task::Value;
+
+type AsyncFallback<T> = Arc<
+    dyn Fn(Arc<NodeError>) -> Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// How a node recovers when its inner layers failed.
+///
+/// - [`Fallback::value`]: a fixed value (shared, not cloned, between runs).
+/// - [`Fallback::from_fn`]: a function of the error.
+/// - [`Fallback::from_async`]: an async function of the error, which may itself fail.
+///
+/// A fallback that panics or fails leaves the node `Failed` with
+/// [`NodeError::FallbackFailed`], which keeps the original error.
+pub struct Fallback<T> {
+    kind: Kind<T>,
+}
+
+enum Kind<T> {
+    Value(Arc<T>),
+    Fn(Arc<dyn Fn(&NodeError) -> T + Send + Sync>),
+    Async(AsyncFallback<T>),
+}
+
+impl<T> Clone for Fallback<T> {
+    fn clone(&self) -> Self {
+        let kind = match &self.kind {
+            Kind::Value(v) => Kind::Value(Arc::clone(v)),
+            Kind::Fn(f) => Kind::Fn(Arc::clone(f)),
+            Kind::Async(f) => Kind::Async(Arc::clone(f)),
+        };
+        Fallback { kind }
+    }
+}
+
+impl<T> fmt::Debug for Fallback<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.kind {
+            Kind::Value(_) => "value",
+            Kind::Fn(_) => "fn",
+            Kind::Async(_) => "async fn",
+        };
+        f.debug_struct("Fallback").field("kind", &kind).finish()
+    }
+}
+
+impl<T: Send + Sync + 'static> Fallback<T> {
+    /// Recovers with `value`.
+    #[must_use]
+    pub fn value(value: T) -> Self {
+        Fallback {
+            kind: Kind::Value(Arc::new(value)),
+        }
+    }
+
+    /// Recovers with `f(&error)`; `error` is what the inner layers ended with (see
+    /// [`NodeError::task_error`] to reach the task's own error).
+    #[must_use]
+    pub fn from_fn(f: impl Fn(&NodeError) -> T + Send + Sync + 'static) -> Self {
+        Fallback {
+            kind: Kind::Fn(Arc::new(f)),
+        }
+    }
+
+    /// Recovers with the value of `f(error).await`; an `Err` leaves the node `Failed` with
+    /// [`NodeError::FallbackFailed`].
+    #[must_use]
+    pub fn from_async<F, Fut, E>(f: F) -> Self
+    where
+        F: Fn(Arc<NodeError>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<T, E>> + Send + 'static,
+        E: Into<BoxError> + 'static,
+    {
+        Fallback {
+            kind: Kind::Async(Arc::new(move |e| {
+                let fut = f(e);
+                Box::pin(async move { fut.await.map_err(Into::into) })
+            })),
+        }
+    }
+
+    /// Runs the fallback for `error`, catching panics.
+    pub(crate) async fn recover(
+        &self,
+        node: &str,
+        error: Arc<NodeError>,
+    ) -> Result<Value, NodeError> {
+        let failed = |e: NodeError, original: Arc<NodeError>| NodeError::FallbackFailed {
+            node: node.to_owned(),
+            error: Box::new(e),
+            original,
+        };
+        match &self.kind {
+            Kind::Value(v) => Ok(Arc::clone(v) as Value),
+            Kind::Fn(f) => match std::panic::catch_unwind(AssertUnwindSafe(|| f(&error))) {
+                Ok(v) => Ok(Arc::new(v) as Value),
+                Err(p) => Err(failed(NodeError::from_panic(p.as_ref()), error)),
+            },
+            Kind::Async(f) => {
+                let fut = match std::panic::catch_unwind(AssertUnwindSafe(|| f(Arc::clone(&error))))
+                {
+                    Ok(fut) => fut,
+                    Err(p) => return Err(failed(NodeError::from_panic(p.as_ref()), error)),
+                };
+                match AssertUnwindSafe(fut).catch_unwind().await {
+                    Ok(Ok(v)) => Ok(Arc::new(v) as Value),
+                    Ok(Err(e)) => Err(failed(NodeError::Task(e), error)),
+                    Err(p) => Err(failed(NodeError::from_panic(p.as_ref()), error)),
+                }
+            }
+        }
+    }
+}

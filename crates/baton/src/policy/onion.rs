@@ -1,0 +1,398 @@
+//! The onion: one node's execution with its policies, inner to outer — attempt (bulkhead
+//! permit, task, per-attempt timeout) → retry (backoff inside the deadline budget, retry
+//! budget) → circuit breaker (asked once, told once) → fallback.
+//!
+//! The deadline of an attempt is the earliest of the run's deadline and the node's budget
+//! (from the node's start); its timeout is `min(per-attempt timeout, time left)`. A backoff
+//! is `min(computed, time left - minimum attempt time)`, and no attempt starts with less than
+//! the minimum attempt time left (seed 000).
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use tokio::time::Instant;
+
+use tracing::Instrument;
+
+use super::NodePolicy;
+use super::bulkhead::BulkheadPermit;
+use crate::error::{NodeError, StopReason};
+use crate::observe::{Event, trace};
+use crate::report::AttemptReport;
+use crate::run::{AttemptGuard, RunState};
+use crate::task::{Ctx, Value};
+
+/// What one node's execution produced.
+pub(crate) struct Execution {
+    /// The value, from the task or from the fallback; or the final error.
+    pub(crate) result: Result<Value, Arc<NodeError>>,
+    /// Set when the fallback produced the value: the error it recovered from.
+    pub(crate) recovered_from: Option<Arc<NodeError>>,
+    /// One entry per attempt that started.
+    pub(crate) attempts: Vec<AttemptReport>,
+}
+
+/// Runs node `id` of `run` through its policies.
+pub(crate) async fn execute<I: Send + Sync + 'static>(
+    run: &Arc<RunState<I>>,
+    id: u32,
+    policy: &NodePolicy,
+) -> Execution {
+    let started = Instant::now();
+    let node = run.graph.meta.name(id);
+    let deadline = earliest(run.core.deadline(), policy.budget.map(|b| started + b));
+    let mut attempts = Vec::new();
+
+    let series = match &policy.breaker {
+        None => series(run, id, policy, deadline, started, &mut attempts).await,
+        Some(breaker) => match breaker.try_acquire() {
+            Err(open) => {
+                run.graph.orchestrator.counters().breaker_rejections.incr();
+                Err(NodeError::BreakerOpen {
+                    node: node.to_owned(),
+                    breaker: breaker.name().to_owned(),
+                    retry_after: open.retry_after(),
+                })
+            }
+            Ok(permit) => {
+                // Dropping `permit` (the run was cancelled mid-series) releases it uncounted.
+                let out = series(run, id, policy, deadline, started, &mut attempts).await;
+                let elapsed = started.elapsed();
+                match &out {
+                    Ok(_) => permit.success(elapsed),
+                    Err(e) if policy.breaker_ignore.as_ref().is_some_and(|f| f(e)) => {
+                        permit.ignore();
+                    }
+                    Err(_) => permit.failure(elapsed),
+                }
+                out
+            }
+        },
+    };
+
+    let error = match series {
+        Ok(value) => {
+            return Execution {
+                result: Ok(value),
+                recovered_from: None,
+                attempts,
+            };
+        }
+        Err(e) => Arc::new(e),
+    };
+    let Some(task) = run.graph.tasks.get(id as usize) else {
+        return Execution {
+            result: Err(error),
+            recovered_from: None,
+            attempts,
+        };
+    };
+    let recover = task.fallback(node, Arc::clone(&error));
+    if recover.is_some() {
+        run.graph.orchestrator.counters().fallbacks.incr();
+        if run.observed() {
+            run.emit(&Event::FallbackUsed {
+                run: run.core.run_id,
+                node,
+                error: &error,
+            });
+        }
+    }
+    match recover {
+        None => Execution {
+            result: Err(error),
+            recovered_from: None,
+            attempts,
+        },
+        Some(recover) => match recover.await {
+            Ok(value) => Execution {
+                result: Ok(value),
+                recovered_from: Some(error),
+                attempts,
+            },
+            Err(failed) => Execution {
+                result: Err(Arc::new(failed)),
+                recovered_from: None,
+                attempts,
+            },
+        },
+    }
+}
+
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The retry series (a single attempt when the node has no retry policy).
+async fn series<I: Send + Sync + 'static>(
+    run: &Arc<RunState<I>>,
+    id: u32,
+    policy: &NodePolicy,
+    deadline: Option<Instant>,
+    started: Instant,
+    log: &mut Vec<AttemptReport>,
+) -> Result<Value, NodeError> {
+    let node = run.graph.meta.name(id);
+    let retry = policy.retry.as_ref();
+    let mut backoff = retry.map(|r| r.backoff.iter());
+    if let Some(budget) = retry.and_then(|r| r.budget.as_ref()) {
+        budget.deposit();
+    }
+    let deadline_error = |attempts: u32| NodeError::DeadlineExceeded {
+        node: node.to_owned(),
+        attempts,
+        elapsed: started.elapsed(),
+    };
+    let mut delay_before = Duration::ZERO;
+    let mut number = 0u32;
+    loop {
+        number += 1;
+        if let Some(d) = deadline {
+            if d.saturating_duration_since(Instant::now()) < policy.min_attempt {
+                let err = deadline_error(number - 1);
+                return Err(match retry {
+                    Some(_) if number > 1 => {
+                        give_up(node, number - 1, started, StopReason::DeadlineExceeded, err)
+                    }
+                    _ => err,
+                });
+            }
+        }
+        let attempt_start = run.core.elapsed();
+        let out = attempt(run, id, policy, number, deadline, started).await;
+        log.push(AttemptReport {
+            number,
+            start: attempt_start,
+            end: run.core.elapsed(),
+            delay_before,
+            error: out.as_ref().err().map(ToString::to_string),
+        });
+        let error = match out {
+            Ok(value) => return Ok(value),
+            Err(e) => e,
+        };
+        let Some(retry) = retry else {
+            return Err(error);
+        };
+        let stop = |reason: StopReason, error: NodeError| {
+            Err(give_up(node, number, started, reason, error))
+        };
+        if matches!(error, NodeError::DeadlineExceeded { .. }) {
+            return stop(StopReason::DeadlineExceeded, error);
+        }
+        if number >= retry.max_attempts {
+            return stop(StopReason::MaxAttempts, error);
+        }
+        if !retry.is_retryable(&error) {
+            return stop(StopReason::NotRetryable, error);
+        }
+        if policy.breaker.as_ref().is_some_and(|b| b.is_open()) {
+            return stop(StopReason::BreakerOpened, error);
+        }
+        let Some(mut delay) = backoff.as_mut().and_then(Iterator::next) else {
+            return stop(StopReason::BackoffExhausted, error);
+        };
+        if let Some(d) = deadline {
+            let left = d.saturating_duration_since(Instant::now());
+            if left < policy.min_attempt {
+                return stop(StopReason::DeadlineExceeded, error);
+            }
+            delay = delay.min(left - policy.min_attempt);
+        }
+        if let Some(budget) = retry.budget.as_ref() {
+            if !budget.try_withdraw() {
+                let reason = StopReason::RetryBudgetExhausted {
+                    budget: budget.name().to_owned(),
+                };
+                return stop(reason, error);
+            }
+        }
+        tracing::debug!(node, attempt = number, ?delay, error = %error, "retry scheduled");
+        if run.observed() {
+            run.emit(&Event::RetryScheduled {
+                run: run.core.run_id,
+                node,
+                attempt: number + 1,
+                delay,
+                remaining: deadline.map(|d| d.saturating_duration_since(Instant::now())),
+            });
+        }
+        delay_before = delay;
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+    }
+}
+
+fn give_up(
+    node: &str,
+    attempts: u32,
+    started: Instant,
+    reason: StopReason,
+    last: NodeError,
+) -> NodeError {
+    NodeError::GaveUp {
+        node: node.to_owned(),
+        attempts,
+        elapsed: started.elapsed(),
+        reason,
+        last: Box::new(last),
+    }
+}
+
+/// One attempt: a bulkhead permit, then the task under `min(timeout, deadline)`, with its
+/// counters, events and span.
+async fn attempt<I: Send + Sync + 'static>(
+    run: &Arc<RunState<I>>,
+    id: u32,
+    policy: &NodePolicy,
+    number: u32,
+    deadline: Option<Instant>,
+    started: Instant,
+) -> Result<Value, NodeError> {
+    let node = run.graph.meta.name(id);
+    let permit = match &policy.bulkhead {
+        None => None,
+        Some(bulkhead) => match bulkhead.acquire(deadline).await {
+            Ok(p) => Some(p),
+            Err(waited) => {
+                return Err(NodeError::BulkheadFull {
+                    node: node.to_owned(),
+                    attempt: number,
+                    bulkhead: bulkhead.name().to_owned(),
+                    waited,
+                });
+            }
+        },
+    };
+    let now = Instant::now();
+    let by_timeout = policy.timeout.map(|t| now + t);
+    let until = earliest(by_timeout, deadline);
+    // Whether the deadline, not the per-attempt timeout, is what cuts this attempt.
+    let cut = Cut {
+        until,
+        by_deadline: match (by_timeout, deadline) {
+            (Some(t), Some(d)) => d < t,
+            (None, Some(_)) => true,
+            _ => false,
+        },
+    };
+    if let Some(slot) = run.core.slot(id) {
+        slot.attempts
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    let counters = run.graph.orchestrator.counters();
+    counters.attempts.incr();
+    if number > 1 {
+        counters.retries.incr();
+    }
+    let budget = until.map(|u| u.saturating_duration_since(now));
+    let observed = run.observed();
+    if observed {
+        run.emit(&Event::AttemptStarted {
+            run: run.core.run_id,
+            node,
+            attempt: number,
+            budget,
+        });
+    }
+    let out = call(run, id, policy, number, cut, started, permit)
+        .instrument(trace::attempt_span(node, number, budget))
+        .await;
+    if let Err(error) = &out {
+        if matches!(
+            error,
+            NodeError::Timeout { .. } | NodeError::DeadlineExceeded { .. }
+        ) {
+            counters.timeouts.incr();
+            if observed {
+                run.emit(&Event::Timeout {
+                    run: run.core.run_id,
+                    node,
+                    attempt: number,
+                    limit: budget.unwrap_or_default(),
+                });
+            }
+        }
+        if observed {
+            run.emit(&Event::AttemptFailed {
+                run: run.core.run_id,
+                node,
+                attempt: number,
+                error,
+            });
+        }
+    }
+    out
+}
+
+/// When an attempt is cut, and whether by the deadline (rather than its own timeout).
+#[derive(Clone, Copy)]
+struct Cut {
+    until: Option<Instant>,
+    by_deadline: bool,
+}
+
+/// Calls the task under the attempt's cut, catching panics.
+async fn call<I: Send + Sync + 'static>(
+    run: &Arc<RunState<I>>,
+    id: u32,
+    policy: &NodePolicy,
+    number: u32,
+    cut: Cut,
+    started: Instant,
+    permit: Option<BulkheadPermit>,
+) -> Result<Value, NodeError> {
+    let node = run.graph.meta.name(id);
+    let Some(task) = run.graph.tasks.get(id as usize) else {
+        return Err(NodeError::Internal {
+            message: "node index out of range",
+        });
+    };
+    let cx = run.fetch_cx(id);
+    let ctx = Ctx::new(Arc::clone(run), id, number, cut.until);
+    let _attempt = AttemptGuard {
+        slot: run.core.slot(id),
+        attempt: number,
+    };
+    let fut = match std::panic::catch_unwind(AssertUnwindSafe(|| task.call(ctx, &cx, permit))) {
+        Ok(Some(fut)) => fut,
+        Ok(None) => {
+            return Err(NodeError::Internal {
+                message: "an upstream value is missing or of another type",
+            });
+        }
+        Err(panic) => return Err(NodeError::from_panic(panic.as_ref())),
+    };
+    let fut = AssertUnwindSafe(fut).catch_unwind();
+    let out = match cut.until {
+        None => fut.await,
+        Some(until) => match tokio::time::timeout_at(until, fut).await {
+            Ok(out) => out,
+            Err(_) if cut.by_deadline => {
+                return Err(NodeError::DeadlineExceeded {
+                    node: node.to_owned(),
+                    attempts: number,
+                    elapsed: started.elapsed(),
+                });
+            }
+            Err(_) => {
+                return Err(NodeError::Timeout {
+                    node: node.to_owned(),
+                    attempt: number,
+                    limit: policy.timeout.unwrap_or_default(),
+                });
+            }
+        },
+    };
+    match out {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => Err(NodeError::Task(error)),
+        Err(panic) => Err(NodeError::from_panic(panic.as_ref())),
+    }
+}

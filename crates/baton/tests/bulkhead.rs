@@ -1,0 +1,130 @@
+//! Bulkhead: a concurrency limit shared by the nodes that call one downstream, with a bounded
+//! wait; a waiter that gives up never leaks a permit, and a permit is held until the attempt
+//! has really stopped.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use baton::{BoxError, Bulkhead, Graph, NodeError, Orchestrator, Outcome};
+use tokio::time::sleep;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[tokio::test(start_paused = true)]
+async fn bulkhead_limits_concurrency_and_bounds_the_wait() {
+    let bulkhead = Bulkhead::new("inventory", 2, ms(150));
+    let in_flight = Arc::new(AtomicU32::new(0));
+    let peak = Arc::new(AtomicU32::new(0));
+    let mut g = Graph::<()>::builder();
+    for i in 0..5 {
+        let (in_flight, peak) = (Arc::clone(&in_flight), Arc::clone(&peak));
+        let _ = g
+            .node(format!("n{i}"))
+            .bulkhead(&bulkhead)
+            .task(move |_ctx, ()| {
+                let (in_flight, peak) = (Arc::clone(&in_flight), Arc::clone(&peak));
+                async move {
+                    let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                    peak.fetch_max(now, Ordering::SeqCst);
+                    sleep(ms(100)).await;
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                    Ok::<_, BoxError>(())
+                }
+            });
+    }
+    let report = g.build().unwrap().run(()).await.unwrap();
+    assert_eq!(peak.load(Ordering::SeqCst), 2);
+    // Two run at 0-100, two more at 100-200; the fifth waits 150 ms and gives up.
+    let counts = report.counts();
+    assert_eq!(counts.succeeded, 4, "{report}");
+    assert_eq!(counts.failed, 1, "{report}");
+    let failed = report
+        .nodes()
+        .find(|n| n.outcome() == Outcome::Failed)
+        .unwrap();
+    assert!(matches!(
+        failed.error(),
+        Some(NodeError::BulkheadFull { bulkhead, waited, .. }) if bulkhead == "inventory" && *waited == ms(150)
+    ));
+    assert_eq!(failed.end(), ms(150));
+    // Nobody leaked a permit.
+    assert_eq!(bulkhead.available(), 2);
+    assert_eq!(bulkhead.waiting(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn bulkheads_are_shared_by_name_through_the_orchestrator() {
+    let orch = Orchestrator::new();
+    orch.add_bulkhead(&Bulkhead::new("mail", 1, ms(1000)))
+        .unwrap();
+    let make = |orch: &Orchestrator| {
+        let mut g = orch.graph::<()>();
+        let n = g.node("send").bulkhead("mail").task(|_ctx, ()| async {
+            sleep(ms(100)).await;
+            Ok::<_, BoxError>(())
+        });
+        (g.build().unwrap(), n)
+    };
+    let (a, _) = make(&orch);
+    let (b, _) = make(&orch);
+    let (ra, rb) = tokio::join!(a.run(()), b.run(()));
+    let ends = [
+        ra.unwrap().by_name("send").unwrap().end(),
+        rb.unwrap().by_name("send").unwrap().end(),
+    ];
+    let mut ends = ends.to_vec();
+    ends.sort();
+    assert_eq!(ends, [ms(100), ms(200)], "the two graphs share one permit");
+}
+
+#[test]
+fn unknown_and_conflicting_names_are_build_errors() {
+    let orch = Orchestrator::new();
+    let mut g = orch.graph::<()>();
+    let _ = g
+        .node("n")
+        .bulkhead("nope")
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    assert_eq!(
+        g.build().unwrap_err().to_string(),
+        "node `n` names bulkhead `nope`, which the orchestrator does not have"
+    );
+    orch.add_bulkhead(&Bulkhead::new("mail", 1, ms(1))).unwrap();
+    let mut g = orch.graph::<()>();
+    let _ = g
+        .node("m")
+        .bulkhead(Bulkhead::new("mail", 3, ms(1)))
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    assert_eq!(
+        g.build().unwrap_err().to_string(),
+        "node `m` uses a bulkhead named `mail`, but the orchestrator already has a different bulkhead with that name"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_waiter_does_not_leak_its_place() {
+    let bulkhead = Bulkhead::new("b", 1, Duration::from_secs(60));
+    let mut g = Graph::<()>::builder();
+    for i in 0..3 {
+        let _ = g
+            .node(format!("n{i}"))
+            .bulkhead(&bulkhead)
+            .task(|_ctx, ()| async {
+                sleep(ms(1000)).await;
+                Ok::<_, BoxError>(())
+            });
+    }
+    let graph = g.build().unwrap();
+    let run = graph.run(());
+    // Drop the run while one node holds the permit and two wait.
+    let _ = tokio::time::timeout(ms(10), run).await;
+    tokio::task::yield_now().await;
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(bulkhead.waiting(), 0);
+    assert_eq!(bulkhead.available(), 1);
+}

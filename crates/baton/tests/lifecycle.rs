@@ -1,0 +1,319 @@
+//! Callbacks, observers, stats and the orchestrator's lifecycle (DESIGN rules 10, 14, 16;
+//! seed 002 §16–§18).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use baton::{
+    BoxError, CancelReason, Event, FailureMode, Graph, Orchestrator, Outcome, Retry, RunError,
+    RunOptions,
+};
+use tokio::time::sleep;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[tokio::test(start_paused = true)]
+async fn callbacks_stack_in_order_and_fire_once_on_every_outcome() {
+    let log = Arc::new(Mutex::new(Vec::<String>::new()));
+    let mut g = Graph::<()>::builder();
+    let l = |tag: &'static str| {
+        let log = Arc::clone(&log);
+        move |n: &baton::NodeReport<'_>| {
+            log.lock()
+                .unwrap()
+                .push(format!("{tag} {} {}", n.name(), n.outcome()));
+        }
+    };
+    let ok = {
+        let (a, b) = (Arc::clone(&log), Arc::clone(&log));
+        g.node("ok")
+            .on_success(move |v: &u32| a.lock().unwrap().push(format!("success1 ok {v}")))
+            .on_success(move |v: &u32| b.lock().unwrap().push(format!("success2 ok {v}")))
+            .on_complete(l("complete"))
+            .task(|_ctx, ()| async { Ok::<_, BoxError>(7u32) })
+    };
+    let bad = g
+        .node("bad")
+        .after(ok)
+        .retry(Retry::new(3).backoff(baton::Backoff::constant(ms(1))))
+        .on_failure(l("failure"))
+        .on_complete(l("complete"))
+        .task(|_ctx, _| async { Err::<u32, BoxError>("nope".into()) });
+    let _skipped = g
+        .node("skipped")
+        .after(bad)
+        .on_failure(l("failure"))
+        .on_complete(l("complete"))
+        .on_success(|_: &u32| panic!("never"))
+        .task(|_ctx, _| async { Ok::<_, BoxError>(1u32) });
+    let graph = g.build().unwrap();
+    let report = graph.run(()).await.unwrap();
+    assert_eq!(report.counts().skipped, 1);
+    assert_eq!(
+        *log.lock().unwrap(),
+        [
+            "success1 ok 7",
+            "success2 ok 7",
+            "complete ok succeeded",
+            "failure bad failed",
+            "complete bad failed",
+            "failure skipped skipped",
+            "complete skipped skipped",
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_callback_changes_nothing() {
+    let after = Arc::new(AtomicU32::new(0));
+    let a = Arc::clone(&after);
+    let mut g = Graph::<()>::builder();
+    let n = g
+        .node("n")
+        .on_success(|_: &u8| panic!("callback bug"))
+        .on_success(move |_: &u8| {
+            a.fetch_add(1, Ordering::SeqCst);
+        })
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(1u8) });
+    let report = g.build().unwrap().run(()).await.unwrap();
+    assert_eq!(report.node(n).unwrap().outcome(), Outcome::Succeeded);
+    assert_eq!(after.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn observers_see_events_in_order_per_node() {
+    let events = Arc::new(Mutex::new(Vec::<String>::new()));
+    let e = Arc::clone(&events);
+    let orch = Orchestrator::builder()
+        .observer(move |ev: &Event<'_>| {
+            let line = match ev {
+                Event::RunStarted { nodes, .. } => format!("run started {nodes}"),
+                Event::RunFinished { report, .. } => format!("run finished {}", report.counts()),
+                other => other.to_string(),
+            };
+            e.lock().unwrap().push(line);
+        })
+        .build();
+    let mut g = orch.graph::<()>();
+    let calls = Arc::new(AtomicU32::new(0));
+    let _ = g
+        .node("stock")
+        .timeout(ms(100))
+        .retry(Retry::new(2).backoff(baton::Backoff::constant(ms(20))))
+        .fallback(baton::Fallback::value(0u32))
+        .task(move |_ctx, ()| {
+            let n = calls.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n == 0 {
+                    sleep(ms(500)).await;
+                }
+                Err::<u32, BoxError>("503".into())
+            }
+        });
+    g.build().unwrap().run(()).await.unwrap();
+    assert_eq!(
+        *events.lock().unwrap(),
+        [
+            "run started 1",
+            "`stock` started",
+            "`stock` attempt 1 started (budget 100ms)",
+            "`stock` attempt 1 cut after 100ms",
+            "`stock` attempt 1 failed: node `stock` attempt 1 timed out after 100ms",
+            "`stock` attempt 2 in 20ms",
+            "`stock` attempt 2 started (budget 100ms)",
+            "`stock` attempt 2 failed: 503",
+            "`stock` fell back after: node `stock` gave up after 2 attempt(s) in 120ms (max attempts reached)",
+            "`stock` recovered after 120ms",
+            "run finished 1 recovered",
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_equal_the_reports_counts_after_many_concurrent_runs() {
+    let orch = Orchestrator::new();
+    let mut g = orch.graph::<u32>();
+    let a = g.node("a").task(|ctx, ()| {
+        let i = *ctx.input();
+        async move {
+            tokio::task::yield_now().await;
+            if i % 3 == 0 {
+                Err::<u32, BoxError>("every third".into())
+            } else {
+                Ok(i)
+            }
+        }
+    });
+    let _b = g
+        .node("b")
+        .after(a)
+        .task(|_ctx, v| async move { Ok::<_, BoxError>(*v) });
+    let _c = g.node("c").task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    let graph = g.build().unwrap();
+    let mut handles = Vec::new();
+    for i in 0..300u32 {
+        let graph = graph.clone();
+        handles.push(tokio::spawn(
+            async move { graph.run(i).await.unwrap().counts() },
+        ));
+    }
+    let mut total = baton::Counts::default();
+    for h in handles {
+        let c = h.await.unwrap();
+        total.succeeded += c.succeeded;
+        total.failed += c.failed;
+        total.skipped += c.skipped;
+    }
+    let s = orch.stats();
+    assert_eq!(s.runs_started, 300);
+    assert_eq!(s.runs_finished, 300);
+    assert_eq!(s.runs_in_flight, 0);
+    assert_eq!(s.nodes_in_flight, 0);
+    assert_eq!(s.nodes_submitted, 900);
+    assert_eq!(s.succeeded, total.succeeded as u64);
+    assert_eq!(s.failed, total.failed as u64);
+    assert_eq!(s.skipped, total.skipped as u64);
+    assert_eq!(s.failed, 100);
+    // a and c in every run, b in the 200 runs where a succeeded.
+    assert_eq!(s.attempts, 800);
+    let panel = s.to_string();
+    assert!(
+        panel.starts_with(
+            "runs[started 300 finished 300 in-flight 0 rejected 0] nodes[submitted 900"
+        ),
+        "{panel}"
+    );
+    orch.reset_stats();
+    assert_eq!(orch.stats().runs_started, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_finishes_what_it_can_cancels_the_rest_and_refuses_new_runs() {
+    let orch = Orchestrator::new();
+    let mut g = orch.graph::<u64>();
+    let _ = g.node("work").task(|ctx, ()| {
+        let took = *ctx.input();
+        async move {
+            sleep(ms(took)).await;
+            Ok::<_, BoxError>(took)
+        }
+    });
+    let graph = g.build().unwrap();
+    let quick = tokio::spawn(graph.run(100));
+    let slow = tokio::spawn(graph.run(10_000));
+    tokio::task::yield_now().await;
+    assert_eq!(orch.runs_in_flight(), 2);
+    let report = orch.shutdown(ms(500)).await;
+    assert_eq!((report.finished, report.cancelled), (1, 1));
+    assert!(quick.await.unwrap().is_ok());
+    match slow.await.unwrap() {
+        Err(RunError::Cancelled { reason, report }) => {
+            assert_eq!(reason, CancelReason::Shutdown);
+            assert_eq!(
+                report.by_name("work").unwrap().outcome(),
+                Outcome::Cancelled
+            );
+            assert_eq!(report.by_name("work").unwrap().end(), ms(500));
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(matches!(graph.run(1).await, Err(RunError::ShuttingDown)));
+    let s = orch.stats();
+    assert_eq!(
+        (s.runs_started, s.runs_finished, s.runs_rejected),
+        (2, 2, 1)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancel_all_cancels_every_run_in_flight() {
+    let orch = Orchestrator::new();
+    let mut g = orch.graph::<()>();
+    let _ = g.node("w").task(|_ctx, ()| async {
+        sleep(Duration::from_secs(60)).await;
+        Ok::<_, BoxError>(())
+    });
+    let graph = g.build().unwrap();
+    let runs: Vec<_> = (0..5).map(|_| tokio::spawn(graph.run(()))).collect();
+    tokio::task::yield_now().await;
+    assert_eq!(orch.cancel_all(), 5);
+    for r in runs {
+        assert!(matches!(
+            r.await.unwrap(),
+            Err(RunError::Cancelled {
+                reason: CancelReason::CancelAll,
+                ..
+            })
+        ));
+    }
+    // New runs are still accepted; a dropped one winds down once its tasks are polled.
+    let _ = tokio::time::timeout(ms(1), graph.run(())).await;
+    for _ in 0..5 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(orch.runs_in_flight(), 0);
+    assert_eq!(orch.stats().runs_started, 6);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_timeout_is_the_deadline_nodes_derive_from() {
+    let mut g = Graph::<()>::builder();
+    let seen = Arc::new(Mutex::new(None));
+    let s = Arc::clone(&seen);
+    let _ = g
+        .node("n")
+        .budget(Duration::from_secs(10))
+        .task(move |ctx, ()| {
+            *s.lock().unwrap() = ctx.remaining();
+            async { Ok::<_, BoxError>(()) }
+        });
+    let graph = g.build().unwrap();
+    graph
+        .run_with(
+            (),
+            RunOptions::new()
+                .timeout(ms(2000))
+                .failure_mode(FailureMode::FailAll),
+        )
+        .await
+        .unwrap();
+    assert_eq!(*seen.lock().unwrap(), Some(ms(2000)));
+}
+
+/// No task of a run outlives it: when the run future resolves, every task it spawned has
+/// exited (counted on a current-thread runtime through tokio's own metrics).
+#[tokio::test(start_paused = true)]
+async fn no_task_outlives_its_run() {
+    let mut g = Graph::<()>::builder();
+    let root = g
+        .node("root")
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    let leaves: Vec<_> = (0..50)
+        .map(|i| {
+            g.node(format!("leaf{i}"))
+                .after(root)
+                .task(move |_ctx, _| async move {
+                    sleep(ms(i)).await;
+                    Ok::<_, BoxError>(i)
+                })
+        })
+        .collect();
+    let _sink = g
+        .node("sink")
+        .after(leaves)
+        .task(|_ctx, v| async move { Ok::<_, BoxError>(v.len()) });
+    let graph = g.build().unwrap();
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let before = metrics.num_alive_tasks();
+    graph.run(()).await.unwrap();
+    assert_eq!(metrics.num_alive_tasks(), before);
+    // Also when the run is dropped mid-way.
+    let _ = tokio::time::timeout(ms(10), graph.run(())).await;
+    for _ in 0..5 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(metrics.num_alive_tasks(), before);
+}

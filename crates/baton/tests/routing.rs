@@ -1,0 +1,213 @@
+//! Conditional routing (DESIGN rule 12; seed 002 §14): the chosen branch runs with its own
+//! policies and its value becomes the router's; the others end `NotTaken`.
+
+use std::time::Duration;
+
+use baton::{BoxError, Fallback, Graph, NodeError, Outcome, Retry};
+use tokio::time::sleep;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn dispatch_graph(stock: u32) -> (Graph<()>, baton::Node<String>, baton::Node<String>) {
+    let mut g = Graph::<()>::builder();
+    let stock = g.node("stock").task(move |_ctx, ()| async move {
+        sleep(ms(150)).await;
+        Ok::<_, BoxError>(stock)
+    });
+    let dispatch = g
+        .router("dispatch")
+        .after(stock)
+        .select(|_input, stock| if **stock > 0 { "ship" } else { "shortage" })
+        .branch("ship", |b| {
+            b.task(|_ctx, stock| async move {
+                sleep(ms(80)).await;
+                Ok::<_, BoxError>(format!("shipped {stock}"))
+            })
+        })
+        .branch("shortage", |b| {
+            b.retry(Retry::new(2)).task(|_ctx, _stock| async {
+                sleep(ms(80)).await;
+                Ok::<_, BoxError>("backordered".to_owned())
+            })
+        })
+        .finish();
+    let notify = g.node("notify").after(dispatch).task(|_ctx, d| async move {
+        sleep(ms(50)).await;
+        Ok::<_, BoxError>(format!("told the user: {d}"))
+    });
+    (g.build().unwrap(), dispatch, notify)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_chosen_branch_runs_and_its_value_becomes_the_routers() {
+    let (graph, dispatch, notify) = dispatch_graph(3);
+    let report = graph.run(()).await.unwrap();
+    assert_eq!(report.get(dispatch).map(String::as_str), Some("shipped 3"));
+    assert_eq!(
+        report.get(notify).map(String::as_str),
+        Some("told the user: shipped 3")
+    );
+    let outcome = |name: &str| report.by_name(name).unwrap().outcome();
+    assert_eq!(outcome("ship"), Outcome::Succeeded);
+    assert_eq!(outcome("shortage"), Outcome::NotTaken);
+    assert_eq!(outcome("dispatch"), Outcome::Succeeded);
+    // stock 150 → ship 80 → notify 50.
+    assert_eq!(report.makespan(), ms(280));
+    let ship = report.by_name("ship").unwrap();
+    assert_eq!((ship.start(), ship.end()), (Some(ms(150)), ms(230)));
+    assert!(report.is_clean());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_other_branch_for_the_other_key() {
+    let (graph, dispatch, _) = dispatch_graph(0);
+    let report = graph.run(()).await.unwrap();
+    assert_eq!(
+        report.get(dispatch).map(String::as_str),
+        Some("backordered")
+    );
+    assert_eq!(report.by_name("ship").unwrap().outcome(), Outcome::NotTaken);
+    assert_eq!(
+        report.by_name("shortage").unwrap().outcome(),
+        Outcome::Succeeded
+    );
+    assert_eq!(report.counts().not_taken, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unknown_key_fails_the_router_naming_the_key_and_the_known_keys() {
+    let mut g = Graph::<()>::builder();
+    let r = g
+        .router("r")
+        .select(|_input, ()| "teleport")
+        .branch("ship", |b| {
+            b.task(|_ctx, ()| async { Ok::<_, BoxError>(1) })
+        })
+        .branch("shortage", |b| {
+            b.task(|_ctx, ()| async { Ok::<_, BoxError>(2) })
+        })
+        .finish();
+    let after = g
+        .node("after")
+        .after(r)
+        .task(|_ctx, v| async move { Ok::<_, BoxError>(*v) });
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let router = report.node(r).unwrap();
+    assert_eq!(router.outcome(), Outcome::Failed);
+    assert_eq!(
+        router.error().unwrap().to_string(),
+        "router `r` chose unknown branch `teleport` (known: ship, shortage)"
+    );
+    assert!(matches!(
+        router.error(),
+        Some(NodeError::UnknownBranch { .. })
+    ));
+    assert_eq!(report.by_name("ship").unwrap().outcome(), Outcome::NotTaken);
+    assert_eq!(
+        report.by_name("shortage").unwrap().outcome(),
+        Outcome::NotTaken
+    );
+    assert_eq!(report.node(after).unwrap().outcome(), Outcome::Skipped);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_router_whose_upstream_failed_is_skipped_and_its_branches_not_taken() {
+    let mut g = Graph::<()>::builder();
+    let up = g
+        .node("stock")
+        .task(|_ctx, ()| async { Err::<u32, BoxError>("inventory down".into()) });
+    let r = g
+        .router("dispatch")
+        .after(up)
+        .select(|_input, _v| "ship")
+        .branch("ship", |b| {
+            b.task(|_ctx, _v| async { Ok::<_, BoxError>(()) })
+        })
+        .finish();
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let router = report.node(r).unwrap();
+    assert_eq!(router.outcome(), Outcome::Skipped);
+    assert_eq!(router.skipped_because().unwrap().name(), "stock");
+    assert_eq!(report.by_name("ship").unwrap().outcome(), Outcome::NotTaken);
+    assert_eq!(report.by_name("ship").unwrap().attempts(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_branch_fails_the_router_and_branch_policies_apply() {
+    let mut g = Graph::<()>::builder();
+    let r = g
+        .router("dispatch")
+        .select(|_input, ()| "ship")
+        .branch("ship", |b| {
+            b.retry(Retry::new(2).backoff(baton::Backoff::constant(ms(10))))
+                .task(|_ctx, ()| async { Err::<u8, BoxError>("carrier down".into()) })
+        })
+        .finish();
+    let r2 = g
+        .router("dispatch2")
+        .select(|_input, ()| "ship2")
+        .branch("ship2", |b| {
+            b.fallback(Fallback::value(9))
+                .task(|_ctx, ()| async { Err::<u8, BoxError>("carrier down".into()) })
+        })
+        .finish();
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let router = report.node(r).unwrap();
+    assert_eq!(router.outcome(), Outcome::Failed);
+    assert_eq!(report.by_name("ship").unwrap().attempts(), 2);
+    assert_eq!(
+        router.message().unwrap(),
+        "router `dispatch`: branch `ship` failed: node `ship` gave up after 2 attempt(s) in 10ms (max attempts reached): carrier down"
+    );
+    assert_eq!(report.get(r2), Some(&9));
+    assert_eq!(
+        report.by_name("ship2").unwrap().outcome(),
+        Outcome::Recovered
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn routers_work_with_name_based_upstreams() {
+    let mut g = Graph::<()>::builder();
+    let _ = g
+        .node("a")
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(5i64) });
+    let r = g
+        .router("r")
+        .after_names::<i64, _>(["a"])
+        .select(|_input, inputs| {
+            if **inputs.get("a").unwrap() > 3 {
+                "big"
+            } else {
+                "small"
+            }
+        })
+        .branch("big", |b| {
+            b.task(|_ctx, inputs| async move {
+                Ok::<_, BoxError>(*inputs.get("a").unwrap().as_ref() * 10)
+            })
+        })
+        .branch("small", |b| {
+            b.task(|_ctx, _inputs| async { Ok::<_, BoxError>(0i64) })
+        })
+        .finish();
+    let report = g.build().unwrap().run(()).await.unwrap();
+    assert_eq!(report.get(r), Some(&50));
+}
+
+#[test]
+fn duplicate_branch_keys_are_duplicate_names() {
+    let mut g = Graph::<()>::builder();
+    let _ = g
+        .router("r")
+        .select(|_input, ()| "x")
+        .branch("x", |b| b.task(|_ctx, ()| async { Ok::<_, BoxError>(()) }))
+        .branch("x", |b| b.task(|_ctx, ()| async { Ok::<_, BoxError>(()) }))
+        .finish();
+    assert_eq!(
+        g.build().unwrap_err().to_string(),
+        "duplicate node name `x`: every node of a graph needs its own name"
+    );
+}
