@@ -198,16 +198,20 @@ impl fmt::Display for BreakerTransition {
 /// A transition listener.
 pub(crate) type Listener = Arc<dyn Fn(&BreakerTransition) + Send + Sync + 'static>;
 
-/// Logs `t` and calls each listener on it, catching and logging panics.
+/// Logs `t` and calls each listener on it, catching and logging panics. Never unwinds, so
+/// the deliverer always gets to hand its role back.
 pub(crate) fn notify(listeners: &[Listener], t: &BreakerTransition) {
-    tracing::info!(
-        breaker = %t.breaker,
-        seq = t.seq,
-        from = %t.from,
-        to = %t.to,
-        reason = %t.reason,
-        "circuit breaker transition",
-    );
+    // A tracing subscriber is user code too.
+    let _ = catch_unwind(|| {
+        tracing::info!(
+            breaker = %t.breaker,
+            seq = t.seq,
+            from = %t.from,
+            to = %t.to,
+            reason = %t.reason,
+            "circuit breaker transition",
+        );
+    });
     for listener in listeners {
         if let Err(payload) = catch_unwind(AssertUnwindSafe(|| listener(t))) {
             let message = payload

@@ -41,6 +41,7 @@ use tokio::time::Instant;
 use super::config::Config;
 use super::error::BreakerOpen;
 use super::events::{BreakerState, BreakerTransition, Listener, TransitionReason, notify};
+use super::permit::{Outcome, Permit, Ticket};
 use super::sync::{Atomic, Lock, SyncFamily};
 use super::window::Window;
 
@@ -69,69 +70,6 @@ fn state_of(kind: u64) -> BreakerState {
         CLOSED => BreakerState::Closed,
         OPEN => BreakerState::Open,
         _ => BreakerState::HalfOpen,
-    }
-}
-
-/// What a permit needs to report its result: its generation and whether it is a probe.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Ticket {
-    /// The generation (masked to 46 bits) the permit was issued in.
-    pub(crate) generation: u64,
-    pub(crate) probe: bool,
-}
-
-/// How a permitted call ended.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Outcome {
-    Success(Duration),
-    Failure(Duration),
-    /// Neither counted nor failed: an ignored error, or a cancelled (dropped) call.
-    Released,
-}
-
-/// A permit: reports its call's outcome once, or gives a probe slot back when dropped.
-pub(crate) struct Permit<'a, S: SyncFamily> {
-    machine: &'a Machine<S>,
-    ticket: Ticket,
-    done: bool,
-}
-
-impl<S: SyncFamily> std::fmt::Debug for Permit<'_, S> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Permit")
-            .field("ticket", &self.ticket)
-            .field("done", &self.done)
-            .finish()
-    }
-}
-
-impl<S: SyncFamily> Permit<'_, S> {
-    pub(crate) fn ticket(&self) -> Ticket {
-        self.ticket
-    }
-
-    #[inline]
-    pub(crate) fn is_current(&self) -> bool {
-        self.machine.is_current(self.ticket)
-    }
-
-    /// Reports the outcome; `now` is called only off the fast path.
-    #[inline]
-    pub(crate) fn finish(mut self, outcome: Outcome, now: impl FnOnce() -> Instant) {
-        self.done = true;
-        self.machine.complete(self.ticket, outcome, now);
-    }
-}
-
-impl<S: SyncFamily> Drop for Permit<'_, S> {
-    #[inline]
-    fn drop(&mut self) {
-        // A closed-state permit owns nothing: dropping it is free. A probe gives its slot
-        // back (resilience4j's `releasePermission`, done for you).
-        if !self.done && self.ticket.probe {
-            self.machine
-                .complete(self.ticket, Outcome::Released, Instant::now);
-        }
     }
 }
 
@@ -223,7 +161,7 @@ impl<S: SyncFamily> Machine<S> {
 
     /// Whether `t`'s generation is still the current one.
     #[inline]
-    fn is_current(&self, t: Ticket) -> bool {
+    pub(crate) fn is_current(&self, t: Ticket) -> bool {
         gen_of(self.word.load(Acquire)) == t.generation
     }
 
@@ -237,11 +175,8 @@ impl<S: SyncFamily> Machine<S> {
         &self,
         now: impl FnOnce() -> Instant,
     ) -> Result<Permit<'_, S>, BreakerOpen> {
-        self.try_acquire(now).map(|ticket| Permit {
-            machine: self,
-            ticket,
-            done: false,
-        })
+        self.try_acquire(now)
+            .map(|ticket| Permit::new(self, ticket))
     }
 
     #[inline]
@@ -295,7 +230,7 @@ impl<S: SyncFamily> Machine<S> {
 
     /// Reports how a permitted call ended.
     #[inline]
-    fn complete(&self, t: Ticket, outcome: Outcome, now: impl FnOnce() -> Instant) {
+    pub(crate) fn complete(&self, t: Ticket, outcome: Outcome, now: impl FnOnce() -> Instant) {
         if !t.probe {
             let word = self.word.load(Acquire);
             if kind_of(word) != CLOSED || gen_of(word) != t.generation {

@@ -64,13 +64,15 @@
 //!
 //! # Files
 //! `config` (builder, defaults, validation), `machine` (the state machine and its
-//! invariants), `window` (count and time windows), `events` (states, transitions, delivery),
-//! `error` (rejection and configuration errors), `sync` (the std/loom primitive shim).
+//! invariants), `permit` (the drop guard a granted call holds), `window` (count and time
+//! windows), `events` (states, transitions, delivery), `error` (rejection and
+//! configuration errors), `sync` (the std/loom primitive shim).
 
 mod config;
 mod error;
 mod events;
 mod machine;
+mod permit;
 mod sync;
 mod window;
 
@@ -84,7 +86,8 @@ pub use config::{BreakerWindow, CircuitBreakerBuilder};
 pub use error::{BreakerConfigError, BreakerOpen};
 pub use events::{BreakerState, BreakerTransition, TransitionReason};
 
-use machine::{Machine, Outcome, Permit};
+use machine::Machine;
+use permit::{Outcome, Permit};
 use sync::StdSync;
 
 /// A named circuit breaker guarding one downstream; a cheap handle (`Arc` inside), `Clone`,
@@ -210,6 +213,9 @@ impl CircuitBreaker {
     /// the one already delivering), never under the breaker's lock. A listener may call the
     /// breaker. Several listeners run in registration order; one that panics is caught and
     /// logged with `tracing::error!` and changes nothing.
+    ///
+    /// Listeners live as long as the breaker; one that captures a clone of its own breaker
+    /// keeps it alive forever (capture what it needs instead, e.g. a channel sender).
     pub fn on_transition(&self, f: impl Fn(&BreakerTransition) + Send + Sync + 'static) {
         self.machine.add_listener(Arc::new(f));
     }
