@@ -1,44 +1,75 @@
-//! The order placement of seed 002, as a baton graph against real HTTP services.
-//!
-//! Five downstream services run in this process on a random port of `127.0.0.1` (see the
-//! `baton_examples` library): `user` and `sku` take 200 ms each, `stock` 150 ms and needs
-//! both, `promo` 100 ms and needs `stock`, `notify` 50 ms and needs `promo`. Called one
-//! after the other, as the seed's original handler does, that is 700 ms. As a graph, `user`
-//! and `sku` run at the same time and the order is placed in 500 ms, the critical path.
-//!
-//! The example builds the graph once, runs it, prints the run's timeline (the report's
-//! `Display`), and then, in the same process, over the same connection pool, makes the same
-//! five calls serially, and prints both figures:
+//! The order placement of seed 002's final chapter (终章), as a baton graph against real HTTP
+//! services on `127.0.0.1`:
 //!
 //! ```text
-//! graph: 503.2 ms   serial: 705.9 ms   (1.40x faster)
+//! user ─┐
+//!       ├─> stock ─> dispatch ─┬─ ship      (stock > 0) ─┐
+//! sku  ─┘                      └─ shortage  (stock = 0) ─┴─> notify
 //! ```
 //!
-//! Failures are part of the report: with `--fail stock`, `stock` fails with the 503 in its
-//! error, `promo` and `notify` are `skipped` naming `stock` as the cause, and what `user`
-//! and `sku` produced is kept.
+//! - `user` and `sku` (200 ms each) run at the same time;
+//! - `stock` (150 ms) wears the whole onion: a 300 ms per-attempt timeout, `Retry::new(3)`
+//!   (two retries) with an exponential backoff of 100 ms ×2, the circuit breaker
+//!   `inventory` (opens after 5 consecutive failed requests, for 3 s), and
+//!   `Fallback::value(0)`: when it cannot get the stock, it says 0;
+//! - `dispatch` is a router: branch `ship` when the stock is above 0, else `shortage` (each
+//!   an 80 ms call); the other branch ends `not_taken`;
+//! - `notify` (50 ms) falls back to "sent by in-app message" when the notify service fails;
+//! - the whole run has a 2 s timeout (`RunOptions::timeout`), and every task passes the
+//!   time it has left (`ctx.remaining()`) to the service as the request's timeout and in
+//!   the `x-budget-ms` header.
+//!
+//! The graph is built from an `Orchestrator`, which owns the `inventory` breaker, so the
+//! breaker's state carries over from run to run; an observer given to the orchestrator
+//! prints every breaker transition as it happens. After the runs the example prints the
+//! last run's timeline (the report's `Display`), the attempts of nodes that retried with
+//! their backoffs, which branch ran and which was not taken, and the orchestrator's stats
+//! panel.
+//!
+//! In the default happy path it also makes the same calls one after another, as the seed's
+//! original handler does (user 200 + sku 200 + stock 150 + ship 80 + notify 50 = 680 ms),
+//! and prints both figures; with any failure flag that comparison is dropped (the serial
+//! code has no retry, breaker or fallback, so its figure would compare different work).
 //!
 //! # Flags
-//! - `--fail NODE` (repeatable): that service answers `503 Service Unavailable`.
-//! - `--slow NODE=MS` (repeatable): that service answers `MS` milliseconds later.
+//! - `--flaky-stock K`: stock answers 503 to its first K calls, then recovers: retries with
+//!   their backoffs, then success (K = 2 recovers on the last attempt; K = 3 exhausts the
+//!   attempts and uses the fallback).
+//! - `--slow-stock MS`: stock answers MS ms later (150 + MS); past 150 the 300 ms timeout cuts
+//!   every attempt: timeouts, retries, then the fallback 0 and the `shortage` branch.
+//! - `--stock-down`: stock always answers 503: fallback 0 → `shortage`. With `--runs 12`
+//!   the breaker opens after the 5th failed run, and later runs are rejected at once by the
+//!   open breaker (no call is made) and served by the fallback.
+//! - `--recover-after RUNS` (with `--stock-down`): stock is back after that many runs. With
+//!   enough runs and `--pause-ms` the breaker goes closed → open → half-open → closed.
+//! - `--out-of-stock`: stock answers 0: `shortage` runs, `ship` is not taken.
+//! - `--open-ms MS`: how long the `inventory` breaker stays open (default 3000, the seed's).
+//! - `--pause-ms MS`: a pause between runs (default 0).
+//! - `--fail NODE` (repeatable): that service (user, sku, stock, ship, shortage, notify)
+//!   answers 503; `--fail notify` shows the notify fallback.
+//! - `--slow NODE=MS` (repeatable): that service answers MS ms later.
 //! - `--mode preserve-partial|fail-all|fail-fast`: the run's failure mode (default
-//!   `preserve-partial`: a run with failures still succeeds and returns its report).
-//! - `--runs N` (default 1): run the graph (and the serial calls) `N` times, print the last
-//!   timeline and the median makespans.
-//! - `--json PATH`: write the (last) report as JSON.
+//!   `preserve-partial`).
+//! - `--runs N` (default 1): run the graph N times through the same orchestrator. With
+//!   N > 1 each run prints one line (start time, makespan, how `stock` ended, the branch
+//!   taken, the breaker's state), and the full timeline is printed for runs in which the
+//!   breaker changed state and for the last run.
+//! - `--json PATH`: write the last report as JSON.
 //! - `--user ID`, `--sku ID`: the order request (defaults 7 and 42).
 //!
-//! Exit status: 0 when the run returned its report (in `preserve-partial` mode also when
-//! nodes failed, which the output says), 1 when the run was an error (`fail-all` or
-//! `fail-fast` with a failure: the error and the report it carries are printed).
+//! Exit status: 0 when the last run returned its report (in `preserve-partial` mode also
+//! when nodes failed, which the output says), 1 when it was an error (`fail-all` or
+//! `fail-fast` with a failure).
 //!
 //! # Examples
 //! ```text
 //! cargo run --release --example order
-//! cargo run --release --example order -- --runs 5
-//! cargo run --release --example order -- --fail stock
-//! cargo run --release --example order -- --fail stock --mode fail-all --json report.json
-//! cargo run --release --example order -- --slow sku=300 --fail notify --mode fail-fast
+//! cargo run --release --example order -- --flaky-stock 2
+//! cargo run --release --example order -- --slow-stock 400
+//! cargo run --release --example order -- --out-of-stock --fail notify
+//! cargo run --release --example order -- --stock-down --runs 12
+//! cargo run --release --example order -- --stock-down --runs 8 --recover-after 5 --open-ms 1000 --pause-ms 200
+//! cargo run --release --example order -- --fail user --mode fail-all --json report.json
 //! ```
 //! `RUST_LOG=debug` shows every call the server answers.
 
@@ -47,16 +78,66 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
 
-use baton::{FailureMode, Graph, Report, RunOptions};
-use baton_examples::{Behavior, Downstreams, OrderApi, OrderRequest, OrderServer, Service};
+use baton::{
+    Backoff, BuildError, CircuitBreaker, Event, FailureMode, Fallback, Graph, Node, NodeError,
+    NodeReport, Orchestrator, Outcome, Report, Retry, RunOptions,
+};
+use baton_examples::{
+    Behavior, CallError, Dispatch, DispatchRequest, Downstreams, OrderApi, OrderRequest,
+    OrderServer, Service,
+};
 use clap::Parser;
+use tokio::time::Instant;
 
-/// The order placement of seed 002 as a baton graph, against HTTP services on 127.0.0.1.
+/// The services of the order flow (the others belong to the notification fan-out).
+const ORDER_SERVICES: [Service; 6] = [
+    Service::User,
+    Service::Sku,
+    Service::Stock,
+    Service::Ship,
+    Service::Shortage,
+    Service::Notify,
+];
+
+/// What `notify` says when the notify service fails (the seed's "通知失败，已转站内信").
+const IN_APP: &str = "sent by in-app message";
+
+/// Seed 002's final order flow as a baton graph, against HTTP services on 127.0.0.1.
 #[derive(Debug, Parser)]
 #[command(name = "order")]
 struct Args {
+    /// Stock answers 503 to its first K calls, then recovers.
+    #[arg(long, value_name = "K")]
+    flaky_stock: Option<u64>,
+
+    /// Stock answers MS milliseconds later (past its 300 ms timeout when MS > 150).
+    #[arg(long, value_name = "MS")]
+    slow_stock: Option<u64>,
+
+    /// Stock always answers 503.
+    #[arg(long)]
+    stock_down: bool,
+
+    /// With --stock-down: stock is back after this many runs.
+    #[arg(long, value_name = "RUNS", requires = "stock_down")]
+    recover_after: Option<u32>,
+
+    /// Stock answers that it has 0 units.
+    #[arg(long)]
+    out_of_stock: bool,
+
+    /// How long the `inventory` breaker stays open, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 3000)]
+    open_ms: u64,
+
+    /// Pause between runs, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pause_ms: u64,
+
     /// Make this service answer 503 Service Unavailable (repeatable).
     #[arg(long, value_name = "NODE")]
     fail: Vec<Service>,
@@ -69,7 +150,7 @@ struct Args {
     #[arg(long, value_name = "MODE", default_value_t = FailureMode::PreservePartial)]
     mode: FailureMode,
 
-    /// How many times to run the graph (and the serial calls); the medians are reported.
+    /// How many times to run the graph, through the same orchestrator and breaker.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     runs: u32,
 
@@ -86,6 +167,18 @@ struct Args {
     sku: u64,
 }
 
+impl Args {
+    /// Whether no flag changes how the services answer (the serial comparison is fair).
+    fn happy_path(&self) -> bool {
+        self.flaky_stock.is_none()
+            && self.slow_stock.is_none()
+            && !self.stock_down
+            && !self.out_of_stock
+            && self.fail.is_empty()
+            && self.slow.is_empty()
+    }
+}
+
 fn parse_slow(s: &str) -> Result<(Service, u64), String> {
     let (node, ms) = s
         .split_once('=')
@@ -98,48 +191,97 @@ fn parse_slow(s: &str) -> Result<(Service, u64), String> {
     Ok((service, ms))
 }
 
-/// The graph: `user ∥ sku → stock → promo → notify`, every task an HTTP call through the
-/// one shared client, upstream values passed in the requests.
-fn order_graph(api: &OrderApi) -> Result<Graph<OrderRequest>, baton::BuildError> {
-    let mut g = Graph::<OrderRequest>::builder();
+/// The handles the output reads.
+struct Nodes {
+    stock: Node<u64>,
+    dispatch: Node<Dispatch>,
+    notify: Node<String>,
+}
 
+/// The graph of the final chapter, on `orch` (which has the `inventory` breaker).
+fn order_graph(
+    orch: &Orchestrator,
+    api: &OrderApi,
+) -> Result<(Graph<OrderRequest>, Nodes), BuildError> {
+    let mut g = orch.graph::<OrderRequest>();
+    // Every task calls through `api.within(ctx.remaining())`: the service is told the time
+    // this attempt has left (its per-attempt timeout and the run's deadline) in a header and
+    // stops there; the HTTP request times out on its own shortly after, as a backstop.
     let user = g.node("user").task({
         let api = api.clone();
         move |ctx, ()| {
-            let api = api.clone();
+            let api = api.within(ctx.remaining());
             async move { api.user(ctx.input().user_id).await }
         }
     });
     let sku = g.node("sku").task({
         let api = api.clone();
         move |ctx, ()| {
-            let api = api.clone();
+            let api = api.within(ctx.remaining());
             async move { api.sku(ctx.input().sku_id).await }
         }
     });
-    let stock = g.node("stock").after((user, sku)).task({
-        let api = api.clone();
-        move |_ctx, (user, sku)| {
+    let stock = g
+        .node("stock")
+        .after((user, sku))
+        .timeout(Duration::from_millis(300))
+        .retry(
+            Retry::new(3).backoff(Backoff::exponential(Duration::from_millis(100)).multiplier(2.0)),
+        )
+        .breaker("inventory")
+        .fallback(Fallback::value(0))
+        .task({
             let api = api.clone();
-            async move { api.deduct_stock(&user, &sku).await }
-        }
-    });
-    let promo = g.node("promo").after(stock).task({
+            move |ctx, (user, sku)| {
+                let api = api.within(ctx.remaining());
+                async move { Ok::<_, CallError>(api.deduct_stock(&user, &sku).await?.quantity) }
+            }
+        });
+    let branch = |api: &OrderApi, service: Service| {
         let api = api.clone();
-        move |_ctx, stock| {
-            let api = api.clone();
-            async move { api.promo(&stock).await }
+        move |ctx: baton::Ctx<OrderRequest>, quantity: Arc<u64>| {
+            let api = api.within(ctx.remaining());
+            let req = DispatchRequest {
+                user_id: ctx.input().user_id,
+                sku_id: ctx.input().sku_id,
+                quantity: *quantity,
+            };
+            async move {
+                if service == Service::Ship {
+                    api.ship(&req).await
+                } else {
+                    api.shortage(&req).await
+                }
+            }
         }
-    });
-    g.node("notify").after(promo).task({
-        let api = api.clone();
-        move |_ctx, promo| {
+    };
+    let dispatch = g
+        .router("dispatch")
+        .after(stock)
+        .select(|_order, quantity| if **quantity > 0 { "ship" } else { "shortage" })
+        .branch("ship", |b| b.task(branch(api, Service::Ship)))
+        .branch("shortage", |b| b.task(branch(api, Service::Shortage)))
+        .finish();
+    let notify = g
+        .node("notify")
+        .after(dispatch)
+        .fallback(Fallback::value(IN_APP.to_owned()))
+        .task({
             let api = api.clone();
-            async move { api.notify(&promo).await }
-        }
-    });
-
-    g.build()
+            move |ctx, dispatch| {
+                let api = api.within(ctx.remaining());
+                async move { Ok::<_, CallError>(api.notify(&dispatch).await?.message) }
+            }
+        });
+    let graph = g.build()?;
+    Ok((
+        graph,
+        Nodes {
+            stock,
+            dispatch,
+            notify,
+        },
+    ))
 }
 
 fn ms(d: Duration) -> f64 {
@@ -155,6 +297,146 @@ fn median(mut xs: Vec<Duration>) -> Duration {
     }
 }
 
+/// The last attempt's error, short: `timed out after 300 ms`, `503 Service Unavailable`.
+fn short(error: &NodeError) -> String {
+    // The task's own error is kept typed: downcast it to the client's error.
+    let call = error
+        .task_error()
+        .and_then(|e| e.downcast_ref::<CallError>());
+    if let Some(CallError::Status { status, .. }) = call {
+        return status.to_string();
+    }
+    match error.last_attempt() {
+        NodeError::Timeout { limit, .. } => format!("timed out after {:.0} ms", ms(*limit)),
+        NodeError::DeadlineExceeded { .. } => "cut by the run's deadline".to_owned(),
+        NodeError::BreakerOpen { breaker, .. } => {
+            format!("breaker `{breaker}` open, no call made")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// How `stock` ended, in a few words.
+fn stock_summary(node: &NodeReport<'_>, value: Option<u64>) -> String {
+    let qty = value.map_or_else(String::new, |q| format!(" {q}"));
+    match (node.outcome(), node.error()) {
+        (Outcome::Succeeded, _) if node.attempts() > 1 => {
+            format!("succeeded{qty} on attempt {}", node.attempts())
+        }
+        (Outcome::Succeeded, _) => format!("succeeded{qty}"),
+        (Outcome::Recovered, Some(e @ NodeError::GaveUp { attempts, .. })) => format!(
+            "fallback{qty} after {attempts} failed attempts ({})",
+            short(e)
+        ),
+        (Outcome::Recovered, Some(e)) => format!("fallback{qty}: {}", short(e)),
+        (outcome, _) => format!(
+            "{outcome}: {}",
+            node.message().unwrap_or_else(|| "-".to_owned())
+        ),
+    }
+}
+
+/// Which branch of `dispatch` ran.
+fn branch_taken(report: &Report) -> &'static str {
+    ["ship", "shortage"]
+        .into_iter()
+        .find(|b| {
+            report
+                .by_name(b)
+                .is_some_and(|n| n.outcome() != Outcome::NotTaken)
+        })
+        .unwrap_or("no branch")
+}
+
+/// Each attempt of the nodes that made more than one, with the backoff before it:
+///
+/// ```text
+/// stock  #1   202.4 →  354.1 ms  stock answered 503 Service Unavailable
+///        backoff 100 ms
+/// stock  #2   455.4 →  607.4 ms  ok
+/// ```
+fn attempt_lines(report: &Report) -> Vec<String> {
+    let width = report.nodes().map(|n| n.name().len()).max().unwrap_or(0);
+    let mut lines = Vec::new();
+    for node in report.nodes() {
+        let log = node.attempt_log();
+        if log.len() < 2 {
+            continue;
+        }
+        for (i, a) in log.iter().enumerate() {
+            if i > 0 {
+                lines.push(format!(
+                    "{:width$}  backoff {:.0} ms",
+                    "",
+                    ms(a.delay_before)
+                ));
+            }
+            let what = match &a.error {
+                // The attempt's error is text; drop its "node `x` attempt n " prefix.
+                Some(e) => {
+                    let prefix = format!("node `{}` attempt {} ", node.name(), a.number);
+                    e.strip_prefix(&prefix).unwrap_or(e).to_owned()
+                }
+                None => "ok".to_owned(),
+            };
+            let name = if i == 0 { node.name() } else { "" };
+            lines.push(format!(
+                "{name:width$}  #{} {:>7.1} → {:>7.1} ms  {what}",
+                a.number,
+                ms(a.start),
+                ms(a.end)
+            ));
+        }
+    }
+    lines
+}
+
+/// The full account of one run: timeline, attempts, branch, fallbacks.
+fn print_details(report: &Report, nodes: &Nodes) {
+    print!("{report}");
+    let attempts = attempt_lines(report);
+    if !attempts.is_empty() {
+        println!("attempts (from the run's start):");
+        for line in attempts {
+            println!("  {line}");
+        }
+    }
+    if let Some(stock) = report.node(nodes.stock) {
+        let qty = report.get(nodes.stock).copied();
+        println!("stock: {}", stock_summary(&stock, qty));
+    }
+    if let Some(dispatch) = report.node(nodes.dispatch) {
+        match report.get(nodes.dispatch) {
+            Some(d) => {
+                let taken = branch_taken(report);
+                let other = if taken == "ship" { "shortage" } else { "ship" };
+                println!(
+                    "dispatch: chose `{taken}` ({} {}); `{other}` not taken",
+                    d.status, d.reference
+                );
+            }
+            None => println!(
+                "dispatch: {} ({})",
+                dispatch.outcome(),
+                dispatch.message().unwrap_or_default()
+            ),
+        }
+    }
+    if let Some(notify) = report.node(nodes.notify) {
+        match (notify.outcome(), report.get(nodes.notify)) {
+            (Outcome::Recovered, Some(msg)) => println!(
+                "notify: fallback \"{msg}\" (after: {})",
+                notify.error().map(short).unwrap_or_default()
+            ),
+            (_, Some(msg)) => println!("notify: \"{msg}\""),
+            (outcome, None) => println!(
+                "notify: {outcome} ({})",
+                notify.message().unwrap_or_default()
+            ),
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<ExitCode, Box<dyn Error>> {
     tracing_subscriber::fmt()
@@ -162,8 +444,19 @@ async fn main() -> Result<ExitCode, Box<dyn Error>> {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
+    if let Some(s) = args
+        .fail
+        .iter()
+        .chain(args.slow.iter().map(|(s, _)| s))
+        .find(|s| !ORDER_SERVICES.contains(s))
+    {
+        return Err(format!(
+            "`{s}` is not part of the order flow (user, sku, stock, ship, shortage, notify)"
+        )
+        .into());
+    }
 
-    // The five services, configured before they start.
+    // The services, configured before they start.
     let downstreams = Downstreams::new();
     for &service in &args.fail {
         downstreams.update(service, Behavior::fail);
@@ -171,24 +464,71 @@ async fn main() -> Result<ExitCode, Box<dyn Error>> {
     for &(service, extra) in &args.slow {
         downstreams.update(service, |b| b.slow_by(Duration::from_millis(extra)));
     }
+    if let Some(k) = args.flaky_stock {
+        downstreams.update(Service::Stock, |b| b.fail_first(k));
+    }
+    if let Some(extra) = args.slow_stock {
+        downstreams.update(Service::Stock, |b| b.slow_by(Duration::from_millis(extra)));
+    }
+    if args.stock_down {
+        downstreams.update(Service::Stock, Behavior::fail);
+    }
+    if args.out_of_stock {
+        downstreams.update(Service::Stock, |b| b.stock(0));
+    }
     let server = OrderServer::start(downstreams.clone()).await?;
-
-    // One client, one connection pool, for the graph and the serial calls alike.
     let http = reqwest::Client::builder().no_proxy().build()?;
     let api = OrderApi::new(http, server.base_url());
-    // Two connections: `user` and `sku` run at the same time.
     api.warm_up(2).await?;
 
-    let graph = order_graph(&api)?;
+    // The orchestrator: its observer prints breaker transitions as they happen.
+    let started = Instant::now();
+    let current_run = Arc::new(AtomicU32::new(0));
+    let transitioned = Arc::new(AtomicBool::new(false));
+    let orch = Orchestrator::builder()
+        .observer({
+            let current_run = Arc::clone(&current_run);
+            let transitioned = Arc::clone(&transitioned);
+            move |event: &Event<'_>| {
+                if let Event::BreakerTransition(t) = event {
+                    transitioned.store(true, Ordering::Relaxed);
+                    println!(
+                        "[{:>8.1} ms] run {}: {t}",
+                        ms(t.at().saturating_duration_since(started)),
+                        current_run.load(Ordering::Relaxed)
+                    );
+                }
+            }
+        })
+        .build();
+    let inventory = CircuitBreaker::builder("inventory")
+        .consecutive_failures(5)
+        .open_duration(Duration::from_millis(args.open_ms))
+        .build()?;
+    orch.add_breaker(&inventory)?;
+    let (graph, nodes) = order_graph(&orch, &api)?;
+
     let order = OrderRequest {
         user_id: args.user,
         sku_id: args.sku,
     };
-    let options = RunOptions::new().failure_mode(args.mode);
+    let options = RunOptions::new()
+        .failure_mode(args.mode)
+        .timeout(Duration::from_secs(2));
 
     let mut makespans = Vec::new();
     let mut last = None;
-    for _ in 0..args.runs {
+    if args.runs > 1 {
+        println!("run  at (ms)  makespan  branch     inventory  stock");
+    }
+    for n in 1..=args.runs {
+        if args.recover_after == Some(n - 1) {
+            downstreams.update(Service::Stock, Behavior::succeed);
+            println!("-- the stock service is back (after {} runs) --", n - 1);
+        }
+        current_run.store(n, Ordering::Relaxed);
+        transitioned.store(false, Ordering::Relaxed);
+        let at = started.elapsed();
         let result = graph.run_with(order, options.clone()).await;
         let report = match &result {
             Ok(report) => Some(report),
@@ -196,68 +536,91 @@ async fn main() -> Result<ExitCode, Box<dyn Error>> {
         };
         if let Some(report) = report {
             makespans.push(report.makespan());
+            if args.runs > 1 {
+                let stock = report
+                    .node(nodes.stock)
+                    .map(|s| stock_summary(&s, report.get(nodes.stock).copied()))
+                    .unwrap_or_default();
+                println!(
+                    "{n:>3}  {:>7.1}  {:>8.1}  {:9}  {:9}  {stock}",
+                    ms(at),
+                    ms(report.makespan()),
+                    branch_taken(report),
+                    inventory.state().as_str(),
+                );
+                if transitioned.load(Ordering::Relaxed) && n < args.runs {
+                    print_details(report, &nodes);
+                    println!();
+                }
+            }
+        }
+        if let Err(e) = &result {
+            if args.runs > 1 {
+                println!("run {n:>2}  error: {e}");
+            }
         }
         last = Some(result);
+        if n < args.runs && args.pause_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(args.pause_ms)).await;
+        }
     }
     let Some(result) = last else {
         return Err("no run was made".into());
     };
 
-    let mut serial = Vec::new();
-    let mut serial_error = None;
-    for _ in 0..args.runs {
-        let started = Instant::now();
-        let outcome = api.place_order_serially(&order).await;
-        serial.push(started.elapsed());
-        if let Err(e) = outcome {
-            serial_error = Some(e);
-        }
+    if args.runs > 1 {
+        println!("\nlast run:");
     }
-
     let report: Option<&Report> = match &result {
-        Ok(report) => {
-            print!("{report}");
-            Some(report)
-        }
+        Ok(report) => Some(report),
         Err(e) => {
             println!("error: {e}");
-            if let Some(report) = e.report() {
-                print!("{report}");
-            }
             e.report()
         }
     };
+    if let Some(report) = report {
+        print_details(report, &nodes);
+    }
     println!();
 
-    let graph_ms = ms(median(makespans));
-    let serial_ms = ms(median(serial));
-    let of_runs = if args.runs > 1 {
-        format!("median of {} runs   ", args.runs)
-    } else {
-        String::new()
-    };
-    match &serial_error {
-        None if report.is_some_and(Report::is_clean) => println!(
+    println!("breaker `inventory`: {}", inventory.state());
+    println!(
+        "stock service: {} calls received, {} stopped at the caller's deadline",
+        downstreams.calls(Service::Stock),
+        downstreams.stopped_early(Service::Stock)
+    );
+    println!("stats: {}", orch.stats());
+
+    if args.happy_path() {
+        let mut serial = Vec::new();
+        for _ in 0..args.runs {
+            let t = std::time::Instant::now();
+            api.place_order_serially(&order).await?;
+            serial.push(t.elapsed());
+        }
+        let graph_ms = ms(median(makespans));
+        let serial_ms = ms(median(serial));
+        let of_runs = if args.runs > 1 {
+            format!("median of {} runs   ", args.runs)
+        } else {
+            String::new()
+        };
+        println!(
             "{of_runs}graph: {graph_ms:.1} ms   serial: {serial_ms:.1} ms   ({:.2}x faster)",
             serial_ms / graph_ms
-        ),
-        None => println!("{of_runs}graph: {graph_ms:.1} ms   serial: {serial_ms:.1} ms"),
-        Some(e) => println!(
-            "{of_runs}graph: {graph_ms:.1} ms   serial: {serial_ms:.1} ms (stopped at the first error: {e})"
-        ),
+        );
     }
 
     if let Some(report) = report {
-        let c = report.counts();
         if !report.is_clean() {
+            let c = report.counts();
             let kept = if result.is_ok() {
                 "the run still returned its report"
             } else {
                 "the run is an error"
             };
             println!(
-                "{} of {} nodes produced no value ({} failed, {} skipped, {} cancelled); \
-                 mode {}: {kept}",
+                "{} of {} nodes produced no value ({} failed, {} skipped, {} cancelled); mode {}: {kept}",
                 c.failed + c.skipped + c.cancelled,
                 report.len(),
                 c.failed,
