@@ -51,6 +51,51 @@
 //! # }
 //! ```
 //!
+//! ## Policies, routing, observing
+//! Each node can carry a per-attempt timeout, a retry policy inside a deadline budget, a
+//! circuit breaker shared by name, a bulkhead and a fallback, composed in a fixed onion
+//! (attempt → retry → breaker → fallback). A router picks one of its branches at run time.
+//!
+//! ```
+//! use std::time::Duration;
+//! use baton::{Backoff, BoxError, CircuitBreaker, Fallback, Orchestrator, Outcome, Retry};
+//! use tokio::time::sleep;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let orch = Orchestrator::new();
+//! let inventory = CircuitBreaker::builder("inventory").consecutive_failures(5).build()?;
+//! let mut g = orch.graph::<()>();
+//! let stock = g
+//!     .node("stock")
+//!     .timeout(Duration::from_millis(300))
+//!     .retry(Retry::new(3).backoff(Backoff::exponential(Duration::from_millis(100))))
+//!     .breaker(&inventory)
+//!     .fallback(Fallback::value(0_u32))
+//!     .task(|ctx, ()| async move {
+//!         sleep(Duration::from_millis(500)).await; // too slow: every attempt times out
+//!         Ok::<_, BoxError>(ctx.attempt())
+//!     });
+//! let dispatch = g
+//!     .router("dispatch")
+//!     .after(stock)
+//!     .select(|_input, stock| if **stock > 0 { "ship" } else { "shortage" })
+//!     .branch("ship", |b| b.task(|_ctx, _| async { Ok::<_, BoxError>("shipped") }))
+//!     .branch("shortage", |b| b.task(|_ctx, _| async { Ok::<_, BoxError>("backordered") }))
+//!     .finish();
+//! let report = g.build()?.run(()).await?;
+//!
+//! let stock_r = report.node(stock).unwrap();
+//! assert_eq!(stock_r.outcome(), Outcome::Recovered); // the fallback served 0
+//! assert_eq!(stock_r.attempts(), 3);
+//! // 300 ms, backoff 100 ms, 300 ms, backoff 200 ms, 300 ms.
+//! assert_eq!(stock_r.end(), Duration::from_millis(1200));
+//! assert_eq!(report.get(dispatch), Some(&"backordered"));
+//! assert_eq!(report.by_name("ship").unwrap().outcome(), Outcome::NotTaken);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! ## What a run guarantees
 //! - A node's task starts only after every upstream produced a value; independent nodes run
 //!   concurrently on the runtime's workers, and waiting holds no thread.
@@ -58,13 +103,21 @@
 //!   is `Skipped`, naming that upstream and the root cause; nothing is silently absent.
 //! - A panic in a task becomes that node's `Failed` outcome; the run goes on.
 //! - Dropping a [`Run`] cancels every node of it; a [`RunCanceller`] cancels it from
-//!   elsewhere.
+//!   elsewhere; when a run resolves, no task it spawned is still running.
 //! - The [`FailureMode`] decides whether failures make the run an error; the report is kept
 //!   either way.
 //!
 //! ## Modules
-//! One concept each: `graph` (builder, handles, validation), `run` (the scheduler),
-//! `report` (outcomes, timeline, JSON), `task` (the per-attempt context), `error`.
+//! One concept each: `graph` (builder, handles, routers, validation), `run` (the
+//! scheduler), `policy` (backoff, retry, retry budget, circuit breaker, bulkhead, fallback,
+//! and the onion that composes them), `report` (outcomes, timeline, JSON), [`observe`]
+//! (callbacks, observers, stats, tracing spans, metrics), `orchestrator`, `task` (the
+//! per-attempt context), `error`.
+//!
+//! ## Features
+//! - `tracing` (default): spans per run, node and attempt.
+//! - `serde`: `Serialize` for [`Report`] and [`Stats`].
+//! - `metrics`: [`observe::MetricsObserver`].
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 #![deny(clippy::print_stdout, clippy::print_stderr)]

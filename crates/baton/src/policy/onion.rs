@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::NodePolicy;
+use super::breaker::BreakerPermit;
 use super::bulkhead::BulkheadPermit;
 use crate::error::{NodeError, StopReason};
 use crate::observe::{Event, trace};
@@ -46,7 +47,7 @@ pub(crate) async fn execute<I: Send + Sync + 'static>(
     let mut attempts = Vec::new();
 
     let series = match &policy.breaker {
-        None => series(run, id, policy, deadline, started, &mut attempts).await,
+        None => series(run, id, policy, None, deadline, started, &mut attempts).await,
         Some(breaker) => match breaker.try_acquire() {
             Err(open) => {
                 run.graph.orchestrator.counters().breaker_rejections.incr();
@@ -58,7 +59,16 @@ pub(crate) async fn execute<I: Send + Sync + 'static>(
             }
             Ok(permit) => {
                 // Dropping `permit` (the run was cancelled mid-series) releases it uncounted.
-                let out = series(run, id, policy, deadline, started, &mut attempts).await;
+                let out = series(
+                    run,
+                    id,
+                    policy,
+                    Some(&permit),
+                    deadline,
+                    started,
+                    &mut attempts,
+                )
+                .await;
                 let elapsed = started.elapsed();
                 match &out {
                     Ok(_) => permit.success(elapsed),
@@ -133,6 +143,7 @@ async fn series<I: Send + Sync + 'static>(
     run: &Arc<RunState<I>>,
     id: u32,
     policy: &NodePolicy,
+    permit: Option<&BreakerPermit<'_>>,
     deadline: Option<Instant>,
     started: Instant,
     log: &mut Vec<AttemptReport>,
@@ -191,7 +202,9 @@ async fn series<I: Send + Sync + 'static>(
         if !retry.is_retryable(&error) {
             return stop(StopReason::NotRetryable, error);
         }
-        if policy.breaker.as_ref().is_some_and(|b| b.is_open()) {
+        // The breaker moved on (opened, or is probing again) since this series was admitted:
+        // its result would be ignored, and the downstream is presumed down.
+        if permit.is_some_and(|p| !p.is_current()) {
             return stop(StopReason::BreakerOpened, error);
         }
         let Some(mut delay) = backoff.as_mut().and_then(Iterator::next) else {

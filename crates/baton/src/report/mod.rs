@@ -167,8 +167,7 @@ impl Report {
     /// skipped or was cancelled).
     #[must_use]
     pub fn is_clean(&self) -> bool {
-        let c = self.counts();
-        c.failed + c.skipped + c.cancelled == 0
+        self.counts().without_value() == 0
     }
 
     /// Why the run was cancelled, if it was.

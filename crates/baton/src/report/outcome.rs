@@ -83,6 +83,13 @@ impl Counts {
         }
     }
 
+    /// Nodes that produced no value although they were meant to run: failed, skipped or
+    /// cancelled (branches not taken excluded).
+    #[must_use]
+    pub fn without_value(&self) -> usize {
+        self.failed + self.skipped + self.cancelled
+    }
+
     /// All nodes counted.
     #[must_use]
     pub fn total(&self) -> usize {
