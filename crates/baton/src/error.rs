@@ -8,6 +8,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::human::Human;
 use crate::report::Report;
 
 /// A boxed error, as tasks return it.
@@ -130,7 +131,7 @@ pub enum NodeError {
     /// An attempt ran longer than the node's per-attempt timeout and was dropped (it stopped
     /// at its next `.await`; a blocking attempt was abandoned, see
     /// [`NodeReport::abandoned`](crate::NodeReport::abandoned)).
-    #[error("node `{node}` attempt {attempt} timed out after {limit:?}")]
+    #[error("node `{node}` attempt {attempt} timed out after {}", Human(*.limit))]
     Timeout {
         /// The node.
         node: String,
@@ -142,7 +143,10 @@ pub enum NodeError {
     /// The node's deadline (its budget, or the run's deadline) passed: either an attempt was
     /// cut at the deadline, or too little time was left to start one (less than the
     /// node's minimum attempt time).
-    #[error("node `{node}` ran out of its deadline after {attempts} attempt(s) in {elapsed:?}")]
+    #[error(
+        "node `{node}` ran out of its deadline after {attempts} attempt(s) in {}",
+        Human(*.elapsed)
+    )]
     DeadlineExceeded {
         /// The node.
         node: String,
@@ -153,18 +157,23 @@ pub enum NodeError {
     },
     /// The node's circuit breaker was open (or half-open with every probe taken): the task
     /// did not run. Never retried.
-    #[error("node `{node}` rejected: circuit breaker `{breaker}` is open")]
+    #[error("node `{node}` rejected: circuit breaker `{breaker}` is {}", .state.as_str().replace('_', "-"))]
     BreakerOpen {
         /// The node.
         node: String,
         /// The breaker's name.
         breaker: String,
+        /// Its state: open, or half-open with every probe permit taken.
+        state: crate::BreakerState,
         /// When the breaker will let a probe through, if known.
         retry_after: Option<Duration>,
     },
     /// No permit of the node's bulkhead came free within its maximum wait (or before the
     /// node's deadline).
-    #[error("node `{node}` attempt {attempt}: bulkhead `{bulkhead}` full after waiting {waited:?}")]
+    #[error(
+        "node `{node}` attempt {attempt}: bulkhead `{bulkhead}` full after waiting {}",
+        Human(*.waited)
+    )]
     BulkheadFull {
         /// The node.
         node: String,
@@ -176,7 +185,10 @@ pub enum NodeError {
         waited: Duration,
     },
     /// A retrying node stopped retrying; `last` is the last attempt's error.
-    #[error("node `{node}` gave up after {attempts} attempt(s) in {elapsed:?} ({reason})")]
+    #[error(
+        "node `{node}` gave up after {attempts} attempt(s) in {} ({reason})",
+        Human(*.elapsed)
+    )]
     GaveUp {
         /// The node.
         node: String,

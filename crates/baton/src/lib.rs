@@ -124,6 +124,7 @@
 
 mod error;
 mod graph;
+mod human;
 pub mod observe;
 mod orchestrator;
 mod policy;

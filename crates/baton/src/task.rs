@@ -239,7 +239,9 @@ impl<I> Ctx<I> {
 
     /// The time left before [`deadline`](Self::deadline) (zero once it passed); `None` when
     /// no deadline applies. Pass it downstream, e.g. as the request's timeout, so that the
-    /// downstream does not work for a caller that has given up (seed 000).
+    /// downstream does not work for a caller that has given up (seed 000). If the task's own
+    /// timeout fires at that same instant and the task returns its error, the attempt still
+    /// counts as cut by baton's timeout or deadline, not as a task error.
     #[must_use]
     pub fn remaining(&self) -> Option<Duration> {
         self.deadline

@@ -84,7 +84,7 @@ async fn fallback_fn_receives_the_unwrapped_error_once_per_failure() {
     assert_eq!(report.get(n).map(String::as_str), Some("cached"));
     assert_eq!(
         *seen.lock().unwrap(),
-        ["node `n` attempt 1 timed out after 50ms"]
+        ["node `n` attempt 1 timed out after 50 ms"]
     );
     assert!(report.node(n).unwrap().error().unwrap().is_timeout());
 }

@@ -119,14 +119,14 @@ async fn observers_see_events_in_order_per_node() {
         [
             "run started 1",
             "`stock` started",
-            "`stock` attempt 1 started (budget 100ms)",
-            "`stock` attempt 1 cut after 100ms",
-            "`stock` attempt 1 failed: node `stock` attempt 1 timed out after 100ms",
-            "`stock` attempt 2 in 20ms",
-            "`stock` attempt 2 started (budget 100ms)",
+            "`stock` attempt 1 started (budget 100 ms)",
+            "`stock` attempt 1 cut after 100 ms",
+            "`stock` attempt 1 failed: node `stock` attempt 1 timed out after 100 ms",
+            "`stock` attempt 2 in 20 ms",
+            "`stock` attempt 2 started (budget 100 ms)",
             "`stock` attempt 2 failed: 503",
-            "`stock` fell back after: node `stock` gave up after 2 attempt(s) in 120ms (max attempts reached)",
-            "`stock` recovered after 120ms",
+            "`stock` fell back after: node `stock` gave up after 2 attempt(s) in 120 ms (max attempts reached)",
+            "`stock` recovered after 120 ms",
             "run finished 1 recovered",
         ]
     );

@@ -207,3 +207,38 @@ async fn breakers_are_shared_by_name_across_graphs_and_runs() {
         })
     ));
 }
+
+/// The breaker is checked again after each backoff: a series whose breaker opened while it
+/// waited makes no further call (DESIGN rule 3).
+#[tokio::test(start_paused = true)]
+async fn a_breaker_that_opens_during_the_backoff_stops_the_series() {
+    let b = breaker("mail", 1);
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = Arc::clone(&calls);
+    let mut g = Graph::<()>::builder();
+    let slow = g
+        .node("slow")
+        .breaker(&b)
+        .retry(Retry::new(5).backoff(Backoff::constant(ms(100))))
+        .task(move |_ctx, ()| {
+            c.fetch_add(1, Ordering::SeqCst);
+            async { Err::<(), BoxError>("down".into()) }
+        });
+    // Another node's failure opens the breaker at 50 ms, in the middle of the first backoff.
+    let _other = g.node("other").breaker(&b).task(|_ctx, ()| async {
+        sleep(ms(50)).await;
+        Err::<(), BoxError>("down".into())
+    });
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let node = report.node(slow).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(node.end(), ms(100));
+    assert!(matches!(
+        node.error(),
+        Some(NodeError::GaveUp {
+            reason: StopReason::BreakerOpened,
+            attempts: 1,
+            ..
+        })
+    ));
+}

@@ -112,7 +112,7 @@ async fn seed_000_budget_cuts_the_third_attempt_at_the_deadline() {
     assert!(
         node.message()
             .unwrap()
-            .contains("gave up after 3 attempt(s) in 300ms")
+            .contains("gave up after 3 attempt(s) in 300 ms")
     );
 }
 
@@ -197,8 +197,8 @@ async fn each_attempt_gets_its_own_timeout_inside_the_retry() {
     assert_eq!(
         errors,
         [
-            Some("node `stock` attempt 1 timed out after 100ms".to_owned()),
-            Some("node `stock` attempt 2 timed out after 100ms".to_owned()),
+            Some("node `stock` attempt 1 timed out after 100 ms".to_owned()),
+            Some("node `stock` attempt 2 timed out after 100 ms".to_owned()),
             None
         ]
     );
@@ -351,4 +351,26 @@ fn invalid_policies_are_build_errors_naming_the_node() {
             .to_string()
             .starts_with("node `t`: invalid timeout policy")
     );
+}
+
+/// A task that passes `ctx.remaining()` on as its own timeout gives up in the same tick as
+/// baton's cut: the attempt still counts as a timeout, not as the task's error.
+#[tokio::test(start_paused = true)]
+async fn a_task_timing_out_on_its_own_remaining_budget_counts_as_a_timeout() {
+    let mut g = Graph::<()>::builder();
+    let n = g.node("stock").timeout(ms(300)).task(|ctx, ()| async move {
+        let budget = ctx.remaining().unwrap();
+        match tokio::time::timeout(budget, sleep(ms(1000))).await {
+            Ok(()) => Ok(()),
+            Err(_) => Err::<(), BoxError>("client timed out".into()),
+        }
+    });
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let node = report.node(n).unwrap();
+    assert!(
+        matches!(node.error(), Some(NodeError::Timeout { limit, .. }) if *limit == ms(300)),
+        "{:?}",
+        node.error()
+    );
+    assert_eq!(node.end(), ms(300));
 }

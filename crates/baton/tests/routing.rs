@@ -159,7 +159,7 @@ async fn a_failing_branch_fails_the_router_and_branch_policies_apply() {
     assert_eq!(report.by_name("ship").unwrap().attempts(), 2);
     assert_eq!(
         router.message().unwrap(),
-        "router `dispatch`: branch `ship` failed: node `ship` gave up after 2 attempt(s) in 10ms (max attempts reached): carrier down"
+        "router `dispatch`: branch `ship` failed: node `ship` gave up after 2 attempt(s) in 10 ms (max attempts reached): carrier down"
     );
     assert_eq!(report.get(r2), Some(&9));
     assert_eq!(
@@ -210,4 +210,62 @@ fn duplicate_branch_keys_are_duplicate_names() {
         g.build().unwrap_err().to_string(),
         "duplicate node name `x`: every node of a graph needs its own name"
     );
+}
+
+/// A failed router is `failed`, not a skip: its downstreams name it as the cause.
+#[tokio::test(start_paused = true)]
+async fn downstreams_of_a_failed_router_name_the_router() {
+    let mut g = Graph::<()>::builder();
+    let r = g
+        .router("dispatch")
+        .select(|_input, ()| "ship")
+        .branch("ship", |b| {
+            b.task(|_ctx, ()| async { Err::<u8, BoxError>("carrier down".into()) })
+        })
+        .finish();
+    let notify = g
+        .node("notify")
+        .after(r)
+        .task(|_ctx, v| async move { Ok::<_, BoxError>(*v) });
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let router = report.node(r).unwrap();
+    assert_eq!(router.outcome(), Outcome::Failed);
+    assert!(router.skipped_because().is_none());
+    let n = report.node(notify).unwrap();
+    assert_eq!(n.skipped_because().unwrap().name(), "dispatch");
+    assert_eq!(
+        n.message().unwrap(),
+        "upstream `dispatch` failed: router `dispatch`: branch `ship` failed: carrier down"
+    );
+}
+
+/// Under fail-fast, a failing branch fails its router, whose pending downstreams end
+/// `Skipped` (not `Cancelled`), like any failure's.
+#[tokio::test(start_paused = true)]
+async fn fail_fast_through_a_branch_skips_the_routers_downstreams() {
+    let mut g = Graph::<()>::builder();
+    g.failure_mode(baton::FailureMode::FailFast);
+    let r = g
+        .router("dispatch")
+        .select(|_input, ()| "ship")
+        .branch("ship", |b| {
+            b.task(|_ctx, ()| async {
+                sleep(ms(10)).await;
+                Err::<u8, BoxError>("carrier down".into())
+            })
+        })
+        .finish();
+    let notify = g
+        .node("notify")
+        .after(r)
+        .task(|_ctx, v| async move { Ok::<_, BoxError>(*v) });
+    let other = g.node("other").task(|_ctx, ()| async {
+        sleep(ms(100)).await;
+        Ok::<_, BoxError>(0u8)
+    });
+    let err = g.build().unwrap().run(()).await.unwrap_err();
+    let report = err.report().unwrap();
+    assert_eq!(report.node(notify).unwrap().outcome(), Outcome::Skipped);
+    assert_eq!(report.node(other).unwrap().outcome(), Outcome::Cancelled);
+    assert_eq!(report.node(r).unwrap().outcome(), Outcome::Failed);
 }

@@ -36,6 +36,7 @@ pub use metrics::MetricsObserver;
 pub use stats::{RuntimeStats, Stats};
 
 use crate::error::NodeError;
+use crate::human::Human;
 use crate::policy::breaker::BreakerTransition;
 use crate::report::{Outcome, Report};
 use crate::run::RunId;
@@ -155,8 +156,8 @@ impl fmt::Display for Event<'_> {
             Event::RunStarted { run, nodes } => write!(f, "run {run} started ({nodes} nodes)"),
             Event::RunFinished { run, report } => write!(
                 f,
-                "run {run} finished in {:?}: {}",
-                report.makespan(),
+                "run {run} finished in {}: {}",
+                Human(report.makespan()),
                 report.counts()
             ),
             Event::NodeStarted { node, .. } => write!(f, "`{node}` started"),
@@ -166,7 +167,11 @@ impl fmt::Display for Event<'_> {
                 budget,
                 ..
             } => match budget {
-                Some(b) => write!(f, "`{node}` attempt {attempt} started (budget {b:?})"),
+                Some(b) => write!(
+                    f,
+                    "`{node}` attempt {attempt} started (budget {})",
+                    Human(*b)
+                ),
                 None => write!(f, "`{node}` attempt {attempt} started"),
             },
             Event::AttemptFailed {
@@ -180,7 +185,7 @@ impl fmt::Display for Event<'_> {
                 attempt,
                 limit,
                 ..
-            } => write!(f, "`{node}` attempt {attempt} cut after {limit:?}"),
+            } => write!(f, "`{node}` attempt {attempt} cut after {}", Human(*limit)),
             Event::RetryScheduled {
                 node,
                 attempt,
@@ -190,9 +195,11 @@ impl fmt::Display for Event<'_> {
             } => match remaining {
                 Some(r) => write!(
                     f,
-                    "`{node}` attempt {attempt} in {delay:?} ({r:?} of budget left)"
+                    "`{node}` attempt {attempt} in {} ({} of budget left)",
+                    Human(*delay),
+                    Human(*r)
                 ),
-                None => write!(f, "`{node}` attempt {attempt} in {delay:?}"),
+                None => write!(f, "`{node}` attempt {attempt} in {}", Human(*delay)),
             },
             Event::BreakerTransition(t) => write!(f, "{t}"),
             Event::FallbackUsed { node, error, .. } => {
@@ -203,7 +210,7 @@ impl fmt::Display for Event<'_> {
                 outcome,
                 duration,
                 ..
-            } => write!(f, "`{node}` {outcome} after {duration:?}"),
+            } => write!(f, "`{node}` {outcome} after {}", Human(*duration)),
         }
     }
 }

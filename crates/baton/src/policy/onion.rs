@@ -54,6 +54,7 @@ pub(crate) async fn execute<I: Send + Sync + 'static>(
                 Err(NodeError::BreakerOpen {
                     node: node.to_owned(),
                     breaker: breaker.name().to_owned(),
+                    state: open.state(),
                     retry_after: open.retry_after(),
                 })
             }
@@ -238,6 +239,10 @@ async fn series<I: Send + Sync + 'static>(
         delay_before = delay;
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
+            // The breaker may have opened while we waited.
+            if permit.is_some_and(|p| !p.is_current()) {
+                return stop(StopReason::BreakerOpened, error);
+            }
         }
     }
 }
@@ -387,25 +392,41 @@ async fn call<I: Send + Sync + 'static>(
         None => fut.await,
         Some(until) => match tokio::time::timeout_at(until, fut).await {
             Ok(out) => out,
-            Err(_) if cut.by_deadline => {
-                return Err(NodeError::DeadlineExceeded {
-                    node: node.to_owned(),
-                    attempts: number,
-                    elapsed: started.elapsed(),
-                });
-            }
-            Err(_) => {
-                return Err(NodeError::Timeout {
-                    node: node.to_owned(),
-                    attempt: number,
-                    limit: policy.timeout.unwrap_or_default(),
-                });
-            }
+            Err(_) => return Err(cut_error(node, policy, number, cut, started)),
         },
     };
     match out {
         Ok(Ok(value)) => Ok(value),
+        // The task gave up at (or after) the instant baton would have cut it — typically its
+        // own timeout set from `ctx.remaining()`, whose timer fired in the same tick as ours:
+        // that is the cut, not a task error.
+        Ok(Err(_)) if cut.until.is_some_and(|u| Instant::now() >= u) => {
+            Err(cut_error(node, policy, number, cut, started))
+        }
         Ok(Err(error)) => Err(NodeError::Task(error)),
         Err(panic) => Err(NodeError::from_panic(panic.as_ref())),
+    }
+}
+
+/// The error of an attempt cut at `cut.until`.
+fn cut_error(
+    node: &str,
+    policy: &NodePolicy,
+    number: u32,
+    cut: Cut,
+    started: Instant,
+) -> NodeError {
+    if cut.by_deadline {
+        NodeError::DeadlineExceeded {
+            node: node.to_owned(),
+            attempts: number,
+            elapsed: started.elapsed(),
+        }
+    } else {
+        NodeError::Timeout {
+            node: node.to_owned(),
+            attempt: number,
+            limit: policy.timeout.unwrap_or_default(),
+        }
     }
 }

@@ -279,8 +279,10 @@ async fn route<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Rec
             })),
         ),
     };
-    // The branch has no downstreams of its own: finishing it only records it.
-    let _ = run.finish(branch, record);
+    // The branch has no downstreams of its own: finishing it only records it. Under
+    // fail-fast the router's own failure (next) cancels the run, after skipping the
+    // router's downstreams.
+    let _ = run.finish_branch(branch, record);
     debug_assert_eq!(slot.state.load(Ordering::Acquire), DONE);
     Record {
         outcome,
@@ -288,7 +290,7 @@ async fn route<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Rec
         error,
         start: Some(start),
         end: core.elapsed(),
-        because: Some(branch),
+        because: None,
         attempt_log: Vec::new(),
     }
 }

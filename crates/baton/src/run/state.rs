@@ -434,6 +434,15 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// one downstream that became ready, for the caller to run inline; the others are
     /// spawned. Releases the node from `live` last.
     pub(crate) fn finish(&self, id: u32, record: Record) -> Option<u32> {
+        self.finish_inner(id, record, true)
+    }
+
+    /// [`finish`](Self::finish) for a router's branch: fail-fast is left to the router.
+    pub(crate) fn finish_branch(&self, id: u32, record: Record) -> Option<u32> {
+        self.finish_inner(id, record, false)
+    }
+
+    fn finish_inner(&self, id: u32, record: Record, fail_fast: bool) -> Option<u32> {
         let produced = record.value.is_some();
         let outcome = record.outcome;
         self.record(id, record, true);
@@ -456,7 +465,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
                 }
             }
         }
-        if outcome == Outcome::Failed && core.mode == FailureMode::FailFast {
+        if fail_fast && outcome == Outcome::Failed && core.mode == FailureMode::FailFast {
             self.cancel(CancelReason::FailFast {
                 node: self.graph.meta.name(id).to_owned(),
             });
