@@ -71,7 +71,7 @@ impl Default for Options {
             imps: Imp::ALL.to_vec(),
             samples: 7,
             min_sample: Duration::from_millis(40),
-            budget: Duration::from_secs(10),
+            budget: Duration::from_secs(20),
             mem_min_size: Some(100_000),
             markdown: None,
             quick: false,
@@ -243,6 +243,9 @@ fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
 
+/// Fewest samples taken of a point (when the budget allows any).
+const MIN_SAMPLES: usize = 3;
+
 /// Measures one (shape, threads, size) point for every implementation.
 fn measure_point(
     o: &Options,
@@ -255,8 +258,9 @@ fn measure_point(
     let shape = dag.shape;
     let load_before = load();
     let mut rows = Vec::new();
-    let mut active: Vec<(Imp, u32)> = Vec::new();
-    let runs_needed = o.samples as f64 + 2.0;
+    // (implementation, repetitions per sample, samples)
+    let mut active: Vec<(Imp, u32, usize)> = Vec::new();
+    let budget = secs(o.budget);
     for &imp in o.imps.iter().filter(|i| i.supports(shape)) {
         if o.verify {
             if let Err(e) = verify(rt, imp, dag) {
@@ -279,16 +283,20 @@ fn measure_point(
             cell,
             load: load_before.clone(),
         };
-        if let Some(est) = history.get(&imp).and_then(|h| h.estimate(n)) {
-            if est * runs_needed > secs(o.budget) {
-                let why = format!(
-                    "skipped: est. {:.1} s per run x {} runs > {} s budget",
-                    est,
-                    runs_needed,
-                    secs(o.budget)
-                );
-                rows.push(row(Cell::Skipped(why)));
-                continue;
+        // The subjects (baton, the join-counter baseline, the floor) are always measured,
+        // with fewer samples when one run is long; the other baselines are skipped when
+        // `MIN_SAMPLES` runs would not fit in the budget.
+        let primary = matches!(imp, Imp::Baton | Imp::Tokio | Imp::Seq);
+        if !primary {
+            if let Some(est) = history.get(&imp).and_then(|h| h.estimate(n)) {
+                if est * (MIN_SAMPLES + 1) as f64 > budget {
+                    let why = format!(
+                        "skipped: est. {est:.1} s per build + run + drop; {} runs > {budget} s budget",
+                        MIN_SAMPLES + 1
+                    );
+                    rows.push(row(Cell::Skipped(why)));
+                    continue;
+                }
             }
         }
         // Warm-up and calibration.
@@ -305,22 +313,22 @@ fn measure_point(
             .or_default()
             .per_node
             .push(one * 1e9 / n as f64);
-        if one * runs_needed > secs(o.budget) {
+        if !primary && one * MIN_SAMPLES as f64 > budget {
             let why = format!(
-                "skipped: one run took {:.1} s; {} runs > {} s budget",
-                one,
-                runs_needed,
-                secs(o.budget)
+                "skipped: one build + run + drop took {one:.1} s; {MIN_SAMPLES} more > {budget} s budget"
             );
             rows.push(row(Cell::Skipped(why)));
             continue;
         }
         let mut reps = ((secs(o.min_sample) / one).ceil() as u32).clamp(1, 1_000_000);
+        // Seconds per run, refined by the second warm-up.
+        let mut per_run = one;
         if reps > 1 {
             // Second warm-up at the real repetition count, and a finer calibration.
             match measure(rt, imp, dag, reps) {
                 Ok(t) => {
                     let per = secs(t.total()).max(1e-9) / f64::from(reps);
+                    per_run = per;
                     reps = ((secs(o.min_sample) / per).ceil() as u32).clamp(1, 1_000_000);
                     if let Some(h) = history.get_mut(&imp) {
                         if let Some(last) = h.per_node.last_mut() {
@@ -334,14 +342,17 @@ fn measure_point(
                 }
             }
         }
-        active.push((imp, reps));
+        let per_sample = per_run * f64::from(reps);
+        let fit = (budget / per_sample).floor() as usize;
+        let samples = fit.clamp(MIN_SAMPLES.min(o.samples), o.samples);
+        active.push((imp, reps, samples));
     }
     let mut samples: HashMap<Imp, Vec<Timing>> = HashMap::new();
     let mut failed: HashMap<Imp, String> = HashMap::new();
     for s in 0..o.samples {
         for k in 0..active.len() {
-            let (imp, reps) = active[(k + s) % active.len()];
-            if failed.contains_key(&imp) {
+            let (imp, reps, wanted) = active[(k + s) % active.len()];
+            if failed.contains_key(&imp) || s >= wanted {
                 continue;
             }
             match measure(rt, imp, dag, reps) {
@@ -353,7 +364,7 @@ fn measure_point(
         }
     }
     let load_after = load();
-    for (imp, _) in &active {
+    for (imp, _, _) in &active {
         let load = format!("{load_before}->{load_after}");
         let cell = match failed.remove(imp) {
             Some(e) => Cell::Failed(e),
@@ -450,6 +461,41 @@ fn child_main(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// `--profile-run SHAPE IMP SIZE THREADS RUNS`: builds once and runs `RUNS` times with no
+/// calibration, for profilers (`valgrind --tool=callgrind --toggle-collect='*run_once*'`,
+/// `valgrind --tool=dhat`: compare `RUNS` = 0 with `RUNS` = k for the per-run counts).
+fn profile_main(args: &[String]) -> Result<(), String> {
+    let [shape, imp, size, threads, runs] = args else {
+        return Err("--profile-run SHAPE IMP SIZE THREADS RUNS".to_owned());
+    };
+    let shape: Shape = shape.parse()?;
+    let imp: Imp = imp.parse()?;
+    let dag = Arc::new(Dag::new(shape, parse_size(size)?));
+    let threads: usize = threads.parse().map_err(|e| format!("{e}"))?;
+    let runs: u32 = runs.parse().map_err(|e| format!("{e}"))?;
+    let rt = runtime(threads);
+    let n = dag.len();
+    let probe = Probe::none();
+    let elapsed = rt
+        .block_on(rt.spawn(async move {
+            let mut built = imps::build(imp, &dag, &probe);
+            let start = Instant::now();
+            for _ in 0..runs {
+                imps::run_once(imp, &mut built, &dag, &probe).await?;
+            }
+            let elapsed = start.elapsed();
+            drop(built);
+            Ok::<_, String>(elapsed)
+        }))
+        .map_err(|e| e.to_string())??;
+    report::note(&format!(
+        "{imp} {shape} n={n} threads={threads}: {runs} runs in {:.3} s, {:.0} ns/node",
+        elapsed.as_secs_f64(),
+        elapsed.as_secs_f64() * 1e9 / (f64::from(runs.max(1)) * n as f64)
+    ));
+    Ok(())
+}
+
 fn run(o: &Options) -> Vec<Row> {
     let mut rows = Vec::new();
     let started = Instant::now();
@@ -476,8 +522,13 @@ fn run(o: &Options) -> Vec<Row> {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("--child-mem") {
-        return match child_main(&args[1..]) {
+    let special = match args.first().map(String::as_str) {
+        Some("--child-mem") => Some(child_main as fn(&[String]) -> Result<(), String>),
+        Some("--profile-run") => Some(profile_main as fn(&[String]) -> Result<(), String>),
+        _ => None,
+    };
+    if let Some(f) = special {
+        return match f(&args[1..]) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 report::note(&e);

@@ -9,6 +9,9 @@
 //! 4. `policy_1k`: a 1 000-node fan-out whose nodes have timeout + retry + breaker + fallback
 //!    configured but never triggered, beside the same fan-out of bare nodes (the policy
 //!    path's cost).
+//! 5. `build_10k`: building (and dropping) a 10 000-node chain, names included; beside it the
+//!    tokio baseline's build (downstream lists and in-degrees). Build and drop dominate the
+//!    1M-node "build, run, drop" figures.
 //!
 //! Graphs are built once, outside the measured loop. Every measured loop runs inside a task
 //! on a multi-thread runtime with 2 workers (the bench thread only waits), timed with
@@ -309,5 +312,24 @@ fn policy(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, order, chain, fan, policy);
+fn build(c: &mut Criterion) {
+    const N: usize = 10_000;
+    let mut group = c.benchmark_group("build_10k");
+    group.throughput(Throughput::Elements(N as u64));
+    group.sample_size(20);
+    group.bench_function("baton", |b| {
+        b.iter(|| {
+            let mut g = Graph::<()>::builder();
+            let mut prev: Node<()> = g.node("n0").task(noop);
+            for i in 1..N {
+                prev = g.node(format!("n{i}")).after(prev).task(noop);
+            }
+            g.build().expect("valid graph")
+        })
+    });
+    group.bench_function("tokio", |b| b.iter(|| Plan::new(&chain_ups(N))));
+    group.finish();
+}
+
+criterion_group!(benches, order, chain, fan, policy, build);
 criterion_main!(benches);
