@@ -151,6 +151,9 @@ where
     ) -> Option<AttemptFuture> {
         let values = self.upstreams.__fetch(cx)?;
         let task = Arc::clone(&self.task);
+        // Created now, before the closure runs: the attempt's end (timeout, cancelled run)
+        // cancels it even though the closure, which owns `ctx`, keeps running.
+        let _ = ctx.cancellation_token();
         let run = Arc::clone(&ctx.run);
         let node = ctx.node;
         let finished = Arc::new(AtomicBool::new(false));
@@ -296,7 +299,11 @@ impl<I> Ctx<I> {
     #[must_use]
     pub fn cancellation_token(&self) -> CancellationToken {
         match self.run.core.slot(self.node) {
-            Some(slot) => slot.attempt_token(self.attempt, self.run.core.run_token()),
+            Some(slot) => {
+                let core = &self.run.core;
+                core.tokens
+                    .get(slot, self.node, self.attempt, core.run_token())
+            }
             None => {
                 let t = CancellationToken::new();
                 t.cancel();

@@ -375,7 +375,8 @@ async fn call<I: Send + Sync + 'static>(
     let cx = run.fetch_cx(id);
     let ctx = Ctx::new(Arc::clone(run), id, number, cut.until);
     let _attempt = AttemptGuard {
-        slot: run.core.slot(id),
+        core: &run.core,
+        node: id,
         attempt: number,
     };
     let fut = match std::panic::catch_unwind(AssertUnwindSafe(|| task.call(ctx, &cx, permit))) {

@@ -172,7 +172,8 @@ async fn plain<I: Send + Sync + 'static>(
     let ctx = Ctx::new(Arc::clone(run), id, 1, None);
     let span = trace::attempt_span(node, 1, None);
     let _attempt = AttemptGuard {
-        slot: core.slot(id),
+        core,
+        node: id,
         attempt: 1,
     };
     let out = match guarded(|| task.call(ctx, &cx, None)) {

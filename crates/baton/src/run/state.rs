@@ -82,66 +82,75 @@ pub(crate) struct Slot {
     pub(crate) abandoned: AtomicU32,
     pub(crate) waker: AtomicWaker,
     pub(crate) record: OnceLock<Record>,
-    /// The cancellation token of the running attempt, once a task asked for it.
-    token: Mutex<Option<(u32, CancellationToken)>>,
-    has_token: AtomicBool,
-    /// The highest attempt number that has ended.
-    ended: AtomicU32,
 }
 
-impl Slot {
-    /// The token of attempt `attempt`, created (as a child of `parent`) on first request. An
-    /// attempt that has ended gets a cancelled token.
-    pub(crate) fn attempt_token(
+/// Attempt tokens: created only when a task asks for one (rare), so they live beside the
+/// slots, not in them.
+#[derive(Debug, Default)]
+pub(crate) struct Tokens {
+    /// Set (never cleared) once any task of the run asked for a token.
+    used: AtomicBool,
+    /// `(node, attempt, token)` of attempts that asked and have not ended.
+    live: Mutex<Vec<(u32, u32, CancellationToken)>>,
+}
+
+impl Tokens {
+    fn live(&self) -> std::sync::MutexGuard<'_, Vec<(u32, u32, CancellationToken)>> {
+        self.live.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The token of `node`'s attempt `attempt`, created as a child of `parent` on first
+    /// request. An attempt that has visibly ended (a later attempt started, or the node
+    /// ended) gets a cancelled token.
+    pub(crate) fn get(
         &self,
+        slot: &Slot,
+        node: u32,
         attempt: u32,
         parent: &CancellationToken,
     ) -> CancellationToken {
-        let mut cell = self.token.lock().unwrap_or_else(PoisonError::into_inner);
-        // Pairs with `end_attempt`: it stores `ended` then reads `has_token`; we read
-        // `ended` then store `has_token`. One of the two sees the other's store.
-        if self.ended.load(Ordering::SeqCst) >= attempt {
+        self.used.store(true, Ordering::SeqCst);
+        let mut live = self.live();
+        if let Some((_, _, t)) = live.iter().find(|(n, a, _)| *n == node && *a == attempt) {
+            return t.clone();
+        }
+        if slot.attempts.load(Ordering::SeqCst) > attempt
+            || slot.state.load(Ordering::SeqCst) == DONE
+        {
             let t = CancellationToken::new();
             t.cancel();
             return t;
         }
-        match &*cell {
-            Some((a, t)) if *a == attempt => t.clone(),
-            _ => {
-                let t = parent.child_token();
-                *cell = Some((attempt, t.clone()));
-                self.has_token.store(true, Ordering::SeqCst);
-                t
-            }
-        }
+        let t = parent.child_token();
+        live.push((node, attempt, t.clone()));
+        t
     }
 
-    /// Attempt `attempt` ended (completed, or its future was dropped): cancels its token.
-    pub(crate) fn end_attempt(&self, attempt: u32) {
-        self.ended.fetch_max(attempt, Ordering::SeqCst);
-        if !self.has_token.load(Ordering::SeqCst) {
+    /// `node`'s attempts up to `attempt` ended: cancels and forgets their tokens.
+    pub(crate) fn end(&self, node: u32, attempt: u32) {
+        if !self.used.load(Ordering::SeqCst) {
             return;
         }
-        let cell = self.token.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((a, t)) = &*cell {
-            if *a <= attempt {
+        self.live().retain(|(n, a, t)| {
+            let ended = *n == node && *a <= attempt;
+            if ended {
                 t.cancel();
             }
-        }
+            !ended
+        });
     }
 }
 
 /// Ends an attempt's token when the attempt's future completes or is dropped.
 pub(crate) struct AttemptGuard<'a> {
-    pub(crate) slot: Option<&'a Slot>,
+    pub(crate) core: &'a RunCore,
+    pub(crate) node: u32,
     pub(crate) attempt: u32,
 }
 
 impl Drop for AttemptGuard<'_> {
     fn drop(&mut self) {
-        if let Some(slot) = self.slot {
-            slot.end_attempt(self.attempt);
-        }
+        self.core.tokens.end(self.node, self.attempt);
     }
 }
 
@@ -164,6 +173,7 @@ pub(crate) struct RunCore {
     /// Whether the orchestrator accepted (and counts) this run.
     pub(crate) registered: AtomicBool,
     pub(crate) span: OnceLock<tracing::Span>,
+    pub(crate) tokens: Tokens,
     timeout: Option<Duration>,
     fixed_deadline: Option<Instant>,
 }
@@ -234,9 +244,6 @@ impl<I: Send + Sync + 'static> RunState<I> {
                 abandoned: AtomicU32::new(0),
                 waker: AtomicWaker::new(),
                 record: OnceLock::new(),
-                token: Mutex::new(None),
-                has_token: AtomicBool::new(false),
-                ended: AtomicU32::new(0),
             })
             .collect::<Box<[Slot]>>();
         let core = RunCore {
@@ -253,6 +260,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             deadline: OnceLock::new(),
             registered: AtomicBool::new(false),
             span: OnceLock::new(),
+            tokens: Tokens::default(),
             timeout,
             fixed_deadline,
         };
@@ -315,6 +323,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         let outcome = record.outcome;
         let _ = slot.record.set(record);
         slot.state.store(DONE, Ordering::Release);
+        self.core.tokens.end(id, u32::MAX);
         let counters = self.graph.orchestrator.counters();
         counters.outcome(outcome);
         if was_running {
