@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -24,6 +25,29 @@ use crate::run::{RunId, RunView};
 
 const SHARDS: usize = 16;
 
+/// Runs in flight of one shard, by run sequence number (unique, so not hashed).
+type RunsShard = HashMap<u64, Weak<dyn RunView>, BuildHasherDefault<SeqHasher>>;
+
+/// The identity "hash" of a run's sequence number.
+#[derive(Default)]
+struct SeqHasher(u64);
+
+impl Hasher for SeqHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8) | u64::from(*b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
 /// Owns the breaker, bulkhead and retry-budget registries, the observers, the statistics and
 /// the lifecycle of its runs; cheap to clone (`Arc`).
 ///
@@ -39,7 +63,7 @@ struct Inner {
     observers: Box<[Arc<dyn Observer>]>,
     counters: Counters,
     accepting: AtomicBool,
-    runs: [Mutex<HashMap<u64, Weak<dyn RunView>>>; SHARDS],
+    runs: [Mutex<RunsShard>; SHARDS],
     in_flight: AtomicUsize,
     idle: Notify,
 }
@@ -370,10 +394,10 @@ impl Orchestrator {
         if !inner.accepting.load(Ordering::SeqCst) {
             self.shard(key).remove(&key);
             self.leave();
-            inner.counters.runs_rejected.incr();
+            inner.counters.local().runs_rejected.incr();
             return false;
         }
-        let c = &inner.counters;
+        let c = inner.counters.local();
         c.runs_started.incr();
         c.runs_in_flight.incr();
         c.nodes_submitted.add(nodes as i64);
@@ -384,7 +408,7 @@ impl Orchestrator {
     pub(crate) fn run_ended(&self, id: RunId) {
         let key = id.seq();
         self.shard(key).remove(&key);
-        let c = &self.inner.counters;
+        let c = self.inner.counters.local();
         c.runs_finished.incr();
         c.runs_in_flight.decr();
         self.leave();
@@ -396,7 +420,7 @@ impl Orchestrator {
         }
     }
 
-    fn shard(&self, key: u64) -> MutexGuard<'_, HashMap<u64, Weak<dyn RunView>>> {
+    fn shard(&self, key: u64) -> MutexGuard<'_, RunsShard> {
         self.inner.runs[(key as usize) % SHARDS]
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -23,6 +23,17 @@ use crate::run::{FetchCx, RunId, RunState};
 /// A node's value, type-erased while it sits in the run's slot.
 pub(crate) type Value = Arc<dyn Any + Send + Sync>;
 
+/// Wraps a task's output as a [`Value`]. `()` — the value of side-effect nodes — shares one
+/// process-wide `Arc` instead of allocating one per node and run.
+pub(crate) fn into_value<T: Send + Sync + 'static>(value: T) -> Value {
+    use std::any::Any;
+    static UNIT: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    if (&value as &dyn Any).is::<()>() {
+        return Arc::clone(UNIT.get_or_init(|| Arc::new(())));
+    }
+    Arc::new(value)
+}
+
 /// One attempt of a task, boxed.
 pub(crate) type AttemptFuture = Pin<Box<dyn Future<Output = Result<Value, BoxError>> + Send>>;
 
@@ -103,7 +114,7 @@ where
         let attempt = (self.task)(ctx, values);
         Some(Box::pin(async move {
             let out = match attempt.await {
-                Ok(value) => Ok(Arc::new(value) as Value),
+                Ok(value) => Ok(into_value(value)),
                 Err(e) => Err(e.into()),
             };
             drop(permit);
@@ -176,7 +187,7 @@ where
         Some(Box::pin(async move {
             let _abandon = abandon;
             match handle.await {
-                Ok(Ok(value)) => Ok(Arc::new(value) as Value),
+                Ok(Ok(value)) => Ok(into_value(value)),
                 Ok(Err(e)) => Err(e),
                 Err(join) => match join.try_into_panic() {
                     Ok(panic) => std::panic::resume_unwind(panic),

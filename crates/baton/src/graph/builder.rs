@@ -1,7 +1,6 @@
 //! `GraphBuilder` and `NodeBuilder`: adding nodes, declaring upstreams, attaching tasks.
 
 use std::any::TypeId;
-use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -9,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::handle::Node;
+use super::names::Names;
 use super::router::RouterBuilder;
 use super::upstreams::{Named, UpstreamRef, Upstreams};
 use super::{Graph, NodeKind, validate};
@@ -22,10 +22,37 @@ use crate::task::{BlockingTask, Ctx, ErasedTask, TypedTask};
 
 static NEXT_GRAPH_ID: AtomicU64 = AtomicU64::new(1);
 
-/// A node as the builder holds it until `build()`.
+/// A node as the builder holds it until `build()`. Its name is in the builder's `names`,
+/// its upstreams are `ups[ups_from..ups_to]` of the builder.
 pub(super) struct PendingNode<I> {
-    pub(super) name: Arc<str>,
-    pub(super) upstreams: Vec<UpstreamRef>,
+    pub(super) ups_to: u32,
+    pub(super) type_id: TypeId,
+    pub(super) type_name: &'static str,
+    pub(super) task: Box<dyn ErasedTask<I>>,
+    pub(super) policy: Option<Box<PolicySpec>>,
+    pub(super) kind: NodeKind,
+    pub(super) callbacks: Option<Box<NodeCallbacks>>,
+}
+
+/// One declared upstream, after `add`: a node index (handles, already checked), or a name
+/// to resolve at `build()`.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Up {
+    Index(u32),
+    Name(u32),
+}
+
+/// An upstream given by name.
+#[derive(Debug)]
+pub(super) struct NameRef {
+    pub(super) name: String,
+    pub(super) type_id: TypeId,
+    pub(super) type_name: &'static str,
+}
+
+/// A node as `NodeBuilder::finish` hands it to `GraphBuilder::add`.
+pub(super) struct NewNode<I> {
+    pub(super) name: String,
     pub(super) type_id: TypeId,
     pub(super) type_name: &'static str,
     pub(super) task: Box<dyn ErasedTask<I>>,
@@ -45,7 +72,11 @@ pub(super) struct PendingNode<I> {
 pub struct GraphBuilder<I> {
     pub(super) id: u64,
     pub(super) nodes: Vec<PendingNode<I>>,
-    names: HashMap<Arc<str>, u32>,
+    pub(super) names: Names,
+    pub(super) ups: Vec<Up>,
+    pub(super) name_refs: Vec<NameRef>,
+    /// Scratch for `Upstreams::__declare`, reused so that adding a node allocates nothing.
+    declared: Vec<UpstreamRef>,
     errors: Vec<BuildError>,
     mode: FailureMode,
     orchestrator: Orchestrator,
@@ -54,10 +85,7 @@ pub struct GraphBuilder<I> {
 impl<I> fmt::Debug for GraphBuilder<I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GraphBuilder")
-            .field(
-                "nodes",
-                &self.nodes.iter().map(|n| &n.name).collect::<Vec<_>>(),
-            )
+            .field("nodes", &self.names)
             .field("errors", &self.errors)
             .field("failure_mode", &self.mode)
             .finish()
@@ -83,7 +111,10 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
         GraphBuilder {
             id: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed),
             nodes: Vec::new(),
-            names: HashMap::new(),
+            names: Names::default(),
+            ups: Vec::new(),
+            name_refs: Vec::new(),
+            declared: Vec::new(),
             errors: Vec::new(),
             mode: FailureMode::default(),
             orchestrator,
@@ -185,6 +216,8 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
             self.id,
             self.nodes,
             self.names,
+            self.ups,
+            self.name_refs,
             self.mode,
             &self.orchestrator,
         )?;
@@ -193,26 +226,55 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
         })
     }
 
-    pub(super) fn add(&mut self, node: PendingNode<I>) -> u32 {
-        let index = self.nodes.len() as u32;
-        if self.names.contains_key(&node.name) {
-            self.errors.push(BuildError::DuplicateName {
-                name: node.name.to_string(),
-            });
-        } else {
-            self.names.insert(Arc::clone(&node.name), index);
-        }
-        for up in &node.upstreams {
-            if let UpstreamRef::Handle { graph, index } = up {
-                if *graph != self.id {
-                    self.errors.push(BuildError::ForeignHandle {
-                        node: node.name.to_string(),
-                        upstream: format!("#{index}"),
+    /// Records the upstreams of the node about to be added (`node`); problems are recorded
+    /// for `build()`.
+    pub(super) fn declare<U: Upstreams>(&mut self, upstreams: &U, node: &str) {
+        self.declared.clear();
+        upstreams.__declare(&mut self.declared);
+        for up in self.declared.drain(..) {
+            match up {
+                UpstreamRef::Handle { graph, index: up } => {
+                    if graph != self.id {
+                        self.errors.push(BuildError::ForeignHandle {
+                            node: node.to_owned(),
+                            upstream: format!("#{up}"),
+                        });
+                    }
+                    self.ups.push(Up::Index(up));
+                }
+                UpstreamRef::Name {
+                    name,
+                    type_id,
+                    type_name,
+                } => {
+                    self.ups.push(Up::Name(self.name_refs.len() as u32));
+                    self.name_refs.push(NameRef {
+                        name,
+                        type_id,
+                        type_name,
                     });
                 }
             }
         }
-        self.nodes.push(node);
+    }
+
+    /// Adds a node whose upstreams [`declare`](Self::declare) just recorded.
+    pub(super) fn add(&mut self, node: NewNode<I>) -> u32 {
+        let index = self.nodes.len() as u32;
+        if !self.names.push(&node.name) {
+            self.errors.push(BuildError::DuplicateName {
+                name: node.name.to_string(),
+            });
+        }
+        self.nodes.push(PendingNode {
+            ups_to: self.ups.len() as u32,
+            type_id: node.type_id,
+            type_name: node.type_name,
+            task: node.task,
+            policy: (!node.policy.is_empty()).then(|| Box::new(node.policy)),
+            kind: node.kind,
+            callbacks: node.callbacks,
+        });
         index
     }
 }
@@ -441,8 +503,6 @@ where
         self,
         make: impl FnOnce(U, Option<Fallback<T>>) -> Box<dyn ErasedTask<I>>,
     ) -> Node<T> {
-        let mut declared = Vec::new();
-        self.upstreams.__declare(&mut declared);
         let NodeBuilder {
             builder,
             name,
@@ -451,9 +511,10 @@ where
             fallback,
             callbacks,
         } = self;
-        let node = PendingNode {
-            name: Arc::from(name),
-            upstreams: declared,
+        let graph = builder.id;
+        builder.declare(&upstreams, &name);
+        let node = NewNode {
+            name,
             type_id: TypeId::of::<T>(),
             type_name: std::any::type_name::<T>(),
             task: make(upstreams, fallback),
@@ -461,7 +522,6 @@ where
             kind: NodeKind::Task,
             callbacks: (!callbacks.is_empty()).then(|| Box::new(callbacks)),
         };
-        let graph = builder.id;
         let index = builder.add(node);
         Node::new(graph, index)
     }

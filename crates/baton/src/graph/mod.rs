@@ -8,11 +8,11 @@
 
 mod builder;
 mod handle;
+pub(crate) mod names;
 mod router;
 mod upstreams;
 mod validate;
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -93,7 +93,7 @@ impl<I> Graph<I> {
     /// The nodes' names, in the order they were added.
     #[must_use]
     pub fn names(&self) -> impl ExactSizeIterator<Item = &str> {
-        self.inner.meta.names.iter().map(|n| &**n)
+        self.inner.meta.names.iter()
     }
 
     /// The names of the upstreams of the node called `name`, in declaration order; `None`
@@ -101,7 +101,7 @@ impl<I> Graph<I> {
     #[must_use]
     pub fn upstreams_of(&self, name: &str) -> Option<Vec<&str>> {
         let meta = &self.inner.meta;
-        let id = *meta.by_name.get(name)?;
+        let id = meta.names.find(name)?;
         Some(meta.upstreams(id).iter().map(|&u| meta.name(u)).collect())
     }
 
@@ -145,8 +145,7 @@ pub(crate) struct GraphInner<I> {
 #[derive(Debug)]
 pub(crate) struct GraphMeta {
     pub(crate) id: u64,
-    pub(crate) names: Box<[Arc<str>]>,
-    pub(crate) by_name: HashMap<Arc<str>, u32>,
+    pub(crate) names: Arc<names::Names>,
     /// `ups[up_at[i]..up_at[i + 1]]` are node `i`'s upstreams, in declaration order.
     up_at: Box<[u32]>,
     ups: Box<[u32]>,
@@ -162,7 +161,7 @@ impl GraphMeta {
     }
 
     pub(crate) fn name(&self, id: u32) -> &str {
-        self.names.get(id as usize).map_or("<unknown>", |n| n)
+        self.names.get(id)
     }
 
     pub(crate) fn upstreams(&self, id: u32) -> &[u32] {

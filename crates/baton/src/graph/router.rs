@@ -8,7 +8,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use super::NodeKind;
-use super::builder::{GraphBuilder, NodeBuilder, PendingNode};
+use super::builder::{GraphBuilder, NewNode, NodeBuilder};
 use super::handle::Node;
 use super::upstreams::{Named, Upstreams};
 use crate::error::NodeError;
@@ -83,15 +83,13 @@ where
         F: Fn(&I, &U::Values) -> K + Send + Sync + 'static,
         K: Into<String>,
     {
-        let mut declared = Vec::new();
-        self.upstreams.__declare(&mut declared);
+        self.builder.declare(&self.upstreams, &self.name);
         let task = RouterTask {
             upstreams: self.upstreams.clone(),
             select: Box::new(move |input: &I, values: &U::Values| select(input, values).into()),
         };
-        let node = PendingNode {
-            name: Arc::from(self.name),
-            upstreams: declared,
+        let node = NewNode {
+            name: self.name,
             type_id: TypeId::of::<T>(),
             type_name: std::any::type_name::<T>(),
             task: Box::new(task),

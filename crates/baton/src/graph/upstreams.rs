@@ -22,6 +22,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use super::handle::Node;
+use super::names::Names;
 use crate::run::FetchCx;
 
 /// A set of upstream nodes and the shape in which their values reach the task.
@@ -186,9 +187,12 @@ impl<V: Send + Sync + 'static> Upstreams for Named<V> {
     }
     fn __fetch(&self, cx: &FetchCx<'_>) -> Option<Inputs<V>> {
         let entries = (0..self.names.len())
-            .map(|i| Some((cx.name(i)?, cx.typed::<V>(i)?)))
+            .map(|i| Some((cx.upstream(i)?, cx.typed::<V>(i)?)))
             .collect::<Option<Vec<_>>>()?;
-        Some(Inputs { entries })
+        Some(Inputs {
+            names: Arc::clone(cx.names()),
+            entries,
+        })
     }
 }
 
@@ -196,9 +200,17 @@ impl<V: Send + Sync + 'static> Upstreams for Named<V> {
 ///
 /// Built for graphs that come from configuration, where every node produces the same type
 /// `V` (for example `serde_json::Value`).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Inputs<V> {
-    entries: Vec<(Arc<str>, Arc<V>)>,
+    names: Arc<Names>,
+    /// (upstream's node index, its value), in declaration order.
+    entries: Vec<(u32, Arc<V>)>,
+}
+
+impl<V: std::fmt::Debug> std::fmt::Debug for Inputs<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
 }
 
 impl<V> Inputs<V> {
@@ -207,14 +219,14 @@ impl<V> Inputs<V> {
     pub fn get(&self, name: &str) -> Option<&Arc<V>> {
         self.entries
             .iter()
-            .find(|(n, _)| &**n == name)
+            .find(|(n, _)| self.names.get(*n) == name)
             .map(|(_, v)| v)
     }
 
     /// The upstreams' names and values, in declaration order.
     #[must_use]
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &Arc<V>)> {
-        self.entries.iter().map(|(n, v)| (&**n, v))
+        self.entries.iter().map(|(n, v)| (self.names.get(*n), v))
     }
 
     /// How many upstreams the node has.

@@ -2,10 +2,12 @@
 //! compressed adjacency the scheduler walks.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use super::builder::PendingNode;
-use super::upstreams::UpstreamRef;
+use std::sync::Arc;
+
+use super::builder::{NameRef, Up};
+use super::names::Names;
 use super::{GraphInner, GraphMeta, NodeKind};
 use crate::error::BuildError;
 use crate::orchestrator::Orchestrator;
@@ -15,36 +17,40 @@ use crate::run::FailureMode;
 pub(super) fn build<I>(
     id: u64,
     nodes: Vec<PendingNode<I>>,
-    by_name: HashMap<Arc<str>, u32>,
+    mut names: Names,
+    declared: Vec<Up>,
+    name_refs: Vec<NameRef>,
     mode: FailureMode,
     orchestrator: &Orchestrator,
 ) -> Result<GraphInner<I>, BuildError> {
     let n = nodes.len();
     // Resolve every upstream to an index, in declaration order.
     let mut up_at = Vec::with_capacity(n + 1);
-    let mut ups: Vec<u32> = Vec::new();
     up_at.push(0u32);
-    for node in &nodes {
-        for up in &node.upstreams {
-            let index = match up {
-                UpstreamRef::Handle { index, .. } => *index,
-                UpstreamRef::Name {
-                    name,
-                    type_id,
-                    type_name,
-                } => {
-                    let Some(&index) = by_name.get(name.as_str()) else {
+    let mut ups: Vec<u32> = Vec::with_capacity(declared.len());
+    let mut from = 0usize;
+    for (node_id, node) in nodes.iter().enumerate() {
+        let to = node.ups_to as usize;
+        for up in declared.get(from..to).unwrap_or(&[]) {
+            let index = match *up {
+                Up::Index(index) => index,
+                Up::Name(k) => {
+                    let Some(r) = name_refs.get(k as usize) else {
+                        continue;
+                    };
+                    let node_name = || names.get(node_id as u32).to_owned();
+                    let Some(index) = names.find(&r.name) else {
                         return Err(BuildError::UnknownUpstream {
-                            node: node.name.to_string(),
-                            upstream: name.clone(),
+                            node: node_name(),
+                            upstream: r.name.clone(),
                         });
                     };
                     let found = &nodes[index as usize];
-                    if found.type_id != *type_id {
+                    if found.type_id != r.type_id {
                         return Err(BuildError::TypeMismatch {
-                            node: node.name.to_string(),
-                            upstream: name.clone(),
-                            expected: type_name,
+                            node: node_name(),
+                            upstream: r.name.clone(),
+                            expected: r.type_name,
                             found: found.type_name,
                         });
                     }
@@ -54,7 +60,10 @@ pub(super) fn build<I>(
             ups.push(index);
         }
         up_at.push(ups.len() as u32);
+        from = to;
     }
+    drop(declared);
+    drop(name_refs);
 
     // Branches read their router's upstreams but are started by the router: they are
     // nobody's downstream and no root.
@@ -93,23 +102,24 @@ pub(super) fn build<I>(
         .map(|i| i as u32)
         .collect();
 
-    let mut names = Vec::with_capacity(n);
     let mut tasks = Vec::with_capacity(n);
     let mut policies = Vec::with_capacity(n);
     let mut kinds = Vec::with_capacity(n);
     let mut callbacks = Vec::with_capacity(n);
-    for node in nodes {
-        policies.push(resolve(&node.name, node.policy, orchestrator)?);
-        names.push(node.name);
+    for (i, node) in nodes.into_iter().enumerate() {
+        policies.push(match node.policy {
+            None => None,
+            Some(spec) => resolve(names.get(i as u32), *spec, orchestrator)?,
+        });
         tasks.push(node.task);
         kinds.push(node.kind);
         callbacks.push(node.callbacks);
     }
+    names.shrink();
     let meta = GraphMeta {
         id,
         roots,
-        names: names.into_boxed_slice(),
-        by_name,
+        names: Arc::new(names),
         up_at: up_at.into_boxed_slice(),
         ups: ups.into_boxed_slice(),
         down_at: down_at.into_boxed_slice(),
@@ -231,37 +241,41 @@ fn conflict(node: &str, taken: crate::orchestrator::NameTaken) -> BuildError {
 /// node and ending with it again. A branch counts as a downstream of its router.
 fn find_cycle(meta: &GraphMeta, kinds: &[NodeKind]) -> Option<Vec<String>> {
     let n = meta.len();
-    let mut router_of: Vec<Option<u32>> = vec![None; n];
+    const NONE: u32 = u32::MAX;
+    let mut router_of = vec![NONE; n];
     for (r, kind) in kinds.iter().enumerate() {
         if let NodeKind::Router { branches } = kind {
             for &(_, b) in branches.iter() {
                 if let Some(slot) = router_of.get_mut(b as usize) {
-                    *slot = Some(r as u32);
+                    *slot = r as u32;
                 }
             }
         }
     }
-    let ups_of = |id: u32| -> Vec<u32> {
-        match router_of[id as usize] {
-            Some(r) => vec![r],
-            None => meta.upstreams(id).to_vec(),
-        }
-    };
-    let mut pending: Vec<u32> = (0..n as u32).map(|i| ups_of(i).len() as u32).collect();
+    let mut pending: Vec<u32> = (0..n)
+        .map(|i| match router_of[i] {
+            NONE => meta.in_degree(i as u32),
+            _ => 1,
+        })
+        .collect();
     let mut ready: Vec<u32> = (0..n as u32)
         .filter(|&i| pending[i as usize] == 0)
         .collect();
     let mut freed = 0usize;
+    let free = |d: u32, pending: &mut Vec<u32>, ready: &mut Vec<u32>| {
+        pending[d as usize] -= 1;
+        if pending[d as usize] == 0 {
+            ready.push(d);
+        }
+    };
     while let Some(id) = ready.pop() {
         freed += 1;
-        let mut downs: Vec<u32> = meta.downstreams(id).to_vec();
-        if let Some(NodeKind::Router { branches }) = kinds.get(id as usize) {
-            downs.extend(branches.iter().map(|&(_, b)| b));
+        for &d in meta.downstreams(id) {
+            free(d, &mut pending, &mut ready);
         }
-        for d in downs {
-            pending[d as usize] -= 1;
-            if pending[d as usize] == 0 {
-                ready.push(d);
+        if let Some(NodeKind::Router { branches }) = kinds.get(id as usize) {
+            for &(_, b) in branches.iter() {
+                free(b, &mut pending, &mut ready);
             }
         }
     }
@@ -269,13 +283,23 @@ fn find_cycle(meta: &GraphMeta, kinds: &[NodeKind]) -> Option<Vec<String>> {
         return None;
     }
     // Every node left has an upstream that is left too; follow those until one repeats.
+    let next_up = |id: u32| -> Option<u32> {
+        match router_of[id as usize] {
+            NONE => meta
+                .upstreams(id)
+                .iter()
+                .copied()
+                .find(|&u| pending[u as usize] > 0),
+            r => Some(r),
+        }
+    };
     let start = pending.iter().position(|&p| p > 0)? as u32;
     let mut seen_at: HashMap<u32, usize> = HashMap::new();
     let mut walk = vec![start];
     let mut cur = start;
     loop {
         seen_at.insert(cur, walk.len() - 1);
-        let next = *ups_of(cur).iter().find(|&&u| pending[u as usize] > 0)?;
+        let next = next_up(cur)?;
         if let Some(&at) = seen_at.get(&next) {
             // walk[at..] is the cycle, each step going to an upstream; reverse for flow order.
             let mut cycle: Vec<u32> = walk[at..].to_vec();

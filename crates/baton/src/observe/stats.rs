@@ -8,32 +8,56 @@
 
 use std::fmt;
 
-use super::striped::Striped;
+use super::striped::{Count, Padded, STRIPES, stripe};
 use crate::report::Outcome;
 
-/// The live counters behind [`Stats`].
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub(crate) runs_started: Striped,
-    pub(crate) runs_finished: Striped,
-    pub(crate) runs_rejected: Striped,
-    pub(crate) nodes_submitted: Striped,
-    pub(crate) succeeded: Striped,
-    pub(crate) recovered: Striped,
-    pub(crate) failed: Striped,
-    pub(crate) skipped: Striped,
-    pub(crate) not_taken: Striped,
-    pub(crate) cancelled: Striped,
-    pub(crate) attempts: Striped,
-    pub(crate) retries: Striped,
-    pub(crate) timeouts: Striped,
-    pub(crate) breaker_rejections: Striped,
-    pub(crate) fallbacks: Striped,
-    pub(crate) runs_in_flight: Striped,
-    pub(crate) nodes_in_flight: Striped,
+macro_rules! counters {
+    ($($field:ident),* $(,)?) => {
+        /// One stripe of the live counters behind [`Stats`].
+        #[derive(Debug, Default)]
+        pub(crate) struct Stripe {
+            $(pub(crate) $field: Count,)*
+        }
+
+        impl Counters {
+            fn sums(&self) -> Stripe {
+                let total = Stripe::default();
+                for s in &self.stripes {
+                    $(total.$field.add(s.0.$field.get());)*
+                }
+                total
+            }
+        }
+    };
 }
 
-impl Counters {
+counters!(
+    runs_started,
+    runs_finished,
+    runs_rejected,
+    nodes_submitted,
+    succeeded,
+    recovered,
+    failed,
+    skipped,
+    not_taken,
+    cancelled,
+    attempts,
+    retries,
+    timeouts,
+    breaker_rejections,
+    fallbacks,
+    runs_in_flight,
+    nodes_in_flight,
+);
+
+/// The live counters behind [`Stats`], striped per thread.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    stripes: [Padded<Stripe>; STRIPES],
+}
+
+impl Stripe {
     pub(crate) fn outcome(&self, outcome: Outcome) {
         match outcome {
             Outcome::Succeeded => self.succeeded.incr(),
@@ -44,26 +68,37 @@ impl Counters {
             Outcome::Cancelled => self.cancelled.incr(),
         }
     }
+}
 
+impl Counters {
+    /// This thread's stripe: bump its fields.
+    pub(crate) fn local(&self) -> &Stripe {
+        &self.stripes[stripe() % STRIPES].0
+    }
+
+    /// Zeroes the counters; the gauges (`runs_in_flight`, `nodes_in_flight`) are kept.
     pub(crate) fn reset(&self) {
-        for c in [
-            &self.runs_started,
-            &self.runs_finished,
-            &self.runs_rejected,
-            &self.nodes_submitted,
-            &self.succeeded,
-            &self.recovered,
-            &self.failed,
-            &self.skipped,
-            &self.not_taken,
-            &self.cancelled,
-            &self.attempts,
-            &self.retries,
-            &self.timeouts,
-            &self.breaker_rejections,
-            &self.fallbacks,
-        ] {
-            c.reset();
+        for s in &self.stripes {
+            let s = &s.0;
+            for c in [
+                &s.runs_started,
+                &s.runs_finished,
+                &s.runs_rejected,
+                &s.nodes_submitted,
+                &s.succeeded,
+                &s.recovered,
+                &s.failed,
+                &s.skipped,
+                &s.not_taken,
+                &s.cancelled,
+                &s.attempts,
+                &s.retries,
+                &s.timeouts,
+                &s.breaker_rejections,
+                &s.fallbacks,
+            ] {
+                c.reset();
+            }
         }
     }
 
@@ -76,24 +111,26 @@ impl Counters {
                 global_queue_depth: m.global_queue_depth(),
             }
         });
+        let t = self.sums();
+        let n = |c: &Count| c.get().max(0) as u64;
         Stats {
-            runs_started: self.runs_started.count(),
-            runs_finished: self.runs_finished.count(),
-            runs_rejected: self.runs_rejected.count(),
-            nodes_submitted: self.nodes_submitted.count(),
-            succeeded: self.succeeded.count(),
-            recovered: self.recovered.count(),
-            failed: self.failed.count(),
-            skipped: self.skipped.count(),
-            not_taken: self.not_taken.count(),
-            cancelled: self.cancelled.count(),
-            attempts: self.attempts.count(),
-            retries: self.retries.count(),
-            timeouts: self.timeouts.count(),
-            breaker_rejections: self.breaker_rejections.count(),
-            fallbacks: self.fallbacks.count(),
-            runs_in_flight: self.runs_in_flight.count(),
-            nodes_in_flight: self.nodes_in_flight.count(),
+            runs_started: n(&t.runs_started),
+            runs_finished: n(&t.runs_finished),
+            runs_rejected: n(&t.runs_rejected),
+            nodes_submitted: n(&t.nodes_submitted),
+            succeeded: n(&t.succeeded),
+            recovered: n(&t.recovered),
+            failed: n(&t.failed),
+            skipped: n(&t.skipped),
+            not_taken: n(&t.not_taken),
+            cancelled: n(&t.cancelled),
+            attempts: n(&t.attempts),
+            retries: n(&t.retries),
+            timeouts: n(&t.timeouts),
+            breaker_rejections: n(&t.breaker_rejections),
+            fallbacks: n(&t.fallbacks),
+            runs_in_flight: n(&t.runs_in_flight),
+            nodes_in_flight: n(&t.nodes_in_flight),
             bulkhead_waiters: bulkhead_waiters as u64,
             runtime,
         }

@@ -1,34 +1,21 @@
-//! A counter split over cache-padded stripes, so that threads counting at once do not fight
-//! over one cache line; a read sums the stripes.
+//! Counters split over cache-padded stripes, one stripe per thread (modulo the stripe count),
+//! so that threads counting at once do not fight over one cache line. A thread finds its
+//! stripe once per call site (one thread-local read) and bumps any fields of it; a read sums
+//! the stripes.
 
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
-const STRIPES: usize = 8;
+/// How many stripes.
+pub(crate) const STRIPES: usize = 8;
 
-#[repr(align(128))]
+/// One signed counter of a stripe (signed, so that gauges can go up on one stripe and down
+/// on another).
 #[derive(Debug, Default)]
-struct Padded(AtomicI64);
+pub(crate) struct Count(AtomicI64);
 
-/// A striped signed counter (signed so that gauges can go up and down on different
-/// stripes).
-#[derive(Debug, Default)]
-pub(crate) struct Striped {
-    stripes: [Padded; STRIPES],
-}
-
-fn stripe() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
-    }
-    INDEX.with(|i| *i)
-}
-
-impl Striped {
+impl Count {
     pub(crate) fn add(&self, n: i64) {
-        if let Some(s) = self.stripes.get(stripe()) {
-            s.0.fetch_add(n, Ordering::Relaxed);
-        }
+        self.0.fetch_add(n, Ordering::Relaxed);
     }
 
     pub(crate) fn incr(&self) {
@@ -40,20 +27,24 @@ impl Striped {
     }
 
     pub(crate) fn get(&self) -> i64 {
-        self.stripes
-            .iter()
-            .map(|s| s.0.load(Ordering::Relaxed))
-            .sum()
-    }
-
-    /// A counter's value (never negative).
-    pub(crate) fn count(&self) -> u64 {
-        self.get().max(0) as u64
+        self.0.load(Ordering::Relaxed)
     }
 
     pub(crate) fn reset(&self) {
-        for s in &self.stripes {
-            s.0.store(0, Ordering::Relaxed);
-        }
+        self.0.store(0, Ordering::Relaxed);
     }
+}
+
+/// A value padded to its own cache lines.
+#[repr(align(128))]
+#[derive(Debug, Default)]
+pub(crate) struct Padded<T>(pub(crate) T);
+
+/// This thread's stripe index.
+pub(crate) fn stripe() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
+    }
+    INDEX.with(|i| *i)
 }

@@ -62,3 +62,14 @@ pub(crate) fn record_outcome(span: &Span, record: &Record) {
         span.record("attempts", record.attempt_log.len().max(1));
     }
 }
+
+/// Polls `fut` inside `span`, or plainly when the span is disabled (no subscriber wants it,
+/// or the `tracing` feature is off): the wrapper costs nothing then.
+pub(crate) async fn within<F: std::future::Future>(span: Span, fut: F) -> F::Output {
+    use tracing::Instrument;
+    if span.is_disabled() {
+        fut.await
+    } else {
+        fut.instrument(span).await
+    }
+}

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use futures_util::FutureExt;
 
 use crate::error::{BoxError, NodeError};
-use crate::task::Value;
+use crate::task::{Value, into_value};
 
 type AsyncFallback<T> = Arc<
     dyn Fn(Arc<NodeError>) -> Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send>>
@@ -111,7 +111,7 @@ impl<T: Send + Sync + 'static> Fallback<T> {
         match &self.kind {
             Kind::Value(v) => Ok(Arc::clone(v) as Value),
             Kind::Fn(f) => match std::panic::catch_unwind(AssertUnwindSafe(|| f(&error))) {
-                Ok(v) => Ok(Arc::new(v) as Value),
+                Ok(v) => Ok(into_value(v)),
                 Err(p) => Err(failed(NodeError::from_panic(p.as_ref()), error)),
             },
             Kind::Async(f) => {
@@ -121,7 +121,7 @@ impl<T: Send + Sync + 'static> Fallback<T> {
                     Err(p) => return Err(failed(NodeError::from_panic(p.as_ref()), error)),
                 };
                 match AssertUnwindSafe(fut).catch_unwind().await {
-                    Ok(Ok(v)) => Ok(Arc::new(v) as Value),
+                    Ok(Ok(v)) => Ok(into_value(v)),
                     Ok(Err(e)) => Err(failed(NodeError::Task(e), error)),
                     Err(p) => Err(failed(NodeError::from_panic(p.as_ref()), error)),
                 }

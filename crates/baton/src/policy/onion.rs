@@ -14,8 +14,6 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use tokio::time::Instant;
 
-use tracing::Instrument;
-
 use super::NodePolicy;
 use super::breaker::BreakerPermit;
 use super::bulkhead::BulkheadPermit;
@@ -50,7 +48,12 @@ pub(crate) async fn execute<I: Send + Sync + 'static>(
         None => series(run, id, policy, None, deadline, started, &mut attempts).await,
         Some(breaker) => match breaker.try_acquire() {
             Err(open) => {
-                run.graph.orchestrator.counters().breaker_rejections.incr();
+                run.graph
+                    .orchestrator
+                    .counters()
+                    .local()
+                    .breaker_rejections
+                    .incr();
                 Err(NodeError::BreakerOpen {
                     node: node.to_owned(),
                     breaker: breaker.name().to_owned(),
@@ -102,7 +105,7 @@ pub(crate) async fn execute<I: Send + Sync + 'static>(
     };
     let recover = task.fallback(node, Arc::clone(&error));
     if recover.is_some() {
-        run.graph.orchestrator.counters().fallbacks.incr();
+        run.graph.orchestrator.counters().local().fallbacks.incr();
         if run.observed() {
             run.emit(&Event::FallbackUsed {
                 run: run.core.run_id,
@@ -304,7 +307,7 @@ async fn attempt<I: Send + Sync + 'static>(
         slot.attempts
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
-    let counters = run.graph.orchestrator.counters();
+    let counters = run.graph.orchestrator.counters().local();
     counters.attempts.incr();
     if number > 1 {
         counters.retries.incr();
@@ -319,9 +322,11 @@ async fn attempt<I: Send + Sync + 'static>(
             budget,
         });
     }
-    let out = call(run, id, policy, number, cut, started, permit)
-        .instrument(trace::attempt_span(node, number, budget))
-        .await;
+    let out = trace::within(
+        trace::attempt_span(node, number, budget),
+        call(run, id, policy, number, cut, started, permit),
+    )
+    .await;
     if let Err(error) = &out {
         if matches!(
             error,

@@ -32,7 +32,12 @@ pub struct Report {
     run: Arc<dyn RunView>,
 }
 
-static MISSING: Record = Record::empty(Outcome::Cancelled, Duration::ZERO);
+/// What a node with no record would read as (it cannot happen: every node is recorded
+/// before a report exists).
+fn missing() -> &'static Record {
+    static MISSING: std::sync::OnceLock<Record> = std::sync::OnceLock::new();
+    MISSING.get_or_init(|| Record::empty(Outcome::Cancelled, tokio::time::Instant::now()))
+}
 
 /// One attempt of a node with policies: when it ran, how long the backoff before it was, and
 /// how it failed.
@@ -116,7 +121,7 @@ impl Report {
     /// Everything the report knows about the node called `name`, if there is one.
     #[must_use]
     pub fn by_name(&self, name: &str) -> Option<NodeReport<'_>> {
-        let id = *self.run.meta().by_name.get(name)?;
+        let id = self.run.meta().names.find(name)?;
         Some(self.entry(id))
     }
 
@@ -188,10 +193,10 @@ impl fmt::Debug for Report {
 }
 
 fn record_of(run: &dyn RunView, id: u32) -> &Record {
-    run.core()
-        .slot(id)
-        .and_then(|s| s.record.get())
-        .unwrap_or(&MISSING)
+    match run.core().slot(id).and_then(|s| s.record.get()) {
+        Some(record) => record,
+        None => missing(),
+    }
 }
 
 /// One node's entry in a [`Report`] (also what `on_failure` and `on_complete` callbacks
@@ -259,21 +264,21 @@ impl<'r> NodeReport<'r> {
     /// cancelled while pending).
     #[must_use]
     pub fn start(&self) -> Option<Duration> {
-        self.record.start
+        self.record.start.map(|s| self.run.core().offset(s))
     }
 
     /// When the node ended, from the run's start.
     #[must_use]
     pub fn end(&self) -> Duration {
-        self.record.end
+        self.run.core().offset(self.record.end)
     }
 
     /// `end - start`, or zero if it never started.
     #[must_use]
     pub fn duration(&self) -> Duration {
-        self.record
-            .start
-            .map_or(Duration::ZERO, |s| self.record.end.saturating_sub(s))
+        self.record.start.map_or(Duration::ZERO, |s| {
+            self.record.end.saturating_duration_since(s)
+        })
     }
 
     /// The node's own error: why it `Failed`, or what a `Recovered` node's fallback recovered

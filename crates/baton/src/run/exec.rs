@@ -1,6 +1,6 @@
-//! The driver: the tokio task that runs a node, records its outcome, and carries on with one
-//! downstream it made ready (Taskflow's continuation: a chain runs in one task, not one
-//! spawn per node). Routers run their chosen branch inline.
+//! The full path of a node: `tracing` spans, policies (through the onion), routers (which
+//! run their chosen branch inline). The driver (`driver.rs`) takes it for any node that
+//! needs more than one plain attempt.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -10,7 +10,6 @@ use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
 use futures_util::FutureExt;
-use tracing::Instrument;
 
 use super::state::{AttemptGuard, DONE, PENDING, RUNNING, Record, RunCore, RunState, guarded};
 use crate::error::NodeError;
@@ -21,58 +20,20 @@ use crate::policy::onion::{self, Execution};
 use crate::report::Outcome;
 use crate::task::{Ctx, Value};
 
-/// How many ready downstreams a driver runs inline before it spawns the next one instead,
-/// so that a long chain yields its worker now and then.
-const INLINE_LIMIT: u32 = 64;
-
-/// Keeps the run's `live` count honest: released when the driver ends in any way, and a node
-/// left half-done by a dropped driver (the runtime shut down) ends `Cancelled`.
-struct DriverGuard<I: Send + Sync + 'static> {
-    run: Arc<RunState<I>>,
-    current: Option<u32>,
-}
-
-impl<I: Send + Sync + 'static> Drop for DriverGuard<I> {
-    fn drop(&mut self) {
-        if let Some(id) = self.current.take() {
-            self.run.abandon(id);
-        }
-        self.run.release(1);
-    }
-}
-
-/// Runs node `first` (already `RUNNING`), then, while finishing a node makes a downstream
-/// ready, one such downstream. Counted in the run's `live` by whoever spawned it.
-pub(crate) async fn drive<I: Send + Sync + 'static>(run: Arc<RunState<I>>, first: u32) {
-    let mut guard = DriverGuard {
-        run,
-        current: Some(first),
-    };
-    let mut id = first;
-    let mut inline_left = INLINE_LIMIT;
-    loop {
-        let record = run_node(&guard.run, id).await;
-        guard.current = None;
-        match guard.run.finish(id, record) {
-            Some(next) if inline_left > 0 => {
-                inline_left -= 1;
-                id = next;
-                guard.current = Some(id);
-            }
-            Some(next) => {
-                guard.run.spawn(next);
-                return;
-            }
-            None => return,
-        }
-    }
-}
-
-/// Runs node `id` (already `RUNNING`) to its record.
-async fn run_node<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Record {
+/// Runs node `id` (already `RUNNING`) to its record, on the full path: policies, routers,
+/// `tracing` spans.
+pub(crate) async fn run_node<I: Send + Sync + 'static>(
+    run: &Arc<RunState<I>>,
+    id: u32,
+    span: tracing::Span,
+) -> Record {
     let core = &run.core;
-    let span = trace::node_span(core, run.graph.meta.name(id));
-    run.graph.orchestrator.counters().nodes_in_flight.incr();
+    run.graph
+        .orchestrator
+        .counters()
+        .local()
+        .nodes_in_flight
+        .incr();
     if run.observed() && !core.is_cancelled() {
         run.emit(&Event::NodeStarted {
             run: core.run_id,
@@ -81,8 +42,10 @@ async fn run_node<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> 
     }
     let record = match run.graph.kinds.get(id as usize) {
         // Boxed: a router runs its branch through `run_node` again.
-        Some(NodeKind::Router { .. }) => Box::pin(route(run, id)).instrument(span.clone()).await,
-        _ => execute(run, id).instrument(span.clone()).await,
+        Some(NodeKind::Router { .. }) => {
+            trace::within(span.clone(), Box::pin(route(run, id))).await
+        }
+        _ => trace::within(span.clone(), execute(run, id)).await,
     };
     trace::record_outcome(&span, &record);
     record
@@ -90,7 +53,7 @@ async fn run_node<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> 
 
 async fn execute<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Record {
     let core = &run.core;
-    let start = core.elapsed();
+    let start = core.now();
     let policy = run
         .graph
         .policies
@@ -118,7 +81,7 @@ async fn execute<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> R
             Cancellable::new(core, id, Box::pin(onion::execute(run, id, policy))).await
         }
     };
-    let end = core.elapsed();
+    let end = core.now();
     match ended {
         Ended::Done(exec) => {
             let (outcome, value, error) = match (exec.result, exec.recovered_from) {
@@ -157,7 +120,7 @@ async fn plain<I: Send + Sync + 'static>(
     if let Some(slot) = core.slot(id) {
         slot.attempts.fetch_add(1, Ordering::Relaxed);
     }
-    run.graph.orchestrator.counters().attempts.incr();
+    run.graph.orchestrator.counters().local().attempts.incr();
     let observed = run.observed();
     let node = run.graph.meta.name(id);
     if observed {
@@ -177,15 +140,13 @@ async fn plain<I: Send + Sync + 'static>(
         attempt: 1,
     };
     let out = match guarded(|| task.call(ctx, &cx, None)) {
-        Ok(Some(attempt)) => match AssertUnwindSafe(attempt)
-            .catch_unwind()
-            .instrument(span)
-            .await
-        {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(NodeError::Task(error)),
-            Err(panic) => Err(NodeError::from_panic(panic.as_ref())),
-        },
+        Ok(Some(attempt)) => {
+            match trace::within(span, AssertUnwindSafe(attempt).catch_unwind()).await {
+                Ok(Ok(value)) => Ok(value),
+                Ok(Err(error)) => Err(NodeError::Task(error)),
+                Err(panic) => Err(NodeError::from_panic(panic.as_ref())),
+            }
+        }
         Ok(None) => Err(NodeError::Internal {
             message: "an upstream value is missing or of another type",
         }),
@@ -206,17 +167,17 @@ async fn plain<I: Send + Sync + 'static>(
 /// runs the chosen one as a node of its own, and takes its value.
 async fn route<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Record {
     let core = &run.core;
-    let start = core.elapsed();
+    let start = core.now();
     let router = run.graph.meta.name(id);
     let failed = |error: NodeError| Record {
         outcome: Outcome::Failed,
         error: Some(Arc::new(error)),
         start: Some(start),
-        ..Record::empty(Outcome::Failed, core.elapsed())
+        ..Record::empty(Outcome::Failed, core.now())
     };
     if core.is_cancelled() {
-        run.release(run.not_taken_except(id, None, core.elapsed()));
-        return Record::empty(Outcome::Cancelled, core.elapsed());
+        run.release(run.not_taken_except(id, None, core.now()));
+        return Record::empty(Outcome::Cancelled, core.now());
     }
     let Some(NodeKind::Router { branches }) = run.graph.kinds.get(id as usize) else {
         return failed(NodeError::Internal {
@@ -237,19 +198,19 @@ async fn route<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Rec
     let key = match key {
         Ok(key) => key,
         Err(error) => {
-            run.release(run.not_taken_except(id, None, core.elapsed()));
+            run.release(run.not_taken_except(id, None, core.now()));
             return failed(error);
         }
     };
     let Some(&(_, branch)) = branches.iter().find(|(k, _)| **k == *key) else {
-        run.release(run.not_taken_except(id, None, core.elapsed()));
+        run.release(run.not_taken_except(id, None, core.now()));
         return failed(NodeError::UnknownBranch {
             router: router.to_owned(),
             key,
             known: branches.iter().map(|(k, _)| k.to_string()).collect(),
         });
     };
-    run.release(run.not_taken_except(id, Some(branch), core.elapsed()));
+    run.release(run.not_taken_except(id, Some(branch), core.now()));
     let Some(slot) = core.slot(branch) else {
         return failed(NodeError::Internal {
             message: "branch index out of range",
@@ -263,10 +224,11 @@ async fn route<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Rec
         // Swept by a cancellation between the choice and now.
         return Record {
             start: Some(start),
-            ..Record::empty(Outcome::Cancelled, core.elapsed())
+            ..Record::empty(Outcome::Cancelled, core.now())
         };
     }
-    let record = Box::pin(run_node(run, branch)).await;
+    let span = trace::node_span(core, run.graph.meta.name(branch));
+    let record = Box::pin(run_node(run, branch, span)).await;
     let (outcome, value, error) = match (&record.value, record.outcome) {
         (Some(v), _) => (Outcome::Succeeded, Some(Arc::clone(v)), None),
         (None, Outcome::Cancelled) => (Outcome::Cancelled, None, None),
@@ -290,7 +252,7 @@ async fn route<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Rec
         value,
         error,
         start: Some(start),
-        end: core.elapsed(),
+        end: core.now(),
         because: None,
         attempt_log: Vec::new(),
     }

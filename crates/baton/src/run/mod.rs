@@ -7,6 +7,7 @@
 //! waiting for its upstreams holds no thread and no task, and nothing looks a node up by
 //! name or joins futures per node. See `state.rs` for the invariants.
 
+mod driver;
 mod exec;
 mod state;
 
@@ -207,6 +208,8 @@ enum Phase {
 pub struct Run<I: Send + Sync + 'static> {
     state: Arc<RunState<I>>,
     phase: Phase,
+    /// The first root's driver, polled by the run future itself.
+    inline: Option<driver::Driver<I>>,
 }
 
 impl<I: Send + Sync + 'static> fmt::Debug for Run<I> {
@@ -224,6 +227,7 @@ impl<I: Send + Sync + 'static> Run<I> {
         Run {
             state: RunState::new(graph, input, mode, options.timeout, options.deadline),
             phase: Phase::Idle,
+            inline: None,
         }
     }
 
@@ -244,6 +248,9 @@ impl<I: Send + Sync + 'static> Run<I> {
     fn result(&self) -> Result<Report, RunError> {
         let core = &self.state.core;
         let report = Report::new(Arc::clone(&self.state) as Arc<dyn RunView>);
+        if core.mode == FailureMode::PreservePartial && core.reason.get().is_none() {
+            return Ok(report);
+        }
         let counts = report.counts();
         match core.reason.get() {
             Some(CancelReason::FailFast { .. }) | None => {}
@@ -302,11 +309,17 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
                         self.phase = Phase::Refused;
                         return Poll::Ready(Err(RunError::ShuttingDown));
                     }
-                    self.state.start(handle);
+                    self.inline = self.state.start(handle);
                 }
                 self.phase = Phase::Running;
             }
             Phase::Running | Phase::Done => {}
+        }
+        if let Some(driver) = &mut self.inline {
+            if Pin::new(driver).poll(cx).is_ready() {
+                // Dropping it releases it from `live`.
+                self.inline = None;
+            }
         }
         let core = &self.state.core;
         core.done.register(cx.waker());

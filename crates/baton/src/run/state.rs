@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{FailureMode, RunId};
 use crate::error::{CancelReason, NodeError};
+use crate::graph::names::Names;
 use crate::graph::{GraphInner, NodeKind};
 use crate::observe::Event;
 use crate::report::{AttemptReport, NodeReport, Outcome, Report};
@@ -48,10 +49,10 @@ pub(crate) struct Record {
     pub(crate) value: Option<Value>,
     /// Why it has no value; for `Recovered`, what the fallback recovered from.
     pub(crate) error: Option<Arc<NodeError>>,
-    /// When it started, from the run's start; `None` if it never started.
-    pub(crate) start: Option<Duration>,
-    /// When it ended, from the run's start.
-    pub(crate) end: Duration,
+    /// When it started; `None` if it never started.
+    pub(crate) start: Option<Instant>,
+    /// When it ended.
+    pub(crate) end: Instant,
     /// For `Skipped`: the upstream that produced no value. For a router: its branch.
     pub(crate) because: Option<u32>,
     /// One entry per attempt, for nodes with policies (empty for plain nodes).
@@ -59,7 +60,7 @@ pub(crate) struct Record {
 }
 
 impl Record {
-    pub(crate) const fn empty(outcome: Outcome, end: Duration) -> Self {
+    pub(crate) const fn empty(outcome: Outcome, end: Instant) -> Self {
         Record {
             outcome,
             value: None,
@@ -179,6 +180,18 @@ pub(crate) struct RunCore {
 }
 
 impl RunCore {
+    /// Now, on tokio's clock (paused in tests).
+    pub(crate) fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    /// `at` as an offset from the run's start (zero before it started).
+    pub(crate) fn offset(&self, at: Instant) -> Duration {
+        self.origin
+            .get()
+            .map_or(Duration::ZERO, |o| at.saturating_duration_since(*o))
+    }
+
     /// Time since the run started (zero before it started).
     pub(crate) fn elapsed(&self) -> Duration {
         self.origin.get().map_or(Duration::ZERO, |o| {
@@ -324,7 +337,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         let _ = slot.record.set(record);
         slot.state.store(DONE, Ordering::Release);
         self.core.tokens.end(id, u32::MAX);
-        let counters = self.graph.orchestrator.counters();
+        let counters = self.graph.orchestrator.counters().local();
         counters.outcome(outcome);
         if was_running {
             counters.nodes_in_flight.decr();
@@ -384,7 +397,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         if let Some(token) = core.token.get() {
             token.cancel();
         }
-        let now = core.elapsed();
+        let now = core.now();
         let mut swept = 0;
         for (id, slot) in core.slots.iter().enumerate() {
             if self.pass_over(id as u32, Record::empty(Outcome::Cancelled, now)) {
@@ -402,7 +415,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
     fn skip(&self, first: u32, because: u32) {
         let core = &self.core;
         let meta = &self.graph.meta;
-        let now = core.elapsed();
+        let now = core.now();
         let mut stack = vec![(first, because)];
         let mut ended = 0;
         while let Some((id, because)) = stack.pop() {
@@ -423,7 +436,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// Marks the branches of router `id` other than `chosen` `NotTaken` (and skips whatever
     /// depends on them directly); returns how many branches it marked, for the caller to
     /// release.
-    pub(crate) fn not_taken_except(&self, id: u32, chosen: Option<u32>, now: Duration) -> usize {
+    pub(crate) fn not_taken_except(&self, id: u32, chosen: Option<u32>, now: Instant) -> usize {
         let Some(NodeKind::Router { branches }) = self.graph.kinds.get(id as usize) else {
             return 0;
         };
@@ -441,17 +454,21 @@ impl<I: Send + Sync + 'static> RunState<I> {
 
     /// Records how node `id` (run by a driver) ended and releases its downstreams. Returns
     /// one downstream that became ready, for the caller to run inline; the others are
-    /// spawned. Releases the node from `live` last.
-    pub(crate) fn finish(&self, id: u32, record: Record) -> Option<u32> {
+    /// spawned. Does not release the node from `live`: the driver does, with itself, when
+    /// it ends (one atomic operation for a whole chain).
+    pub(crate) fn finish(self: &Arc<Self>, id: u32, record: Record) -> Option<u32> {
         self.finish_inner(id, record, true)
     }
 
-    /// [`finish`](Self::finish) for a router's branch: fail-fast is left to the router.
-    pub(crate) fn finish_branch(&self, id: u32, record: Record) -> Option<u32> {
-        self.finish_inner(id, record, false)
+    /// [`finish`](Self::finish) for a router's branch: fail-fast is left to the router, and
+    /// the branch is released from `live` at once.
+    pub(crate) fn finish_branch(self: &Arc<Self>, id: u32, record: Record) -> Option<u32> {
+        let next = self.finish_inner(id, record, false);
+        self.release(1);
+        next
     }
 
-    fn finish_inner(&self, id: u32, record: Record, fail_fast: bool) -> Option<u32> {
+    fn finish_inner(self: &Arc<Self>, id: u32, record: Record, fail_fast: bool) -> Option<u32> {
         let produced = record.value.is_some();
         let outcome = record.outcome;
         self.record(id, record, true);
@@ -479,28 +496,25 @@ impl<I: Send + Sync + 'static> RunState<I> {
                 node: self.graph.meta.name(id).to_owned(),
             });
         }
-        self.release(1);
         next
     }
 
     /// Finalizes a node whose driver disappeared without ending it (the runtime dropped the
-    /// task): it ends `Cancelled`.
+    /// task): it ends `Cancelled`, and is released from `live`.
     pub(crate) fn abandon(&self, id: u32) {
         let Some(slot) = self.core.slot(id) else {
             return;
         };
         if slot.state.load(Ordering::Acquire) == RUNNING {
-            let record = Record::empty(Outcome::Cancelled, self.core.elapsed());
+            let record = Record::empty(Outcome::Cancelled, self.core.now());
             self.record(id, record, true);
             self.release(1);
         }
     }
 
     /// Spawns a driver for node `id`, which the caller moved to `RUNNING`.
-    pub(crate) fn spawn(&self, id: u32) {
-        let Some(run) = self.me.upgrade() else { return };
-        self.retain();
-        let fut = super::exec::drive(run, id);
+    pub(crate) fn spawn(self: &Arc<Self>, id: u32) {
+        let fut = self.driver(id);
         match self.core.handle.get() {
             Some(handle) => {
                 handle.spawn(fut);
@@ -511,8 +525,16 @@ impl<I: Send + Sync + 'static> RunState<I> {
         }
     }
 
-    /// Starts the run: fixes its origin and deadline, and spawns every root.
-    pub(crate) fn start(&self, handle: Handle) {
+    /// A driver for node `id`, which the caller moved to `RUNNING`, counted in `live`.
+    pub(crate) fn driver(self: &Arc<Self>, id: u32) -> super::driver::Driver<I> {
+        self.retain();
+        super::driver::Driver::new(Arc::clone(self), id)
+    }
+
+    /// Starts the run: fixes its origin and deadline, spawns every root but the first, and
+    /// returns a driver for the first, for the run future to poll itself (one spawn fewer
+    /// per run).
+    pub(crate) fn start(self: &Arc<Self>, handle: Handle) -> Option<super::driver::Driver<I>> {
         let core = &self.core;
         let now = Instant::now();
         let _ = core.origin.set(now);
@@ -534,6 +556,12 @@ impl<I: Send + Sync + 'static> RunState<I> {
                 nodes: self.graph.meta.len(),
             });
         }
+        // An empty graph is over at once.
+        if self.graph.meta.len() == 0 {
+            self.on_end();
+            return None;
+        }
+        let mut first = None;
         for &root in self.graph.meta.roots.iter() {
             let Some(slot) = core.slot(root) else {
                 continue;
@@ -543,13 +571,13 @@ impl<I: Send + Sync + 'static> RunState<I> {
                 .compare_exchange(PENDING, RUNNING, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
-                self.spawn(root);
+                match first {
+                    None => first = Some(root),
+                    Some(_) => self.spawn(root),
+                }
             }
         }
-        // An empty graph (or one cancelled before it started) is over at once.
-        if core.is_over() {
-            self.on_end();
-        }
+        first.map(|root| self.driver(root))
     }
 }
 
@@ -565,7 +593,7 @@ pub(crate) fn guarded<R>(f: impl FnOnce() -> R) -> Result<R, NodeError> {
 pub struct FetchCx<'a> {
     pub(crate) ups: &'a [u32],
     pub(crate) slots: &'a [Slot],
-    pub(crate) names: &'a [Arc<str>],
+    pub(crate) names: &'a Arc<Names>,
 }
 
 impl FetchCx<'_> {
@@ -576,9 +604,13 @@ impl FetchCx<'_> {
         Arc::clone(value).downcast::<T>().ok()
     }
 
-    /// The name of the `pos`-th declared upstream.
-    pub(crate) fn name(&self, pos: usize) -> Option<Arc<str>> {
-        let up = *self.ups.get(pos)? as usize;
-        self.names.get(up).cloned()
+    /// The node index of the `pos`-th declared upstream.
+    pub(crate) fn upstream(&self, pos: usize) -> Option<u32> {
+        self.ups.get(pos).copied()
+    }
+
+    /// The graph's names.
+    pub(crate) fn names(&self) -> &Arc<Names> {
+        self.names
     }
 }

@@ -1,0 +1,254 @@
+//! The driver: the tokio task that runs a node, records its outcome, and carries on with one
+//! downstream it made ready (Taskflow's continuation: a chain runs in one task, not one
+//! spawn per node).
+//!
+//! It is a hand-written future, a few words wide, because every spawn copies it into a new
+//! tokio task: nodes without policies, routers or an interested `tracing` subscriber run on
+//! the fast path here (one boxed attempt future, polled under `catch_unwind`); the others
+//! run the full path of `exec.rs`, boxed.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+
+use tokio::time::Instant;
+
+use super::state::{Record, RunState, guarded};
+use crate::error::NodeError;
+use crate::graph::NodeKind;
+use crate::observe::{Event, trace};
+use crate::report::Outcome;
+use crate::task::{AttemptFuture, Ctx};
+
+/// How many ready downstreams a driver runs inline before it spawns the next one instead,
+/// so that a long chain yields its worker now and then.
+const INLINE_LIMIT: u32 = 64;
+
+enum State {
+    /// Node `id` is `RUNNING` and nothing of it has run yet.
+    Begin,
+    /// Fast path: its only attempt is running.
+    Attempt(AttemptFuture),
+    /// Full path (policies, routers, spans).
+    Full(Pin<Box<dyn Future<Output = Record> + Send>>),
+    /// The driver has nothing left to run.
+    Done,
+}
+
+/// Runs node `id` (already `RUNNING`), then, while finishing a node makes a downstream
+/// ready, one such downstream. Counted in the run's `live` by whoever spawned it; releases
+/// itself when it ends or is dropped.
+pub(crate) struct Driver<I: Send + Sync + 'static> {
+    run: Arc<RunState<I>>,
+    id: u32,
+    inline_left: u32,
+    /// Nodes this driver finished, released from `live` with the driver itself.
+    finished: usize,
+    /// When the current node started, once read.
+    start: Option<Instant>,
+    state: State,
+}
+
+impl<I: Send + Sync + 'static> Driver<I> {
+    pub(crate) fn new(run: Arc<RunState<I>>, id: u32) -> Self {
+        Driver {
+            run,
+            id,
+            inline_left: INLINE_LIMIT,
+            finished: 0,
+            start: None,
+            state: State::Begin,
+        }
+    }
+
+    fn start(&mut self) -> Instant {
+        *self.start.get_or_insert_with(Instant::now)
+    }
+
+    /// Starts node `id`: the fast path when nothing needs the full one.
+    fn begin(&mut self) {
+        let start = self.start();
+        let run = &self.run;
+        let core = &run.core;
+        let id = self.id;
+        let graph = &run.graph;
+        let name = graph.meta.name(id);
+        let span = trace::node_span(core, name);
+        let plain = matches!(graph.kinds.get(id as usize), Some(NodeKind::Task))
+            && graph.policies.get(id as usize).is_some_and(Option::is_none)
+            && core.deadline().is_none()
+            && span.is_disabled();
+        if !plain {
+            let run = Arc::clone(run);
+            self.state = State::Full(Box::pin(async move {
+                super::exec::run_node(&run, id, span).await
+            }));
+            return;
+        }
+        let counters = graph.orchestrator.counters().local();
+        counters.nodes_in_flight.incr();
+        counters.attempts.incr();
+        if let Some(slot) = core.slot(id) {
+            slot.attempts.fetch_add(1, Ordering::Relaxed);
+        }
+        if run.observed() {
+            run.emit(&Event::NodeStarted {
+                run: core.run_id,
+                node: name,
+            });
+            run.emit(&Event::AttemptStarted {
+                run: core.run_id,
+                node: name,
+                attempt: 1,
+                budget: None,
+            });
+        }
+        let started = match graph.tasks.get(id as usize) {
+            Some(task) => {
+                let cx = run.fetch_cx(id);
+                let ctx = Ctx::new(Arc::clone(run), id, 1, None);
+                guarded(|| task.call(ctx, &cx, None)).and_then(|attempt| {
+                    attempt.ok_or(NodeError::Internal {
+                        message: "an upstream value is missing or of another type",
+                    })
+                })
+            }
+            None => Err(NodeError::Internal {
+                message: "node index out of range",
+            }),
+        };
+        match started {
+            Ok(attempt) => self.state = State::Attempt(attempt),
+            Err(error) => self.attempt_failed(start, error),
+        }
+    }
+
+    fn attempt_failed(&mut self, start: Instant, error: NodeError) {
+        let run = &self.run;
+        run.core.tokens.end(self.id, 1);
+        if run.observed() {
+            run.emit(&Event::AttemptFailed {
+                run: run.core.run_id,
+                node: run.graph.meta.name(self.id),
+                attempt: 1,
+                error: &error,
+            });
+        }
+        let record = Record {
+            outcome: Outcome::Failed,
+            error: Some(Arc::new(error)),
+            start: Some(start),
+            ..Record::empty(Outcome::Failed, run.core.now())
+        };
+        self.end(record);
+    }
+
+    /// Records node `id`'s end and moves to the next node, if any.
+    fn end(&mut self, record: Record) {
+        self.finished += 1;
+        match self.run.finish(self.id, record) {
+            // The start is read afresh: another upstream of `next` may have ended after this
+            // node's end and before this node released `next`.
+            Some(next) if self.inline_left > 0 => {
+                self.inline_left -= 1;
+                self.id = next;
+                self.start = None;
+                self.state = State::Begin;
+            }
+            Some(next) => {
+                self.run.spawn(next);
+                self.state = State::Done;
+            }
+            None => self.state = State::Done,
+        }
+    }
+
+    /// The run was cancelled while node `id` was in the fast path.
+    fn cancelled(&mut self, started: bool) {
+        let start = started.then(|| self.start());
+        self.state = State::Done;
+        self.run.core.tokens.end(self.id, 1);
+        let record = Record {
+            start,
+            ..Record::empty(Outcome::Cancelled, self.run.core.now())
+        };
+        self.end(record);
+    }
+}
+
+impl<I: Send + Sync + 'static> Future for Driver<I> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        loop {
+            match &mut this.state {
+                State::Done => return Poll::Ready(()),
+                State::Begin => {
+                    if this.run.core.is_cancelled() {
+                        this.cancelled(false);
+                    } else {
+                        this.begin();
+                    }
+                }
+                State::Full(fut) => match fut.as_mut().poll(cx) {
+                    Poll::Ready(record) => this.end(record),
+                    Poll::Pending => return Poll::Pending,
+                },
+                State::Attempt(fut) => {
+                    let core = &this.run.core;
+                    if core.is_cancelled() {
+                        this.cancelled(true);
+                        continue;
+                    }
+                    match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+                        Ok(Poll::Pending) => {
+                            if let Some(slot) = core.slot(this.id) {
+                                slot.waker.register(cx.waker());
+                            }
+                            // `cancel` sets the flag, then wakes: re-check after registering.
+                            if core.is_cancelled() {
+                                this.cancelled(true);
+                                continue;
+                            }
+                            return Poll::Pending;
+                        }
+                        Ok(Poll::Ready(Ok(value))) => {
+                            core.tokens.end(this.id, 1);
+                            let record = Record {
+                                outcome: Outcome::Succeeded,
+                                value: Some(value),
+                                start: this.start,
+                                ..Record::empty(Outcome::Succeeded, core.now())
+                            };
+                            this.end(record);
+                        }
+                        Ok(Poll::Ready(Err(error))) => {
+                            let start = this.start();
+                            this.attempt_failed(start, NodeError::Task(error));
+                        }
+                        Err(panic) => {
+                            let start = this.start();
+                            this.attempt_failed(start, NodeError::from_panic(panic.as_ref()));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl<I: Send + Sync + 'static> Drop for Driver<I> {
+    fn drop(&mut self) {
+        // Dropped mid-node (the runtime shut down): the node ends `Cancelled`.
+        if !matches!(self.state, State::Done) {
+            self.state = State::Done;
+            self.run.core.tokens.end(self.id, 1);
+            self.run.abandon(self.id);
+        }
+        self.run.release(1 + self.finished);
+    }
+}
