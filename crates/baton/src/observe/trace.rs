@@ -12,9 +12,16 @@ use tracing::Span;
 
 use crate::run::{Record, RunCore, RunId};
 
+/// Whether spans are worth making: the feature is on and a subscriber was ever installed
+/// (globally or for a scope). One atomic load; without it, even a disabled span costs a
+/// callsite check per node.
+fn on() -> bool {
+    cfg!(feature = "tracing") && tracing::dispatcher::has_been_set()
+}
+
 /// The span of a run: `run{run_id, nodes}`.
 pub(crate) fn run_span(run: RunId, nodes: usize) -> Span {
-    if cfg!(feature = "tracing") {
+    if on() {
         tracing::info_span!(parent: None, "run", run_id = %run, nodes)
     } else {
         Span::none()
@@ -22,10 +29,11 @@ pub(crate) fn run_span(run: RunId, nodes: usize) -> Span {
 }
 
 /// The span of a node: `node{node, outcome, attempts}`, child of its run's span.
-pub(crate) fn node_span(core: &RunCore, node: &str) -> Span {
-    if !cfg!(feature = "tracing") {
+pub(crate) fn node_span<'a>(core: &RunCore, node: impl FnOnce() -> &'a str) -> Span {
+    if !on() {
         return Span::none();
     }
+    let node = node();
     match core.span() {
         Some(run) => tracing::info_span!(
             parent: run,
@@ -41,7 +49,7 @@ pub(crate) fn node_span(core: &RunCore, node: &str) -> Span {
 /// The span of an attempt: `attempt{node, attempt, budget_ms}`, child of the current (node)
 /// span.
 pub(crate) fn attempt_span(node: &str, attempt: u32, budget: Option<Duration>) -> Span {
-    if !cfg!(feature = "tracing") {
+    if !on() {
         return Span::none();
     }
     match budget {
@@ -63,13 +71,39 @@ pub(crate) fn record_outcome(span: &Span, record: &Record) {
     }
 }
 
-/// Polls `fut` inside `span`, or plainly when the span is disabled (no subscriber wants it,
-/// or the `tracing` feature is off): the wrapper costs nothing then.
-pub(crate) async fn within<F: std::future::Future>(span: Span, fut: F) -> F::Output {
+pin_project_lite::pin_project! {
+    /// `fut` polled inside a span, or plainly when the span is disabled (no subscriber wants
+    /// it, or the `tracing` feature is off): the wrapper then costs one branch. A combinator
+    /// rather than an `async fn`, so that the future is stored once, not twice.
+    #[project = WithinProj]
+    pub(crate) enum Within<F> {
+        Plain { #[pin] fut: F },
+        Traced { #[pin] fut: tracing::instrument::Instrumented<F> },
+    }
+}
+
+/// Polls `fut` inside `span` (see [`Within`]).
+pub(crate) fn within<F: std::future::Future>(span: Span, fut: F) -> Within<F> {
     use tracing::Instrument;
     if span.is_disabled() {
-        fut.await
+        Within::Plain { fut }
     } else {
-        fut.instrument(span).await
+        Within::Traced {
+            fut: fut.instrument(span),
+        }
+    }
+}
+
+impl<F: std::future::Future> std::future::Future for Within<F> {
+    type Output = F::Output;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        match self.project() {
+            WithinProj::Plain { fut } => fut.poll(cx),
+            WithinProj::Traced { fut } => fut.poll(cx),
+        }
     }
 }

@@ -16,6 +16,7 @@
 pub(crate) mod backoff;
 pub(crate) mod breaker;
 pub(crate) mod bulkhead;
+pub(crate) mod deadline;
 pub(crate) mod fallback;
 pub(crate) mod onion;
 pub(crate) mod retry;

@@ -15,8 +15,10 @@ use futures_util::FutureExt;
 use tokio::time::Instant;
 
 use super::NodePolicy;
+use super::backoff::BackoffIter;
 use super::breaker::BreakerPermit;
 use super::bulkhead::BulkheadPermit;
+use super::deadline::Deadline;
 use crate::error::{NodeError, StopReason};
 use crate::observe::{Event, trace};
 use crate::report::AttemptReport;
@@ -38,8 +40,8 @@ pub(crate) async fn execute<I: Send + Sync + 'static>(
     run: &Arc<RunState<I>>,
     id: u32,
     policy: &NodePolicy,
+    started: Instant,
 ) -> Execution {
-    let started = Instant::now();
     let node = run.graph.meta.name(id);
     let deadline = earliest(run.core.deadline(), policy.budget.map(|b| started + b));
     let mut attempts = Vec::new();
@@ -154,7 +156,8 @@ async fn series<I: Send + Sync + 'static>(
 ) -> Result<Value, NodeError> {
     let node = run.graph.meta.name(id);
     let retry = policy.retry.as_ref();
-    let mut backoff = retry.map(|r| r.backoff.iter());
+    // Made on the first retry: a series that succeeds at once never needs it.
+    let mut backoff: Option<BackoffIter> = None;
     if let Some(budget) = retry.and_then(|r| r.budget.as_ref()) {
         budget.deposit();
     }
@@ -178,15 +181,19 @@ async fn series<I: Send + Sync + 'static>(
                 });
             }
         }
-        let attempt_start = run.core.elapsed();
-        let out = attempt(run, id, policy, number, deadline, started).await;
-        log.push(AttemptReport {
-            number,
-            start: attempt_start,
-            end: run.core.elapsed(),
-            delay_before,
-            error: out.as_ref().err().map(ToString::to_string),
-        });
+        let (out, attempt_start) = attempt(run, id, policy, number, deadline, started).await;
+        // A series that succeeds at its first attempt has nothing to add to the node's own
+        // start and end: its log stays empty (and costs nothing).
+        if number > 1 || out.is_err() {
+            let core = &run.core;
+            log.push(AttemptReport {
+                number,
+                start: core.offset(attempt_start),
+                end: core.elapsed(),
+                delay_before,
+                error: out.as_ref().err().map(ToString::to_string),
+            });
+        }
         let error = match out {
             Ok(value) => return Ok(value),
             Err(e) => e,
@@ -211,7 +218,7 @@ async fn series<I: Send + Sync + 'static>(
         if permit.is_some_and(|p| !p.is_current()) {
             return stop(StopReason::BreakerOpened, error);
         }
-        let Some(mut delay) = backoff.as_mut().and_then(Iterator::next) else {
+        let Some(mut delay) = backoff.get_or_insert_with(|| retry.backoff.iter()).next() else {
             return stop(StopReason::BackoffExhausted, error);
         };
         if let Some(d) = deadline {
@@ -275,23 +282,29 @@ async fn attempt<I: Send + Sync + 'static>(
     number: u32,
     deadline: Option<Instant>,
     started: Instant,
-) -> Result<Value, NodeError> {
+) -> (Result<Value, NodeError>, Instant) {
     let node = run.graph.meta.name(id);
     let permit = match &policy.bulkhead {
         None => None,
         Some(bulkhead) => match bulkhead.acquire(deadline).await {
             Ok(p) => Some(p),
             Err(waited) => {
-                return Err(NodeError::BulkheadFull {
+                let error = NodeError::BulkheadFull {
                     node: node.to_owned(),
                     attempt: number,
                     bulkhead: bulkhead.name().to_owned(),
                     waited,
-                });
+                };
+                return (Err(error), Instant::now());
             }
         },
     };
-    let now = Instant::now();
+    // The first attempt of a node without a bulkhead starts when the node did.
+    let now = if number == 1 && policy.bulkhead.is_none() {
+        started
+    } else {
+        Instant::now()
+    };
     let by_timeout = policy.timeout.map(|t| now + t);
     let until = earliest(by_timeout, deadline);
     // Whether the deadline, not the per-attempt timeout, is what cuts this attempt.
@@ -351,7 +364,7 @@ async fn attempt<I: Send + Sync + 'static>(
             });
         }
     }
-    out
+    (out, now)
 }
 
 /// When an attempt is cut, and whether by the deadline (rather than its own timeout).
@@ -396,9 +409,9 @@ async fn call<I: Send + Sync + 'static>(
     let fut = AssertUnwindSafe(fut).catch_unwind();
     let out = match cut.until {
         None => fut.await,
-        Some(until) => match tokio::time::timeout_at(until, fut).await {
-            Ok(out) => out,
-            Err(_) => return Err(cut_error(node, policy, number, cut, started)),
+        Some(until) => match Deadline::new(fut, until).await {
+            Some(out) => out,
+            None => return Err(cut_error(node, policy, number, cut, started)),
         },
     };
     match out {

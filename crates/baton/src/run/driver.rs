@@ -75,8 +75,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
         let core = &run.core;
         let id = self.id;
         let graph = &run.graph;
-        let name = graph.meta.name(id);
-        let span = trace::node_span(core, name);
+        let span = trace::node_span(core, || graph.meta.name(id));
         let plain = matches!(graph.kinds.get(id as usize), Some(NodeKind::Task))
             && graph.policies.get(id as usize).is_some_and(Option::is_none)
             && core.deadline().is_none()
@@ -95,6 +94,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
             slot.attempts.fetch_add(1, Ordering::Relaxed);
         }
         if run.observed() {
+            let name = graph.meta.name(id);
             run.emit(&Event::NodeStarted {
                 run: core.run_id,
                 node: name,

@@ -77,8 +77,8 @@ async fn execute<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> R
                     &default
                 }
             };
-            // Boxed so that the driver's future stays small for plain nodes.
-            Cancellable::new(core, id, Box::pin(onion::execute(run, id, policy))).await
+            // The whole full path is boxed once by the driver; no second box here.
+            Cancellable::new(core, id, onion::execute(run, id, policy, start)).await
         }
     };
     let end = core.now();
@@ -227,7 +227,7 @@ async fn route<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Rec
             ..Record::empty(Outcome::Cancelled, core.now())
         };
     }
-    let span = trace::node_span(core, run.graph.meta.name(branch));
+    let span = trace::node_span(core, || run.graph.meta.name(branch));
     let record = Box::pin(run_node(run, branch, span)).await;
     let (outcome, value, error) = match (&record.value, record.outcome) {
         (Some(v), _) => (Outcome::Succeeded, Some(Arc::clone(v)), None),
