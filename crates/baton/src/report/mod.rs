@@ -253,8 +253,9 @@ impl<'r> NodeReport<'r> {
         })
     }
 
-    /// Each attempt's start, end, preceding backoff and error, for nodes with policies
-    /// (empty for nodes without: their single attempt is the node's start and end).
+    /// Each attempt's start, end, preceding backoff and error, for nodes with policies that
+    /// needed more than one attempt or whose attempt failed. Empty otherwise: a single
+    /// successful attempt is the node's own start and end.
     #[must_use]
     pub fn attempt_log(&self) -> &'r [AttemptReport] {
         &self.record.attempt_log
