@@ -236,3 +236,31 @@ async fn string_and_str_errors_are_kept_as_task_errors() {
         Some("upstream `a` failed: status 503")
     );
 }
+
+/// The root cause of a skip is kept with the skip, not found by walking the chain: a report
+/// of a long chain that failed at its head prints in linear time (walking would be
+/// quadratic: 10^10 steps here).
+#[tokio::test(flavor = "current_thread")]
+async fn root_causes_of_a_long_skipped_chain_are_read_in_constant_time() {
+    const N: usize = 100_000;
+    let mut g = Graph::<()>::builder();
+    let mut prev = g
+        .node("head")
+        .task(|_ctx, ()| async { Err::<u32, BoxError>("head failed".into()) });
+    for i in 1..N {
+        prev = g
+            .node(format!("n{i}"))
+            .after(prev)
+            .task(|_ctx, v| async move { Ok::<_, BoxError>(*v) });
+    }
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let last = report.node(prev).unwrap();
+    assert_eq!(last.root_cause().unwrap().name(), "head");
+    assert_eq!(
+        last.skipped_because().unwrap().name(),
+        format!("n{}", N - 2)
+    );
+    let text = report.to_string();
+    assert_eq!(text.lines().count(), N + 2);
+    assert!(text.contains("root cause `head` failed: head failed"));
+}

@@ -313,15 +313,7 @@ impl<'r> NodeReport<'r> {
     /// following skipped upstreams back to the first node that did not skip.
     #[must_use]
     pub fn root_cause(&self) -> Option<NodeReport<'r>> {
-        let mut cur = self.skipped_because()?;
-        // Bounded by the graph's size: a chain of skips cannot revisit a node.
-        for _ in 0..self.run.meta().len() {
-            match cur.skipped_because() {
-                Some(up) => cur = up,
-                None => return Some(cur),
-            }
-        }
-        Some(cur)
+        self.record.root.map(|id| self.entry(id))
     }
 
     /// A one-line explanation of why the node has no value, or what it recovered from:

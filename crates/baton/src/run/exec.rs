@@ -96,6 +96,7 @@ async fn execute<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> R
                 start: Some(start),
                 end,
                 because: None,
+                root: None,
                 attempt_log: exec.attempts,
             }
         }
@@ -254,6 +255,7 @@ async fn route<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Rec
         start: Some(start),
         end: core.now(),
         because: None,
+        root: None,
         attempt_log: Vec::new(),
     }
 }

@@ -55,6 +55,9 @@ pub(crate) struct Record {
     pub(crate) end: Instant,
     /// For `Skipped`: the upstream that produced no value. For a router: its branch.
     pub(crate) because: Option<u32>,
+    /// For `Skipped`: the first node up the chain of skips that did not skip (its failure,
+    /// or cancellation, is the root cause). Kept so that reading it is O(1).
+    pub(crate) root: Option<u32>,
     /// One entry per attempt, for nodes with policies (empty for plain nodes).
     pub(crate) attempt_log: Vec<AttemptReport>,
 }
@@ -68,6 +71,7 @@ impl Record {
             start: None,
             end,
             because: None,
+            root: None,
             attempt_log: Vec::new(),
         }
     }
@@ -416,11 +420,14 @@ impl<I: Send + Sync + 'static> RunState<I> {
         let core = &self.core;
         let meta = &self.graph.meta;
         let now = core.now();
+        // `because` produced no value itself: it is the root cause of everything skipped here.
+        let root = because;
         let mut stack = vec![(first, because)];
         let mut ended = 0;
         while let Some((id, because)) = stack.pop() {
             let record = Record {
                 because: Some(because),
+                root: Some(root),
                 ..Record::empty(Outcome::Skipped, now)
             };
             if !self.pass_over(id, record) {
