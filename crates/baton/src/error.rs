@@ -83,6 +83,15 @@ pub enum BuildError {
         /// What is wrong.
         reason: String,
     },
+    /// A router is misdefined: it has no branch, a branch was not defined by the builder it
+    /// was given, or a branch declares upstreams of its own.
+    #[error("router `{router}` is invalid: {reason}")]
+    InvalidRouter {
+        /// The router.
+        router: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// A node names a circuit breaker, bulkhead or retry budget that the orchestrator does
     /// not have.
     #[error("node `{node}` names {kind} `{name}`, which the orchestrator does not have")]

@@ -107,12 +107,13 @@
 //! - The [`FailureMode`] decides whether failures make the run an error; the report is kept
 //!   either way.
 //!
-//! ## Modules
-//! One concept each: `graph` (builder, handles, routers, validation), `run` (the
-//! scheduler), `policy` (backoff, retry, retry budget, circuit breaker, bulkhead, fallback,
-//! and the onion that composes them), `report` (outcomes, timeline, JSON), [`observe`]
-//! (callbacks, observers, stats, tracing spans, metrics), `orchestrator`, `task` (the
-//! per-attempt context), `error`.
+//! ## Layout
+//! Everything is re-exported from the crate root; only [`observe`] (callbacks, observers,
+//! stats, tracing spans, metrics) is a public module. Inside, one concept per module: the
+//! graph builder, handles, routers and validation; the scheduler (its invariants are
+//! written down at the top of `run/state.rs`); one module per policy (backoff, retry, retry
+//! budget, circuit breaker, bulkhead, fallback) and the onion that composes them; the
+//! report; the orchestrator; the per-attempt context; the errors.
 //!
 //! ## Features
 //! - `tracing` (default): spans per run, node and attempt.

@@ -164,12 +164,18 @@ where
         let task = Arc::clone(&self.task);
         // Created now, before the closure runs: the attempt's end (timeout, cancelled run)
         // cancels it even though the closure, which owns `ctx`, keeps running.
-        let _ = ctx.cancellation_token();
+        let token = ctx.cancellation_token();
         let run = Arc::clone(&ctx.run);
         let node = ctx.node;
         let finished = Arc::new(AtomicBool::new(false));
         let done = Arc::clone(&finished);
         let handle = tokio::task::spawn_blocking(move || {
+            // Abandoned while it waited for a thread of the blocking pool: it must not run
+            // (a retry may already be running, or the node may have been reported failed).
+            if token.is_cancelled() {
+                done.store(true, Ordering::Release);
+                return Err("attempt abandoned before a blocking thread picked it up".into());
+            }
             let out = task(ctx, values).map_err(Into::into);
             done.store(true, Ordering::Release);
             // The bulkhead permit is held until the call has really stopped.

@@ -27,6 +27,8 @@ async fn blocking_task_returns_its_value() {
 async fn timed_out_blocking_attempt_is_abandoned_and_told_to_stop() {
     let saw_cancel = Arc::new(AtomicBool::new(false));
     let saw = Arc::clone(&saw_cancel);
+    let started = Arc::new(AtomicBool::new(false));
+    let on = Arc::clone(&started);
     let bulkhead = Bulkhead::new("cpu", 1, Duration::ZERO);
     let mut g = Graph::<()>::builder();
     let n = g
@@ -34,6 +36,7 @@ async fn timed_out_blocking_attempt_is_abandoned_and_told_to_stop() {
         .timeout(ms(100))
         .bulkhead(&bulkhead)
         .blocking_task(move |ctx, ()| {
+            on.store(true, Ordering::SeqCst);
             let token = ctx.cancellation_token();
             while !token.is_cancelled() {
                 std::thread::sleep(Duration::from_millis(1));
@@ -43,8 +46,16 @@ async fn timed_out_blocking_attempt_is_abandoned_and_told_to_stop() {
         });
     let graph = g.build().unwrap();
     let run = tokio::spawn(graph.run(()));
-    // Blocking tasks keep tokio's paused clock from auto-advancing: move it by hand.
-    tokio::task::yield_now().await;
+    // Blocking tasks keep tokio's paused clock from auto-advancing: move it by hand, once
+    // the closure is running on its thread.
+    for _ in 0..10_000 {
+        if started.load(Ordering::SeqCst) {
+            break;
+        }
+        tokio::task::yield_now().await;
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    assert!(started.load(Ordering::SeqCst));
     tokio::time::advance(ms(100)).await;
     let report = run.await.unwrap().unwrap();
     let node = report.node(n).unwrap();
@@ -74,4 +85,49 @@ async fn a_panicking_blocking_task_fails_the_node() {
         report.node(n).unwrap().error(),
         Some(NodeError::Panicked { message }) if message == "blocking bug"
     ));
+}
+
+/// A blocking attempt abandoned while it still waited for a thread of the blocking pool
+/// never runs: a retry (or the report) has moved on without it.
+#[test]
+fn an_attempt_abandoned_in_the_queue_never_runs() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .max_blocking_threads(1)
+        .build()
+        .unwrap();
+    let ran = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let release = Arc::new(AtomicBool::new(false));
+    rt.block_on(async {
+        // Occupy the only blocking thread until told to stop.
+        let hold = Arc::clone(&release);
+        let busy = tokio::task::spawn_blocking(move || {
+            while !hold.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let r = Arc::clone(&ran);
+        let mut g = Graph::<()>::builder();
+        let n = g
+            .node("charge")
+            .timeout(ms(50))
+            .blocking_task(move |_ctx, ()| {
+                r.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, BoxError>(())
+            });
+        let run = tokio::spawn(g.build().unwrap().run(()));
+        tokio::task::yield_now().await;
+        tokio::time::advance(ms(50)).await;
+        let report = run.await.unwrap().unwrap();
+        assert!(matches!(report.node(n).unwrap().error(), Some(NodeError::Timeout { .. })));
+        release.store(true, Ordering::SeqCst);
+        busy.await.unwrap();
+        // Give the pool the queued closure, if it were to run.
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
 }

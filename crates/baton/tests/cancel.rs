@@ -152,33 +152,20 @@ async fn dropping_a_run_mid_flight_cancels_running_nodes_and_starts_no_pending_o
 }
 
 #[tokio::test(start_paused = true)]
-async fn dropping_a_run_right_after_its_first_poll_starts_nothing_more() {
+async fn dropping_a_run_right_after_its_first_poll_starts_no_task() {
     let s = shape();
     let p = &s.fast;
     let marker: Input = Arc::new(());
     let mut run = s.graph.run(Arc::clone(&marker));
-    // The first poll starts the first root itself (the run future drives it) and spawns the
-    // other root's driver, which has not been polled yet.
+    // The first poll spawns the roots' drivers; they have not been polled yet.
     assert!(futures::poll!(&mut run).is_pending());
-    assert_eq!(
-        p.fast.calls.load(Ordering::SeqCst),
-        1,
-        "the first root started"
-    );
     drop(run);
     settle().await;
     sleep(ms(5_000)).await;
     assert_eq!(alive_tasks(), 0);
     assert_eq!(Arc::strong_count(&marker), 1);
-    // The started root was dropped mid-sleep; nothing else ever started.
-    assert_eq!(p.fast.finished.load(Ordering::SeqCst), 0);
-    assert_eq!(p.fast.alive.load(Ordering::SeqCst), 0);
-    for probe in [&p.after_fast, &p.slow, &p.after_slow] {
-        assert_eq!(
-            probe.calls.load(Ordering::SeqCst),
-            0,
-            "no other task was called"
-        );
+    for probe in [&p.fast, &p.after_fast, &p.slow, &p.after_slow] {
+        assert_eq!(probe.calls.load(Ordering::SeqCst), 0, "no task was called");
     }
 }
 

@@ -168,6 +168,40 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
         RouterBuilder::new(self, name.into())
     }
 
+    /// Records a problem with router `router`, reported by `build()`.
+    pub(super) fn invalid_router(&mut self, router: u32, reason: String) {
+        self.errors.push(BuildError::InvalidRouter {
+            router: self.names.get(router).to_owned(),
+            reason,
+        });
+    }
+
+    /// The declared upstreams of node `id`.
+    fn ups_of(&self, id: u32) -> &[Up] {
+        let i = id as usize;
+        let to = self.nodes.get(i).map_or(0, |n| n.ups_to as usize);
+        let from = if i == 0 {
+            0
+        } else {
+            self.nodes.get(i - 1).map_or(0, |n| n.ups_to as usize)
+        };
+        self.ups.get(from..to).unwrap_or(&[])
+    }
+
+    /// Whether nodes `a` and `b` declared the same upstreams.
+    pub(super) fn same_upstreams(&self, a: u32, b: u32) -> bool {
+        let (ua, ub) = (self.ups_of(a), self.ups_of(b));
+        ua.len() == ub.len()
+            && ua.iter().zip(ub).all(|(x, y)| match (*x, *y) {
+                (Up::Index(i), Up::Index(j)) => i == j,
+                (Up::Name(i), Up::Name(j)) => {
+                    let name = |k: u32| self.name_refs.get(k as usize).map(|r| r.name.as_str());
+                    name(i) == name(j)
+                }
+                _ => false,
+            })
+    }
+
     pub(super) fn mark_branch(&mut self, index: u32) {
         if let Some(node) = self.nodes.get_mut(index as usize) {
             node.kind = NodeKind::Branch;
@@ -486,11 +520,12 @@ where
     /// returns its handle.
     ///
     /// When an attempt times out (or the run is cancelled) the node moves on at once; the
-    /// closure cannot be stopped from outside, so its thread keeps running until it returns.
-    /// The report counts such attempts as abandoned
-    /// ([`NodeReport::abandoned`](crate::NodeReport::abandoned)), and
+    /// closure cannot be stopped from outside, so its thread keeps running until it returns
+    /// (the one exception to "no task outlives its run"). The report counts such attempts as
+    /// abandoned ([`NodeReport::abandoned`](crate::NodeReport::abandoned)), and
     /// [`Ctx::cancellation_token`] is cancelled so that a closure that checks it can stop
-    /// early. A bulkhead permit stays held until the closure returns.
+    /// early. A bulkhead permit stays held until the closure returns. An attempt abandoned
+    /// while it still waited for a thread of the blocking pool never runs.
     pub fn blocking_task<F, E>(self, task: F) -> Node<T>
     where
         F: Fn(Ctx<I>, U::Values) -> Result<T, E> + Send + Sync + 'static,

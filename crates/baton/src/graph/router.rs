@@ -136,26 +136,53 @@ where
 {
     /// Adds the branch chosen by `key`: a node named `key` with its own policies, defined by
     /// `define`, which receives a [`NodeBuilder`] whose upstreams are the router's and must
-    /// finish it with `.task(..)` or `.blocking_task(..)`. Its value becomes the router's.
+    /// return what finishing it with `.task(..)` or `.blocking_task(..)` returns. Its value
+    /// becomes the router's. `build()` rejects a branch defined otherwise, or one that
+    /// declares upstreams of its own
+    /// ([`BuildError::InvalidRouter`](crate::BuildError::InvalidRouter)).
     pub fn branch(
         mut self,
         key: impl Into<String>,
         define: impl FnOnce(NodeBuilder<'_, I, U, T>) -> Node<T>,
     ) -> Self {
         let key: String = key.into();
+        let expected = self.builder.len() as u32;
         let builder =
             NodeBuilder::for_branch(&mut *self.builder, key.clone(), self.upstreams.clone());
         let branch = define(builder);
-        if branch.graph == self.node.graph {
-            self.builder.mark_branch(branch.index);
-            self.branches.push((Arc::from(key), branch.index));
+        let router = self.node.index;
+        let problem = if branch.graph != self.node.graph
+            || branch.index != expected
+            || self.builder.len() as u32 != expected + 1
+        {
+            Some(format!(
+                "branch `{key}` must be defined by the builder it is given (return what its `.task(..)` returns)"
+            ))
+        } else if !self.builder.same_upstreams(router, branch.index) {
+            Some(format!(
+                "branch `{key}` declares upstreams of its own; a branch receives its router's"
+            ))
+        } else {
+            None
+        };
+        match problem {
+            Some(reason) => self.builder.invalid_router(router, reason),
+            None => {
+                self.builder.mark_branch(branch.index);
+                self.branches.push((Arc::from(key), branch.index));
+            }
         }
         self
     }
 
     /// Finishes the router and returns its handle: downstreams depend on the router, and
-    /// receive the chosen branch's value.
+    /// receive the chosen branch's value. A router without branches is a
+    /// [`BuildError::InvalidRouter`](crate::BuildError::InvalidRouter) at `build()`.
     pub fn finish(self) -> Node<T> {
+        if self.branches.is_empty() {
+            self.builder
+                .invalid_router(self.node.index, "it has no branch".to_owned());
+        }
         self.builder
             .set_branches(self.node.index, self.branches.into_boxed_slice());
         self.node

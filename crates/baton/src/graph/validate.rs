@@ -166,6 +166,19 @@ fn resolve(
             "the node's budget must be above zero".to_owned(),
         ));
     }
+    let min_attempt = spec
+        .min_attempt
+        .unwrap_or(crate::policy::DEFAULT_MIN_ATTEMPT_TIME);
+    if let Some(budget) = spec.budget.filter(|b| *b < min_attempt) {
+        return Err(invalid(
+            "budget",
+            format!(
+                "a budget of {} is below the minimum attempt time of {}: no attempt could ever start",
+                crate::human::Human(budget),
+                crate::human::Human(min_attempt)
+            ),
+        ));
+    }
     if let Some(retry) = &spec.retry {
         retry
             .validate()

@@ -25,8 +25,28 @@ use metrics::{counter, histogram};
 
 use super::{Event, Observer};
 
-/// Records run events as `metrics` counters and histograms; see the [module docs](self)
-/// for the names.
+/// Records run events as `metrics` counters and histograms (feature `metrics`). Install any
+/// `metrics` recorder (Prometheus exporter, statsd, …) and give the observer to
+/// [`Orchestrator::builder`](crate::Orchestrator::builder).
+///
+/// # Metric names
+/// | name | kind | labels | what |
+/// |---|---|---|---|
+/// | `baton_runs_started_total` | counter | | runs started |
+/// | `baton_runs_finished_total` | counter | `clean` (`true`/`false`) | runs finished |
+/// | `baton_run_makespan_seconds` | histogram | | a run's makespan |
+/// | `baton_nodes_finished_total` | counter | `node`, `outcome` | nodes ended, by outcome |
+/// | `baton_node_duration_seconds` | histogram | `node`, `outcome` | a node's start to end |
+/// | `baton_attempts_total` | counter | `node` | attempts started |
+/// | `baton_attempt_failures_total` | counter | `node` | attempts that failed |
+/// | `baton_timeouts_total` | counter | `node` | attempts cut by a timeout or deadline |
+/// | `baton_retries_total` | counter | `node` | retries scheduled |
+/// | `baton_retry_delay_seconds` | histogram | `node` | backoff before a retry |
+/// | `baton_fallbacks_total` | counter | `node` | fallbacks run |
+/// | `baton_breaker_transitions_total` | counter | `breaker`, `from`, `to` | breaker state changes |
+///
+/// Label values are node and breaker names, so their number is bounded by the graphs'
+/// definitions.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MetricsObserver;
 

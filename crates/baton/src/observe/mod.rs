@@ -41,7 +41,7 @@ use crate::policy::breaker::BreakerTransition;
 use crate::report::{Outcome, Report};
 use crate::run::RunId;
 
-/// Receives every [`Event`] of the runs of an orchestrator; see the [module docs](self).
+/// Receives every [`Event`] of the runs of an orchestrator; see the [module docs](crate::observe).
 ///
 /// Implemented for every `Fn(&Event<'_>) + Send + Sync + 'static`.
 pub trait Observer: Send + Sync + 'static {
@@ -55,7 +55,7 @@ impl<F: Fn(&Event<'_>) + Send + Sync + 'static> Observer for F {
     }
 }
 
-/// Something that happened in a run; see the [module docs](self) for the order.
+/// Something that happened in a run; see the [module docs](crate::observe) for the order.
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub enum Event<'a> {

@@ -192,8 +192,9 @@ impl Backoff {
 /// - `None`: `d`.
 /// - `Full`: uniform in `[0, d]`.
 /// - `Equal`: `d/2` plus uniform in `[0, d/2]`.
-/// - `Decorrelated`: uniform in `[base, 3 · previous]`, capped; `base` is the first delay
-///   of the sequence.
+/// - `Decorrelated`: uniform in `[d, 3 · previous]` (`previous` being the last jittered
+///   delay, `d` at first), capped. It lengthens delays: on an exponential backoff the cap is
+///   its `max_delay`; constant and custom sequences have no cap.
 ///
 /// No jitter ever produces a delay above the backoff's cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -246,19 +247,12 @@ impl BackoffIter {
         self
     }
 
+    /// The cap jitter respects: the exponential backoff's `max_delay`; none for the other
+    /// kinds (full and equal jitter only shorten a delay anyway).
     fn cap(&self) -> Duration {
         match &self.inner {
             Inner::Exponential { max, .. } => *max,
-            Inner::Constant(d) => *d,
-            Inner::Custom(_) => Duration::MAX,
-        }
-    }
-
-    fn base(&self) -> Duration {
-        match &self.inner {
-            Inner::Exponential { base, .. } => *base,
-            Inner::Constant(d) => *d,
-            Inner::Custom(_) => self.prev.unwrap_or(Duration::ZERO),
+            Inner::Constant(_) | Inner::Custom(_) => Duration::MAX,
         }
     }
 
@@ -310,10 +304,10 @@ impl Iterator for BackoffIter {
                 half.saturating_add(self.uniform(Duration::ZERO, computed - half))
             }
             Jitter::Decorrelated => {
-                let base = self.base();
-                let prev = self.prev.unwrap_or(base);
-                let hi = prev.saturating_mul(3).min(cap);
-                self.uniform(base.min(hi), hi)
+                // Between this step's delay and three times the previous jittered one.
+                let prev = self.prev.unwrap_or(computed);
+                let hi = prev.saturating_mul(3).max(computed).min(cap);
+                self.uniform(computed.min(hi), hi)
             }
         };
         let delay = delay.min(cap);

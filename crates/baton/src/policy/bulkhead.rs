@@ -109,10 +109,18 @@ impl Bulkhead {
             return Ok(BulkheadPermit { _permit: permit });
         }
         let started = Instant::now();
-        let mut until = started + self.inner.max_wait;
-        if let Some(d) = deadline {
-            until = until.min(d);
-        }
+        // An unrepresentable instant (`Duration::MAX`) means "no bound" from that side.
+        let until = match (started.checked_add(self.inner.max_wait), deadline) {
+            (Some(u), Some(d)) => Some(u.min(d)),
+            (u, d) => u.or(d),
+        };
+        let Some(until) = until else {
+            let _waiting = WaitingGuard::new(&self.inner.waiting);
+            return match Arc::clone(&self.inner.semaphore).acquire_owned().await {
+                Ok(permit) => Ok(BulkheadPermit { _permit: permit }),
+                Err(_) => Err(Instant::now().saturating_duration_since(started)),
+            };
+        };
         if until <= started {
             return Err(Duration::ZERO);
         }

@@ -25,6 +25,9 @@ use crate::report::AttemptReport;
 use crate::run::{AttemptGuard, RunState};
 use crate::task::{Ctx, Value};
 
+/// The attempt log keeps at most this many attempts (a retry policy may allow millions).
+pub(crate) const MAX_ATTEMPT_LOG: usize = 1_000;
+
 /// What one node's execution produced.
 pub(crate) struct Execution {
     /// The value, from the task or from the fallback; or the final error.
@@ -43,7 +46,11 @@ pub(crate) async fn execute<I: Send + Sync + 'static>(
     started: Instant,
 ) -> Execution {
     let node = run.graph.meta.name(id);
-    let deadline = earliest(run.core.deadline(), policy.budget.map(|b| started + b));
+    // `checked_add`: a budget too large for an instant (`Duration::MAX`) is no budget.
+    let deadline = earliest(
+        run.core.deadline(),
+        policy.budget.and_then(|b| started.checked_add(b)),
+    );
     let mut attempts = Vec::new();
 
     let series = match &policy.breaker {
@@ -122,18 +129,37 @@ pub(crate) async fn execute<I: Send + Sync + 'static>(
             recovered_from: None,
             attempts,
         },
-        Some(recover) => match recover.await {
-            Ok(value) => Execution {
-                result: Ok(value),
-                recovered_from: Some(error),
-                attempts,
-            },
-            Err(failed) => Execution {
-                result: Err(Arc::new(failed)),
-                recovered_from: None,
-                attempts,
-            },
-        },
+        Some(recover) => {
+            // The fallback is bound by the node's deadline too (one deadline, everything
+            // derived): a fallback still running at the deadline fails the node.
+            let recovered = match deadline {
+                None => recover.await,
+                Some(until) => match Deadline::new(recover, until).await {
+                    Some(out) => out,
+                    None => Err(NodeError::FallbackFailed {
+                        node: node.to_owned(),
+                        error: Box::new(NodeError::DeadlineExceeded {
+                            node: node.to_owned(),
+                            attempts: attempts.len() as u32,
+                            elapsed: started.elapsed(),
+                        }),
+                        original: Arc::clone(&error),
+                    }),
+                },
+            };
+            match recovered {
+                Ok(value) => Execution {
+                    result: Ok(value),
+                    recovered_from: Some(error),
+                    attempts,
+                },
+                Err(failed) => Execution {
+                    result: Err(Arc::new(failed)),
+                    recovered_from: None,
+                    attempts,
+                },
+            }
+        }
     }
 }
 
@@ -184,7 +210,7 @@ async fn series<I: Send + Sync + 'static>(
         let (out, attempt_start) = attempt(run, id, policy, number, deadline, started).await;
         // A series that succeeds at its first attempt has nothing to add to the node's own
         // start and end: its log stays empty (and costs nothing).
-        if number > 1 || out.is_err() {
+        if (number > 1 || out.is_err()) && log.len() < MAX_ATTEMPT_LOG {
             let core = &run.core;
             log.push(AttemptReport {
                 number,
@@ -247,7 +273,11 @@ async fn series<I: Send + Sync + 'static>(
             });
         }
         delay_before = delay;
-        if !delay.is_zero() {
+        if delay.is_zero() {
+            // A series with no backoff still lets its worker run other tasks (and notice a
+            // cancelled run) now and then.
+            tokio::task::consume_budget().await;
+        } else {
             tokio::time::sleep(delay).await;
             // The breaker may have opened while we waited.
             if permit.is_some_and(|p| !p.is_current()) {
@@ -305,7 +335,7 @@ async fn attempt<I: Send + Sync + 'static>(
     } else {
         Instant::now()
     };
-    let by_timeout = policy.timeout.map(|t| now + t);
+    let by_timeout = policy.timeout.and_then(|t| now.checked_add(t));
     let until = earliest(by_timeout, deadline);
     // Whether the deadline, not the per-attempt timeout, is what cuts this attempt.
     let cut = Cut {

@@ -21,12 +21,14 @@ use crate::error::{CancelReason, NodeError};
 use crate::graph::Node;
 use crate::run::{Record, RunId, RunView};
 
-/// What a run produced; see the [module docs](self).
+/// What a run produced: every node of the graph with exactly one [`Outcome`] (DESIGN rule
+/// 2), its value, error, attempts and timing.
 ///
-/// Cheap to clone (an `Arc` of the run's state). `Display` prints a text timeline: one line
-/// per node with its outcome, a bar from its start to its end scaled to the makespan, its
-/// attempts, and its error. With the `serde` feature it serializes to JSON (schema in the
-/// README and in `report/serde.rs`).
+/// Cheap to clone (an `Arc` of the run's state, which it keeps alive — the run input
+/// included — as long as it lives). `Display` prints a text timeline: one line per node with
+/// its outcome, a bar from its start to its end scaled to the makespan, its attempts, and its
+/// error. With the `serde` feature it serializes to JSON; the schema is in the README
+/// ("The report").
 #[derive(Clone)]
 pub struct Report {
     run: Arc<dyn RunView>,

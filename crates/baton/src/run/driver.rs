@@ -194,10 +194,20 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                         this.begin();
                     }
                 }
-                State::Full(fut) => match fut.as_mut().poll(cx) {
-                    Poll::Ready(record) => this.end(record),
-                    Poll::Pending => return Poll::Pending,
-                },
+                // User code runs in the full path too (retry predicates, breaker filters,
+                // backoff iterators): a panic there fails the node like a task's would.
+                State::Full(fut) => {
+                    match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+                        Ok(Poll::Ready(record)) => this.end(record),
+                        Ok(Poll::Pending) => return Poll::Pending,
+                        Err(panic) => {
+                            this.state = State::Done;
+                            this.run.core.tokens.end(this.id, u32::MAX);
+                            let start = this.start();
+                            this.attempt_failed(start, NodeError::from_panic(panic.as_ref()));
+                        }
+                    }
+                }
                 State::Attempt(fut) => {
                     let core = &this.run.core;
                     if core.is_cancelled() {

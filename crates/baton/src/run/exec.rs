@@ -231,6 +231,12 @@ async fn route<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Rec
     let span = trace::node_span(core, || run.graph.meta.name(branch));
     let record = Box::pin(run_node(run, branch, span)).await;
     let (outcome, value, error) = match (&record.value, record.outcome) {
+        // A branch served by its fallback makes the router `Recovered` too, with its error.
+        (Some(v), Outcome::Recovered) => (
+            Outcome::Recovered,
+            Some(Arc::clone(v)),
+            record.error.clone(),
+        ),
         (Some(v), _) => (Outcome::Succeeded, Some(Arc::clone(v)), None),
         (None, Outcome::Cancelled) => (Outcome::Cancelled, None, None),
         (None, _) => (

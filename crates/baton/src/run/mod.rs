@@ -208,8 +208,6 @@ enum Phase {
 pub struct Run<I: Send + Sync + 'static> {
     state: Arc<RunState<I>>,
     phase: Phase,
-    /// The first root's driver, polled by the run future itself.
-    inline: Option<driver::Driver<I>>,
 }
 
 impl<I: Send + Sync + 'static> fmt::Debug for Run<I> {
@@ -227,7 +225,6 @@ impl<I: Send + Sync + 'static> Run<I> {
         Run {
             state: RunState::new(graph, input, mode, options.timeout, options.deadline),
             phase: Phase::Idle,
-            inline: None,
         }
     }
 
@@ -296,7 +293,7 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
                     return Poll::Ready(Err(RunError::NoRuntime));
                 };
                 // A run cancelled before it started is over already: nothing to admit.
-                if !self.state.core.is_over() {
+                if self.state.core.reason.get().is_none() {
                     let state = &self.state;
                     let view: Arc<dyn RunView> = Arc::clone(state) as Arc<dyn RunView>;
                     let admitted = state.graph.orchestrator.admit(
@@ -309,17 +306,12 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
                         self.phase = Phase::Refused;
                         return Poll::Ready(Err(RunError::ShuttingDown));
                     }
-                    self.inline = self.state.start(handle);
+                    self.state.start(handle);
+                    self.state.mark_admitted();
                 }
                 self.phase = Phase::Running;
             }
             Phase::Running | Phase::Done => {}
-        }
-        if let Some(driver) = &mut self.inline {
-            if Pin::new(driver).poll(cx).is_ready() {
-                // Dropping it releases it from `live`.
-                self.inline = None;
-            }
         }
         let core = &self.state.core;
         core.done.register(cx.waker());

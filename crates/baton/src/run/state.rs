@@ -38,6 +38,10 @@ use crate::observe::Event;
 use crate::report::{AttemptReport, NodeReport, Outcome, Report};
 use crate::task::Value;
 
+pub(crate) const NOT_ADMITTED: u8 = 0;
+pub(crate) const ADMITTED: u8 = 1;
+pub(crate) const ENDED: u8 = 2;
+
 pub(crate) const PENDING: u8 = 0;
 pub(crate) const RUNNING: u8 = 1;
 pub(crate) const DONE: u8 = 2;
@@ -90,17 +94,19 @@ pub(crate) struct Slot {
 }
 
 /// Attempt tokens: created only when a task asks for one (rare), so they live beside the
-/// slots, not in them.
+/// slots, not in them. At most one per node (its current attempt's): O(1) either way.
 #[derive(Debug, Default)]
 pub(crate) struct Tokens {
     /// Set (never cleared) once any task of the run asked for a token.
     used: AtomicBool,
-    /// `(node, attempt, token)` of attempts that asked and have not ended.
-    live: Mutex<Vec<(u32, u32, CancellationToken)>>,
+    /// node → (attempt, token) of the attempt that asked and has not ended.
+    live: Mutex<rustc_hash::FxHashMap<u32, (u32, CancellationToken)>>,
 }
 
 impl Tokens {
-    fn live(&self) -> std::sync::MutexGuard<'_, Vec<(u32, u32, CancellationToken)>> {
+    fn live(
+        &self,
+    ) -> std::sync::MutexGuard<'_, rustc_hash::FxHashMap<u32, (u32, CancellationToken)>> {
         self.live.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -116,8 +122,10 @@ impl Tokens {
     ) -> CancellationToken {
         self.used.store(true, Ordering::SeqCst);
         let mut live = self.live();
-        if let Some((_, _, t)) = live.iter().find(|(n, a, _)| *n == node && *a == attempt) {
-            return t.clone();
+        if let Some((a, t)) = live.get(&node) {
+            if *a == attempt {
+                return t.clone();
+            }
         }
         if slot.attempts.load(Ordering::SeqCst) > attempt
             || slot.state.load(Ordering::SeqCst) == DONE
@@ -127,22 +135,23 @@ impl Tokens {
             return t;
         }
         let t = parent.child_token();
-        live.push((node, attempt, t.clone()));
+        if let Some((_, old)) = live.insert(node, (attempt, t.clone())) {
+            old.cancel();
+        }
         t
     }
 
-    /// `node`'s attempts up to `attempt` ended: cancels and forgets their tokens.
+    /// `node`'s attempts up to `attempt` ended: cancels and forgets their token.
     pub(crate) fn end(&self, node: u32, attempt: u32) {
         if !self.used.load(Ordering::SeqCst) {
             return;
         }
-        self.live().retain(|(n, a, t)| {
-            let ended = *n == node && *a <= attempt;
-            if ended {
+        let mut live = self.live();
+        if live.get(&node).is_some_and(|(a, _)| *a <= attempt) {
+            if let Some((_, t)) = live.remove(&node) {
                 t.cancel();
             }
-            !ended
-        });
+        }
     }
 }
 
@@ -175,8 +184,10 @@ pub(crate) struct RunCore {
     pub(crate) mode: FailureMode,
     /// The run's deadline, fixed when it starts.
     pub(crate) deadline: OnceLock<Option<Instant>>,
-    /// Whether the orchestrator accepted (and counts) this run.
-    pub(crate) registered: AtomicBool,
+    /// The run's standing with its orchestrator: `NOT_ADMITTED`, `ADMITTED`, or `ENDED`
+    /// (see `on_end` and `mark_admitted`: whichever of "admitted" and "ended" comes second
+    /// tells the orchestrator the run ended, so it is told exactly once).
+    pub(crate) registered: AtomicU8,
     pub(crate) span: OnceLock<tracing::Span>,
     pub(crate) tokens: Tokens,
     timeout: Option<Duration>,
@@ -275,7 +286,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             run_id: RunId::next(),
             mode,
             deadline: OnceLock::new(),
-            registered: AtomicBool::new(false),
+            registered: AtomicU8::new(NOT_ADMITTED),
             span: OnceLock::new(),
             tokens: Tokens::default(),
             timeout,
@@ -314,20 +325,38 @@ impl<I: Send + Sync + 'static> RunState<I> {
 
     fn on_end(&self) {
         let core = &self.core;
-        if core.registered.load(Ordering::Acquire) {
-            let orchestrator = &self.graph.orchestrator;
-            if self.observed() {
-                if let Some(me) = self.me.upgrade() {
-                    let report = Report::new(me);
-                    self.emit(&Event::RunFinished {
-                        run: core.run_id,
-                        report: &report,
-                    });
-                }
-            }
-            orchestrator.run_ended(core.run_id);
+        if core.registered.swap(ENDED, Ordering::AcqRel) == ADMITTED {
+            self.report_end();
         }
         core.done.wake();
+    }
+
+    /// The orchestrator admitted the run (after `start`). If the run already ended (it was
+    /// cancelled while being admitted), says so now.
+    pub(crate) fn mark_admitted(&self) {
+        if self
+            .core
+            .registered
+            .compare_exchange(NOT_ADMITTED, ADMITTED, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            self.report_end();
+        }
+    }
+
+    /// Tells the observers and the orchestrator that the admitted run ended.
+    fn report_end(&self) {
+        let core = &self.core;
+        if self.observed() {
+            if let Some(me) = self.me.upgrade() {
+                let report = Report::new(me);
+                self.emit(&Event::RunFinished {
+                    run: core.run_id,
+                    report: &report,
+                });
+            }
+        }
+        self.graph.orchestrator.run_ended(core.run_id);
     }
 
     /// Records how node `id` ended and fires what follows from it: outcome count, callbacks,
@@ -342,7 +371,11 @@ impl<I: Send + Sync + 'static> RunState<I> {
         slot.state.store(DONE, Ordering::Release);
         self.core.tokens.end(id, u32::MAX);
         let counters = self.graph.orchestrator.counters().local();
-        counters.outcome(outcome);
+        // Nodes of runs cancelled before they were admitted were never submitted: they do
+        // not count.
+        if self.core.registered.load(Ordering::Relaxed) != NOT_ADMITTED || was_running {
+            counters.outcome(outcome);
+        }
         if was_running {
             counters.nodes_in_flight.decr();
         }
@@ -417,6 +450,12 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// `because` is the upstream of `first` that produced no value. A skipped router's
     /// branches end `NotTaken`.
     fn skip(&self, first: u32, because: u32) {
+        self.pass_over_from(first, because, Outcome::Skipped);
+    }
+
+    /// Ends `first` and everything downstream of it that is still pending with `outcome`
+    /// (`Skipped`, or `NotTaken` below a branch that was not taken).
+    fn pass_over_from(&self, first: u32, because: u32, outcome: Outcome) {
         let core = &self.core;
         let meta = &self.graph.meta;
         let now = core.now();
@@ -428,7 +467,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             let record = Record {
                 because: Some(because),
                 root: Some(root),
-                ..Record::empty(Outcome::Skipped, now)
+                ..Record::empty(outcome, now)
             };
             if !self.pass_over(id, record) {
                 continue;
@@ -451,8 +490,9 @@ impl<I: Send + Sync + 'static> RunState<I> {
         for &(_, b) in branches.iter().filter(|(_, b)| Some(*b) != chosen) {
             if self.pass_over(b, Record::empty(Outcome::NotTaken, now)) {
                 marked += 1;
+                // What depends on a branch not taken is not taken either.
                 for &d in self.graph.meta.downstreams(b) {
-                    self.skip(d, b);
+                    self.pass_over_from(d, b, Outcome::NotTaken);
                 }
             }
         }
@@ -507,12 +547,14 @@ impl<I: Send + Sync + 'static> RunState<I> {
     }
 
     /// Finalizes a node whose driver disappeared without ending it (the runtime dropped the
-    /// task): it ends `Cancelled`, and is released from `live`.
+    /// task, e.g. because it is shutting down): it ends `Cancelled`, and so does the rest of
+    /// the run, which cannot go on without it.
     pub(crate) fn abandon(&self, id: u32) {
         let Some(slot) = self.core.slot(id) else {
             return;
         };
         if slot.state.load(Ordering::Acquire) == RUNNING {
+            self.cancel(CancelReason::Dropped);
             let record = Record::empty(Outcome::Cancelled, self.core.now());
             self.record(id, record, true);
             self.release(1);
@@ -538,14 +580,14 @@ impl<I: Send + Sync + 'static> RunState<I> {
         super::driver::Driver::new(Arc::clone(self), id)
     }
 
-    /// Starts the run: fixes its origin and deadline, spawns every root but the first, and
-    /// returns a driver for the first, for the run future to poll itself (one spawn fewer
-    /// per run).
-    pub(crate) fn start(self: &Arc<Self>, handle: Handle) -> Option<super::driver::Driver<I>> {
+    /// Starts the run: fixes its origin and deadline, and spawns every root. (Every root gets
+    /// a task of its own, rather than the run future driving one: a run whose future is held
+    /// without being polled still makes progress, and can always be cancelled.)
+    pub(crate) fn start(self: &Arc<Self>, handle: Handle) {
         let core = &self.core;
         let now = Instant::now();
         let _ = core.origin.set(now);
-        let by_timeout = core.timeout.map(|t| now + t);
+        let by_timeout = core.timeout.and_then(|t| now.checked_add(t));
         let deadline = match (by_timeout, core.fixed_deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -556,7 +598,6 @@ impl<I: Send + Sync + 'static> RunState<I> {
             core.run_id,
             self.graph.meta.len(),
         ));
-        core.registered.store(true, Ordering::Release);
         if self.observed() {
             self.emit(&Event::RunStarted {
                 run: core.run_id,
@@ -566,9 +607,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
         // An empty graph is over at once.
         if self.graph.meta.len() == 0 {
             self.on_end();
-            return None;
+            return;
         }
-        let mut first = None;
         for &root in self.graph.meta.roots.iter() {
             let Some(slot) = core.slot(root) else {
                 continue;
@@ -578,13 +618,9 @@ impl<I: Send + Sync + 'static> RunState<I> {
                 .compare_exchange(PENDING, RUNNING, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
-                match first {
-                    None => first = Some(root),
-                    Some(_) => self.spawn(root),
-                }
+                self.spawn(root);
             }
         }
-        first.map(|root| self.driver(root))
     }
 }
 
