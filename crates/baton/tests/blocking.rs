@@ -120,7 +120,10 @@ fn an_attempt_abandoned_in_the_queue_never_runs() {
         tokio::task::yield_now().await;
         tokio::time::advance(ms(50)).await;
         let report = run.await.unwrap().unwrap();
-        assert!(matches!(report.node(n).unwrap().error(), Some(NodeError::Timeout { .. })));
+        assert!(matches!(
+            report.node(n).unwrap().error(),
+            Some(NodeError::Timeout { .. })
+        ));
         release.store(true, Ordering::SeqCst);
         busy.await.unwrap();
         // Give the pool the queued closure, if it were to run.

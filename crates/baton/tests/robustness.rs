@@ -26,7 +26,9 @@ async fn panics_in_policy_callbacks_fail_the_node_and_the_run_goes_on() {
         .node("first")
         .retry(Retry::new(3).retry_if(|_| panic!("predicate bug")))
         .task(|_ctx, ()| async { Err::<u32, BoxError>("x".into()) });
-    let b = g.node("b").task(|_ctx, ()| async { Ok::<_, BoxError>(1u32) });
+    let b = g
+        .node("b")
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(1u32) });
     let t = g
         .node("t")
         .after(b)
@@ -34,7 +36,10 @@ async fn panics_in_policy_callbacks_fail_the_node_and_the_run_goes_on() {
             || -> Option<Duration> { panic!("iterator bug") },
         ))))
         .task(|_ctx, _| async { Err::<u32, BoxError>("y".into()) });
-    let u = g.node("u").after(t).task(|_ctx, v| async move { Ok::<_, BoxError>(*v) });
+    let u = g
+        .node("u")
+        .after(t)
+        .task(|_ctx, v| async move { Ok::<_, BoxError>(*v) });
     let report = tokio::time::timeout(Duration::from_secs(5), g.build().unwrap().run(()))
         .await
         .expect("the run resolves")
@@ -147,7 +152,9 @@ async fn an_async_fallback_is_cut_at_the_deadline() {
 #[test]
 fn misdefined_routers_are_build_errors() {
     let mut g = Graph::<()>::builder();
-    let s = g.node("s").task(|_ctx, ()| async { Ok::<_, BoxError>(1u8) });
+    let s = g
+        .node("s")
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(1u8) });
     let _: baton::Node<u8> = g.router("r").after(s).select(|_i, _v| "x").finish();
     assert_eq!(
         g.build().unwrap_err(),
@@ -158,7 +165,9 @@ fn misdefined_routers_are_build_errors() {
     );
 
     let mut g = Graph::<()>::builder();
-    let other = g.node("other").task(|_ctx, ()| async { Ok::<_, BoxError>(1u8) });
+    let other = g
+        .node("other")
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(1u8) });
     let _ = g
         .router("r")
         .select(|_i, ()| "x")
@@ -170,11 +179,16 @@ fn misdefined_routers_are_build_errors() {
     ));
 
     let mut g = Graph::<()>::builder();
-    let slow = g.node("slow").task(|_ctx, ()| async { Ok::<_, BoxError>(1u8) });
+    let slow = g
+        .node("slow")
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(1u8) });
     let _ = g
         .router("r")
         .select(|_i, ()| "x")
-        .branch("x", |b| b.after(slow).task(|_ctx, v| async move { Ok::<_, BoxError>(*v) }))
+        .branch("x", |b| {
+            b.after(slow)
+                .task(|_ctx, v| async move { Ok::<_, BoxError>(*v) })
+        })
         .finish();
     assert!(matches!(
         g.build().unwrap_err(),
@@ -197,7 +211,9 @@ async fn what_depends_on_a_branch_not_taken_is_not_taken() {
             ship = Some(n);
             n
         })
-        .branch("shortage", |b| b.task(|_ctx, ()| async { Ok::<_, BoxError>(0u8) }))
+        .branch("shortage", |b| {
+            b.task(|_ctx, ()| async { Ok::<_, BoxError>(0u8) })
+        })
         .finish();
     let track = g
         .node("track")
@@ -231,7 +247,10 @@ async fn a_retry_series_without_backoff_yields_and_its_log_is_bounded() {
     }
     canceller.cancel();
     let out = handle.await.unwrap();
-    assert!(matches!(out, Err(baton::RunError::Cancelled { .. })), "{out:?}");
+    assert!(
+        matches!(out, Err(baton::RunError::Cancelled { .. })),
+        "{out:?}"
+    );
     assert!(calls.load(Ordering::Relaxed) < 2_000_000);
 
     let mut g = Graph::<()>::builder();
