@@ -23,7 +23,7 @@ use crate::error::{NodeError, StopReason};
 use crate::observe::{Event, trace};
 use crate::report::AttemptReport;
 use crate::run::{AttemptGuard, RunState};
-use crate::task::{Ctx, Value};
+use crate::task::Value;
 
 /// The attempt log keeps at most this many attempts (a retry policy may allow millions).
 pub(crate) const MAX_ATTEMPT_LOG: usize = 1_000;
@@ -346,25 +346,8 @@ async fn attempt<I: Send + Sync + 'static>(
             _ => false,
         },
     };
-    if let Some(slot) = run.core.slot(id) {
-        slot.attempts
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-    let counters = run.graph.orchestrator.counters().local();
-    counters.attempts.incr();
-    if number > 1 {
-        counters.retries.incr();
-    }
     let budget = until.map(|u| u.saturating_duration_since(now));
-    let observed = run.observed();
-    if observed {
-        run.emit(&Event::AttemptStarted {
-            run: run.core.run_id,
-            node,
-            attempt: number,
-            budget,
-        });
-    }
+    run.attempt_started(id, number, budget);
     let out = trace::within(
         trace::attempt_span(node, number, budget),
         call(run, id, policy, number, cut, started, permit),
@@ -375,8 +358,8 @@ async fn attempt<I: Send + Sync + 'static>(
             error,
             NodeError::Timeout { .. } | NodeError::DeadlineExceeded { .. }
         ) {
-            counters.timeouts.incr();
-            if observed {
+            run.graph.orchestrator.counters().local().timeouts.incr();
+            if run.observed() {
                 run.emit(&Event::Timeout {
                     run: run.core.run_id,
                     node,
@@ -385,14 +368,7 @@ async fn attempt<I: Send + Sync + 'static>(
                 });
             }
         }
-        if observed {
-            run.emit(&Event::AttemptFailed {
-                run: run.core.run_id,
-                node,
-                attempt: number,
-                error,
-            });
-        }
+        run.attempt_failed(id, number, error);
     }
     (out, now)
 }
@@ -415,28 +391,12 @@ async fn call<I: Send + Sync + 'static>(
     permit: Option<BulkheadPermit>,
 ) -> Result<Value, NodeError> {
     let node = run.graph.meta.name(id);
-    let Some(task) = run.graph.tasks.get(id as usize) else {
-        return Err(NodeError::Internal {
-            message: "node index out of range",
-        });
-    };
-    let cx = run.fetch_cx(id);
-    let ctx = Ctx::new(Arc::clone(run), id, number, cut.until);
     let _attempt = AttemptGuard {
         core: &run.core,
         node: id,
         attempt: number,
     };
-    let fut = match std::panic::catch_unwind(AssertUnwindSafe(|| task.call(ctx, &cx, permit))) {
-        Ok(Some(fut)) => fut,
-        Ok(None) => {
-            return Err(NodeError::Internal {
-                message: "an upstream value is missing or of another type",
-            });
-        }
-        Err(panic) => return Err(NodeError::from_panic(panic.as_ref())),
-    };
-    let fut = AssertUnwindSafe(fut).catch_unwind();
+    let fut = AssertUnwindSafe(run.call_task(id, number, cut.until, permit)?).catch_unwind();
     let out = match cut.until {
         None => fut.await,
         Some(until) => match Deadline::new(fut, until).await {

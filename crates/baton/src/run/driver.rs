@@ -11,17 +11,16 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
 use tokio::time::Instant;
 
-use super::state::{Record, RunState, guarded};
+use super::state::{Record, RunState};
 use crate::error::NodeError;
 use crate::graph::NodeKind;
 use crate::observe::{Event, trace};
 use crate::report::Outcome;
-use crate::task::{AttemptFuture, Ctx};
+use crate::task::AttemptFuture;
 
 /// How many ready downstreams a driver runs inline before it spawns the next one instead,
 /// so that a long chain yields its worker now and then.
@@ -87,40 +86,15 @@ impl<I: Send + Sync + 'static> Driver<I> {
             }));
             return;
         }
-        let counters = graph.orchestrator.counters().local();
-        counters.nodes_in_flight.incr();
-        counters.attempts.incr();
-        if let Some(slot) = core.slot(id) {
-            slot.attempts.fetch_add(1, Ordering::Relaxed);
-        }
+        graph.orchestrator.counters().local().nodes_in_flight.incr();
         if run.observed() {
-            let name = graph.meta.name(id);
             run.emit(&Event::NodeStarted {
                 run: core.run_id,
-                node: name,
-            });
-            run.emit(&Event::AttemptStarted {
-                run: core.run_id,
-                node: name,
-                attempt: 1,
-                budget: None,
+                node: graph.meta.name(id),
             });
         }
-        let started = match graph.tasks.get(id as usize) {
-            Some(task) => {
-                let cx = run.fetch_cx(id);
-                let ctx = Ctx::new(Arc::clone(run), id, 1, None);
-                guarded(|| task.call(ctx, &cx, None)).and_then(|attempt| {
-                    attempt.ok_or(NodeError::Internal {
-                        message: "an upstream value is missing or of another type",
-                    })
-                })
-            }
-            None => Err(NodeError::Internal {
-                message: "node index out of range",
-            }),
-        };
-        match started {
+        run.attempt_started(id, 1, None);
+        match run.call_task(id, 1, None, None) {
             Ok(attempt) => self.state = State::Attempt(attempt),
             Err(error) => self.attempt_failed(start, error),
         }
@@ -129,14 +103,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
     fn attempt_failed(&mut self, start: Instant, error: NodeError) {
         let run = &self.run;
         run.core.tokens.end(self.id, 1);
-        if run.observed() {
-            run.emit(&Event::AttemptFailed {
-                run: run.core.run_id,
-                node: run.graph.meta.name(self.id),
-                attempt: 1,
-                error: &error,
-            });
-        }
+        run.attempt_failed(self.id, 1, &error);
         let record = Record {
             outcome: Outcome::Failed,
             error: Some(Arc::new(error)),

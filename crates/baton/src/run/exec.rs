@@ -18,7 +18,7 @@ use crate::observe::{Event, trace};
 use crate::policy::NodePolicy;
 use crate::policy::onion::{self, Execution};
 use crate::report::Outcome;
-use crate::task::{Ctx, Value};
+use crate::task::Value;
 
 /// Runs node `id` (already `RUNNING`) to its record, on the full path: policies, routers,
 /// `tracing` spans.
@@ -107,59 +107,29 @@ async fn execute<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> R
     }
 }
 
-/// One attempt of node `id`'s task, with panics caught: the path of nodes without policies.
+/// One attempt of node `id`'s task, with panics caught: the path of nodes without policies
+/// when `tracing` spans are wanted (the driver's fast path is the same without the span).
 async fn plain<I: Send + Sync + 'static>(
     run: &Arc<RunState<I>>,
     id: u32,
 ) -> Result<Value, NodeError> {
-    let core = &run.core;
-    let Some(task) = run.graph.tasks.get(id as usize) else {
-        return Err(NodeError::Internal {
-            message: "node index out of range",
-        });
-    };
-    if let Some(slot) = core.slot(id) {
-        slot.attempts.fetch_add(1, Ordering::Relaxed);
-    }
-    run.graph.orchestrator.counters().local().attempts.incr();
-    let observed = run.observed();
-    let node = run.graph.meta.name(id);
-    if observed {
-        run.emit(&Event::AttemptStarted {
-            run: core.run_id,
-            node,
-            attempt: 1,
-            budget: None,
-        });
-    }
-    let cx = run.fetch_cx(id);
-    let ctx = Ctx::new(Arc::clone(run), id, 1, None);
-    let span = trace::attempt_span(node, 1, None);
+    run.attempt_started(id, 1, None);
+    let span = trace::attempt_span(run.graph.meta.name(id), 1, None);
     let _attempt = AttemptGuard {
-        core,
+        core: &run.core,
         node: id,
         attempt: 1,
     };
-    let out = match guarded(|| task.call(ctx, &cx, None)) {
-        Ok(Some(attempt)) => {
-            match trace::within(span, AssertUnwindSafe(attempt).catch_unwind()).await {
-                Ok(Ok(value)) => Ok(value),
-                Ok(Err(error)) => Err(NodeError::Task(error)),
-                Err(panic) => Err(NodeError::from_panic(panic.as_ref())),
-            }
-        }
-        Ok(None) => Err(NodeError::Internal {
-            message: "an upstream value is missing or of another type",
-        }),
-        Err(panic) => Err(panic),
+    let out = match run.call_task(id, 1, None, None) {
+        Ok(attempt) => match trace::within(span, AssertUnwindSafe(attempt).catch_unwind()).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(NodeError::Task(error)),
+            Err(panic) => Err(NodeError::from_panic(panic.as_ref())),
+        },
+        Err(error) => Err(error),
     };
-    if let (true, Err(error)) = (observed, &out) {
-        run.emit(&Event::AttemptFailed {
-            run: core.run_id,
-            node,
-            attempt: 1,
-            error,
-        });
+    if let Err(error) = &out {
+        run.attempt_failed(id, 1, error);
     }
     out
 }

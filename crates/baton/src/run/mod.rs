@@ -7,6 +7,7 @@
 //! waiting for its upstreams holds no thread and no task, and nothing looks a node up by
 //! name or joins futures per node. See `state.rs` for the invariants.
 
+mod attempt;
 mod driver;
 mod exec;
 mod state;

@@ -1,0 +1,73 @@
+//! What every path that runs an attempt shares: counting it, telling the observers, and
+//! calling the task (under `catch_unwind`) to get the attempt's future.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::state::{RunState, guarded};
+use crate::error::NodeError;
+use crate::observe::Event;
+use crate::policy::bulkhead::BulkheadPermit;
+use crate::task::{AttemptFuture, Ctx};
+
+impl<I: Send + Sync + 'static> RunState<I> {
+    /// Counts attempt `number` of node `id` (in its slot and the stats) and tells the
+    /// observers it started, with the time it has before it is cut, if any.
+    pub(crate) fn attempt_started(&self, id: u32, number: u32, budget: Option<Duration>) {
+        if let Some(slot) = self.core.slot(id) {
+            slot.attempts.fetch_add(1, Ordering::Relaxed);
+        }
+        let counters = self.graph.orchestrator.counters().local();
+        counters.attempts.incr();
+        if number > 1 {
+            counters.retries.incr();
+        }
+        if self.observed() {
+            self.emit(&Event::AttemptStarted {
+                run: self.core.run_id,
+                node: self.graph.meta.name(id),
+                attempt: number,
+                budget,
+            });
+        }
+    }
+
+    /// Tells the observers attempt `number` of node `id` failed with `error`.
+    pub(crate) fn attempt_failed(&self, id: u32, number: u32, error: &NodeError) {
+        if self.observed() {
+            self.emit(&Event::AttemptFailed {
+                run: self.core.run_id,
+                node: self.graph.meta.name(id),
+                attempt: number,
+                error,
+            });
+        }
+    }
+
+    /// Calls node `id`'s task for attempt `number`, which must end by `deadline` and holds
+    /// `permit` until it has really stopped: the attempt's future, or why it could not
+    /// start (the task panicked before returning its future).
+    pub(crate) fn call_task(
+        self: &Arc<Self>,
+        id: u32,
+        number: u32,
+        deadline: Option<Instant>,
+        permit: Option<BulkheadPermit>,
+    ) -> Result<AttemptFuture, NodeError> {
+        let Some(task) = self.graph.tasks.get(id as usize) else {
+            return Err(NodeError::Internal {
+                message: "node index out of range",
+            });
+        };
+        let cx = self.fetch_cx(id);
+        let ctx = Ctx::new(Arc::clone(self), id, number, deadline);
+        guarded(|| task.call(ctx, &cx, permit)).and_then(|attempt| {
+            attempt.ok_or(NodeError::Internal {
+                message: "an upstream value is missing or of another type",
+            })
+        })
+    }
+}
