@@ -1,7 +1,7 @@
 //! What a task sees: the per-attempt context [`Ctx`], and the type-erased form in which the
 //! graph stores tasks.
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
@@ -42,6 +42,9 @@ pub(crate) type FallbackFuture = Pin<Box<dyn Future<Output = Result<Value, NodeE
 
 /// A task with its upstreams' types erased, as the graph stores it.
 pub(crate) trait ErasedTask<I>: Send + Sync + 'static {
+    /// The type of the value the node produces, and its name for error messages.
+    fn value_type(&self) -> (TypeId, &'static str);
+
     /// Fetches the upstream values and starts one attempt, which holds `permit` until it has
     /// really stopped; `None` when a value is missing or of another type, which validation
     /// rules out.
@@ -104,6 +107,10 @@ where
     T: Send + Sync + 'static,
     E: Into<BoxError> + 'static,
 {
+    fn value_type(&self) -> (TypeId, &'static str) {
+        (TypeId::of::<T>(), std::any::type_name::<T>())
+    }
+
     fn call(
         &self,
         ctx: Ctx<I>,
@@ -154,6 +161,10 @@ where
     T: Send + Sync + 'static,
     E: Into<BoxError> + 'static,
 {
+    fn value_type(&self) -> (TypeId, &'static str) {
+        (TypeId::of::<T>(), std::any::type_name::<T>())
+    }
+
     fn call(
         &self,
         ctx: Ctx<I>,

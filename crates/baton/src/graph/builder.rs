@@ -11,7 +11,7 @@ use super::handle::Node;
 use super::names::Names;
 use super::router::RouterBuilder;
 use super::upstreams::{Named, UpstreamRef, Upstreams};
-use super::{Graph, NodeKind, validate};
+use super::{Extras, Graph, NodeDef, NodeKind, validate};
 use crate::error::{BoxError, BuildError, NodeError};
 use crate::observe::NodeCallbacks;
 use crate::orchestrator::Orchestrator;
@@ -22,24 +22,34 @@ use crate::task::{BlockingTask, Ctx, ErasedTask, TypedTask};
 
 static NEXT_GRAPH_ID: AtomicU64 = AtomicU64::new(1);
 
-/// A node as the builder holds it until `build()`. Its name is in the builder's `names`,
-/// its upstreams are `ups[ups_from..ups_to]` of the builder.
-pub(super) struct PendingNode<I> {
-    pub(super) ups_to: u32,
-    pub(super) type_id: TypeId,
-    pub(super) type_name: &'static str,
-    pub(super) task: Box<dyn ErasedTask<I>>,
-    pub(super) policy: Option<Box<PolicySpec>>,
-    pub(super) kind: NodeKind,
-    pub(super) callbacks: Option<Box<NodeCallbacks>>,
-}
-
 /// One declared upstream, after `add`: a node index (handles, already checked), or a name
-/// to resolve at `build()`.
-#[derive(Debug, Clone, Copy)]
+/// to resolve at `build()`. Stored as one `u32` (see [`Up::encode`]), so that a graph built
+/// from handles alone hands its upstream list to the scheduler as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Up {
     Index(u32),
+    /// The index of the upstream's [`NameRef`].
     Name(u32),
+}
+
+/// Marks an encoded upstream given by name.
+const NAME_BIT: u32 = 1 << 31;
+
+impl Up {
+    fn encode(self) -> u32 {
+        match self {
+            Up::Index(i) => i,
+            Up::Name(k) => NAME_BIT | k,
+        }
+    }
+
+    pub(super) fn decode(raw: u32) -> Up {
+        if raw & NAME_BIT == 0 {
+            Up::Index(raw)
+        } else {
+            Up::Name(raw & !NAME_BIT)
+        }
+    }
 }
 
 /// An upstream given by name.
@@ -53,12 +63,9 @@ pub(super) struct NameRef {
 /// A node as `NodeBuilder::finish` hands it to `GraphBuilder::add`.
 pub(super) struct NewNode<I> {
     pub(super) name: String,
-    pub(super) type_id: TypeId,
-    pub(super) type_name: &'static str,
     pub(super) task: Box<dyn ErasedTask<I>>,
-    pub(super) policy: PolicySpec,
-    pub(super) kind: NodeKind,
-    pub(super) callbacks: Option<Box<NodeCallbacks>>,
+    /// Policies, callbacks, kind; `None` for a plain task node.
+    pub(super) extras: Option<Box<Extras<PolicySpec>>>,
 }
 
 /// Defines a graph: add nodes with [`node`](Self::node), then [`build`](Self::build) it.
@@ -71,13 +78,20 @@ pub(super) struct NewNode<I> {
 /// - failure mode: [`FailureMode::PreservePartial`].
 pub struct GraphBuilder<I> {
     pub(super) id: u64,
-    pub(super) nodes: Vec<PendingNode<I>>,
+    /// The nodes (each task knows the type of the value it produces), by index, with
+    /// their policies as declared.
+    pub(super) nodes: Vec<NodeDef<I, PolicySpec>>,
     pub(super) names: Names,
-    pub(super) ups: Vec<Up>,
+    /// Node `i`'s declared upstreams are `ups[up_at[i]..up_at[i + 1]]`.
+    pub(super) up_at: Vec<u32>,
+    /// Declared upstreams, encoded ([`Up::encode`]).
+    pub(super) ups: Vec<u32>,
     pub(super) name_refs: Vec<NameRef>,
     /// Scratch for `Upstreams::__declare`, reused so that adding a node allocates nothing.
     declared: Vec<UpstreamRef>,
-    errors: Vec<BuildError>,
+    /// Problems found while adding nodes, with the node they were found at and their rank
+    /// among that node's problems (see [`build`](Self::build)).
+    errors: Vec<(u32, u8, BuildError)>,
     mode: FailureMode,
     orchestrator: Orchestrator,
 }
@@ -112,6 +126,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
             id: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed),
             nodes: Vec::new(),
             names: Names::default(),
+            up_at: vec![0],
             ups: Vec::new(),
             name_refs: Vec::new(),
             declared: Vec::new(),
@@ -138,9 +153,8 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
             builder: self,
             name: name.into(),
             upstreams: (),
-            policy: PolicySpec::default(),
+            extras: None,
             fallback: None,
-            callbacks: NodeCallbacks::default(),
         }
     }
 
@@ -170,29 +184,30 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
 
     /// Records a problem with router `router`, reported by `build()`.
     pub(super) fn invalid_router(&mut self, router: u32, reason: String) {
-        self.errors.push(BuildError::InvalidRouter {
+        let error = BuildError::InvalidRouter {
             router: self.names.get(router).to_owned(),
             reason,
-        });
+        };
+        self.errors.push((router, RANK_ROUTER, error));
     }
 
     /// The declared upstreams of node `id`.
-    fn ups_of(&self, id: u32) -> &[Up] {
+    fn ups_of(&self, id: u32) -> impl ExactSizeIterator<Item = Up> + '_ {
         let i = id as usize;
-        let to = self.nodes.get(i).map_or(0, |n| n.ups_to as usize);
-        let from = if i == 0 {
-            0
-        } else {
-            self.nodes.get(i - 1).map_or(0, |n| n.ups_to as usize)
-        };
-        self.ups.get(from..to).unwrap_or(&[])
+        let from = self.up_at.get(i).map_or(0, |&t| t as usize);
+        let to = self.up_at.get(i + 1).map_or(0, |&t| t as usize);
+        self.ups
+            .get(from..to)
+            .unwrap_or(&[])
+            .iter()
+            .map(|&raw| Up::decode(raw))
     }
 
     /// Whether nodes `a` and `b` declared the same upstreams.
     pub(super) fn same_upstreams(&self, a: u32, b: u32) -> bool {
         let (ua, ub) = (self.ups_of(a), self.ups_of(b));
         ua.len() == ub.len()
-            && ua.iter().zip(ub).all(|(x, y)| match (*x, *y) {
+            && ua.zip(ub).all(|(x, y)| match (x, y) {
                 (Up::Index(i), Up::Index(j)) => i == j,
                 (Up::Name(i), Up::Name(j)) => {
                     let name = |k: u32| self.name_refs.get(k as usize).map(|r| r.name.as_str());
@@ -202,16 +217,18 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
             })
     }
 
-    pub(super) fn mark_branch(&mut self, index: u32) {
+    fn set_kind(&mut self, index: u32, kind: NodeKind) {
         if let Some(node) = self.nodes.get_mut(index as usize) {
-            node.kind = NodeKind::Branch;
+            node.extras.get_or_insert_with(Box::default).kind = kind;
         }
     }
 
+    pub(super) fn mark_branch(&mut self, index: u32) {
+        self.set_kind(index, NodeKind::Branch);
+    }
+
     pub(super) fn set_branches(&mut self, router: u32, branches: Box<[(Arc<str>, u32)]>) {
-        if let Some(node) = self.nodes.get_mut(router as usize) {
-            node.kind = NodeKind::Router { branches };
-        }
+        self.set_kind(router, NodeKind::Router { branches });
     }
 
     /// Sets the failure mode every run of the graph uses unless its
@@ -242,14 +259,27 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     /// [`BuildError::UnknownUpstream`], [`BuildError::TypeMismatch`],
     /// [`BuildError::InvalidPolicy`], [`BuildError::UnknownPolicy`],
     /// [`BuildError::PolicyConflict`], then [`BuildError::Cycle`] with the cycle's path.
-    pub fn build(self) -> Result<Graph<I>, BuildError> {
-        if let Some(first) = self.errors.into_iter().next() {
-            return Err(first);
+    pub fn build(mut self) -> Result<Graph<I>, BuildError> {
+        // Duplicate names are found now, in one pass over all names; a node's problems rank
+        // as they arise while adding it: its upstreams, its name, then (routers) its
+        // branches.
+        if let Some(dup) = self.names.check_unique() {
+            let error = BuildError::DuplicateName {
+                name: self.names.get(dup).to_owned(),
+            };
+            self.errors.push((dup, RANK_NAME, error));
+        }
+        if let Some(i) = (0..self.errors.len()).min_by_key(|&i| {
+            let (node, rank, _) = &self.errors[i];
+            (*node, *rank, i)
+        }) {
+            return Err(self.errors.swap_remove(i).2);
         }
         let inner = validate::build(
             self.id,
             self.nodes,
             self.names,
+            self.up_at,
             self.ups,
             self.name_refs,
             self.mode,
@@ -269,19 +299,20 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
             match up {
                 UpstreamRef::Handle { graph, index: up } => {
                     if graph != self.id {
-                        self.errors.push(BuildError::ForeignHandle {
+                        let error = BuildError::ForeignHandle {
                             node: node.to_owned(),
                             upstream: format!("#{up}"),
-                        });
+                        };
+                        self.errors.push((self.nodes.len() as u32, RANK_UPSTREAM, error));
                     }
-                    self.ups.push(Up::Index(up));
+                    self.ups.push(Up::Index(up).encode());
                 }
                 UpstreamRef::Name {
                     name,
                     type_id,
                     type_name,
                 } => {
-                    self.ups.push(Up::Name(self.name_refs.len() as u32));
+                    self.ups.push(Up::Name(self.name_refs.len() as u32).encode());
                     self.name_refs.push(NameRef {
                         name,
                         type_id,
@@ -295,23 +326,20 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     /// Adds a node whose upstreams [`declare`](Self::declare) just recorded.
     pub(super) fn add(&mut self, node: NewNode<I>) -> u32 {
         let index = self.nodes.len() as u32;
-        if !self.names.push(&node.name) {
-            self.errors.push(BuildError::DuplicateName {
-                name: node.name.to_string(),
-            });
-        }
-        self.nodes.push(PendingNode {
-            ups_to: self.ups.len() as u32,
-            type_id: node.type_id,
-            type_name: node.type_name,
+        self.names.push(&node.name);
+        self.up_at.push(self.ups.len() as u32);
+        self.nodes.push(NodeDef {
             task: node.task,
-            policy: (!node.policy.is_empty()).then(|| Box::new(node.policy)),
-            kind: node.kind,
-            callbacks: node.callbacks,
+            extras: node.extras,
         });
         index
     }
 }
+
+/// The ranks of a node's problems (see [`GraphBuilder::build`]).
+const RANK_UPSTREAM: u8 = 0;
+const RANK_NAME: u8 = 1;
+const RANK_ROUTER: u8 = 2;
 
 /// One node being defined: its upstreams and policies, then its task.
 ///
@@ -333,9 +361,10 @@ pub struct NodeBuilder<'g, I, U, T> {
     builder: &'g mut GraphBuilder<I>,
     name: String,
     upstreams: U,
-    policy: PolicySpec,
+    /// Boxed on first use: most nodes have no policy and no callback, and a small builder
+    /// is cheap to move through `.after(..)` and `.task(..)`.
+    extras: Option<Box<Extras<PolicySpec>>>,
     fallback: Option<Fallback<T>>,
-    callbacks: NodeCallbacks,
 }
 
 impl<I, U: fmt::Debug, T> fmt::Debug for NodeBuilder<'_, I, U, T> {
@@ -360,9 +389,8 @@ impl<'g, I: Send + Sync + 'static, T> NodeBuilder<'g, I, (), T> {
             builder: self.builder,
             name: self.name,
             upstreams,
-            policy: self.policy,
+            extras: self.extras,
             fallback: self.fallback,
-            callbacks: self.callbacks,
         }
     }
 
@@ -390,10 +418,23 @@ impl<'g, I, U, T> NodeBuilder<'g, I, U, T> {
             builder,
             name,
             upstreams,
-            policy: PolicySpec::default(),
+            extras: None,
             fallback: None,
-            callbacks: NodeCallbacks::default(),
         }
+    }
+
+    fn policy(&mut self) -> &mut PolicySpec {
+        self.extras
+            .get_or_insert_with(Box::default)
+            .policy
+            .get_or_insert_with(PolicySpec::default)
+    }
+
+    fn callbacks(&mut self) -> &mut NodeCallbacks {
+        self.extras
+            .get_or_insert_with(Box::default)
+            .callbacks
+            .get_or_insert_with(NodeCallbacks::default)
     }
 }
 
@@ -402,7 +443,7 @@ impl<I, U, T: Send + Sync + 'static> NodeBuilder<'_, I, U, T> {
     /// callbacks stack and fire in registration order, exactly once per run; a panicking
     /// one is caught and logged (seed 002 §16).
     pub fn on_success(mut self, f: impl Fn(&T) + Send + Sync + 'static) -> Self {
-        self.callbacks.on_success(f);
+        self.callbacks().on_success(f);
         self
     }
 
@@ -411,14 +452,14 @@ impl<I, U, T: Send + Sync + 'static> NodeBuilder<'_, I, U, T> {
     /// [caused](NodeReport::skipped_because) it and the [root cause](NodeReport::root_cause).
     /// Stacks like [`on_success`](Self::on_success).
     pub fn on_failure(mut self, f: impl Fn(&NodeReport<'_>) + Send + Sync + 'static) -> Self {
-        self.callbacks.on_failure(f);
+        self.callbacks().on_failure(f);
         self
     }
 
     /// Calls `f` with the node's report entry whatever its outcome, after `on_success` /
     /// `on_failure`. Stacks like [`on_success`](Self::on_success).
     pub fn on_complete(mut self, f: impl Fn(&NodeReport<'_>) + Send + Sync + 'static) -> Self {
-        self.callbacks.on_complete(f);
+        self.callbacks().on_complete(f);
         self
     }
 }
@@ -430,14 +471,14 @@ impl<I, U, T> NodeBuilder<'_, I, U, T> {
     /// deadline)`. A zero limit is rejected by `build()`
     /// ([`BuildError::InvalidPolicy`]).
     pub fn timeout(mut self, limit: Duration) -> Self {
-        self.policy.timeout = Some(limit);
+        self.policy().timeout = Some(limit);
         self
     }
 
     /// Retries failed attempts per `retry` (attempts, backoff, jitter, which errors, retry
     /// budget), inside the node's deadline.
     pub fn retry(mut self, retry: Retry) -> Self {
-        self.policy.retry = Some(retry);
+        self.policy().retry = Some(retry);
         self
     }
 
@@ -447,14 +488,14 @@ impl<I, U, T> NodeBuilder<'_, I, U, T> {
     /// [`NodeError::DeadlineExceeded`] (or [`NodeError::GaveUp`] saying how many attempts
     /// ran and how long the series took). Seed 000.
     pub fn budget(mut self, budget: Duration) -> Self {
-        self.policy.budget = Some(budget);
+        self.policy().budget = Some(budget);
         self
     }
 
     /// No attempt starts with less than `min` left before the deadline, and backoffs are
     /// clipped to leave it (default 10 ms, seed 000's `MIN_ATTEMPT_MILLIS`).
     pub fn min_attempt_time(mut self, min: Duration) -> Self {
-        self.policy.min_attempt = Some(min);
+        self.policy().min_attempt = Some(min);
         self
     }
 
@@ -463,7 +504,7 @@ impl<I, U, T> NodeBuilder<'_, I, U, T> {
     /// the task does not run and the node fails with [`NodeError::BreakerOpen`]) and told
     /// one result per series.
     pub fn breaker(mut self, breaker: impl Into<PolicyRef<CircuitBreaker>>) -> Self {
-        self.policy.breaker = Some(breaker.into());
+        self.policy().breaker = Some(breaker.into());
         self
     }
 
@@ -473,7 +514,7 @@ impl<I, U, T> NodeBuilder<'_, I, U, T> {
         mut self,
         ignore: impl Fn(&NodeError) -> bool + Send + Sync + 'static,
     ) -> Self {
-        self.policy.breaker_ignore = Some(Arc::new(ignore));
+        self.policy().breaker_ignore = Some(Arc::new(ignore));
         self
     }
 
@@ -481,7 +522,7 @@ impl<I, U, T> NodeBuilder<'_, I, U, T> {
     /// [`Orchestrator`]) for each attempt, and holds it until the attempt has really
     /// stopped.
     pub fn bulkhead(mut self, bulkhead: impl Into<PolicyRef<Bulkhead>>) -> Self {
-        self.policy.bulkhead = Some(bulkhead.into());
+        self.policy().bulkhead = Some(bulkhead.into());
         self
     }
 
@@ -489,7 +530,7 @@ impl<I, U, T> NodeBuilder<'_, I, U, T> {
     /// the fallback's value, and the report keeps the error.
     pub fn fallback(mut self, fallback: Fallback<T>) -> Self {
         self.fallback = Some(fallback);
-        self.policy.has_fallback = true;
+        self.policy().has_fallback = true;
         self
     }
 }
@@ -542,20 +583,15 @@ where
             builder,
             name,
             upstreams,
-            policy,
+            extras,
             fallback,
-            callbacks,
         } = self;
         let graph = builder.id;
         builder.declare(&upstreams, &name);
         let node = NewNode {
             name,
-            type_id: TypeId::of::<T>(),
-            type_name: std::any::type_name::<T>(),
             task: make(upstreams, fallback),
-            policy,
-            kind: NodeKind::Task,
-            callbacks: (!callbacks.is_empty()).then(|| Box::new(callbacks)),
+            extras,
         };
         let index = builder.add(node);
         Node::new(graph, index)

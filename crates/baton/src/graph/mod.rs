@@ -119,9 +119,10 @@ impl<I> Graph<I> {
 }
 
 /// What kind of node a node is.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) enum NodeKind {
     /// A node with a task.
+    #[default]
     Task,
     /// A router: its branches, by key.
     Router { branches: Box<[(Arc<str>, u32)]> },
@@ -129,16 +130,74 @@ pub(crate) enum NodeKind {
     Branch,
 }
 
+/// One node as the scheduler sees it: its task, and, boxed, what only some nodes have.
+/// Two words wide, so that a graph of a million plain nodes stays small and the scheduler
+/// reads one cache line per node.
+/// `P` is the policy as declared (in the builder) or as resolved (in the graph); both
+/// forms have the same layout, so `build()` converts the builder's nodes in place.
+pub(crate) struct NodeDef<I, P = NodePolicy> {
+    pub(crate) task: Box<dyn ErasedTask<I>>,
+    /// `None` for a plain task node: no policy, no callbacks, not a router or a branch.
+    pub(crate) extras: Option<Box<Extras<P>>>,
+}
+
+/// What only some nodes have. `P` is the policy as declared ([`PolicySpec`] in the
+/// builder) or as resolved ([`NodePolicy`] in the graph).
+///
+/// [`PolicySpec`]: crate::policy::PolicySpec
+#[derive(Default)]
+pub(crate) struct Extras<P> {
+    pub(crate) kind: NodeKind,
+    /// `None` when the node has no policy (the scheduler's fast path).
+    pub(crate) policy: Option<P>,
+    pub(crate) callbacks: Option<NodeCallbacks>,
+}
+
 /// The graph as the scheduler sees it.
 pub(crate) struct GraphInner<I> {
     pub(crate) meta: GraphMeta,
-    pub(crate) tasks: Box<[Box<dyn ErasedTask<I>>]>,
-    pub(crate) kinds: Box<[NodeKind]>,
-    pub(crate) callbacks: Box<[Option<Box<NodeCallbacks>>]>,
+    pub(crate) nodes: Box<[NodeDef<I>]>,
     pub(crate) orchestrator: Orchestrator,
-    /// `None` for nodes without policies: the scheduler's fast path.
-    pub(crate) policies: Box<[Option<Box<NodePolicy>>]>,
     pub(crate) mode: FailureMode,
+}
+
+static TASK: NodeKind = NodeKind::Task;
+
+impl<I> GraphInner<I> {
+    fn extras(&self, id: u32) -> Option<&Extras<NodePolicy>> {
+        self.nodes.get(id as usize)?.extras.as_deref()
+    }
+
+    /// Node `id`'s task.
+    pub(crate) fn task(&self, id: u32) -> Option<&dyn ErasedTask<I>> {
+        self.nodes.get(id as usize).map(|n| &*n.task)
+    }
+
+    /// Node `id`'s kind (`Task` out of range).
+    pub(crate) fn kind(&self, id: u32) -> &NodeKind {
+        self.extras(id).map_or(&TASK, |e| &e.kind)
+    }
+
+    /// Node `id`'s policies, if it has any.
+    pub(crate) fn policy(&self, id: u32) -> Option<&NodePolicy> {
+        self.extras(id)?.policy.as_ref()
+    }
+
+    /// Node `id`'s callbacks, if it has any.
+    pub(crate) fn callbacks(&self, id: u32) -> Option<&NodeCallbacks> {
+        self.extras(id)?.callbacks.as_ref()
+    }
+
+    /// Whether node `id` is a task node without policies: the scheduler's fast path.
+    pub(crate) fn is_plain(&self, id: u32) -> bool {
+        match self.nodes.get(id as usize) {
+            Some(node) => node
+                .extras
+                .as_deref()
+                .is_none_or(|e| matches!(e.kind, NodeKind::Task) && e.policy.is_none()),
+            None => false,
+        }
+    }
 }
 
 /// The shape of a graph, without its tasks: names and edges in compressed (CSR) form.

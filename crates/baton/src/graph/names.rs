@@ -1,10 +1,17 @@
 //! Node names: one text arena for all of a graph's names and a hash table of node indices,
 //! so that a graph of a million nodes costs no allocation per name.
+//!
+//! The hash table is built on the first lookup by name, not while the graph is built:
+//! `build()` checks that names are unique by sorting their hashes (sequential, several
+//! times faster than a million random inserts), and graphs that are never searched by name
+//! never pay for the table.
 
 use std::fmt;
 use std::hash::BuildHasher;
+use std::sync::OnceLock;
 
 use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
 use rustc_hash::FxBuildHasher;
 
 /// The names of a graph's nodes, by index, and the index of each distinct name.
@@ -15,8 +22,8 @@ pub(crate) struct Names {
     text: String,
     /// `text[ends[i - 1]..ends[i]]` is node `i`'s name (`ends[-1]` being 0).
     ends: Vec<u32>,
-    /// The first node with each name.
-    index: HashTable<u32>,
+    /// The first node with each name; built on first use.
+    index: OnceLock<HashTable<u32>>,
 }
 
 impl fmt::Debug for Names {
@@ -45,7 +52,10 @@ impl Names {
             Some(&e) => e as usize,
             None => return "<unknown>",
         };
-        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        let start = match i.checked_sub(1) {
+            Some(p) => self.ends.get(p).map_or(0, |&e| e as usize),
+            None => 0,
+        };
         self.text.get(start..end).unwrap_or("<unknown>")
     }
 
@@ -53,38 +63,54 @@ impl Names {
         (0..self.len() as u32).map(|i| self.get(i))
     }
 
-    /// Adds the next node's name; `false` when an earlier node has it (the name is stored
-    /// anyway, and lookups find the earlier node).
-    pub(crate) fn push(&mut self, name: &str) -> bool {
-        let id = self.ends.len() as u32;
+    /// Adds the next node's name. Names are only appended here; [`index`](Self::index)
+    /// builds the lookup table once, at `build()`, sized for all of them (one pass instead of
+    /// a table that rehashes as it grows).
+    pub(crate) fn push(&mut self, name: &str) {
         self.text.push_str(name);
         self.ends.push(self.text.len() as u32);
-        let h = hash(name);
-        if self.find_hashed(name, h).is_some() {
-            return false;
-        }
-        let Names {
-            text, ends, index, ..
-        } = self;
-        index.insert_unique(h, id, |&j| hash(name_of(text, ends, j)));
-        true
     }
 
-    /// The index of the (first) node called `name`.
-    pub(crate) fn find(&self, name: &str) -> Option<u32> {
-        self.find_hashed(name, hash(name))
-    }
-
-    fn find_hashed(&self, name: &str, h: u64) -> Option<u32> {
-        self.index.find(h, |&j| self.get(j) == name).copied()
-    }
-
-    /// Frees spare capacity once the graph is complete.
-    pub(crate) fn shrink(&mut self) {
+    /// Frees spare capacity and returns the first node (in declaration order) whose name
+    /// an earlier node already has. Lookups find the earlier node.
+    pub(crate) fn check_unique(&mut self) -> Option<u32> {
         self.text.shrink_to_fit();
         self.ends.shrink_to_fit();
-        self.index
-            .shrink_to_fit(|&j| hash(name_of(&self.text, &self.ends, j)));
+        let mut hashes: Vec<u64> = self.iter().map(hash).collect();
+        hashes.sort_unstable();
+        if hashes.windows(2).all(|w| w[0] != w[1]) {
+            return None;
+        }
+        // Two names hash alike: a duplicate (or, rarely, a collision); compare them exactly.
+        let (_, duplicate) = self.build_index();
+        duplicate
+    }
+
+    /// The lookup table, and the first node whose name an earlier node has.
+    fn build_index(&self) -> (HashTable<u32>, Option<u32>) {
+        let Names { text, ends, .. } = self;
+        let mut index = HashTable::with_capacity(ends.len());
+        let mut duplicate = None;
+        for id in 0..ends.len() as u32 {
+            let name = name_of(text, ends, id);
+            let same = |&j: &u32| name_of(text, ends, j) == name;
+            match index.entry(hash(name), same, |&j| hash(name_of(text, ends, j))) {
+                Entry::Occupied(_) => duplicate = duplicate.or(Some(id)),
+                Entry::Vacant(slot) => {
+                    slot.insert(id);
+                }
+            }
+        }
+        (index, duplicate)
+    }
+
+    /// The index of the (first) node called `name`. The first call builds the lookup table
+    /// (O(n)); later calls are O(1).
+    pub(crate) fn find(&self, name: &str) -> Option<u32> {
+        let index = self.index.get_or_init(|| self.build_index().0);
+        index
+            .find(hash(name), |&j| self.get(j) == name)
+            .copied()
     }
 }
 

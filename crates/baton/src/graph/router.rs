@@ -7,12 +7,11 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use super::NodeKind;
+use super::{Extras, NodeKind};
 use super::builder::{GraphBuilder, NewNode, NodeBuilder};
 use super::handle::Node;
 use super::upstreams::{Named, Upstreams};
 use crate::error::NodeError;
-use crate::policy::PolicySpec;
 use crate::run::FetchCx;
 use crate::task::{AttemptFuture, Ctx, ErasedTask, FallbackFuture};
 
@@ -84,20 +83,21 @@ where
         K: Into<String>,
     {
         self.builder.declare(&self.upstreams, &self.name);
-        let task = RouterTask {
+        let task = RouterTask::<I, U, T> {
             upstreams: self.upstreams.clone(),
             select: Box::new(move |input: &I, values: &U::Values| select(input, values).into()),
+            _value: PhantomData,
         };
         let node = NewNode {
             name: self.name,
-            type_id: TypeId::of::<T>(),
-            type_name: std::any::type_name::<T>(),
             task: Box::new(task),
-            policy: PolicySpec::default(),
-            kind: NodeKind::Router {
-                branches: Box::new([]),
-            },
-            callbacks: None,
+            extras: Some(Box::new(Extras {
+                kind: NodeKind::Router {
+                    branches: Box::new([]),
+                },
+                policy: None,
+                callbacks: None,
+            })),
         };
         let graph = self.builder.id;
         let index = self.builder.add(node);
@@ -191,16 +191,23 @@ where
 
 type Select<I, V> = Box<dyn Fn(&I, &V) -> String + Send + Sync>;
 
-struct RouterTask<I, U: Upstreams> {
+struct RouterTask<I, U: Upstreams, T> {
     upstreams: U,
     select: Select<I, U::Values>,
+    /// The value of the router: its chosen branch's.
+    _value: PhantomData<fn() -> T>,
 }
 
-impl<I, U> ErasedTask<I> for RouterTask<I, U>
+impl<I, U, T> ErasedTask<I> for RouterTask<I, U, T>
 where
     I: Send + Sync + 'static,
     U: Upstreams,
+    T: Send + Sync + 'static,
 {
+    fn value_type(&self) -> (TypeId, &'static str) {
+        (TypeId::of::<T>(), std::any::type_name::<T>())
+    }
+
     fn call(
         &self,
         _ctx: Ctx<I>,

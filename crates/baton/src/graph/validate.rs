@@ -3,36 +3,147 @@
 
 use std::collections::HashMap;
 
-use super::builder::PendingNode;
 use std::sync::Arc;
 
 use super::builder::{NameRef, Up};
 use super::names::Names;
-use super::{GraphInner, GraphMeta, NodeKind};
+use super::{Extras, GraphInner, GraphMeta, NodeDef, NodeKind};
 use crate::error::BuildError;
 use crate::orchestrator::Orchestrator;
 use crate::policy::{NodePolicy, PolicyRef, PolicySpec};
 use crate::run::FailureMode;
 
-pub(super) fn build<I>(
+#[allow(clippy::too_many_arguments)]
+pub(super) fn build<I: 'static>(
     id: u64,
-    nodes: Vec<PendingNode<I>>,
-    mut names: Names,
-    declared: Vec<Up>,
+    nodes: Vec<NodeDef<I, PolicySpec>>,
+    names: Names,
+    mut up_at: Vec<u32>,
+    declared: Vec<u32>,
     name_refs: Vec<NameRef>,
     mode: FailureMode,
     orchestrator: &Orchestrator,
 ) -> Result<GraphInner<I>, BuildError> {
     let n = nodes.len();
-    // Resolve every upstream to an index, in declaration order.
-    let mut up_at = Vec::with_capacity(n + 1);
-    up_at.push(0u32);
+    // Handles are node indices already: when no upstream was given by name, the declared
+    // list is the resolved one. Handles only point to nodes added earlier, so such a graph
+    // cannot have a cycle either.
+    let by_name = !name_refs.is_empty();
+    let ups: Vec<u32> = if by_name {
+        resolve_names(&nodes, &names, &up_at, &declared, &name_refs)?
+    } else {
+        declared
+    };
+    drop(name_refs);
+    up_at.shrink_to_fit();
+
+    // Branches read their router's upstreams but are started by the router: they are
+    // nobody's downstream and no root.
+    let is_branch = |node: usize| {
+        nodes
+            .get(node)
+            .and_then(|d| d.extras.as_deref())
+            .is_some_and(|e| matches!(e.kind, NodeKind::Branch))
+    };
+    let edges = |node: usize| -> &[u32] {
+        if is_branch(node) {
+            &[]
+        } else {
+            &ups[up_at[node] as usize..up_at[node + 1] as usize]
+        }
+    };
+
+    // Downstream lists: counting sort of the edges by upstream. `down_at[u]` first counts
+    // u's downstreams, then marks the end of its range, and is decremented as the range is
+    // filled from the back (nodes in reverse), ending at its start: downstreams come out in
+    // declaration order.
+    let mut down_at = vec![0u32; n + 1];
+    for node in 0..n {
+        for &u in edges(node) {
+            down_at[u as usize] += 1;
+        }
+    }
+    let mut total = 0u32;
+    for at in down_at.iter_mut() {
+        total += *at;
+        *at = total;
+    }
+    let mut downs = vec![0u32; total as usize];
+    for node in (0..n).rev() {
+        for &u in edges(node) {
+            down_at[u as usize] -= 1;
+            downs[down_at[u as usize] as usize] = node as u32;
+        }
+    }
+    let roots = (0..n)
+        .filter(|&i| !is_branch(i) && up_at[i] == up_at[i + 1])
+        .map(|i| i as u32)
+        .collect();
+
+    // In place: both forms of a node have the same layout.
+    let nodes = nodes
+        .into_iter()
+        .enumerate()
+        .map(|(i, NodeDef { task, extras })| {
+            let extras = match extras {
+                None => None,
+                Some(e) => {
+                    let Extras {
+                        kind,
+                        policy,
+                        callbacks,
+                    } = *e;
+                    let policy = match policy {
+                        None => None,
+                        Some(spec) => resolve(names.get(i as u32), spec, orchestrator)?,
+                    };
+                    Some(Box::new(Extras {
+                        kind,
+                        policy,
+                        callbacks,
+                    }))
+                }
+            };
+            Ok(NodeDef { task, extras })
+        })
+        .collect::<Result<Vec<NodeDef<I>>, BuildError>>()?;
+    let meta = GraphMeta {
+        id,
+        roots,
+        names: Arc::new(names),
+        up_at: up_at.into_boxed_slice(),
+        ups: ups.into_boxed_slice(),
+        down_at: down_at.into_boxed_slice(),
+        downs: downs.into_boxed_slice(),
+    };
+    let inner = GraphInner {
+        meta,
+        nodes: nodes.into_boxed_slice(),
+        orchestrator: orchestrator.clone(),
+        mode,
+    };
+    if by_name {
+        if let Some(path) = find_cycle(&inner) {
+            return Err(BuildError::Cycle { path });
+        }
+    }
+    Ok(inner)
+}
+
+/// Resolves the upstreams given by name to node indices, checking that each exists and
+/// produces the type its downstream expects.
+fn resolve_names<I: 'static>(
+    nodes: &[NodeDef<I, PolicySpec>],
+    names: &Names,
+    up_at: &[u32],
+    declared: &[u32],
+    name_refs: &[NameRef],
+) -> Result<Vec<u32>, BuildError> {
     let mut ups: Vec<u32> = Vec::with_capacity(declared.len());
-    let mut from = 0usize;
-    for (node_id, node) in nodes.iter().enumerate() {
-        let to = node.ups_to as usize;
-        for up in declared.get(from..to).unwrap_or(&[]) {
-            let index = match *up {
+    for node_id in 0..nodes.len() {
+        let (from, to) = (up_at[node_id] as usize, up_at[node_id + 1] as usize);
+        for &raw in declared.get(from..to).unwrap_or(&[]) {
+            let index = match Up::decode(raw) {
                 Up::Index(index) => index,
                 Up::Name(k) => {
                     let Some(r) = name_refs.get(k as usize) else {
@@ -45,13 +156,16 @@ pub(super) fn build<I>(
                             upstream: r.name.clone(),
                         });
                     };
-                    let found = &nodes[index as usize];
-                    if found.type_id != r.type_id {
+                    let (found, found_name) = match nodes.get(index as usize) {
+                        Some(node) => node.task.value_type(),
+                        None => continue,
+                    };
+                    if found != r.type_id {
                         return Err(BuildError::TypeMismatch {
                             node: node_name(),
                             upstream: r.name.clone(),
                             expected: r.type_name,
-                            found: found.type_name,
+                            found: found_name,
                         });
                     }
                     index
@@ -59,84 +173,8 @@ pub(super) fn build<I>(
             };
             ups.push(index);
         }
-        up_at.push(ups.len() as u32);
-        from = to;
     }
-    drop(declared);
-    drop(name_refs);
-
-    // Branches read their router's upstreams but are started by the router: they are
-    // nobody's downstream and no root.
-    let is_branch: Vec<bool> = nodes
-        .iter()
-        .map(|n| matches!(n.kind, NodeKind::Branch))
-        .collect();
-    let edges = |node: usize| -> &[u32] {
-        if is_branch[node] {
-            &[]
-        } else {
-            &ups[up_at[node] as usize..up_at[node + 1] as usize]
-        }
-    };
-
-    // Downstream lists: counting sort of the edges by upstream.
-    let mut down_at = vec![0u32; n + 1];
-    for node in 0..n {
-        for &u in edges(node) {
-            down_at[u as usize + 1] += 1;
-        }
-    }
-    for i in 0..n {
-        down_at[i + 1] += down_at[i];
-    }
-    let mut fill = down_at.clone();
-    let mut downs = vec![0u32; down_at[n] as usize];
-    for node in 0..n {
-        for &u in edges(node) {
-            downs[fill[u as usize] as usize] = node as u32;
-            fill[u as usize] += 1;
-        }
-    }
-    let roots = (0..n)
-        .filter(|&i| !is_branch[i] && up_at[i] == up_at[i + 1])
-        .map(|i| i as u32)
-        .collect();
-
-    let mut tasks = Vec::with_capacity(n);
-    let mut policies = Vec::with_capacity(n);
-    let mut kinds = Vec::with_capacity(n);
-    let mut callbacks = Vec::with_capacity(n);
-    for (i, node) in nodes.into_iter().enumerate() {
-        policies.push(match node.policy {
-            None => None,
-            Some(spec) => resolve(names.get(i as u32), *spec, orchestrator)?,
-        });
-        tasks.push(node.task);
-        kinds.push(node.kind);
-        callbacks.push(node.callbacks);
-    }
-    names.shrink();
-    let meta = GraphMeta {
-        id,
-        roots,
-        names: Arc::new(names),
-        up_at: up_at.into_boxed_slice(),
-        ups: ups.into_boxed_slice(),
-        down_at: down_at.into_boxed_slice(),
-        downs: downs.into_boxed_slice(),
-    };
-    if let Some(path) = find_cycle(&meta, &kinds) {
-        return Err(BuildError::Cycle { path });
-    }
-    Ok(GraphInner {
-        meta,
-        tasks: tasks.into_boxed_slice(),
-        kinds: kinds.into_boxed_slice(),
-        callbacks: callbacks.into_boxed_slice(),
-        orchestrator: orchestrator.clone(),
-        policies: policies.into_boxed_slice(),
-        mode,
-    })
+    Ok(ups)
 }
 
 /// Validates a node's policies and resolves its breaker and bulkhead through the
@@ -145,7 +183,7 @@ fn resolve(
     node: &str,
     spec: PolicySpec,
     orchestrator: &Orchestrator,
-) -> Result<Option<Box<NodePolicy>>, BuildError> {
+) -> Result<Option<NodePolicy>, BuildError> {
     if spec.is_empty() {
         return Ok(None);
     }
@@ -230,7 +268,7 @@ fn resolve(
         }
     };
     let defaults = NodePolicy::default();
-    Ok(Some(Box::new(NodePolicy {
+    Ok(Some(NodePolicy {
         timeout: spec.timeout,
         retry: spec.retry,
         budget: spec.budget,
@@ -238,7 +276,7 @@ fn resolve(
         breaker,
         breaker_ignore: spec.breaker_ignore,
         bulkhead,
-    })))
+    }))
 }
 
 fn conflict(node: &str, taken: crate::orchestrator::NameTaken) -> BuildError {
@@ -252,12 +290,13 @@ fn conflict(node: &str, taken: crate::orchestrator::NameTaken) -> BuildError {
 /// Kahn's algorithm; when some nodes are never freed, walks upstream edges among them until a
 /// node repeats, and returns that cycle in flow direction, starting at its earliest-declared
 /// node and ending with it again. A branch counts as a downstream of its router.
-fn find_cycle(meta: &GraphMeta, kinds: &[NodeKind]) -> Option<Vec<String>> {
+fn find_cycle<I: 'static>(graph: &GraphInner<I>) -> Option<Vec<String>> {
+    let meta = &graph.meta;
     let n = meta.len();
     const NONE: u32 = u32::MAX;
     let mut router_of = vec![NONE; n];
-    for (r, kind) in kinds.iter().enumerate() {
-        if let NodeKind::Router { branches } = kind {
+    for r in 0..n {
+        if let NodeKind::Router { branches } = graph.kind(r as u32) {
             for &(_, b) in branches.iter() {
                 if let Some(slot) = router_of.get_mut(b as usize) {
                     *slot = r as u32;
@@ -286,7 +325,7 @@ fn find_cycle(meta: &GraphMeta, kinds: &[NodeKind]) -> Option<Vec<String>> {
         for &d in meta.downstreams(id) {
             free(d, &mut pending, &mut ready);
         }
-        if let Some(NodeKind::Router { branches }) = kinds.get(id as usize) {
+        if let NodeKind::Router { branches } = graph.kind(id) {
             for &(_, b) in branches.iter() {
                 free(b, &mut pending, &mut ready);
             }

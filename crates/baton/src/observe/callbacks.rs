@@ -18,10 +18,6 @@ pub(crate) struct NodeCallbacks {
 }
 
 impl NodeCallbacks {
-    pub(crate) fn is_empty(&self) -> bool {
-        self.success.is_empty() && self.failure.is_empty() && self.complete.is_empty()
-    }
-
     pub(crate) fn on_success<T: Send + Sync + 'static>(
         &mut self,
         f: impl Fn(&T) + Send + Sync + 'static,

@@ -105,7 +105,7 @@ pub(crate) async fn execute<I: Send + Sync + 'static>(
         }
         Err(e) => Arc::new(e),
     };
-    let Some(task) = run.graph.tasks.get(id as usize) else {
+    let Some(task) = run.graph.task(id) else {
         return Execution {
             result: Err(error),
             recovered_from: None,

@@ -57,7 +57,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         deadline: Option<Instant>,
         permit: Option<BulkheadPermit>,
     ) -> Result<AttemptFuture, NodeError> {
-        let Some(task) = self.graph.tasks.get(id as usize) else {
+        let Some(task) = self.graph.task(id) else {
             return Err(NodeError::Internal {
                 message: "node index out of range",
             });

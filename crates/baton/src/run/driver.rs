@@ -17,7 +17,6 @@ use tokio::time::Instant;
 
 use super::state::{Record, RunState};
 use crate::error::NodeError;
-use crate::graph::NodeKind;
 use crate::observe::{Event, trace};
 use crate::report::Outcome;
 use crate::task::AttemptFuture;
@@ -75,8 +74,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
         let id = self.id;
         let graph = &run.graph;
         let span = trace::node_span(core, || graph.meta.name(id));
-        let plain = matches!(graph.kinds.get(id as usize), Some(NodeKind::Task))
-            && graph.policies.get(id as usize).is_some_and(Option::is_none)
+        let plain = graph.is_plain(id)
             && core.deadline().is_none()
             && span.is_disabled();
         if !plain {

@@ -40,9 +40,9 @@ pub(crate) async fn run_node<I: Send + Sync + 'static>(
             node: run.graph.meta.name(id),
         });
     }
-    let record = match run.graph.kinds.get(id as usize) {
+    let record = match run.graph.kind(id) {
         // Boxed: a router runs its branch through `run_node` again.
-        Some(NodeKind::Router { .. }) => {
+        NodeKind::Router { .. } => {
             trace::within(span.clone(), Box::pin(route(run, id))).await
         }
         _ => trace::within(span.clone(), execute(run, id)).await,
@@ -54,11 +54,7 @@ pub(crate) async fn run_node<I: Send + Sync + 'static>(
 async fn execute<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Record {
     let core = &run.core;
     let start = core.now();
-    let policy = run
-        .graph
-        .policies
-        .get(id as usize)
-        .and_then(|p| p.as_deref());
+    let policy = run.graph.policy(id);
     let ended = match (policy, core.deadline()) {
         // Fast path: no policy and no run deadline; one attempt, nothing to allocate.
         (None, None) => Cancellable::new(core, id, plain(run, id))
@@ -150,13 +146,13 @@ async fn route<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Rec
         run.release(run.not_taken_except(id, None, core.now()));
         return Record::empty(Outcome::Cancelled, core.now());
     }
-    let Some(NodeKind::Router { branches }) = run.graph.kinds.get(id as usize) else {
+    let NodeKind::Router { branches } = run.graph.kind(id) else {
         return failed(NodeError::Internal {
             message: "router without branches",
         });
     };
     let cx = run.fetch_cx(id);
-    let key = match run.graph.tasks.get(id as usize) {
+    let key = match run.graph.task(id) {
         Some(task) => guarded(|| task.select(&run.input, &cx)).and_then(|k| {
             k.unwrap_or(Err(NodeError::Internal {
                 message: "an upstream value is missing or of another type",

@@ -379,11 +379,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         if was_running {
             counters.nodes_in_flight.decr();
         }
-        let callbacks = self
-            .graph
-            .callbacks
-            .get(id as usize)
-            .and_then(|c| c.as_deref());
+        let callbacks = self.graph.callbacks(id);
         let observed = self.observed();
         if callbacks.is_none() && !observed {
             return;
@@ -483,7 +479,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// depends on them directly); returns how many branches it marked, for the caller to
     /// release.
     pub(crate) fn not_taken_except(&self, id: u32, chosen: Option<u32>, now: Instant) -> usize {
-        let Some(NodeKind::Router { branches }) = self.graph.kinds.get(id as usize) else {
+        let NodeKind::Router { branches } = self.graph.kind(id) else {
             return 0;
         };
         let mut marked = 0;
