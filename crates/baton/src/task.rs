@@ -65,22 +65,22 @@ pub(crate) trait ErasedTask<I>: Send + Sync + 'static {
     }
 }
 
-/// Carries a task's type parameters without owning values of them.
-type Types<T, E, Fut> = PhantomData<fn() -> (T, E, Fut)>;
+/// Carries a task's type parameters without owning values of them. The upstreams' shape
+/// `U` is a type only: their values are fetched by position from the run.
+type Types<U, T, E, Fut> = PhantomData<fn() -> (U, T, E, Fut)>;
 
 pub(crate) struct TypedTask<U, F, T, E, Fut> {
-    upstreams: U,
     task: F,
-    fallback: Option<Fallback<T>>,
-    _types: Types<T, E, Fut>,
+    /// Boxed: few nodes have one, and the task is allocated per node.
+    fallback: Option<Box<Fallback<T>>>,
+    _types: Types<U, T, E, Fut>,
 }
 
 impl<U, F, T, E, Fut> TypedTask<U, F, T, E, Fut> {
-    pub(crate) fn new(upstreams: U, task: F, fallback: Option<Fallback<T>>) -> Self {
+    pub(crate) fn new(task: F, fallback: Option<Fallback<T>>) -> Self {
         TypedTask {
-            upstreams,
             task,
-            fallback,
+            fallback: fallback.map(Box::new),
             _types: PhantomData,
         }
     }
@@ -117,7 +117,7 @@ where
         cx: &FetchCx<'_>,
         permit: Option<BulkheadPermit>,
     ) -> Option<AttemptFuture> {
-        let values = self.upstreams.__fetch(cx)?;
+        let values = U::__fetch(cx)?;
         let attempt = (self.task)(ctx, values);
         Some(Box::pin(async move {
             let out = match attempt.await {
@@ -130,24 +130,22 @@ where
     }
 
     fn fallback(&self, node: &str, error: Arc<NodeError>) -> Option<FallbackFuture> {
-        fallback_future(self.fallback.as_ref(), node, error)
+        fallback_future(self.fallback.as_deref(), node, error)
     }
 }
 
 /// A synchronous task, run on tokio's blocking pool.
 pub(crate) struct BlockingTask<U, F, T, E> {
-    upstreams: U,
     task: Arc<F>,
-    fallback: Option<Fallback<T>>,
-    _types: PhantomData<fn() -> (T, E)>,
+    fallback: Option<Box<Fallback<T>>>,
+    _types: Types<U, T, E, ()>,
 }
 
 impl<U, F, T, E> BlockingTask<U, F, T, E> {
-    pub(crate) fn new(upstreams: U, task: F, fallback: Option<Fallback<T>>) -> Self {
+    pub(crate) fn new(task: F, fallback: Option<Fallback<T>>) -> Self {
         BlockingTask {
-            upstreams,
             task: Arc::new(task),
-            fallback,
+            fallback: fallback.map(Box::new),
             _types: PhantomData,
         }
     }
@@ -171,7 +169,7 @@ where
         cx: &FetchCx<'_>,
         permit: Option<BulkheadPermit>,
     ) -> Option<AttemptFuture> {
-        let values = self.upstreams.__fetch(cx)?;
+        let values = U::__fetch(cx)?;
         let task = Arc::clone(&self.task);
         // Created now, before the closure runs: the attempt's end (timeout, cancelled run)
         // cancels it even though the closure, which owns `ctx`, keeps running.
@@ -215,7 +213,7 @@ where
     }
 
     fn fallback(&self, node: &str, error: Arc<NodeError>) -> Option<FallbackFuture> {
-        fallback_future(self.fallback.as_ref(), node, error)
+        fallback_future(self.fallback.as_deref(), node, error)
     }
 }
 

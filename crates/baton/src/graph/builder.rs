@@ -303,7 +303,8 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
                             node: node.to_owned(),
                             upstream: format!("#{up}"),
                         };
-                        self.errors.push((self.nodes.len() as u32, RANK_UPSTREAM, error));
+                        self.errors
+                            .push((self.nodes.len() as u32, RANK_UPSTREAM, error));
                     }
                     self.ups.push(Up::Index(up).encode());
                 }
@@ -312,7 +313,8 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
                     type_id,
                     type_name,
                 } => {
-                    self.ups.push(Up::Name(self.name_refs.len() as u32).encode());
+                    self.ups
+                        .push(Up::Name(self.name_refs.len() as u32).encode());
                     self.name_refs.push(NameRef {
                         name,
                         type_id,
@@ -554,7 +556,7 @@ where
         Fut: Future<Output = Result<T, E>> + Send + 'static,
         E: Into<BoxError> + 'static,
     {
-        self.finish(|upstreams, fallback| Box::new(TypedTask::new(upstreams, task, fallback)))
+        self.finish(|fallback| Box::new(TypedTask::<U, _, _, _, _>::new(task, fallback)))
     }
 
     /// Sets a synchronous (blocking) task, run on tokio's blocking pool, adds the node and
@@ -572,13 +574,10 @@ where
         F: Fn(Ctx<I>, U::Values) -> Result<T, E> + Send + Sync + 'static,
         E: Into<BoxError> + 'static,
     {
-        self.finish(|upstreams, fallback| Box::new(BlockingTask::new(upstreams, task, fallback)))
+        self.finish(|fallback| Box::new(BlockingTask::<U, _, _, _>::new(task, fallback)))
     }
 
-    fn finish(
-        self,
-        make: impl FnOnce(U, Option<Fallback<T>>) -> Box<dyn ErasedTask<I>>,
-    ) -> Node<T> {
+    fn finish(self, make: impl FnOnce(Option<Fallback<T>>) -> Box<dyn ErasedTask<I>>) -> Node<T> {
         let NodeBuilder {
             builder,
             name,
@@ -590,7 +589,7 @@ where
         builder.declare(&upstreams, &name);
         let node = NewNode {
             name,
-            task: make(upstreams, fallback),
+            task: make(fallback),
             extras,
         };
         let index = builder.add(node);

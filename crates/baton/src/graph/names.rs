@@ -108,9 +108,7 @@ impl Names {
     /// (O(n)); later calls are O(1).
     pub(crate) fn find(&self, name: &str) -> Option<u32> {
         let index = self.index.get_or_init(|| self.build_index().0);
-        index
-            .find(hash(name), |&j| self.get(j) == name)
-            .copied()
+        index.find(hash(name), |&j| self.get(j) == name).copied()
     }
 }
 

@@ -7,10 +7,10 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use super::{Extras, NodeKind};
 use super::builder::{GraphBuilder, NewNode, NodeBuilder};
 use super::handle::Node;
 use super::upstreams::{Named, Upstreams};
+use super::{Extras, NodeKind};
 use crate::error::NodeError;
 use crate::run::FetchCx;
 use crate::task::{AttemptFuture, Ctx, ErasedTask, FallbackFuture};
@@ -84,7 +84,6 @@ where
     {
         self.builder.declare(&self.upstreams, &self.name);
         let task = RouterTask::<I, U, T> {
-            upstreams: self.upstreams.clone(),
             select: Box::new(move |input: &I, values: &U::Values| select(input, values).into()),
             _value: PhantomData,
         };
@@ -192,7 +191,6 @@ where
 type Select<I, V> = Box<dyn Fn(&I, &V) -> String + Send + Sync>;
 
 struct RouterTask<I, U: Upstreams, T> {
-    upstreams: U,
     select: Select<I, U::Values>,
     /// The value of the router: its chosen branch's.
     _value: PhantomData<fn() -> T>,
@@ -222,7 +220,7 @@ where
     }
 
     fn select(&self, input: &I, cx: &FetchCx<'_>) -> Option<Result<String, NodeError>> {
-        let values = self.upstreams.__fetch(cx)?;
+        let values = U::__fetch(cx)?;
         Some(Ok((self.select)(input, &values)))
     }
 }

@@ -40,8 +40,10 @@ pub trait Upstreams: sealed::Sealed + Clone + Send + Sync + 'static {
     #[doc(hidden)]
     fn __declare(&self, out: &mut Vec<UpstreamRef>);
 
+    /// Fetches the values from the run; the node's declared upstreams are in `cx`, so the
+    /// handles themselves need not be kept after `build()`.
     #[doc(hidden)]
-    fn __fetch(&self, cx: &FetchCx<'_>) -> Option<Self::Values>;
+    fn __fetch(cx: &FetchCx<'_>) -> Option<Self::Values>;
 }
 
 pub(crate) mod sealed {
@@ -83,7 +85,7 @@ impl sealed::Sealed for () {}
 impl Upstreams for () {
     type Values = ();
     fn __declare(&self, _out: &mut Vec<UpstreamRef>) {}
-    fn __fetch(&self, _cx: &FetchCx<'_>) -> Option<()> {
+    fn __fetch(_cx: &FetchCx<'_>) -> Option<()> {
         Some(())
     }
 }
@@ -94,7 +96,7 @@ impl<T: Send + Sync + 'static> Upstreams for Node<T> {
     fn __declare(&self, out: &mut Vec<UpstreamRef>) {
         out.push(UpstreamRef::handle(self));
     }
-    fn __fetch(&self, cx: &FetchCx<'_>) -> Option<Arc<T>> {
+    fn __fetch(cx: &FetchCx<'_>) -> Option<Arc<T>> {
         cx.typed(0)
     }
 }
@@ -105,8 +107,8 @@ impl<T: Send + Sync + 'static> Upstreams for Vec<Node<T>> {
     fn __declare(&self, out: &mut Vec<UpstreamRef>) {
         out.extend(self.iter().map(UpstreamRef::handle));
     }
-    fn __fetch(&self, cx: &FetchCx<'_>) -> Option<Vec<Arc<T>>> {
-        (0..self.len()).map(|i| cx.typed(i)).collect()
+    fn __fetch(cx: &FetchCx<'_>) -> Option<Vec<Arc<T>>> {
+        (0..cx.len()).map(|i| cx.typed(i)).collect()
     }
 }
 
@@ -118,7 +120,7 @@ macro_rules! tuple_upstreams {
             fn __declare(&self, out: &mut Vec<UpstreamRef>) {
                 $( out.push(UpstreamRef::handle(&self.$i)); )+
             }
-            fn __fetch(&self, cx: &FetchCx<'_>) -> Option<Self::Values> {
+            fn __fetch(cx: &FetchCx<'_>) -> Option<Self::Values> {
                 Some(($(cx.typed::<$T>($i)?,)+))
             }
         }
@@ -185,8 +187,8 @@ impl<V: Send + Sync + 'static> Upstreams for Named<V> {
             type_name: std::any::type_name::<V>(),
         }));
     }
-    fn __fetch(&self, cx: &FetchCx<'_>) -> Option<Inputs<V>> {
-        let entries = (0..self.names.len())
+    fn __fetch(cx: &FetchCx<'_>) -> Option<Inputs<V>> {
+        let entries = (0..cx.len())
             .map(|i| Some((cx.upstream(i)?, cx.typed::<V>(i)?)))
             .collect::<Option<Vec<_>>>()?;
         Some(Inputs {

@@ -67,7 +67,7 @@ pub(crate) fn attempt_span(node: &str, attempt: u32, budget: Option<Duration>) -
 pub(crate) fn record_outcome(span: &Span, record: &Record) {
     if !span.is_disabled() {
         span.record("outcome", record.outcome.as_str());
-        span.record("attempts", record.attempt_log.len().max(1));
+        span.record("attempts", record.attempt_log().len().max(1));
     }
 }
 

@@ -260,7 +260,7 @@ impl<'r> NodeReport<'r> {
     /// successful attempt is the node's own start and end.
     #[must_use]
     pub fn attempt_log(&self) -> &'r [AttemptReport] {
-        &self.record.attempt_log
+        self.record.attempt_log()
     }
 
     /// When the node started, from the run's start; `None` if it never started (skipped,
@@ -289,16 +289,15 @@ impl<'r> NodeReport<'r> {
     /// `Skipped`).
     #[must_use]
     pub fn error(&self) -> Option<&'r NodeError> {
-        self.record.error.as_deref()
+        self.record.error().map(|e| &**e)
     }
 
     /// The node's error followed by its [`source`](StdError::source) chain, outermost first.
     pub fn error_chain(&self) -> impl Iterator<Item = &'r (dyn StdError + 'static)> + use<'r> {
         let first = self
             .record
-            .error
-            .as_ref()
-            .map(|e| e as &(dyn StdError + 'static));
+            .error()
+            .map(|e| &**e as &(dyn StdError + 'static));
         std::iter::successors(first, |e: &&'r (dyn StdError + 'static)| {
             let e: &'r (dyn StdError + 'static) = *e;
             e.source()
@@ -308,14 +307,14 @@ impl<'r> NodeReport<'r> {
     /// For a `Skipped` node: the upstream that produced no value.
     #[must_use]
     pub fn skipped_because(&self) -> Option<NodeReport<'r>> {
-        self.record.because.map(|id| self.entry(id))
+        self.record.because().map(|id| self.entry(id))
     }
 
     /// For a `Skipped` node: the node whose failure (or cancellation) caused the skip,
     /// following skipped upstreams back to the first node that did not skip.
     #[must_use]
     pub fn root_cause(&self) -> Option<NodeReport<'r>> {
-        self.record.root.map(|id| self.entry(id))
+        self.record.root().map(|id| self.entry(id))
     }
 
     /// A one-line explanation of why the node has no value, or what it recovered from:

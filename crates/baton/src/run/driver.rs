@@ -74,9 +74,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
         let id = self.id;
         let graph = &run.graph;
         let span = trace::node_span(core, || graph.meta.name(id));
-        let plain = graph.is_plain(id)
-            && core.deadline().is_none()
-            && span.is_disabled();
+        let plain = graph.is_plain(id) && core.deadline().is_none() && span.is_disabled();
         if !plain {
             let run = Arc::clone(run);
             self.state = State::Full(Box::pin(async move {
@@ -102,25 +100,24 @@ impl<I: Send + Sync + 'static> Driver<I> {
         let run = &self.run;
         run.core.tokens.end(self.id, 1);
         run.attempt_failed(self.id, 1, &error);
-        let record = Record {
-            outcome: Outcome::Failed,
-            error: Some(Arc::new(error)),
-            start: Some(start),
-            ..Record::empty(Outcome::Failed, run.core.now())
-        };
+        let record = Record::ended(Outcome::Failed, None, Some(start), run.core.now())
+            .with_error(Some(Arc::new(error)));
         self.end(record);
     }
 
     /// Records node `id`'s end and moves to the next node, if any.
     fn end(&mut self, record: Record) {
         self.finished += 1;
+        let end = record.end;
         match self.run.finish(self.id, record) {
-            // The start is read afresh: another upstream of `next` may have ended after this
-            // node's end and before this node released `next`.
             Some(next) if self.inline_left > 0 => {
                 self.inline_left -= 1;
                 self.id = next;
-                self.start = None;
+                // `next` starts now, when this node ended, if this node was its only
+                // upstream (one clock read per node of a chain instead of two). Otherwise
+                // the start is read afresh: another upstream of `next` may have ended after
+                // this node's end and before this node released `next`.
+                self.start = (self.run.graph.meta.in_degree(next) == 1).then_some(end);
                 self.state = State::Begin;
             }
             Some(next) => {
@@ -136,10 +133,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
         let start = started.then(|| self.start());
         self.state = State::Done;
         self.run.core.tokens.end(self.id, 1);
-        let record = Record {
-            start,
-            ..Record::empty(Outcome::Cancelled, self.run.core.now())
-        };
+        let record = Record::empty(Outcome::Cancelled, self.run.core.now()).started(start);
         self.end(record);
     }
 }
@@ -193,12 +187,12 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                         }
                         Ok(Poll::Ready(Ok(value))) => {
                             core.tokens.end(this.id, 1);
-                            let record = Record {
-                                outcome: Outcome::Succeeded,
-                                value: Some(value),
-                                start: this.start,
-                                ..Record::empty(Outcome::Succeeded, core.now())
-                            };
+                            let record = Record::ended(
+                                Outcome::Succeeded,
+                                Some(value),
+                                this.start,
+                                core.now(),
+                            );
                             this.end(record);
                         }
                         Ok(Poll::Ready(Err(error))) => {

@@ -42,9 +42,7 @@ pub(crate) async fn run_node<I: Send + Sync + 'static>(
     }
     let record = match run.graph.kind(id) {
         // Boxed: a router runs its branch through `run_node` again.
-        NodeKind::Router { .. } => {
-            trace::within(span.clone(), Box::pin(route(run, id))).await
-        }
+        NodeKind::Router { .. } => trace::within(span.clone(), Box::pin(route(run, id))).await,
         _ => trace::within(span.clone(), execute(run, id)).await,
     };
     trace::record_outcome(&span, &record);
@@ -85,21 +83,13 @@ async fn execute<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> R
                 (Ok(value), Some(from)) => (Outcome::Recovered, Some(value), Some(from)),
                 (Err(error), _) => (Outcome::Failed, None, Some(error)),
             };
-            Record {
-                outcome,
-                value,
-                error,
-                start: Some(start),
-                end,
-                because: None,
-                root: None,
-                attempt_log: exec.attempts,
-            }
+            Record::ended(outcome, value, Some(start), end)
+                .with_error(error)
+                .with_log(exec.attempts)
         }
-        Ended::Cancelled { started } => Record {
-            start: started.then_some(start),
-            ..Record::empty(Outcome::Cancelled, end)
-        },
+        Ended::Cancelled { started } => {
+            Record::empty(Outcome::Cancelled, end).started(started.then_some(start))
+        }
     }
 }
 
@@ -136,11 +126,9 @@ async fn route<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Rec
     let core = &run.core;
     let start = core.now();
     let router = run.graph.meta.name(id);
-    let failed = |error: NodeError| Record {
-        outcome: Outcome::Failed,
-        error: Some(Arc::new(error)),
-        start: Some(start),
-        ..Record::empty(Outcome::Failed, core.now())
+    let failed = |error: NodeError| {
+        Record::ended(Outcome::Failed, None, Some(start), core.now())
+            .with_error(Some(Arc::new(error)))
     };
     if core.is_cancelled() {
         run.release(run.not_taken_except(id, None, core.now()));
@@ -189,10 +177,7 @@ async fn route<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Rec
         .is_err()
     {
         // Swept by a cancellation between the choice and now.
-        return Record {
-            start: Some(start),
-            ..Record::empty(Outcome::Cancelled, core.now())
-        };
+        return Record::empty(Outcome::Cancelled, core.now()).started(Some(start));
     }
     let span = trace::node_span(core, || run.graph.meta.name(branch));
     let record = Box::pin(run_node(run, branch, span)).await;
@@ -201,7 +186,7 @@ async fn route<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Rec
         (Some(v), Outcome::Recovered) => (
             Outcome::Recovered,
             Some(Arc::clone(v)),
-            record.error.clone(),
+            record.error().cloned(),
         ),
         (Some(v), _) => (Outcome::Succeeded, Some(Arc::clone(v)), None),
         (None, Outcome::Cancelled) => (Outcome::Cancelled, None, None),
@@ -211,7 +196,7 @@ async fn route<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Rec
             Some(Arc::new(NodeError::BranchFailed {
                 router: router.to_owned(),
                 branch: run.graph.meta.name(branch).to_owned(),
-                error: record.error.clone(),
+                error: record.error().cloned(),
             })),
         ),
     };
@@ -220,16 +205,7 @@ async fn route<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Rec
     // router's downstreams.
     let _ = run.finish_branch(branch, record);
     debug_assert_eq!(slot.state.load(Ordering::Acquire), DONE);
-    Record {
-        outcome,
-        value,
-        error,
-        start: Some(start),
-        end: core.now(),
-        because: None,
-        root: None,
-        attempt_log: Vec::new(),
-    }
+    Record::ended(outcome, value, Some(start), core.now()).with_error(error)
 }
 
 impl<I: Send + Sync + 'static> RunState<I> {

@@ -46,24 +46,31 @@ pub(crate) const PENDING: u8 = 0;
 pub(crate) const RUNNING: u8 = 1;
 pub(crate) const DONE: u8 = 2;
 
-/// What a node ended with.
+/// What a node ended with. What only nodes that did not simply succeed have (an error, a
+/// skip's cause, an attempt log) is boxed apart, so that the record a million succeeding
+/// nodes write stays small.
 #[derive(Debug)]
 pub(crate) struct Record {
     pub(crate) outcome: Outcome,
     pub(crate) value: Option<Value>,
-    /// Why it has no value; for `Recovered`, what the fallback recovered from.
-    pub(crate) error: Option<Arc<NodeError>>,
     /// When it started; `None` if it never started.
     pub(crate) start: Option<Instant>,
     /// When it ended.
     pub(crate) end: Instant,
-    /// For `Skipped`: the upstream that produced no value. For a router: its branch.
-    pub(crate) because: Option<u32>,
+    cold: Option<Box<Cold>>,
+}
+
+#[derive(Debug, Default)]
+struct Cold {
+    /// Why it has no value; for `Recovered`, what the fallback recovered from.
+    error: Option<Arc<NodeError>>,
+    /// For `Skipped`: the upstream that produced no value.
+    because: Option<u32>,
     /// For `Skipped`: the first node up the chain of skips that did not skip (its failure,
     /// or cancellation, is the root cause). Kept so that reading it is O(1).
-    pub(crate) root: Option<u32>,
-    /// One entry per attempt, for nodes with policies (empty for plain nodes).
-    pub(crate) attempt_log: Vec<AttemptReport>,
+    root: Option<u32>,
+    /// One entry per attempt, for nodes that retried or failed (empty otherwise).
+    attempt_log: Vec<AttemptReport>,
 }
 
 impl Record {
@@ -71,13 +78,76 @@ impl Record {
         Record {
             outcome,
             value: None,
-            error: None,
             start: None,
             end,
-            because: None,
-            root: None,
-            attempt_log: Vec::new(),
+            cold: None,
         }
+    }
+
+    /// A node that ended `outcome` at `end` with `value`, having started at `start`.
+    pub(crate) fn ended(
+        outcome: Outcome,
+        value: Option<Value>,
+        start: Option<Instant>,
+        end: Instant,
+    ) -> Self {
+        Record {
+            outcome,
+            value,
+            start,
+            end,
+            cold: None,
+        }
+    }
+
+    fn cold(&mut self) -> &mut Cold {
+        self.cold.get_or_insert_with(Box::default)
+    }
+
+    /// Sets the start.
+    pub(crate) fn started(mut self, start: Option<Instant>) -> Self {
+        self.start = start;
+        self
+    }
+
+    /// Sets the error (nothing to store for `None`).
+    pub(crate) fn with_error(mut self, error: Option<Arc<NodeError>>) -> Self {
+        if error.is_some() {
+            self.cold().error = error;
+        }
+        self
+    }
+
+    /// Sets a skip's cause: the upstream without a value, and the root cause.
+    pub(crate) fn with_cause(mut self, because: u32, root: u32) -> Self {
+        let cold = self.cold();
+        cold.because = Some(because);
+        cold.root = Some(root);
+        self
+    }
+
+    /// Sets the attempt log (nothing to store when it is empty).
+    pub(crate) fn with_log(mut self, log: Vec<AttemptReport>) -> Self {
+        if !log.is_empty() {
+            self.cold().attempt_log = log;
+        }
+        self
+    }
+
+    pub(crate) fn error(&self) -> Option<&Arc<NodeError>> {
+        self.cold.as_ref()?.error.as_ref()
+    }
+
+    pub(crate) fn because(&self) -> Option<u32> {
+        self.cold.as_ref()?.because
+    }
+
+    pub(crate) fn root(&self) -> Option<u32> {
+        self.cold.as_ref()?.root
+    }
+
+    pub(crate) fn attempt_log(&self) -> &[AttemptReport] {
+        self.cold.as_ref().map_or(&[], |c| &c.attempt_log)
     }
 }
 
@@ -460,11 +530,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         let mut stack = vec![(first, because)];
         let mut ended = 0;
         while let Some((id, because)) = stack.pop() {
-            let record = Record {
-                because: Some(because),
-                root: Some(root),
-                ..Record::empty(outcome, now)
-            };
+            let record = Record::empty(outcome, now).with_cause(because, root);
             if !self.pass_over(id, record) {
                 continue;
             }
@@ -641,6 +707,11 @@ impl FetchCx<'_> {
         let up = *self.ups.get(pos)? as usize;
         let value = self.slots.get(up)?.record.get()?.value.as_ref()?;
         Arc::clone(value).downcast::<T>().ok()
+    }
+
+    /// How many upstreams the node declared.
+    pub(crate) fn len(&self) -> usize {
+        self.ups.len()
     }
 
     /// The node index of the `pos`-th declared upstream.
