@@ -23,13 +23,18 @@ use crate::run::{FetchCx, RunId, RunState};
 /// A node's value, type-erased while it sits in the run's slot.
 pub(crate) type Value = Arc<dyn Any + Send + Sync>;
 
-/// Wraps a task's output as a [`Value`]. `()` — the value of side-effect nodes — shares one
-/// process-wide `Arc` instead of allocating one per node and run.
+/// Wraps a task's output as a [`Value`]. `()` — the value of side-effect nodes — shares
+/// one `Arc` per thread instead of allocating one per node and run. (Per thread, not per
+/// process: the reference count of an `Arc` that every worker clones and drops is a cache
+/// line the workers would fight over.)
 pub(crate) fn into_value<T: Send + Sync + 'static>(value: T) -> Value {
-    use std::any::Any;
-    static UNIT: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    thread_local! {
+        static UNIT: Value = Arc::new(());
+    }
     if (&value as &dyn Any).is::<()>() {
-        return Arc::clone(UNIT.get_or_init(|| Arc::new(())));
+        if let Ok(unit) = UNIT.try_with(Arc::clone) {
+            return unit;
+        }
     }
     Arc::new(value)
 }
