@@ -329,13 +329,13 @@ impl<I> Ctx<I> {
     /// token.
     #[must_use]
     pub fn cancellation_token(&self) -> CancellationToken {
-        match self.run.core.slot(self.node) {
-            Some(slot) => {
-                let core = &self.run.core;
+        let core = &self.run.core;
+        match (core.hot(self.node), core.slot(self.node)) {
+            (Some(hot), Some(slot)) => {
                 core.tokens
-                    .get(slot, self.node, self.attempt, core.run_token())
+                    .get(hot, slot, self.node, self.attempt, core.run_token())
             }
-            None => {
+            _ => {
                 let t = CancellationToken::new();
                 t.cancel();
                 t

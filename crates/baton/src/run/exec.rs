@@ -166,12 +166,12 @@ async fn route<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Rec
         });
     };
     run.release(run.not_taken_except(id, Some(branch), core.now()));
-    let Some(slot) = core.slot(branch) else {
+    let Some(hot) = core.hot(branch) else {
         return failed(NodeError::Internal {
             message: "branch index out of range",
         });
     };
-    if slot
+    if hot
         .state
         .compare_exchange(PENDING, RUNNING, Ordering::AcqRel, Ordering::Acquire)
         .is_err()
@@ -204,7 +204,7 @@ async fn route<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Rec
     // fail-fast the router's own failure (next) cancels the run, after skipping the
     // router's downstreams.
     let _ = run.finish_branch(branch, record);
-    debug_assert_eq!(slot.state.load(Ordering::Acquire), DONE);
+    debug_assert_eq!(hot.state.load(Ordering::Acquire), DONE);
     Record::ended(outcome, value, Some(start), core.now()).with_error(error)
 }
 

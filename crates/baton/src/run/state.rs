@@ -151,11 +151,18 @@ impl Record {
     }
 }
 
-/// One node's per-run state.
+/// What the scheduler touches for every edge: a node's join counter and lifecycle state,
+/// eight bytes, in an array of their own (a million nodes' worth fits in the cache, where
+/// the records would not).
 #[derive(Debug)]
-pub(crate) struct Slot {
+pub(crate) struct Hot {
     pub(crate) pending: AtomicU32,
     pub(crate) state: AtomicU8,
+}
+
+/// The rest of one node's per-run state.
+#[derive(Debug)]
+pub(crate) struct Slot {
     pub(crate) attempts: AtomicU32,
     /// Blocking attempts abandoned (timed out or cancelled) while their closure still ran.
     pub(crate) abandoned: AtomicU32,
@@ -185,6 +192,7 @@ impl Tokens {
     /// ended) gets a cancelled token.
     pub(crate) fn get(
         &self,
+        hot: &Hot,
         slot: &Slot,
         node: u32,
         attempt: u32,
@@ -198,7 +206,7 @@ impl Tokens {
             }
         }
         if slot.attempts.load(Ordering::SeqCst) > attempt
-            || slot.state.load(Ordering::SeqCst) == DONE
+            || hot.state.load(Ordering::SeqCst) == DONE
         {
             let t = CancellationToken::new();
             t.cancel();
@@ -241,6 +249,7 @@ impl Drop for AttemptGuard<'_> {
 /// The state of one run that does not depend on the input type.
 #[derive(Debug)]
 pub(crate) struct RunCore {
+    pub(crate) hot: Box<[Hot]>,
     pub(crate) slots: Box<[Slot]>,
     /// Nodes not finalized plus drivers alive; the run ends when it reaches zero.
     pub(crate) live: AtomicUsize,
@@ -312,6 +321,10 @@ impl RunCore {
         self.slots.get(id as usize)
     }
 
+    pub(crate) fn hot(&self, id: u32) -> Option<&Hot> {
+        self.hot.get(id as usize)
+    }
+
     pub(crate) fn span(&self) -> Option<&tracing::Span> {
         self.span.get()
     }
@@ -334,10 +347,14 @@ impl<I: Send + Sync + 'static> RunState<I> {
         fixed_deadline: Option<Instant>,
     ) -> Arc<Self> {
         let meta = &graph.meta;
-        let slots = (0..meta.len() as u32)
-            .map(|i| Slot {
+        let hot = (0..meta.len() as u32)
+            .map(|i| Hot {
                 pending: AtomicU32::new(meta.in_degree(i)),
                 state: AtomicU8::new(PENDING),
+            })
+            .collect::<Box<[Hot]>>();
+        let slots = (0..meta.len())
+            .map(|_| Slot {
                 attempts: AtomicU32::new(0),
                 abandoned: AtomicU32::new(0),
                 waker: AtomicWaker::new(),
@@ -346,6 +363,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             .collect::<Box<[Slot]>>();
         let core = RunCore {
             live: AtomicUsize::new(slots.len()),
+            hot,
             slots,
             done: AtomicWaker::new(),
             cancelled: AtomicBool::new(false),
@@ -433,12 +451,12 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// `NodeFinished`. The caller owns the node (moved it to `RUNNING`, or from `PENDING` to
     /// `DONE`). Does not release `live`.
     fn record(&self, id: u32, record: Record, was_running: bool) {
-        let Some(slot) = self.core.slot(id) else {
+        let (Some(hot), Some(slot)) = (self.core.hot(id), self.core.slot(id)) else {
             return;
         };
         let outcome = record.outcome;
         let _ = slot.record.set(record);
-        slot.state.store(DONE, Ordering::Release);
+        hot.state.store(DONE, Ordering::Release);
         self.core.tokens.end(id, u32::MAX);
         let counters = self.graph.orchestrator.counters().local();
         // Nodes of runs cancelled before they were admitted were never submitted: they do
@@ -472,10 +490,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// Finalizes a node that was pending (`PENDING -> DONE`), if nobody else did. Returns
     /// whether this call did it.
     fn pass_over(&self, id: u32, record: Record) -> bool {
-        let Some(slot) = self.core.slot(id) else {
+        let Some(hot) = self.core.hot(id) else {
             return false;
         };
-        if slot
+        if hot
             .state
             .compare_exchange(PENDING, DONE, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
@@ -502,10 +520,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
         }
         let now = core.now();
         let mut swept = 0;
-        for (id, slot) in core.slots.iter().enumerate() {
+        for (id, (hot, slot)) in core.hot.iter().zip(core.slots.iter()).enumerate() {
             if self.pass_over(id as u32, Record::empty(Outcome::Cancelled, now)) {
                 swept += 1;
-            } else if slot.state.load(Ordering::Acquire) == RUNNING {
+            } else if hot.state.load(Ordering::Acquire) == RUNNING {
                 slot.waker.wake();
             }
         }
@@ -587,7 +605,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             if !produced && outcome != Outcome::Cancelled {
                 self.skip(d, id);
             }
-            let Some(ds) = core.slot(d) else { continue };
+            let Some(ds) = core.hot(d) else { continue };
             if ds.pending.fetch_sub(1, Ordering::AcqRel) == 1
                 && ds
                     .state
@@ -612,10 +630,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// task, e.g. because it is shutting down): it ends `Cancelled`, and so does the rest of
     /// the run, which cannot go on without it.
     pub(crate) fn abandon(&self, id: u32) {
-        let Some(slot) = self.core.slot(id) else {
+        let Some(hot) = self.core.hot(id) else {
             return;
         };
-        if slot.state.load(Ordering::Acquire) == RUNNING {
+        if hot.state.load(Ordering::Acquire) == RUNNING {
             self.cancel(CancelReason::Dropped);
             let record = Record::empty(Outcome::Cancelled, self.core.now());
             self.record(id, record, true);
@@ -672,10 +690,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
             return;
         }
         for &root in self.graph.meta.roots.iter() {
-            let Some(slot) = core.slot(root) else {
+            let Some(hot) = core.hot(root) else {
                 continue;
             };
-            if slot
+            if hot
                 .state
                 .compare_exchange(PENDING, RUNNING, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
