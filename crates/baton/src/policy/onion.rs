@@ -16,14 +16,14 @@ use tokio::time::Instant;
 
 use super::NodePolicy;
 use super::backoff::BackoffIter;
-use super::breaker::BreakerPermit;
+use super::breaker::{BreakerPermit, OwnedPermit};
 use super::bulkhead::BulkheadPermit;
 use super::deadline::Deadline;
-use crate::error::{NodeError, StopReason};
+use crate::error::{BoxError, NodeError, StopReason};
 use crate::observe::{Event, trace};
 use crate::report::AttemptReport;
 use crate::run::{AttemptGuard, RunState};
-use crate::task::Value;
+use crate::task::{AttemptFuture, Value};
 
 /// The attempt log keeps at most this many attempts (a retry policy may allow millions).
 pub(crate) const MAX_ATTEMPT_LOG: usize = 1_000;
@@ -38,12 +38,32 @@ pub(crate) struct Execution {
     pub(crate) attempts: Vec<AttemptReport>,
 }
 
-/// Runs node `id` of `run` through its policies.
+/// The first attempt of a node as the scheduler's fast path hands it over, when it did not
+/// succeed on its first poll: the fast path already took the breaker permit, counted the
+/// attempt and deposited in the retry budget; the onion goes on from there.
+pub(crate) struct First {
+    pub(crate) attempt: FirstAttempt,
+    pub(crate) permit: Option<OwnedPermit>,
+}
+
+/// Where the handed-over first attempt is.
+pub(crate) enum FirstAttempt {
+    /// Still running (its future returned `Pending` once).
+    Running(AttemptFuture),
+    /// It ended on its first poll: its output, or its panic.
+    Ended(std::thread::Result<Result<Value, BoxError>>),
+    /// The task panicked before returning its future.
+    NotStarted(NodeError),
+}
+
+/// Runs node `id` of `run` through its policies; `first` is the first attempt when the
+/// scheduler's fast path started it.
 pub(crate) async fn execute<I: Send + Sync + 'static>(
     run: &Arc<RunState<I>>,
     id: u32,
     policy: &NodePolicy,
     started: Instant,
+    first: Option<First>,
 ) -> Execution {
     let node = run.graph.meta.name(id);
     // `checked_add`: a budget too large for an instant (`Duration::MAX`) is no budget.
@@ -52,10 +72,30 @@ pub(crate) async fn execute<I: Send + Sync + 'static>(
         policy.budget.and_then(|b| started.checked_add(b)),
     );
     let mut attempts = Vec::new();
+    let (first, mut held) = match first {
+        Some(First { attempt, permit }) => (Some(attempt), permit),
+        None => (None, None),
+    };
 
     let series = match &policy.breaker {
-        None => series(run, id, policy, None, deadline, started, &mut attempts).await,
-        Some(breaker) => match breaker.try_acquire() {
+        None => {
+            series(
+                run,
+                id,
+                policy,
+                None,
+                deadline,
+                started,
+                &mut attempts,
+                first,
+            )
+            .await
+        }
+        Some(breaker) => match held
+            .as_mut()
+            .and_then(OwnedPermit::take)
+            .map_or_else(|| breaker.try_acquire(), Ok)
+        {
             Err(open) => {
                 run.graph
                     .orchestrator
@@ -80,6 +120,7 @@ pub(crate) async fn execute<I: Send + Sync + 'static>(
                     deadline,
                     started,
                     &mut attempts,
+                    first,
                 )
                 .await;
                 let elapsed = started.elapsed();
@@ -163,14 +204,16 @@ pub(crate) async fn execute<I: Send + Sync + 'static>(
     }
 }
 
-fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+pub(crate) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
 }
 
-/// The retry series (a single attempt when the node has no retry policy).
+/// The retry series (a single attempt when the node has no retry policy); `first` is its
+/// first attempt when the fast path started it.
+#[allow(clippy::too_many_arguments)]
 async fn series<I: Send + Sync + 'static>(
     run: &Arc<RunState<I>>,
     id: u32,
@@ -179,13 +222,14 @@ async fn series<I: Send + Sync + 'static>(
     deadline: Option<Instant>,
     started: Instant,
     log: &mut Vec<AttemptReport>,
+    mut first: Option<FirstAttempt>,
 ) -> Result<Value, NodeError> {
     let node = run.graph.meta.name(id);
     let retry = policy.retry.as_ref();
     // Made on the first retry: a series that succeeds at once never needs it.
     let mut backoff: Option<BackoffIter> = None;
-    if let Some(budget) = retry.and_then(|r| r.budget.as_ref()) {
-        budget.deposit();
+    if first.is_none() {
+        deposit(policy);
     }
     let deadline_error = |attempts: u32| NodeError::DeadlineExceeded {
         node: node.to_owned(),
@@ -196,7 +240,8 @@ async fn series<I: Send + Sync + 'static>(
     let mut number = 0u32;
     loop {
         number += 1;
-        if let Some(d) = deadline {
+        let resumed = first.take();
+        if let (Some(d), None) = (deadline, &resumed) {
             if d.saturating_duration_since(Instant::now()) < policy.min_attempt {
                 let err = deadline_error(number - 1);
                 return Err(match retry {
@@ -207,7 +252,8 @@ async fn series<I: Send + Sync + 'static>(
                 });
             }
         }
-        let (out, attempt_start) = attempt(run, id, policy, number, deadline, started).await;
+        let (out, attempt_start) =
+            attempt(run, id, policy, number, deadline, started, resumed).await;
         // A series that succeeds at its first attempt has nothing to add to the node's own
         // start and end: its log stays empty (and costs nothing).
         if (number > 1 || out.is_err()) && log.len() < MAX_ATTEMPT_LOG {
@@ -287,6 +333,13 @@ async fn series<I: Send + Sync + 'static>(
     }
 }
 
+/// A series starts: it earns its share of the retry budget, if any (tower's deposit).
+pub(crate) fn deposit(policy: &NodePolicy) {
+    if let Some(budget) = policy.retry.as_ref().and_then(|r| r.budget.as_ref()) {
+        budget.deposit();
+    }
+}
+
 fn give_up(
     node: &str,
     attempts: u32,
@@ -312,9 +365,12 @@ async fn attempt<I: Send + Sync + 'static>(
     number: u32,
     deadline: Option<Instant>,
     started: Instant,
+    resumed: Option<FirstAttempt>,
 ) -> (Result<Value, NodeError>, Instant) {
     let node = run.graph.meta.name(id);
     let permit = match &policy.bulkhead {
+        // The fast path takes no node with a bulkhead.
+        _ if resumed.is_some() => None,
         None => None,
         Some(bulkhead) => match bulkhead.acquire(deadline).await {
             Ok(p) => Some(p),
@@ -347,10 +403,12 @@ async fn attempt<I: Send + Sync + 'static>(
         },
     };
     let budget = until.map(|u| u.saturating_duration_since(now));
-    run.attempt_started(id, number, budget);
+    if resumed.is_none() {
+        run.attempt_started(id, number, budget);
+    }
     let out = trace::within(
         trace::attempt_span(node, number, budget),
-        call(run, id, policy, number, cut, started, permit),
+        call(run, id, policy, number, cut, started, permit, resumed),
     )
     .await;
     if let Err(error) = &out {
@@ -380,7 +438,9 @@ struct Cut {
     by_deadline: bool,
 }
 
-/// Calls the task under the attempt's cut, catching panics.
+/// Calls the task under the attempt's cut, catching panics (or goes on with the attempt
+/// the fast path started).
+#[allow(clippy::too_many_arguments)]
 async fn call<I: Send + Sync + 'static>(
     run: &Arc<RunState<I>>,
     id: u32,
@@ -389,6 +449,7 @@ async fn call<I: Send + Sync + 'static>(
     cut: Cut,
     started: Instant,
     permit: Option<BulkheadPermit>,
+    resumed: Option<FirstAttempt>,
 ) -> Result<Value, NodeError> {
     let node = run.graph.meta.name(id);
     let _attempt = AttemptGuard {
@@ -396,7 +457,13 @@ async fn call<I: Send + Sync + 'static>(
         node: id,
         attempt: number,
     };
-    let fut = AssertUnwindSafe(run.call_task(id, number, cut.until, permit)?).catch_unwind();
+    let fut = match resumed {
+        Some(FirstAttempt::NotStarted(error)) => return Err(error),
+        Some(FirstAttempt::Ended(out)) => return settle(node, policy, number, cut, started, out),
+        Some(FirstAttempt::Running(fut)) => fut,
+        None => run.call_task(id, number, cut.until, permit)?,
+    };
+    let fut = AssertUnwindSafe(fut).catch_unwind();
     let out = match cut.until {
         None => fut.await,
         Some(until) => match Deadline::new(fut, until).await {
@@ -404,6 +471,18 @@ async fn call<I: Send + Sync + 'static>(
             None => return Err(cut_error(node, policy, number, cut, started)),
         },
     };
+    settle(node, policy, number, cut, started, out)
+}
+
+/// What an attempt that ended (with `out`, or its panic) amounts to.
+fn settle(
+    node: &str,
+    policy: &NodePolicy,
+    number: u32,
+    cut: Cut,
+    started: Instant,
+    out: std::thread::Result<Result<Value, BoxError>>,
+) -> Result<Value, NodeError> {
     match out {
         Ok(Ok(value)) => Ok(value),
         // The task gave up at (or after) the instant baton would have cut it — typically its

@@ -15,6 +15,7 @@ use std::task::{Context, Poll};
 
 use tokio::time::Instant;
 
+use super::guarded;
 use super::state::{Record, RunState};
 use crate::error::NodeError;
 use crate::observe::{Event, trace};
@@ -67,7 +68,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
     }
 
     /// Starts node `id`: the fast path when nothing needs the full one.
-    fn begin(&mut self) {
+    fn begin(&mut self, cx: &mut Context<'_>) {
         let start = self.start();
         let run = &self.run;
         let core = &run.core;
@@ -76,9 +77,14 @@ impl<I: Send + Sync + 'static> Driver<I> {
         let span = trace::node_span(core, || graph.meta.name(id));
         let plain = graph.is_plain(id) && core.deadline().is_none() && span.is_disabled();
         if !plain {
+            let first = match guarded::first_attempt(run, id, start, &span, cx) {
+                Some(Ok(record)) => return self.end(record),
+                Some(Err(first)) => Some(first),
+                None => None,
+            };
             let run = Arc::clone(run);
             self.state = State::Full(Box::pin(async move {
-                super::exec::run_node(&run, id, span).await
+                super::exec::run_node(&run, id, span, start, first).await
             }));
             return;
         }
@@ -150,7 +156,7 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                     if this.run.core.is_cancelled() {
                         this.cancelled(false);
                     } else {
-                        this.begin();
+                        this.begin(cx);
                     }
                 }
                 // User code runs in the full path too (retry predicates, breaker filters,

@@ -10,23 +10,43 @@ use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
 use futures_util::FutureExt;
+use tokio::time::Instant;
 
 use super::state::{AttemptGuard, DONE, PENDING, RUNNING, Record, RunCore, RunState, guarded};
 use crate::error::NodeError;
 use crate::graph::NodeKind;
 use crate::observe::{Event, trace};
 use crate::policy::NodePolicy;
-use crate::policy::onion::{self, Execution};
+use crate::policy::onion::{self, Execution, First};
 use crate::report::Outcome;
 use crate::task::Value;
 
-/// Runs node `id` (already `RUNNING`) to its record, on the full path: policies, routers,
-/// `tracing` spans.
+/// Runs node `id` (already `RUNNING`, since `start`) to its record, on the full path:
+/// policies, routers, `tracing` spans. `first` is its first attempt when the driver's fast
+/// path started it (and already counted the node as started).
 pub(crate) async fn run_node<I: Send + Sync + 'static>(
     run: &Arc<RunState<I>>,
     id: u32,
     span: tracing::Span,
+    start: Instant,
+    first: Option<First>,
 ) -> Record {
+    if first.is_none() {
+        started(run, id);
+    }
+    let record = match run.graph.kind(id) {
+        // Boxed: a router runs its branch through `run_node` again.
+        NodeKind::Router { .. } => {
+            trace::within(span.clone(), Box::pin(route(run, id, start))).await
+        }
+        _ => trace::within(span.clone(), execute(run, id, start, first)).await,
+    };
+    trace::record_outcome(&span, &record);
+    record
+}
+
+/// Counts node `id` as started and tells the observers.
+pub(crate) fn started<I: Send + Sync + 'static>(run: &RunState<I>, id: u32) {
     let core = &run.core;
     run.graph
         .orchestrator
@@ -40,18 +60,15 @@ pub(crate) async fn run_node<I: Send + Sync + 'static>(
             node: run.graph.meta.name(id),
         });
     }
-    let record = match run.graph.kind(id) {
-        // Boxed: a router runs its branch through `run_node` again.
-        NodeKind::Router { .. } => trace::within(span.clone(), Box::pin(route(run, id))).await,
-        _ => trace::within(span.clone(), execute(run, id)).await,
-    };
-    trace::record_outcome(&span, &record);
-    record
 }
 
-async fn execute<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Record {
+async fn execute<I: Send + Sync + 'static>(
+    run: &Arc<RunState<I>>,
+    id: u32,
+    start: Instant,
+    first: Option<First>,
+) -> Record {
     let core = &run.core;
-    let start = core.now();
     let policy = run.graph.policy(id);
     let ended = match (policy, core.deadline()) {
         // Fast path: no policy and no run deadline; one attempt, nothing to allocate.
@@ -72,7 +89,7 @@ async fn execute<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> R
                 }
             };
             // The whole full path is boxed once by the driver; no second box here.
-            Cancellable::new(core, id, onion::execute(run, id, policy, start)).await
+            Cancellable::new(core, id, onion::execute(run, id, policy, start, first)).await
         }
     };
     let end = core.now();
@@ -122,9 +139,12 @@ async fn plain<I: Send + Sync + 'static>(
 
 /// A router: picks a branch from its upstreams' values, passes over the others (`NotTaken`),
 /// runs the chosen one as a node of its own, and takes its value.
-async fn route<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Record {
+async fn route<I: Send + Sync + 'static>(
+    run: &Arc<RunState<I>>,
+    id: u32,
+    start: Instant,
+) -> Record {
     let core = &run.core;
-    let start = core.now();
     let router = run.graph.meta.name(id);
     let failed = |error: NodeError| {
         Record::ended(Outcome::Failed, None, Some(start), core.now())
@@ -180,7 +200,7 @@ async fn route<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Rec
         return Record::empty(Outcome::Cancelled, core.now()).started(Some(start));
     }
     let span = trace::node_span(core, || run.graph.meta.name(branch));
-    let record = Box::pin(run_node(run, branch, span)).await;
+    let record = Box::pin(run_node(run, branch, span, core.now(), None)).await;
     let (outcome, value, error) = match (&record.value, record.outcome) {
         // A branch served by its fallback makes the router `Recovered` too, with its error.
         (Some(v), Outcome::Recovered) => (

@@ -10,6 +10,7 @@
 mod attempt;
 mod driver;
 mod exec;
+mod guarded;
 mod state;
 
 use std::fmt;

@@ -87,7 +87,7 @@ pub use error::{BreakerConfigError, BreakerOpen};
 pub use events::{BreakerState, BreakerTransition, TransitionReason};
 
 use machine::Machine;
-use permit::{Outcome, Permit};
+use permit::{Outcome, Permit, Ticket};
 use sync::StdSync;
 
 /// A named circuit breaker guarding one downstream; a cheap handle (`Arc` inside), `Clone`,
@@ -221,6 +221,31 @@ impl CircuitBreaker {
     }
 }
 
+/// A [`BreakerPermit`] that owns (a handle to) its breaker instead of borrowing it: how a
+/// permit taken on the scheduler's fast path is handed to the full path when the first
+/// attempt did not simply succeed. Dropped without being taken, it releases the permit
+/// uncounted, like a dropped `BreakerPermit`.
+pub(crate) struct OwnedPermit {
+    breaker: CircuitBreaker,
+    ticket: Option<Ticket>,
+}
+
+impl OwnedPermit {
+    /// The permit again, borrowing this handle; `None` after the first call.
+    pub(crate) fn take(&mut self) -> Option<BreakerPermit<'_>> {
+        let ticket = self.ticket.take()?;
+        Some(BreakerPermit {
+            inner: Permit::new(&self.breaker.machine, ticket),
+        })
+    }
+}
+
+impl Drop for OwnedPermit {
+    fn drop(&mut self) {
+        drop(self.take());
+    }
+}
+
 /// Permission to make one call through a [`CircuitBreaker`]; report how it ended with
 /// [`success`](Self::success), [`failure`](Self::failure) or [`ignore`](Self::ignore).
 ///
@@ -244,6 +269,15 @@ impl fmt::Debug for BreakerPermit<'_> {
 }
 
 impl BreakerPermit<'_> {
+    /// The same permit, owning a handle to `breaker` (which must be the breaker that issued
+    /// it) instead of borrowing it.
+    pub(crate) fn into_owned(self, breaker: &CircuitBreaker) -> OwnedPermit {
+        OwnedPermit {
+            breaker: breaker.clone(),
+            ticket: Some(self.inner.detach()),
+        }
+    }
+
     /// The call succeeded after `elapsed` (used by the slow-call rule only). Resets the
     /// consecutive-failure count; closes a half-open breaker once every probe succeeded.
     #[inline]

@@ -55,6 +55,13 @@ impl<S: SyncFamily> Permit<'_, S> {
         self.ticket
     }
 
+    /// Gives up the borrow without reporting: the ticket, to make the permit again later
+    /// with [`Permit::new`] (which must happen, or a probe's slot is never given back).
+    pub(crate) fn detach(mut self) -> Ticket {
+        self.done = true;
+        self.ticket
+    }
+
     #[inline]
     pub(crate) fn is_current(&self) -> bool {
         self.machine.is_current(self.ticket)

@@ -1,0 +1,146 @@
+//! The scheduler's fast path for nodes with policies: a first attempt that succeeds on its
+//! first poll ends the node there; any other first attempt is handed to the full path with
+//! its breaker permit, and the series goes on exactly as if the full path had started it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use baton::{BoxError, BreakerState, CircuitBreaker, Fallback, Graph, NodeError, Outcome, Retry};
+use tokio::time::{advance, sleep};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn breaker(threshold: u32) -> CircuitBreaker {
+    CircuitBreaker::builder("stock")
+        .consecutive_failures(threshold)
+        .open_duration(ms(100))
+        .build()
+        .unwrap()
+}
+
+/// Every policy configured, none triggered: one attempt, `Succeeded`, no attempt log, and
+/// the breaker was told of one success (a later failure alone does not trip a threshold of
+/// two).
+#[tokio::test(start_paused = true)]
+async fn idle_policies_succeed_in_one_attempt_and_tell_the_breaker() {
+    let b = breaker(2);
+    let mut g = Graph::<()>::builder();
+    let stock = g
+        .node("stock")
+        .timeout(ms(50))
+        .retry(Retry::new(3))
+        .budget(ms(500))
+        .breaker(&b)
+        .fallback(Fallback::value(0u32))
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(7u32) });
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let node = report.node(stock).unwrap();
+    assert_eq!(node.outcome(), Outcome::Succeeded);
+    assert_eq!(report.get(stock), Some(&7));
+    assert_eq!(node.attempts(), 1);
+    assert!(node.attempt_log().is_empty());
+    assert!(node.error().is_none());
+    b.try_acquire().unwrap().failure(ms(1));
+    assert_eq!(b.state(), BreakerState::Closed);
+}
+
+/// A first attempt that fails at once is retried by the full path; the series' single
+/// result goes to the breaker.
+#[tokio::test(start_paused = true)]
+async fn a_first_attempt_that_fails_at_once_is_retried() {
+    let b = breaker(1);
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = Arc::clone(&calls);
+    let mut g = Graph::<()>::builder();
+    let stock = g
+        .node("stock")
+        .retry(Retry::new(3))
+        .breaker(&b)
+        .task(move |_ctx, ()| {
+            let n = c.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n == 0 {
+                    Err::<u32, BoxError>("flaky".into())
+                } else {
+                    Ok(7)
+                }
+            }
+        });
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let node = report.node(stock).unwrap();
+    assert_eq!(node.outcome(), Outcome::Succeeded);
+    assert_eq!(node.attempts(), 2);
+    assert_eq!(node.attempt_log().len(), 2);
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "the first attempt ran once"
+    );
+    assert_eq!(b.state(), BreakerState::Closed, "one series, one success");
+}
+
+/// A first attempt that is still running is cut by its timeout in the full path, retried,
+/// and, every attempt timing out, recovered by the fallback; the breaker (threshold 1)
+/// opens on the series' failure.
+#[tokio::test(start_paused = true)]
+async fn a_running_first_attempt_is_cut_retried_and_recovered() {
+    let b = breaker(1);
+    let mut g = Graph::<()>::builder();
+    let stock = g
+        .node("stock")
+        .timeout(ms(10))
+        .retry(Retry::new(2))
+        .breaker(&b)
+        .fallback(Fallback::value(0u32))
+        .task(|_ctx, ()| async {
+            sleep(ms(1_000)).await;
+            Ok::<_, BoxError>(7u32)
+        });
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let node = report.node(stock).unwrap();
+    assert_eq!(node.outcome(), Outcome::Recovered);
+    assert_eq!(report.get(stock), Some(&0));
+    assert_eq!(node.attempts(), 2);
+    assert!(
+        node.attempt_log()
+            .iter()
+            .all(|a| a.error.as_deref().is_some_and(|e| e.contains("timed out"))),
+        "{:?}",
+        node.attempt_log()
+    );
+    assert!(matches!(node.error(), Some(NodeError::GaveUp { .. })));
+    assert_eq!(b.state(), BreakerState::Open);
+}
+
+/// A half-open probe taken by the fast path and handed over with a still-running attempt
+/// is given back when the run is cancelled: the next caller may probe.
+#[tokio::test(start_paused = true)]
+async fn a_handed_over_probe_is_given_back_when_the_run_is_cancelled() {
+    let b = breaker(1);
+    b.try_acquire().unwrap().failure(ms(1));
+    advance(ms(100)).await;
+    let mut g = Graph::<()>::builder();
+    let _ = g.node("stock").breaker(&b).task(|_ctx, ()| async {
+        sleep(ms(1_000)).await;
+        Ok::<_, BoxError>(7u32)
+    });
+    let graph = g.build().unwrap();
+    let run = graph.run(());
+    tokio::select! {
+        _ = run => panic!("the attempt sleeps for a second"),
+        () = sleep(ms(20)) => {} // dropping the run cancels it
+    }
+    assert!(
+        b.try_acquire().is_err(),
+        "the probe is out while the attempt runs"
+    );
+    sleep(ms(1)).await; // the cancelled run's driver drops the attempt and the permit
+    assert_eq!(b.state(), BreakerState::HalfOpen);
+    let probe = b.try_acquire().expect("the probe's slot was given back");
+    assert!(probe.is_probe());
+    probe.success(ms(1));
+    assert_eq!(b.state(), BreakerState::Closed);
+}
