@@ -97,7 +97,8 @@ impl<I> Graph<I> {
     }
 
     /// The names of the upstreams of the node called `name`, in declaration order; `None`
-    /// when no node has that name.
+    /// when no node has that name. The graph's first lookup by name builds its name table
+    /// (O(nodes), once per graph).
     #[must_use]
     pub fn upstreams_of(&self, name: &str) -> Option<Vec<&str>> {
         let meta = &self.inner.meta;

@@ -121,6 +121,9 @@ impl Report {
     }
 
     /// Everything the report knows about the node called `name`, if there is one.
+    ///
+    /// O(1); the graph's first lookup by name builds its name table (O(nodes), once per
+    /// graph). Prefer [`node`](Self::node) with a handle where you have one.
     #[must_use]
     pub fn by_name(&self, name: &str) -> Option<NodeReport<'_>> {
         let id = self.run.meta().names.find(name)?;

@@ -4,8 +4,10 @@
 //!
 //! It is a hand-written future, a few words wide, because every spawn copies it into a new
 //! tokio task: nodes without policies, routers or an interested `tracing` subscriber run on
-//! the fast path here (one boxed attempt future, polled under `catch_unwind`); the others
-//! run the full path of `exec.rs`, boxed.
+//! the fast path here (one boxed attempt future, polled under `catch_unwind`); nodes with
+//! policies start their first attempt on a fast path of their own (`guarded.rs`) and take
+//! the full path of `exec.rs`, boxed, only when it does not succeed at once; routers and
+//! traced nodes take the full path from the start.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
