@@ -97,9 +97,9 @@ impl Report {
         if !self.owns(node) {
             return None;
         }
-        self.record(node.index)
-            .value
-            .as_ref()
+        self.run
+            .core()
+            .value(node.index)
             .and_then(|v| v.downcast_ref::<T>())
     }
 
@@ -109,7 +109,7 @@ impl Report {
         if !self.owns(node) {
             return None;
         }
-        let value = self.record(node.index).value.as_ref()?;
+        let value = self.run.core().value(node.index)?;
         Arc::clone(value).downcast::<T>().ok()
     }
 

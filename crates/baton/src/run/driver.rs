@@ -121,11 +121,11 @@ impl<I: Send + Sync + 'static> Driver<I> {
             Some(next) if self.inline_left > 0 => {
                 self.inline_left -= 1;
                 self.id = next;
-                // `next` starts now, when this node ended, if this node was its only
-                // upstream (one clock read per node of a chain instead of two). Otherwise
-                // the start is read afresh: another upstream of `next` may have ended after
-                // this node's end and before this node released `next`.
-                self.start = (self.run.graph.meta.in_degree(next) == 1).then_some(end);
+                // `next` starts now, when it became ready: when the last of its upstreams
+                // ended. That is this node's end unless another upstream ended after it (and
+                // before this node released `next`); their records are written before they
+                // release, so reading them saves a clock read (one per node instead of two).
+                self.start = self.run.ready_at(next, end);
                 self.state = State::Begin;
             }
             Some(next) => {

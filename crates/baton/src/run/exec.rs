@@ -233,7 +233,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         let meta = &self.graph.meta;
         super::FetchCx {
             ups: meta.upstreams(id),
-            slots: &self.core.slots,
+            values: &self.core.values,
             names: &meta.names,
         }
     }
