@@ -17,6 +17,17 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// Counts attempt `number` of node `id` (in its slot and the stats) and tells the
     /// observers it started, with the time it has before it is cut, if any.
     pub(crate) fn attempt_started(&self, id: u32, number: u32, budget: Option<Duration>) {
+        self.attempt_started_with(id, number, || budget);
+    }
+
+    /// [`attempt_started`](Self::attempt_started), computing the budget only when an
+    /// observer wants it.
+    pub(crate) fn attempt_started_with(
+        &self,
+        id: u32,
+        number: u32,
+        budget: impl FnOnce() -> Option<Duration>,
+    ) {
         if let Some(slot) = self.core.slot(id) {
             slot.attempts.fetch_add(1, Ordering::Relaxed);
         }
@@ -30,7 +41,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
                 run: self.core.run_id,
                 node: self.graph.meta.name(id),
                 attempt: number,
-                budget,
+                budget: budget(),
             });
         }
     }

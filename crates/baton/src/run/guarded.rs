@@ -43,13 +43,16 @@ pub(super) fn first_attempt<I: Send + Sync + 'static>(
         return None;
     }
     let core = &run.core;
-    let deadline = onion::earliest(
-        core.deadline(),
-        policy.budget.and_then(|b| start.checked_add(b)),
-    );
-    if deadline.is_some_and(|d| d.saturating_duration_since(start) < policy.min_attempt) {
-        return None;
-    }
+    let deadline = match (core.deadline(), policy.budget) {
+        (None, None) => None,
+        (run_deadline, budget) => {
+            let deadline = onion::earliest(run_deadline, budget.and_then(|b| start.checked_add(b)));
+            if deadline.is_some_and(|d| d.saturating_duration_since(start) < policy.min_attempt) {
+                return None;
+            }
+            deadline
+        }
+    };
     let permit = match &policy.breaker {
         None => None,
         Some(breaker) => Some((breaker, breaker.try_acquire().ok()?)),
@@ -57,8 +60,11 @@ pub(super) fn first_attempt<I: Send + Sync + 'static>(
 
     super::exec::started(run, id);
     onion::deposit(policy);
-    let until = onion::earliest(policy.timeout.and_then(|t| start.checked_add(t)), deadline);
-    run.attempt_started(id, 1, until.map(|u| u.saturating_duration_since(start)));
+    let until = match policy.timeout {
+        None => deadline,
+        Some(t) => onion::earliest(start.checked_add(t), deadline),
+    };
+    run.attempt_started_with(id, 1, || until.map(|u| u.saturating_duration_since(start)));
     let attempt = match run.call_task(id, 1, until, None) {
         Err(error) => FirstAttempt::NotStarted(error),
         Ok(mut fut) => match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
