@@ -160,6 +160,9 @@ pub(crate) struct GraphInner<I> {
     pub(crate) nodes: Box<[NodeDef<I>]>,
     pub(crate) orchestrator: Orchestrator,
     pub(crate) mode: FailureMode,
+    /// The per-run arrays of an ended run, kept for the next run of a large graph (see
+    /// [`RunBuffers`](crate::run::RunBuffers)).
+    pub(crate) spare: std::sync::Mutex<Option<crate::run::RunBuffers>>,
 }
 
 static TASK: NodeKind = NodeKind::Task;

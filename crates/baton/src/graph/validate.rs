@@ -121,6 +121,7 @@ pub(super) fn build<I: 'static>(
         nodes: nodes.into_boxed_slice(),
         orchestrator: orchestrator.clone(),
         mode,
+        spare: std::sync::Mutex::new(None),
     };
     if by_name {
         if let Some(path) = find_cycle(&inner) {

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-pub(crate) use state::{AttemptGuard, Record, RunCore, RunState};
+pub(crate) use state::{AttemptGuard, Record, RunBuffers, RunCore, RunState};
 // Named in the sealed `Upstreams` trait's hidden methods; unnameable outside the crate.
 #[allow(unreachable_pub)]
 pub use state::FetchCx;

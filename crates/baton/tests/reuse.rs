@@ -1,0 +1,74 @@
+//! A large graph reuses the per-run arrays of its last ended run: every run still starts
+//! from fresh counters, and nothing of an ended run (values, records) outlives it.
+
+use std::sync::Arc;
+
+use baton::{BoxError, Graph, Node, Outcome};
+
+/// Larger than the size from which runs' arrays are reused.
+const N: usize = 5_000;
+
+fn chain_with_fan_in() -> (Graph<u64>, Node<u64>, Arc<Vec<u8>>) {
+    let probe = Arc::new(vec![0u8; 16]);
+    let mut g = Graph::<u64>::builder();
+    let p = Arc::clone(&probe);
+    let first: Node<Arc<Vec<u8>>> = g.node("first").task(move |_ctx, ()| {
+        let p = Arc::clone(&p);
+        async move { Ok::<_, BoxError>(p) }
+    });
+    let mut prev: Node<u64> = g
+        .node("n0")
+        .after(first)
+        .task(|ctx, _probe| async move { Ok::<_, BoxError>(*ctx.input()) });
+    for i in 1..N {
+        prev = g
+            .node(format!("n{i}"))
+            .after((prev, first))
+            .task(|_ctx, (v, _probe)| async move { Ok::<_, BoxError>(*v + 1) });
+    }
+    (g.build().unwrap(), prev, probe)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_run_of_a_large_graph_starts_afresh_and_keeps_nothing() {
+    let (graph, last, probe) = chain_with_fan_in();
+    for input in [10u64, 1_000, 7] {
+        let report = graph.run(input).await.unwrap();
+        assert_eq!(report.len(), N + 1);
+        assert!(report.nodes().all(|n| n.outcome() == Outcome::Succeeded));
+        assert_eq!(report.get(last), Some(&(input + N as u64 - 1)));
+        assert!(report.nodes().all(|n| n.attempts() == 1));
+        assert!(Arc::strong_count(&probe) > 2, "the report holds the value");
+        drop(report);
+        // The graph's closure holds one reference, the test one: the ended run none. (The
+        // last driver may still be dropping its handle to the run: give it a few polls.)
+        for _ in 0..10_000 {
+            if Arc::strong_count(&probe) == 2 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            Arc::strong_count(&probe),
+            2,
+            "an ended run's value outlived it"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_runs_of_a_large_graph_do_not_share_state() {
+    let (graph, last, _probe) = chain_with_fan_in();
+    let runs: Vec<_> = (0..4u64)
+        .map(|k| {
+            let graph = graph.clone();
+            tokio::spawn(async move { (k, graph.run(k * 100).await.unwrap()) })
+        })
+        .collect();
+    for run in runs {
+        let (k, report) = run.await.unwrap();
+        assert_eq!(report.get(last), Some(&(k * 100 + N as u64 - 1)));
+    }
+    let report = graph.run(1).await.unwrap();
+    assert_eq!(report.get(last), Some(&(N as u64)));
+}
