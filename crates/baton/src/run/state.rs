@@ -308,6 +308,17 @@ impl Drop for AttemptGuard<'_> {
     }
 }
 
+/// What a run fixes when it starts.
+#[derive(Debug)]
+struct Started {
+    origin: Instant,
+    /// From its options: timeout and deadline.
+    deadline: Option<Instant>,
+    /// The runtime its nodes are spawned on.
+    handle: Handle,
+    span: tracing::Span,
+}
+
 /// The state of one run that does not depend on the input type.
 #[derive(Debug)]
 pub(crate) struct RunCore {
@@ -321,18 +332,15 @@ pub(crate) struct RunCore {
     pub(crate) done: AtomicWaker,
     pub(crate) cancelled: AtomicBool,
     pub(crate) reason: OnceLock<CancelReason>,
-    pub(crate) origin: OnceLock<Instant>,
-    pub(crate) handle: OnceLock<Handle>,
+    /// What the run fixed when it started (one cell, set once).
+    started: OnceLock<Started>,
     pub(crate) token: OnceLock<CancellationToken>,
     pub(crate) run_id: RunId,
     pub(crate) mode: FailureMode,
-    /// The run's deadline, fixed when it starts.
-    pub(crate) deadline: OnceLock<Option<Instant>>,
     /// The run's standing with its orchestrator: `NOT_ADMITTED`, `ADMITTED`, or `ENDED`
     /// (see `on_end` and `mark_admitted`: whichever of "admitted" and "ended" comes second
     /// tells the orchestrator the run ended, so it is told exactly once).
     pub(crate) registered: AtomicU8,
-    pub(crate) span: OnceLock<tracing::Span>,
     pub(crate) tokens: Tokens,
     timeout: Option<Duration>,
     fixed_deadline: Option<Instant>,
@@ -346,21 +354,21 @@ impl RunCore {
 
     /// `at` as an offset from the run's start (zero before it started).
     pub(crate) fn offset(&self, at: Instant) -> Duration {
-        self.origin
+        self.started
             .get()
-            .map_or(Duration::ZERO, |o| at.saturating_duration_since(*o))
+            .map_or(Duration::ZERO, |s| at.saturating_duration_since(s.origin))
     }
 
     /// Time since the run started (zero before it started).
     pub(crate) fn elapsed(&self) -> Duration {
-        self.origin.get().map_or(Duration::ZERO, |o| {
-            Instant::now().saturating_duration_since(*o)
+        self.started.get().map_or(Duration::ZERO, |s| {
+            Instant::now().saturating_duration_since(s.origin)
         })
     }
 
     /// The run's deadline (from its options), once it started.
     pub(crate) fn deadline(&self) -> Option<Instant> {
-        self.deadline.get().copied().flatten()
+        self.started.get().and_then(|s| s.deadline)
     }
 
     pub(crate) fn is_cancelled(&self) -> bool {
@@ -396,7 +404,7 @@ impl RunCore {
     }
 
     pub(crate) fn span(&self) -> Option<&tracing::Span> {
-        self.span.get()
+        self.started.get().map(|s| &s.span)
     }
 }
 
@@ -444,14 +452,11 @@ impl<I: Send + Sync + 'static> RunState<I> {
             done: AtomicWaker::new(),
             cancelled: AtomicBool::new(false),
             reason: OnceLock::new(),
-            origin: OnceLock::new(),
-            handle: OnceLock::new(),
+            started: OnceLock::new(),
             token: OnceLock::new(),
             run_id: RunId::next(),
             mode,
-            deadline: OnceLock::new(),
             registered: AtomicU8::new(NOT_ADMITTED),
-            span: OnceLock::new(),
             tokens: Tokens::default(),
             timeout,
             fixed_deadline,
@@ -741,8 +746,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// Spawns a driver for node `id`, which the caller moved to `RUNNING`.
     pub(crate) fn spawn(self: &Arc<Self>, id: u32) {
         let fut = self.driver(id);
-        match self.core.handle.get() {
-            Some(handle) => {
+        match self.core.started.get() {
+            Some(Started { handle, .. }) => {
                 handle.spawn(fut);
             }
             None => {
@@ -763,18 +768,18 @@ impl<I: Send + Sync + 'static> RunState<I> {
     pub(crate) fn start(self: &Arc<Self>, handle: Handle) {
         let core = &self.core;
         let now = Instant::now();
-        let _ = core.origin.set(now);
+
         let by_timeout = core.timeout.and_then(|t| now.checked_add(t));
         let deadline = match (by_timeout, core.fixed_deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let _ = core.deadline.set(deadline);
-        let _ = core.handle.set(handle);
-        let _ = core.span.set(crate::observe::trace::run_span(
-            core.run_id,
-            self.graph.meta.len(),
-        ));
+        let _ = core.started.set(Started {
+            origin: now,
+            deadline,
+            handle,
+            span: crate::observe::trace::run_span(core.run_id, self.graph.meta.len()),
+        });
         if self.observed() {
             self.emit(&Event::RunStarted {
                 run: core.run_id,
