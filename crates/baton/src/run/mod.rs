@@ -11,6 +11,7 @@ mod attempt;
 mod driver;
 mod exec;
 mod guarded;
+mod once;
 mod state;
 
 use std::fmt;

@@ -30,6 +30,7 @@ use tokio::runtime::Handle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::once::WriteOnce;
 use super::{FailureMode, RunId};
 use crate::error::{CancelReason, NodeError};
 use crate::graph::names::Names;
@@ -168,7 +169,7 @@ pub(crate) struct Slot {
     /// Blocking attempts abandoned (timed out or cancelled) while their closure still ran.
     pub(crate) abandoned: AtomicU32,
     pub(crate) waker: AtomicWaker,
-    pub(crate) record: OnceLock<Record>,
+    pub(crate) record: WriteOnce<Record>,
 }
 
 /// The per-run arrays of one run: join counters and states, slots, values.
@@ -181,7 +182,7 @@ pub(crate) struct Slot {
 pub(crate) struct RunBuffers {
     hot: Box<[Hot]>,
     slots: Box<[Slot]>,
-    values: Box<[OnceLock<Value>]>,
+    values: Box<[WriteOnce<Value>]>,
 }
 
 /// Graphs of at least this many nodes reuse their runs' arrays.
@@ -202,10 +203,10 @@ impl RunBuffers {
                     attempts: AtomicU32::new(0),
                     abandoned: AtomicU32::new(0),
                     waker: AtomicWaker::new(),
-                    record: OnceLock::new(),
+                    record: WriteOnce::new(),
                 })
                 .collect(),
-            values: (0..n).map(|_| OnceLock::new()).collect(),
+            values: (0..n).map(|_| WriteOnce::new()).collect(),
         }
     }
 
@@ -326,7 +327,7 @@ pub(crate) struct RunCore {
     pub(crate) slots: Box<[Slot]>,
     /// The nodes' values, apart from their records: downstreams read them at random places
     /// on large graphs, and a dense array of 24-byte cells is kinder to the cache.
-    pub(crate) values: Box<[OnceLock<Value>]>,
+    pub(crate) values: Box<[WriteOnce<Value>]>,
     /// Nodes not finalized plus drivers alive; the run ends when it reaches zero.
     pub(crate) live: AtomicUsize,
     pub(crate) done: AtomicWaker,
@@ -817,7 +818,7 @@ pub(crate) fn guarded<R>(f: impl FnOnce() -> R) -> Result<R, NodeError> {
 #[derive(Debug)]
 pub struct FetchCx<'a> {
     pub(crate) ups: &'a [u32],
-    pub(crate) values: &'a [OnceLock<Value>],
+    pub(crate) values: &'a [WriteOnce<Value>],
     pub(crate) names: &'a Arc<Names>,
 }
 

@@ -1,0 +1,183 @@
+//! A write-once cell for the records and values a run writes once per node.
+//!
+//! `std::sync::OnceLock::set` goes through `Once::call_once_force` (a closure, a queue of
+//! waiters it never needs here): some sixty instructions per write, twice per node. A node's
+//! record and value have exactly one writer (whoever finalizes the node, invariant 1 in
+//! `state.rs`) and readers who never wait (they read after the node is `DONE`, or the run
+//! is over). This cell is what that needs: one compare-and-swap to claim the write, one
+//! release store to publish it, one acquire load to read it.
+
+#![allow(unsafe_code)]
+
+use std::cell::UnsafeCell;
+use std::fmt;
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+const EMPTY: u8 = 0;
+const WRITING: u8 = 1;
+const READY: u8 = 2;
+
+/// A cell written at most once; readers see nothing until the write is complete.
+pub(crate) struct WriteOnce<T> {
+    state: AtomicU8,
+    value: UnsafeCell<MaybeUninit<T>>,
+}
+
+// SAFETY: a shared `WriteOnce<T>` hands out only `&T` (so `T: Sync` is needed), and the one
+// write moves a `T` in from whichever thread won the claim (so `T: Send` is needed). The
+// write happens before the `READY` release store and every read after an acquire load of
+// `READY`, so no read overlaps the write; `take` and `Drop` need `&mut self`.
+unsafe impl<T: Send + Sync> Sync for WriteOnce<T> {}
+
+impl<T> WriteOnce<T> {
+    pub(crate) const fn new() -> Self {
+        WriteOnce {
+            state: AtomicU8::new(EMPTY),
+            value: UnsafeCell::new(MaybeUninit::uninit()),
+        }
+    }
+
+    /// Stores `value`; gives it back when the cell was already written (or is being written
+    /// by another thread).
+    pub(crate) fn set(&self, value: T) -> Result<(), T> {
+        if self
+            .state
+            .compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return Err(value);
+        }
+        // SAFETY: the compare-and-swap above made this call the only writer, ever; readers
+        // do not look at the value until `READY` is stored below.
+        unsafe { (*self.value.get()).write(value) };
+        self.state.store(READY, Ordering::Release);
+        Ok(())
+    }
+
+    /// The value, once its write is complete.
+    pub(crate) fn get(&self) -> Option<&T> {
+        if self.state.load(Ordering::Acquire) == READY {
+            // SAFETY: `READY` was stored (release) after the value was written, and only
+            // `take` and `Drop`, which hold `&mut self`, ever leave `READY`.
+            Some(unsafe { (*self.value.get()).assume_init_ref() })
+        } else {
+            None
+        }
+    }
+
+    /// Moves the value out, leaving the cell empty (to be written again).
+    pub(crate) fn take(&mut self) -> Option<T> {
+        if *self.state.get_mut() != READY {
+            return None;
+        }
+        *self.state.get_mut() = EMPTY;
+        // SAFETY: `READY` means the value is initialized; the state is `EMPTY` again, so it
+        // is neither read nor dropped a second time.
+        Some(unsafe { self.value.get_mut().assume_init_read() })
+    }
+}
+
+impl<T> Default for WriteOnce<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> Drop for WriteOnce<T> {
+    fn drop(&mut self) {
+        drop(self.take());
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for WriteOnce<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.get() {
+            Some(v) => f.debug_tuple("WriteOnce").field(v).finish(),
+            None => f.write_str("WriteOnce(<empty>)"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::WriteOnce;
+
+    /// Counts its drops.
+    struct Counted(Arc<AtomicUsize>, usize);
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn written_once_read_many_taken_and_dropped_once() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut cell = WriteOnce::new();
+        assert!(cell.get().is_none());
+        assert!(cell.set(Counted(Arc::clone(&drops), 1)).is_ok());
+        assert_eq!(cell.get().map(|c| c.1), Some(1));
+        let refused = cell.set(Counted(Arc::clone(&drops), 2)).err();
+        assert_eq!(
+            refused.as_ref().map(|c| c.1),
+            Some(2),
+            "the second write is refused"
+        );
+        drop(refused);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        assert_eq!(cell.get().map(|c| c.1), Some(1), "the first value stays");
+        let taken = cell.take();
+        assert_eq!(taken.as_ref().map(|c| c.1), Some(1));
+        assert!(cell.get().is_none() && cell.take().is_none());
+        drop(taken);
+        assert!(
+            cell.set(Counted(Arc::clone(&drops), 3)).is_ok(),
+            "writable again"
+        );
+        drop(cell);
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            3,
+            "every value dropped exactly once"
+        );
+    }
+
+    /// Threads race to write one cell while others read it: exactly one write wins, every
+    /// reader sees nothing or that whole value, and it is dropped once.
+    #[test]
+    fn racing_writers_one_wins_and_readers_see_it_whole() {
+        for _ in 0..200 {
+            let drops = Arc::new(AtomicUsize::new(0));
+            let cell = Arc::new(WriteOnce::<(Counted, [usize; 8])>::new());
+            let wins = Arc::new(AtomicUsize::new(0));
+            let threads: Vec<_> = (0..4)
+                .map(|t| {
+                    let (cell, drops, wins) =
+                        (Arc::clone(&cell), Arc::clone(&drops), Arc::clone(&wins));
+                    std::thread::spawn(move || {
+                        if cell.set((Counted(drops, t), [t; 8])).is_ok() {
+                            wins.fetch_add(1, Ordering::SeqCst);
+                        }
+                        for _ in 0..100 {
+                            if let Some((c, words)) = cell.get() {
+                                assert!(words.iter().all(|&w| w == c.1), "a torn read");
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap();
+            }
+            assert_eq!(wins.load(Ordering::SeqCst), 1);
+            assert_eq!(drops.load(Ordering::SeqCst), 3, "the three refused values");
+            drop(cell);
+            assert_eq!(drops.load(Ordering::SeqCst), 4);
+        }
+    }
+}
