@@ -263,6 +263,14 @@ fn fan(c: &mut Criterion) {
 }
 
 fn policy(c: &mut Criterion) {
+    policy_shape(c, "policy_1k", false);
+    policy_shape(c, "policy_chain_1k", true);
+}
+
+/// 1 000 nodes with timeout + retry + breaker + fallback configured but never triggered,
+/// against the same nodes bare: a fan-out from one root sharing one breaker (`chain` false)
+/// or a chain (the policy fast path without spawns).
+fn policy_shape(c: &mut Criterion, name: &str, chain: bool) {
     const N: usize = 1_000;
     let rt = runtime();
     let build = |policies: bool| {
@@ -272,9 +280,12 @@ fn policy(c: &mut Criterion) {
             .build()
             .expect("valid breaker");
         let root: Node<()> = g.node("root").task(noop);
+        let mut prev = root;
         for i in 0..N {
-            let node = g.node(format!("n{i}")).after(root);
-            let _: Node<()> = if policies {
+            let node = g
+                .node(format!("n{i}"))
+                .after(if chain { prev } else { root });
+            prev = if policies {
                 node.timeout(Duration::from_secs(1))
                     .retry(Retry::new(3))
                     .breaker(&breaker)
@@ -288,9 +299,13 @@ fn policy(c: &mut Criterion) {
     };
     let bare = build(false);
     let guarded = build(true);
-    let plan = Plan::new(&fan_ups(N, false));
+    let plan = Plan::new(&if chain {
+        chain_ups(N + 1)
+    } else {
+        fan_ups(N, false)
+    });
 
-    let mut group = c.benchmark_group("policy_1k");
+    let mut group = c.benchmark_group(name);
     group.throughput(Throughput::Elements(N as u64 + 1));
     for (name, graph) in [("baton_bare", bare), ("baton_policies", guarded)] {
         group.bench_function(name, |b| {
