@@ -144,3 +144,34 @@ async fn a_handed_over_probe_is_given_back_when_the_run_is_cancelled() {
     probe.success(ms(1));
     assert_eq!(b.state(), BreakerState::Closed);
 }
+
+/// A policy node whose first attempt is running when the run is cancelled (here by the
+/// task itself, during its first poll) did start: its report has a start, like a node
+/// without policies.
+#[tokio::test(start_paused = true)]
+async fn a_node_cancelled_during_its_first_attempt_has_started() {
+    let slot: Arc<std::sync::OnceLock<baton::RunCanceller>> = Arc::default();
+    let s = Arc::clone(&slot);
+    let mut g = Graph::<()>::builder();
+    let n = g.node("n").timeout(ms(1_000)).task(move |_ctx, ()| {
+        let s = Arc::clone(&s);
+        async move {
+            if let Some(c) = s.get() {
+                c.cancel();
+            }
+            sleep(ms(500)).await;
+            Ok::<_, BoxError>(1u32)
+        }
+    });
+    let graph = g.build().unwrap();
+    let run = graph.run(());
+    let _ = slot.set(run.canceller());
+    let report = run.await.unwrap_err().into_report().unwrap();
+    let node = report.node(n).unwrap();
+    assert_eq!(node.outcome(), Outcome::Cancelled);
+    assert_eq!(node.attempts(), 1);
+    assert!(
+        node.start().is_some(),
+        "the attempt ran, so the node started"
+    );
+}

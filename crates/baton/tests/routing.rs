@@ -269,3 +269,44 @@ async fn fail_fast_through_a_branch_skips_the_routers_downstreams() {
     assert_eq!(report.node(other).unwrap().outcome(), Outcome::Cancelled);
     assert_eq!(report.node(r).unwrap().outcome(), Outcome::Failed);
 }
+
+/// A node that depends on a branch itself (by name) runs after the branch when it is taken,
+/// and is not taken with it otherwise; the run never waits for it forever.
+#[tokio::test(start_paused = true)]
+async fn a_node_after_a_branch_runs_when_the_branch_is_taken() {
+    for (stock, ship_taken) in [(3u32, true), (0, false)] {
+        let mut g = Graph::<()>::builder();
+        let s = g
+            .node("stock")
+            .task(move |_ctx, ()| async move { Ok::<_, BoxError>(stock) });
+        let _router = g
+            .router("dispatch")
+            .after(s)
+            .select(|_input, stock| if **stock > 0 { "ship" } else { "shortage" })
+            .branch("ship", |b| {
+                b.task(|_ctx, _s| async { Ok::<_, BoxError>("shipped".to_owned()) })
+            })
+            .branch("shortage", |b| {
+                b.task(|_ctx, _s| async { Ok::<_, BoxError>("backordered".to_owned()) })
+            })
+            .finish();
+        let label =
+            g.node("label")
+                .after_names::<String, _>(["ship"])
+                .task(|_ctx, ship| async move {
+                    Ok::<_, BoxError>(format!("label for {}", ship.get("ship").unwrap()))
+                });
+        let graph = g.build().unwrap();
+        // On the paused clock a stuck run makes the timeout fire at once instead of hanging.
+        let report = tokio::time::timeout(Duration::from_secs(60), graph.run(()))
+            .await
+            .expect("the run ends")
+            .unwrap();
+        let label = report.node(label).unwrap();
+        if ship_taken {
+            assert_eq!(label.outcome(), Outcome::Succeeded);
+        } else {
+            assert_eq!(label.outcome(), Outcome::NotTaken);
+        }
+    }
+}

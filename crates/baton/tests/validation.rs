@@ -258,3 +258,26 @@ async fn an_empty_graph_builds_and_runs() {
     assert_eq!(report.counts().total(), 0);
     assert!(report.is_clean());
 }
+
+/// Problems are reported in the order they were found while declaring: a branch's
+/// duplicate name, found when the branch was added, comes before a problem with a later
+/// branch of the same router.
+#[test]
+fn a_branch_duplicate_comes_before_a_later_invalid_branch() {
+    let mut g = Graph::<()>::builder();
+    let stock = leaf(&mut g, "stock");
+    let _x = leaf(&mut g, "x");
+    let _r = g
+        .router("r")
+        .after(stock)
+        .select(|_input, _stock| "x")
+        .branch("x", |b| {
+            b.task(|_ctx, _s| async { Ok::<_, BoxError>(1u32) })
+        })
+        .branch("y", |_b| stock)
+        .finish();
+    match build_err(g) {
+        BuildError::DuplicateName { name } => assert_eq!(name, "x"),
+        other => panic!("expected the duplicate name first, got {other:?}"),
+    }
+}

@@ -188,7 +188,9 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
             router: self.names.get(router).to_owned(),
             reason,
         };
-        self.errors.push((router, RANK_ROUTER, error));
+        // Found now, after the last node added: it ranks there, in declaration order.
+        let at = (self.nodes.len() as u32).saturating_sub(1).max(router);
+        self.errors.push((at, RANK_ROUTER, error));
     }
 
     /// The declared upstreams of node `id`.

@@ -120,12 +120,12 @@ impl<I: Send + Sync + 'static> Driver<I> {
         match self.run.finish(self.id, record) {
             Some(next) if self.inline_left > 0 => {
                 self.inline_left -= 1;
+                // `next` starts now: when the last of its upstreams ended, if nothing but
+                // bookkeeping ran since (their records are written before they release it,
+                // so reading them saves a clock read); otherwise the clock is read afresh.
+                let id = self.id;
+                self.start = self.run.ready_at(id, next, end);
                 self.id = next;
-                // `next` starts now, when it became ready: when the last of its upstreams
-                // ended. That is this node's end unless another upstream ended after it (and
-                // before this node released `next`); their records are written before they
-                // release, so reading them saves a clock read (one per node instead of two).
-                self.start = self.run.ready_at(next, end);
                 self.state = State::Begin;
             }
             Some(next) => {

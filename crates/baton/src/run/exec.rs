@@ -72,7 +72,7 @@ async fn execute<I: Send + Sync + 'static>(
     let policy = run.graph.policy(id);
     let ended = match (policy, core.deadline()) {
         // Fast path: no policy and no run deadline; one attempt, nothing to allocate.
-        (None, None) => Cancellable::new(core, id, plain(run, id))
+        (None, None) => Cancellable::new(core, id, plain(run, id), false)
             .await
             .map(|result| Execution {
                 result: result.map_err(Arc::new),
@@ -89,7 +89,14 @@ async fn execute<I: Send + Sync + 'static>(
                 }
             };
             // The whole full path is boxed once by the driver; no second box here.
-            Cancellable::new(core, id, onion::execute(run, id, policy, start, first)).await
+            let started = first.is_some();
+            Cancellable::new(
+                core,
+                id,
+                onion::execute(run, id, policy, start, first),
+                started,
+            )
+            .await
         }
     };
     let end = core.now();
@@ -223,7 +230,10 @@ async fn route<I: Send + Sync + 'static>(
     // The branch has no downstreams of its own: finishing it only records it. Under
     // fail-fast the router's own failure (next) cancels the run, after skipping the
     // router's downstreams.
-    let _ = run.finish_branch(branch, record);
+    // A node that depends on the branch itself (by name) may have become ready.
+    if let Some(next) = run.finish_branch(branch, record) {
+        run.spawn(next);
+    }
     debug_assert_eq!(hot.state.load(Ordering::Acquire), DONE);
     Record::ended(outcome, value, Some(start), core.now()).with_error(error)
 }
@@ -266,11 +276,12 @@ pin_project_lite::pin_project! {
 }
 
 impl<'a, F> Cancellable<'a, F> {
-    fn new(core: &'a RunCore, id: u32, fut: F) -> Self {
+    /// `started`: the node's first attempt already ran (the driver's fast path started it).
+    fn new(core: &'a RunCore, id: u32, fut: F, started: bool) -> Self {
         Cancellable {
             core,
             id,
-            polled: false,
+            polled: started,
             fut,
         }
     }

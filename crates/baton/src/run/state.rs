@@ -713,18 +713,27 @@ impl<I: Send + Sync + 'static> RunState<I> {
         next
     }
 
-    /// When node `id`, released by an upstream that ended at `end`, became ready: the latest
-    /// end among its upstreams (all have ended and written their records). `None` past two
-    /// upstreams: reading records at scattered places costs more than reading the clock.
-    pub(crate) fn ready_at(&self, id: u32, end: Instant) -> Option<Instant> {
-        let ups = self.graph.meta.upstreams(id);
-        match ups.len() {
-            0 | 1 => Some(end),
-            2 => Some(
-                ups.iter()
-                    .filter_map(|&u| self.core.slot(u)?.record.get().map(|r| r.end))
-                    .fold(end, Instant::max),
-            ),
+    /// When `next`, released by its upstream `id` that ended at `end`, starts if run at once:
+    /// the latest end among its upstreams, when nothing but the scheduler's own bookkeeping
+    /// ran between those ends and now. `None` (read the clock) when user code may have run
+    /// in between (callbacks, observers), when `id` spawned more than one other downstream,
+    /// or past two upstreams (reading records at scattered places costs more than the clock).
+    pub(crate) fn ready_at(&self, id: u32, next: u32, end: Instant) -> Option<Instant> {
+        let graph = &self.graph;
+        if self.observed() || graph.callbacks(id).is_some() || graph.meta.downstreams(id).len() > 2
+        {
+            return None;
+        }
+        match *graph.meta.upstreams(next) {
+            [_] => Some(end),
+            [a, b] => {
+                let other = if a == id { b } else { a };
+                if graph.callbacks(other).is_some() || graph.meta.downstreams(other).len() > 2 {
+                    return None;
+                }
+                let other_end = self.core.slot(other)?.record.get()?.end;
+                Some(end.max(other_end))
+            }
             _ => None,
         }
     }
@@ -866,5 +875,72 @@ impl<I> Drop for RunState<I> {
         if spare.is_none() {
             *spare = Some(buffers);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::{Ready, ready};
+
+    use super::*;
+    use crate::{BoxError, Ctx, Graph, Node};
+
+    fn noop<V>(_ctx: Ctx<()>, _values: V) -> Ready<Result<(), BoxError>> {
+        ready(Ok(()))
+    }
+
+    /// A node continued inline reuses its upstream's end as its start only when nothing but
+    /// the scheduler's bookkeeping can have run in between: no callbacks on the upstreams,
+    /// at most one other downstream spawned, at most two upstreams (the other one's record
+    /// written).
+    #[test]
+    fn a_start_is_reused_only_when_no_user_code_ran_in_between() {
+        let mut g = Graph::<()>::builder();
+        let a: Node<()> = g.node("a").task(noop);
+        let b: Node<()> = g.node("b").after(a).task(noop);
+        let c: Node<()> = g.node("c").on_success(|_: &()| {}).task(noop);
+        let d: Node<()> = g.node("d").after(c).task(noop);
+        let e: Node<()> = g.node("e").after((a, c)).task(noop);
+        let f: Node<()> = g.node("f").task(noop);
+        let fan: Vec<Node<()>> = (0..3)
+            .map(|i| g.node(format!("f{i}")).after(f).task(noop))
+            .collect();
+        let h: Node<()> = g.node("h").task(noop);
+        let k: Node<()> = g.node("k").after((b, h)).task(noop);
+        let graph = g.build().unwrap();
+        let run = RunState::new(
+            Arc::clone(&graph.inner),
+            (),
+            FailureMode::default(),
+            None,
+            None,
+        );
+        let t = Instant::now();
+        assert_eq!(run.ready_at(a.index, b.index, t), Some(t), "a chain");
+        assert_eq!(run.ready_at(c.index, d.index, t), None, "callbacks ran");
+        assert_eq!(
+            run.ready_at(a.index, e.index, t),
+            None,
+            "the other's callbacks"
+        );
+        assert_eq!(
+            run.ready_at(f.index, fan[0].index, t),
+            None,
+            "others spawned"
+        );
+        assert_eq!(
+            run.ready_at(b.index, k.index, t),
+            None,
+            "the other's end unknown"
+        );
+        let later = t + Duration::from_millis(5);
+        let _ = run.core.slots[h.index as usize]
+            .record
+            .set(Record::empty(Outcome::Succeeded, later));
+        assert_eq!(
+            run.ready_at(b.index, k.index, t),
+            Some(later),
+            "the later end"
+        );
     }
 }
