@@ -76,7 +76,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         let cx = self.fetch_cx(id);
         let ctx = Ctx::new(Arc::clone(self), id, number, deadline);
         guarded(|| task.call(ctx, &cx, permit)).and_then(|attempt| {
-            attempt.ok_or(NodeError::Internal {
+            attempt.ok_or_else(|| NodeError::Internal {
                 message: "an upstream value is missing or of another type",
             })
         })

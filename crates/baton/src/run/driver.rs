@@ -193,8 +193,9 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                             }
                             return Poll::Pending;
                         }
+                        // The attempt's token (if it asked for one) ends when the node's
+                        // record is written, before its callbacks run.
                         Ok(Poll::Ready(Ok(value))) => {
-                            core.tokens.end(this.id, 1);
                             let record = Record::ended(
                                 Outcome::Succeeded,
                                 Some(value),

@@ -73,7 +73,6 @@ pub(super) fn first_attempt<I: Send + Sync + 'static>(
                 if let Some((_, permit)) = permit {
                     permit.success(end.saturating_duration_since(start));
                 }
-                core.tokens.end(id, 1);
                 let record = Record::ended(Outcome::Succeeded, Some(value), Some(start), end);
                 return Some(Ok(record));
             }
