@@ -67,10 +67,7 @@ pub(crate) async fn execute<I: Send + Sync + 'static>(
 ) -> Execution {
     let node = run.graph.meta.name(id);
     // `checked_add`: a budget too large for an instant (`Duration::MAX`) is no budget.
-    let deadline = earliest(
-        run.core.deadline(),
-        policy.budget.and_then(|b| started.checked_add(b)),
-    );
+    let deadline = node_deadline(run.core.deadline(), policy, started);
     let mut attempts = Vec::new();
     let (first, mut held) = match first {
         Some(First { attempt, permit }) => (Some(attempt), permit),
@@ -204,7 +201,7 @@ pub(crate) async fn execute<I: Send + Sync + 'static>(
     }
 }
 
-pub(crate) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -241,16 +238,15 @@ async fn series<I: Send + Sync + 'static>(
     loop {
         number += 1;
         let resumed = first.take();
-        if let (Some(d), None) = (deadline, &resumed) {
-            if d.saturating_duration_since(Instant::now()) < policy.min_attempt {
-                let err = deadline_error(number - 1);
-                return Err(match retry {
-                    Some(_) if number > 1 => {
-                        give_up(node, number - 1, started, StopReason::DeadlineExceeded, err)
-                    }
-                    _ => err,
-                });
-            }
+        // (A resumed first attempt passed this check on the fast path.)
+        if resumed.is_none() && too_late(policy, deadline, Instant::now()) {
+            let err = deadline_error(number - 1);
+            return Err(match retry {
+                Some(_) if number > 1 => {
+                    give_up(node, number - 1, started, StopReason::DeadlineExceeded, err)
+                }
+                _ => err,
+            });
         }
         let (out, attempt_start) =
             attempt(run, id, policy, number, deadline, started, resumed).await;
@@ -391,18 +387,8 @@ async fn attempt<I: Send + Sync + 'static>(
     } else {
         Instant::now()
     };
-    let by_timeout = policy.timeout.and_then(|t| now.checked_add(t));
-    let until = earliest(by_timeout, deadline);
-    // Whether the deadline, not the per-attempt timeout, is what cuts this attempt.
-    let cut = Cut {
-        until,
-        by_deadline: match (by_timeout, deadline) {
-            (Some(t), Some(d)) => d < t,
-            (None, Some(_)) => true,
-            _ => false,
-        },
-    };
-    let budget = until.map(|u| u.saturating_duration_since(now));
+    let cut = Cut::new(policy, now, deadline);
+    let budget = cut.until.map(|u| u.saturating_duration_since(now));
     if resumed.is_none() {
         run.attempt_started(id, number, budget);
     }
@@ -433,9 +419,47 @@ async fn attempt<I: Send + Sync + 'static>(
 
 /// When an attempt is cut, and whether by the deadline (rather than its own timeout).
 #[derive(Clone, Copy)]
-struct Cut {
-    until: Option<Instant>,
+pub(crate) struct Cut {
+    pub(crate) until: Option<Instant>,
     by_deadline: bool,
+}
+
+impl Cut {
+    /// The cut of an attempt starting at `now` under the node's `deadline`: the earlier of
+    /// its per-attempt timeout and the deadline.
+    pub(crate) fn new(policy: &NodePolicy, now: Instant, deadline: Option<Instant>) -> Self {
+        let by_timeout = policy.timeout.and_then(|t| now.checked_add(t));
+        Cut {
+            until: earliest(by_timeout, deadline),
+            // Whether the deadline, not the per-attempt timeout, is what cuts the attempt.
+            by_deadline: match (by_timeout, deadline) {
+                (Some(t), Some(d)) => d < t,
+                (None, Some(_)) => true,
+                _ => false,
+            },
+        }
+    }
+}
+
+/// A node's deadline: the earlier of the run's and the end of its budget, counted from its
+/// start (`checked_add`: a budget too large for an instant, `Duration::MAX`, is no budget).
+pub(crate) fn node_deadline(
+    run_deadline: Option<Instant>,
+    policy: &NodePolicy,
+    started: Instant,
+) -> Option<Instant> {
+    match (run_deadline, policy.budget) {
+        (None, None) => None,
+        (run_deadline, budget) => {
+            earliest(run_deadline, budget.and_then(|b| started.checked_add(b)))
+        }
+    }
+}
+
+/// Whether an attempt starting at `now` would have less than the minimum attempt time left
+/// before `deadline` (seed 000: then it does not start).
+pub(crate) fn too_late(policy: &NodePolicy, deadline: Option<Instant>, now: Instant) -> bool {
+    deadline.is_some_and(|d| d.saturating_duration_since(now) < policy.min_attempt)
 }
 
 /// Calls the task under the attempt's cut, catching panics (or goes on with the attempt

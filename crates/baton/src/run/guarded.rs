@@ -43,16 +43,11 @@ pub(super) fn first_attempt<I: Send + Sync + 'static>(
         return None;
     }
     let core = &run.core;
-    let deadline = match (core.deadline(), policy.budget) {
-        (None, None) => None,
-        (run_deadline, budget) => {
-            let deadline = onion::earliest(run_deadline, budget.and_then(|b| start.checked_add(b)));
-            if deadline.is_some_and(|d| d.saturating_duration_since(start) < policy.min_attempt) {
-                return None;
-            }
-            deadline
-        }
-    };
+    // The same deadline, check and cut as the onion's first attempt.
+    let deadline = onion::node_deadline(core.deadline(), policy, start);
+    if onion::too_late(policy, deadline, start) {
+        return None;
+    }
     let permit = match &policy.breaker {
         None => None,
         Some(breaker) => Some((breaker, breaker.try_acquire().ok()?)),
@@ -60,10 +55,7 @@ pub(super) fn first_attempt<I: Send + Sync + 'static>(
 
     super::exec::started(run, id);
     onion::deposit(policy);
-    let until = match policy.timeout {
-        None => deadline,
-        Some(t) => onion::earliest(start.checked_add(t), deadline),
-    };
+    let until = onion::Cut::new(policy, start, deadline).until;
     run.attempt_started_with(id, 1, || until.map(|u| u.saturating_duration_since(start)));
     let attempt = match run.call_task(id, 1, until, None) {
         Err(error) => FirstAttempt::NotStarted(error),

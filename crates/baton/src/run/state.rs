@@ -1,5 +1,6 @@
-//! Per-run state: one slot per node (join counter, lifecycle state, record), the run's
-//! counters, and the ways a node ends: run by a driver, skipped, not taken, cancelled.
+//! Per-run state: per node a join counter and lifecycle state (`Hot`, a dense array), a slot
+//! (attempt counts, waker, record) and a value (a dense array of its own); the run's
+//! counters; and the ways a node ends: run by a driver, skipped, not taken, cancelled.
 //!
 //! # Invariants
 //! 1. A slot's `state` goes `PENDING -> RUNNING -> DONE` or `PENDING -> DONE`, each step by
