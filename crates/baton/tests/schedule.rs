@@ -253,8 +253,7 @@ async fn independent_nodes_all_run_at_once() {
 
 #[tokio::test(start_paused = true)]
 async fn long_chain_runs_in_order_with_exact_timing() {
-    // Longer than the scheduler's inline-continuation limit, so part of the chain is
-    // spawned rather than run inline.
+    // Longer than a task's tokio budget (128), so the driver yields in the middle of it.
     const N: u64 = 300;
     let mut g = Graph::<u64>::builder();
     let mut prev = g.node("c0").task(|ctx, ()| async move {
@@ -661,4 +660,114 @@ async fn a_task_can_run_another_graph_and_propagate_its_error() {
         Some("run failed: node `double` failed (1 failed, 0 skipped, 0 cancelled)")
     );
     assert_eq!(node.end(), ms(110));
+}
+
+/// Ready nodes wait in a queue that a few drivers drain; a node whose attempt waits must not
+/// hold up the nodes queued behind it. Here the first root waits for the second one: run one
+/// after the other, they would never end.
+#[tokio::test(start_paused = true)]
+async fn a_waiting_node_holds_up_no_node_queued_behind_it() {
+    let signal = Arc::new(tokio::sync::Notify::new());
+    let mut g = Graph::<()>::builder();
+    let wait = Arc::clone(&signal);
+    g.node("waits").task(move |_ctx, ()| {
+        let wait = Arc::clone(&wait);
+        async move {
+            wait.notified().await;
+            Ok::<_, BoxError>(())
+        }
+    });
+    for i in 0..100 {
+        g.node(format!("quick{i}"))
+            .task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    }
+    let fire = Arc::clone(&signal);
+    g.node("signals").task(move |_ctx, ()| {
+        let fire = Arc::clone(&fire);
+        async move {
+            sleep(ms(5)).await;
+            fire.notify_one();
+            Ok::<_, BoxError>(())
+        }
+    });
+    let graph = g.build().expect("valid");
+    let report = tokio::time::timeout(ms(1_000), graph.run(()))
+        .await
+        .expect("the waiting root does not hold up the others")
+        .expect("run");
+    assert!(report.is_clean(), "{report}");
+    assert_eq!(report.makespan(), ms(5));
+}
+
+/// A run of many nodes that end at once does not keep its worker: other tasks on a
+/// one-thread runtime get polled while it runs.
+#[tokio::test(start_paused = true)]
+async fn a_long_queue_of_ready_nodes_yields_to_other_tasks() {
+    let ticks = Arc::new(AtomicUsize::new(0));
+    let ticker = {
+        let ticks = Arc::clone(&ticks);
+        tokio::spawn(async move {
+            loop {
+                ticks.fetch_add(1, Ordering::SeqCst);
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    // Let the ticker start, so that it waits in tokio's queue.
+    tokio::task::yield_now().await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut g = Graph::<()>::builder();
+    for i in 0..1_000 {
+        let (ticks, seen) = (Arc::clone(&ticks), Arc::clone(&seen));
+        g.node(format!("n{i}")).task(move |_ctx, ()| {
+            seen.lock().unwrap().push(ticks.load(Ordering::SeqCst));
+            std::future::ready(Ok::<_, BoxError>(()))
+        });
+    }
+    let report = g.build().expect("valid").run(()).await.expect("run");
+    ticker.abort();
+    assert_eq!(report.len(), 1_000);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 1_000);
+    assert!(
+        seen.last() > seen.first(),
+        "the ticker never ran during the run: {:?}..{:?}",
+        seen.first(),
+        seen.last()
+    );
+}
+
+/// A runtime dropped while nodes wait in the run's queue (no driver has polled yet): they end
+/// `Cancelled`, and the run, polled elsewhere, resolves with every node accounted for.
+#[test]
+fn a_runtime_dropped_with_nodes_still_queued_ends_them_cancelled() {
+    let mut g = Graph::<()>::builder();
+    for i in 0..50 {
+        g.node(format!("n{i}"))
+            .task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    }
+    let graph = g.build().expect("valid");
+    let mut run = graph.run(());
+    let first = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    first.block_on(async {
+        // Starts the run: its roots are queued and a driver spawned, not yet polled.
+        assert!(futures::poll!(&mut run).is_pending());
+    });
+    drop(first);
+    let second = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("runtime");
+    let err = second
+        .block_on(async { tokio::time::timeout(Duration::from_secs(10), run).await })
+        .expect("the run resolves")
+        .expect_err("the run was cancelled");
+    let baton::RunError::Cancelled { report, .. } = err else {
+        panic!("expected a cancelled run, got {err}");
+    };
+    assert_eq!(report.len(), 50);
+    assert_eq!(report.counts().cancelled, 50, "{report}");
 }

@@ -1,6 +1,9 @@
-//! The driver: the tokio task that runs a node, records its outcome, and carries on with one
-//! downstream it made ready (Taskflow's continuation: a chain runs in one task, not one
-//! spawn per node).
+//! The driver: the tokio task that runs nodes. It takes a node from the run's ready queue
+//! (`ready.rs`), runs it, records its outcome, carries on with one downstream it made ready
+//! (Taskflow's continuation: a chain runs in one task, not one spawn per node), queues the
+//! others, and goes back to the queue until it is empty. A node whose attempt waits
+//! (`Pending`) keeps its driver, which then stops draining the queue and spawns a
+//! replacement if nodes are waiting there.
 //!
 //! It is a hand-written future, a few words wide, because every spawn copies it into a new
 //! tokio task: nodes without policies, routers or an interested `tracing` subscriber run on
@@ -18,17 +21,16 @@ use std::task::{Context, Poll};
 use tokio::time::Instant;
 
 use super::guarded;
+use super::ready::Pop;
 use super::state::{Record, RunState};
 use crate::error::NodeError;
 use crate::observe::{Event, trace};
 use crate::report::Outcome;
 use crate::task::AttemptFuture;
 
-/// How many ready downstreams a driver runs inline before it spawns the next one instead,
-/// so that a long chain yields its worker now and then.
-const INLINE_LIMIT: u32 = 64;
-
 enum State {
+    /// Looking for a node in the ready queue.
+    Idle,
     /// Node `id` is `RUNNING` and nothing of it has run yet.
     Begin,
     /// Fast path: its only attempt is running.
@@ -39,13 +41,16 @@ enum State {
     Done,
 }
 
-/// Runs node `id` (already `RUNNING`), then, while finishing a node makes a downstream
-/// ready, one such downstream. Counted in the run's `live` by whoever spawned it; releases
-/// itself when it ends or is dropped.
+/// Runs nodes from the ready queue (or a given first node, already `RUNNING`), each
+/// followed, while finishing a node makes a downstream ready, by one such downstream.
+/// Counted in the run's `live` by whoever spawned it; releases itself when it ends or is
+/// dropped.
 pub(crate) struct Driver<I: Send + Sync + 'static> {
     run: Arc<RunState<I>>,
     id: u32,
-    inline_left: u32,
+    /// Counted in the queue's active drivers: it looks at the queue again before it ends
+    /// or waits.
+    active: bool,
     /// Nodes this driver finished, released from `live` with the driver itself.
     finished: usize,
     /// When the current node started, once read.
@@ -54,14 +59,31 @@ pub(crate) struct Driver<I: Send + Sync + 'static> {
 }
 
 impl<I: Send + Sync + 'static> Driver<I> {
-    pub(crate) fn new(run: Arc<RunState<I>>, id: u32) -> Self {
+    /// A driver that starts with node `id` (already `RUNNING`), or, with `None`, one that
+    /// drains the queue and was counted active by its spawner.
+    pub(crate) fn new(run: Arc<RunState<I>>, id: Option<u32>) -> Self {
         Driver {
             run,
-            id,
-            inline_left: INLINE_LIMIT,
+            id: id.unwrap_or(0),
+            active: id.is_none(),
             finished: 0,
             start: None,
-            state: State::Begin,
+            state: if id.is_some() {
+                State::Begin
+            } else {
+                State::Idle
+            },
+        }
+    }
+
+    /// The current node waits: the driver stops draining the queue, and if nodes wait there
+    /// it spawns a driver to take its place, so a node that waits holds up no other.
+    fn suspend(&mut self) {
+        if self.active {
+            self.active = false;
+            if self.run.core.ready.leave(self.run.workers()) {
+                self.run.spawn_driver(None);
+            }
         }
     }
 
@@ -113,13 +135,13 @@ impl<I: Send + Sync + 'static> Driver<I> {
         self.end(record);
     }
 
-    /// Records node `id`'s end and moves to the next node, if any.
+    /// Records node `id`'s end and moves to the next node: a downstream it made ready, or
+    /// the queue.
     fn end(&mut self, record: Record) {
         self.finished += 1;
         let end = record.end;
         match self.run.finish(self.id, record) {
-            Some(next) if self.inline_left > 0 => {
-                self.inline_left -= 1;
+            Some(next) => {
                 // `next` starts now: when the last of its upstreams ended, if nothing but
                 // bookkeeping ran since (their records are written before they release it,
                 // so reading them saves a clock read); otherwise the clock is read afresh.
@@ -128,11 +150,40 @@ impl<I: Send + Sync + 'static> Driver<I> {
                 self.id = next;
                 self.state = State::Begin;
             }
-            Some(next) => {
-                self.run.spawn(next);
-                self.state = State::Done;
+            None => self.state = State::Idle,
+        }
+    }
+
+    /// Takes the next node from the queue (`None`: it is in `id`, the state is `Begin`);
+    /// otherwise what `poll` returns: `Ready` when the driver is done, `Pending` when it
+    /// yielded.
+    fn next_from_queue(&mut self, cx: &mut Context<'_>) -> Option<Poll<()>> {
+        let ready = &self.run.core.ready;
+        if !self.active {
+            ready.activate();
+            self.active = true;
+        }
+        loop {
+            match ready.pop() {
+                Pop::Node(id) => {
+                    self.id = id;
+                    self.start = None;
+                    self.state = State::Begin;
+                    return None;
+                }
+                // A pusher is between claiming its slot and writing it: look again shortly.
+                Pop::Busy => {
+                    cx.waker().wake_by_ref();
+                    return Some(Poll::Pending);
+                }
+                Pop::Empty => {
+                    if !ready.leave(self.run.workers()) {
+                        self.active = false;
+                        self.state = State::Done;
+                        return Some(Poll::Ready(()));
+                    }
+                }
             }
-            None => self.state = State::Done,
         }
     }
 
@@ -154,7 +205,23 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
         loop {
             match &mut this.state {
                 State::Done => return Poll::Ready(()),
+                State::Idle => {
+                    if let Some(poll) = this.next_from_queue(cx) {
+                        return poll;
+                    }
+                }
                 State::Begin => {
+                    // Every node started spends a unit of the task's tokio budget, so a long
+                    // chain or a long queue yields its worker now and then (to timers, I/O and
+                    // other tasks), as tokio's own resources do.
+                    match tokio::task::coop::poll_proceed(cx) {
+                        Poll::Ready(coop) => coop.made_progress(),
+                        Poll::Pending => {
+                            // Time passes before the node starts: its start is read afresh.
+                            this.start = None;
+                            return Poll::Pending;
+                        }
+                    }
                     if this.run.core.is_cancelled() {
                         this.cancelled(false);
                     } else {
@@ -166,7 +233,10 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                 State::Full(fut) => {
                     match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
                         Ok(Poll::Ready(record)) => this.end(record),
-                        Ok(Poll::Pending) => return Poll::Pending,
+                        Ok(Poll::Pending) => {
+                            this.suspend();
+                            return Poll::Pending;
+                        }
                         Err(panic) => {
                             this.state = State::Done;
                             this.run.core.tokens.end(this.id, u32::MAX);
@@ -191,6 +261,7 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                                 this.cancelled(true);
                                 continue;
                             }
+                            this.suspend();
                             return Poll::Pending;
                         }
                         // The attempt's token (if it asked for one) ends when the node's
@@ -221,11 +292,21 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
 
 impl<I: Send + Sync + 'static> Drop for Driver<I> {
     fn drop(&mut self) {
-        // Dropped mid-node (the runtime shut down): the node ends `Cancelled`.
+        // Dropped before its end (the runtime shut down): its node, and every node still
+        // queued, which no driver may be left to take, end `Cancelled`.
         if !matches!(self.state, State::Done) {
+            if !matches!(self.state, State::Idle) {
+                self.run.core.tokens.end(self.id, 1);
+                self.run.abandon(self.id);
+            }
             self.state = State::Done;
-            self.run.core.tokens.end(self.id, 1);
-            self.run.abandon(self.id);
+            while let Pop::Node(id) = self.run.core.ready.pop() {
+                self.run.abandon(id);
+            }
+        }
+        if self.active {
+            self.active = false;
+            self.run.core.ready.leave(0);
         }
         self.run.release(1 + self.finished);
     }

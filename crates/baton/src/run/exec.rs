@@ -232,7 +232,7 @@ async fn route<I: Send + Sync + 'static>(
     // router's downstreams.
     // A node that depends on the branch itself (by name) may have become ready.
     if let Some(next) = run.finish_branch(branch, record) {
-        run.spawn(next);
+        run.schedule(next);
     }
     debug_assert_eq!(hot.state.load(Ordering::Acquire), DONE);
     Record::ended(outcome, value, Some(start), core.now()).with_error(error)

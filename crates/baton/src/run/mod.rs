@@ -3,15 +3,19 @@
 //! The scheduler uses join counters (Taskflow's design): every node of a run has an atomic
 //! count of upstreams that have not ended yet. A node that ends decrements the counters of
 //! its downstreams; each one that reaches zero is ready. The driver that finished the node
-//! runs one ready downstream itself and spawns a tokio task for each other one, so a node
-//! waiting for its upstreams holds no thread and no task, and nothing looks a node up by
-//! name or joins futures per node. See `state.rs` for the invariants.
+//! runs one ready downstream itself and puts the others in the run's ready queue, which at
+//! most as many drivers as the runtime has workers drain (a driver whose node waits hands
+//! the queue to a new one). A node waiting for its upstreams holds no thread and no task, a
+//! ready node costs a queue slot rather than a tokio task, and nothing looks a node up by
+//! name or joins futures per node. See `state.rs` for the invariants and `ready.rs` for the
+//! queue.
 
 mod attempt;
 mod driver;
 mod exec;
 mod guarded;
 mod once;
+mod ready;
 mod state;
 
 use std::fmt;

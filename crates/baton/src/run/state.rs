@@ -32,6 +32,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::once::WriteOnce;
+use super::ready::ReadyQueue;
 use super::{FailureMode, RunId};
 use crate::error::{CancelReason, NodeError};
 use crate::graph::names::Names;
@@ -184,6 +185,7 @@ pub(crate) struct RunBuffers {
     hot: Box<[Hot]>,
     slots: Box<[Slot]>,
     values: Box<[WriteOnce<Value>]>,
+    queue: Box<[AtomicU32]>,
 }
 
 /// Graphs of at least this many nodes reuse their runs' arrays.
@@ -208,6 +210,7 @@ impl RunBuffers {
                 })
                 .collect(),
             values: (0..n).map(|_| WriteOnce::new()).collect(),
+            queue: ReadyQueue::slots(n),
         }
     }
 
@@ -318,6 +321,8 @@ struct Started {
     deadline: Option<Instant>,
     /// The runtime its nodes are spawned on.
     handle: Handle,
+    /// The runtime's worker threads: at most this many drivers drain the ready queue.
+    workers: usize,
     span: tracing::Span,
 }
 
@@ -329,6 +334,8 @@ pub(crate) struct RunCore {
     /// The nodes' values, apart from their records: downstreams read them at random places
     /// on large graphs, and a dense array of 24-byte cells is kinder to the cache.
     pub(crate) values: Box<[WriteOnce<Value>]>,
+    /// Nodes made ready that no driver has picked up yet (`ready.rs`).
+    pub(crate) ready: ReadyQueue,
     /// Nodes not finalized plus drivers alive; the run ends when it reaches zero.
     pub(crate) live: AtomicUsize,
     pub(crate) done: AtomicWaker,
@@ -439,7 +446,12 @@ impl<I: Send + Sync + 'static> RunState<I> {
         } else {
             None
         };
-        let RunBuffers { hot, slots, values } = match spare {
+        let RunBuffers {
+            hot,
+            slots,
+            values,
+            queue,
+        } = match spare {
             Some(mut buffers) => {
                 buffers.reset(in_degree);
                 buffers
@@ -449,6 +461,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         let core = RunCore {
             live: AtomicUsize::new(n),
             values,
+            ready: ReadyQueue::new(queue),
             hot,
             slots,
             done: AtomicWaker::new(),
@@ -702,7 +715,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             {
                 match next {
                     None => next = Some(d),
-                    Some(_) => self.spawn(d),
+                    Some(_) => self.schedule(d),
                 }
             }
         }
@@ -754,9 +767,32 @@ impl<I: Send + Sync + 'static> RunState<I> {
         }
     }
 
-    /// Spawns a driver for node `id`, which the caller moved to `RUNNING`.
-    pub(crate) fn spawn(self: &Arc<Self>, id: u32) {
-        let fut = self.driver(id);
+    /// Queues node `id`, which the caller moved to `RUNNING`, for a driver to run, and
+    /// spawns a driver if fewer than the runtime's workers are draining the queue.
+    pub(crate) fn schedule(self: &Arc<Self>, id: u32) {
+        let ready = &self.core.ready;
+        match ready.push(id) {
+            Ok(()) => {
+                if ready.try_activate(self.workers()) {
+                    self.spawn_driver(None);
+                }
+            }
+            // Only a node queued twice could fill the queue; run it all the same.
+            Err(id) => self.spawn_driver(Some(id)),
+        }
+    }
+
+    /// How many drivers at most drain the ready queue: the runtime's worker threads.
+    pub(crate) fn workers(&self) -> usize {
+        self.core.started.get().map_or(1, |s| s.workers)
+    }
+
+    /// Spawns a driver, counted in `live`: one that starts with node `id` (moved to
+    /// `RUNNING` by the caller), or with `None` one that drains the ready queue and that the
+    /// caller counted as active.
+    pub(crate) fn spawn_driver(self: &Arc<Self>, id: Option<u32>) {
+        self.retain();
+        let fut = super::driver::Driver::new(Arc::clone(self), id);
         match self.core.started.get() {
             Some(Started { handle, .. }) => {
                 handle.spawn(fut);
@@ -767,15 +803,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
         }
     }
 
-    /// A driver for node `id`, which the caller moved to `RUNNING`, counted in `live`.
-    pub(crate) fn driver(self: &Arc<Self>, id: u32) -> super::driver::Driver<I> {
-        self.retain();
-        super::driver::Driver::new(Arc::clone(self), id)
-    }
-
-    /// Starts the run: fixes its origin and deadline, and spawns every root. (Every root gets
-    /// a task of its own, rather than the run future driving one: a run whose future is held
-    /// without being polled still makes progress, and can always be cancelled.)
+    /// Starts the run: fixes its origin and deadline, queues every root and spawns drivers for
+    /// them, as many as there are roots and workers. (Drivers are tasks of their own, rather
+    /// than the run future driving nodes: a run whose future is held without being polled
+    /// still makes progress, and can always be cancelled.)
     pub(crate) fn start(self: &Arc<Self>, handle: Handle) {
         let core = &self.core;
         let now = Instant::now();
@@ -785,10 +816,12 @@ impl<I: Send + Sync + 'static> RunState<I> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        let workers = handle.metrics().num_workers().max(1);
         let _ = core.started.set(Started {
             origin: now,
             deadline,
             handle,
+            workers,
             span: crate::observe::trace::run_span(core.run_id, self.graph.meta.len()),
         });
         if self.observed() {
@@ -802,6 +835,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             self.on_end();
             return;
         }
+        let mut queued = 0;
         for &root in self.graph.meta.roots.iter() {
             let Some(hot) = core.hot(root) else {
                 continue;
@@ -811,7 +845,15 @@ impl<I: Send + Sync + 'static> RunState<I> {
                 .compare_exchange(PENDING, RUNNING, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
-                self.spawn(root);
+                match core.ready.push(root) {
+                    Ok(()) => queued += 1,
+                    Err(root) => self.spawn_driver(Some(root)),
+                }
+            }
+        }
+        for _ in 0..queued.min(workers) {
+            if core.ready.try_activate(workers) {
+                self.spawn_driver(None);
             }
         }
     }
@@ -862,10 +904,12 @@ impl<I> Drop for RunState<I> {
         if self.core.hot.len() < REUSE_MIN_NODES {
             return;
         }
+        let ready = std::mem::replace(&mut self.core.ready, ReadyQueue::new(Box::new([])));
         let mut buffers = RunBuffers {
             hot: std::mem::take(&mut self.core.hot),
             slots: std::mem::take(&mut self.core.slots),
             values: std::mem::take(&mut self.core.values),
+            queue: ready.into_slots(),
         };
         buffers.clear();
         let mut spare = self
