@@ -62,8 +62,14 @@ pub(super) fn first_attempt<I: Send + Sync + 'static>(
         Ok(mut fut) => match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
             Ok(Poll::Ready(Ok(value))) => {
                 let end = core.now();
-                if let Some((_, permit)) = permit {
-                    permit.success(end.saturating_duration_since(start));
+                if let Some((breaker, permit)) = permit {
+                    // Only a slow-call rule reads the duration: skip the arithmetic otherwise.
+                    let elapsed = if breaker.times_calls() {
+                        end.saturating_duration_since(start)
+                    } else {
+                        std::time::Duration::ZERO
+                    };
+                    permit.success(elapsed);
                 }
                 let record = Record::ended(Outcome::Succeeded, Some(value), Some(start), end);
                 return Some(Ok(record));

@@ -148,6 +148,12 @@ impl<S: SyncFamily> Machine<S> {
         &self.name
     }
 
+    /// Whether a call's duration matters to this breaker (a slow-call rule is configured);
+    /// when it does not, callers may skip measuring it.
+    pub(crate) fn times_calls(&self) -> bool {
+        self.config.rates.is_some_and(|r| r.slow.is_some())
+    }
+
     /// The current state; never moves time-based transitions forward.
     #[inline]
     pub(crate) fn state(&self) -> BreakerState {

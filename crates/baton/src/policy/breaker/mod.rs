@@ -172,6 +172,11 @@ impl CircuitBreaker {
         self.machine.name()
     }
 
+    /// Whether a call's duration matters to this breaker (it has a slow-call rule).
+    pub(crate) fn times_calls(&self) -> bool {
+        self.machine.times_calls()
+    }
+
     /// The current state. A query never makes a time-based transition: an open breaker
     /// whose cooldown has elapsed reads `Open` until the next
     /// [`try_acquire`](Self::try_acquire). One atomic load; never blocks.
