@@ -552,6 +552,12 @@ where
     /// calls it once per attempt, each time with a fresh [`Ctx`] and the same upstream
     /// values. A panic inside it (before or after its first `.await`) is caught and becomes
     /// the node's `Failed` outcome with the panic message.
+    ///
+    /// Between `.await`s the task holds the run's driver, like any future holds its tokio
+    /// worker, and a run has at most as many drivers draining its ready nodes as the
+    /// runtime has workers: work that blocks its thread (file or socket I/O without
+    /// `.await`, long computations, `block_in_place`) belongs in
+    /// [`blocking_task`](Self::blocking_task), whose nodes wait like any other.
     pub fn task<F, Fut, E>(self, task: F) -> Node<T>
     where
         F: Fn(Ctx<I>, U::Values) -> Fut + Send + Sync + 'static,

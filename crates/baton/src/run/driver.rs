@@ -55,6 +55,10 @@ pub(crate) struct Driver<I: Send + Sync + 'static> {
     finished: usize,
     /// When the current node started, once read.
     start: Option<Instant>,
+    /// It just spawned a driver for nodes it queued: it yields once before its next node,
+    /// so that the new driver, in this worker's LIFO slot, runs here while this one moves
+    /// to where an idle worker can take it (see `RunState::schedule`).
+    handoff: bool,
     state: State,
 }
 
@@ -68,6 +72,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
             active: id.is_none(),
             finished: 0,
             start: None,
+            handoff: false,
             state: if id.is_some() {
                 State::Begin
             } else {
@@ -140,7 +145,10 @@ impl<I: Send + Sync + 'static> Driver<I> {
     fn end(&mut self, record: Record) {
         self.finished += 1;
         let end = record.end;
-        match self.run.finish(self.id, record) {
+        let released = self.run.finish(self.id, record);
+        // A driver was spawned for the others: yield once before going on (`schedule`).
+        self.handoff = released.spawned;
+        match released.next {
             Some(next) => {
                 // `next` starts now: when the last of its upstreams ended, if nothing but
                 // bookkeeping ran since (their records are written before they release it,
@@ -205,6 +213,12 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
         loop {
             match &mut this.state {
                 State::Done => return Poll::Ready(()),
+                State::Idle | State::Begin if this.handoff => {
+                    this.handoff = false;
+                    this.start = None;
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
                 State::Idle => {
                     if let Some(poll) = this.next_from_queue(cx) {
                         return poll;

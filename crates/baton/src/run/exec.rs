@@ -207,7 +207,18 @@ async fn route<I: Send + Sync + 'static>(
         return Record::empty(Outcome::Cancelled, core.now()).started(Some(start));
     }
     let span = trace::node_span(core, || run.graph.meta.name(branch));
-    let record = Box::pin(run_node(run, branch, span, core.now(), None)).await;
+    let _abandoned = BranchGuard { run, branch };
+    let branch_start = core.now();
+    // User code of the branch's policies (a retry predicate, a breaker filter) may panic: the
+    // branch fails with it, and the router with the branch, as for a task's panic.
+    let record = match AssertUnwindSafe(Box::pin(run_node(run, branch, span, branch_start, None)))
+        .catch_unwind()
+        .await
+    {
+        Ok(record) => record,
+        Err(panic) => Record::ended(Outcome::Failed, None, Some(branch_start), core.now())
+            .with_error(Some(Arc::new(NodeError::from_panic(panic.as_ref())))),
+    };
     let (outcome, value, error) = match (&record.value, record.outcome) {
         // A branch served by its fallback makes the router `Recovered` too, with its error.
         (Some(v), Outcome::Recovered) => (
@@ -231,11 +242,32 @@ async fn route<I: Send + Sync + 'static>(
     // fail-fast the router's own failure (next) cancels the run, after skipping the
     // router's downstreams.
     // A node that depends on the branch itself (by name) may have become ready.
-    if let Some(next) = run.finish_branch(branch, record) {
-        run.schedule(next);
+    let released = run.finish_branch(branch, record);
+    let mut spawned = released.spawned;
+    // Queued rather than run here: the router's record comes first.
+    if let Some(next) = released.next {
+        spawned |= run.schedule(next);
+    }
+    if spawned {
+        // Let the driver just spawned run while this one may move to another worker
+        // (see `RunState::schedule`).
+        tokio::task::yield_now().await;
     }
     debug_assert_eq!(hot.state.load(Ordering::Acquire), DONE);
     Record::ended(outcome, value, Some(start), core.now()).with_error(error)
+}
+
+/// Ends a router's branch `Cancelled` when the router's future is dropped while the branch
+/// runs (its runtime shut down): nothing else would, and the run would wait for it forever.
+struct BranchGuard<'a, I: Send + Sync + 'static> {
+    run: &'a Arc<RunState<I>>,
+    branch: u32,
+}
+
+impl<I: Send + Sync + 'static> Drop for BranchGuard<'_, I> {
+    fn drop(&mut self) {
+        self.run.abandon_branch(self.branch);
+    }
 }
 
 impl<I: Send + Sync + 'static> RunState<I> {

@@ -326,6 +326,14 @@ struct Started {
     span: tracing::Span,
 }
 
+/// What finishing a node released: a downstream for the caller to run inline, and whether
+/// a driver was spawned for the others (see [`RunState::schedule`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Released {
+    pub(crate) next: Option<u32>,
+    pub(crate) spawned: bool,
+}
+
 /// The state of one run that does not depend on the input type.
 #[derive(Debug)]
 pub(crate) struct RunCore {
@@ -680,28 +688,29 @@ impl<I: Send + Sync + 'static> RunState<I> {
         marked
     }
 
-    /// Records how node `id` (run by a driver) ended and releases its downstreams. Returns
-    /// one downstream that became ready, for the caller to run inline; the others are
-    /// spawned. Does not release the node from `live`: the driver does, with itself, when
-    /// it ends (one atomic operation for a whole chain).
-    pub(crate) fn finish(self: &Arc<Self>, id: u32, record: Record) -> Option<u32> {
+    /// Records how node `id` (run by a driver) ended and releases its downstreams: one
+    /// downstream that became ready is returned for the caller to run inline, the others are
+    /// queued. Does not release the node from `live`: the driver does, with itself, when it
+    /// ends (one atomic operation for a whole chain).
+    pub(crate) fn finish(self: &Arc<Self>, id: u32, record: Record) -> Released {
         self.finish_inner(id, record, true)
     }
 
     /// [`finish`](Self::finish) for a router's branch: fail-fast is left to the router, and
     /// the branch is released from `live` at once.
-    pub(crate) fn finish_branch(self: &Arc<Self>, id: u32, record: Record) -> Option<u32> {
-        let next = self.finish_inner(id, record, false);
+    pub(crate) fn finish_branch(self: &Arc<Self>, id: u32, record: Record) -> Released {
+        let released = self.finish_inner(id, record, false);
         self.release(1);
-        next
+        released
     }
 
-    fn finish_inner(self: &Arc<Self>, id: u32, record: Record, fail_fast: bool) -> Option<u32> {
+    fn finish_inner(self: &Arc<Self>, id: u32, record: Record, fail_fast: bool) -> Released {
         let produced = record.value.is_some();
         let outcome = record.outcome;
         self.record(id, record, true);
         let core = &self.core;
         let mut next = None;
+        let mut spawned = false;
         for &d in self.graph.meta.downstreams(id) {
             if !produced && outcome != Outcome::Cancelled {
                 self.skip(d, id);
@@ -715,7 +724,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             {
                 match next {
                     None => next = Some(d),
-                    Some(_) => self.schedule(d),
+                    Some(_) => spawned |= self.schedule(d),
                 }
             }
         }
@@ -724,7 +733,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
                 node: self.graph.meta.name(id).to_owned(),
             });
         }
-        next
+        Released { next, spawned }
     }
 
     /// When `next`, released by its upstream `id` that ended at `end`, starts if run at once:
@@ -767,19 +776,38 @@ impl<I: Send + Sync + 'static> RunState<I> {
         }
     }
 
-    /// Queues node `id`, which the caller moved to `RUNNING`, for a driver to run, and
-    /// spawns a driver if fewer than the runtime's workers are draining the queue.
-    pub(crate) fn schedule(self: &Arc<Self>, id: u32) {
-        let ready = &self.core.ready;
-        match ready.push(id) {
-            Ok(()) => {
-                if ready.try_activate(self.workers()) {
-                    self.spawn_driver(None);
-                }
-            }
-            // Only a node queued twice could fill the queue; run it all the same.
-            Err(id) => self.spawn_driver(Some(id)),
+    /// Ends router branch `id` `Cancelled` and releases it, if it is still running: its
+    /// router's future was dropped while running it. Does nothing once the branch ended.
+    pub(crate) fn abandon_branch(&self, id: u32) {
+        let Some(hot) = self.core.hot(id) else {
+            return;
+        };
+        if hot.state.load(Ordering::Acquire) == RUNNING {
+            let record = Record::empty(Outcome::Cancelled, self.core.now());
+            self.record(id, record, true);
+            self.release(1);
         }
+    }
+
+    /// Queues node `id`, which the caller moved to `RUNNING`, for a driver to run, and
+    /// spawns a driver if fewer than the runtime's workers are draining the queue; whether
+    /// it spawned one.
+    ///
+    /// A task spawned from a tokio worker waits in that worker's LIFO slot, which other
+    /// workers cannot steal from, and no idle worker is woken for it: a caller that goes
+    /// on running a node itself must first yield once (its own task then goes to the
+    /// stealable queue, an idle worker is woken, and the new driver runs here), or the two
+    /// would share one worker.
+    pub(crate) fn schedule(self: &Arc<Self>, id: u32) -> bool {
+        let ready = &self.core.ready;
+        let id = match ready.push(id) {
+            Ok(()) if ready.try_activate(self.workers()) => None,
+            Ok(()) => return false,
+            // Only a node queued twice could fill the queue; run it all the same.
+            Err(id) => Some(id),
+        };
+        self.spawn_driver(id);
+        true
     }
 
     /// How many drivers at most drain the ready queue: the runtime's worker threads.

@@ -1,0 +1,582 @@
+//! The ready queue (`run/ready.rs`) and its drivers under stress: nodes that compute fan out
+//! to every worker, no queued node is stranded (random graphs mixing immediate, yielding,
+//! blocking and sleeping nodes; concurrent runs; runtimes dropped mid-run), large graphs
+//! reuse their queue, router branches are never left running, nested runs complete.
+//!
+//! A node that blocks its thread without awaiting (even inside `block_in_place`) holds its
+//! driver, and at most as many drivers as the runtime has workers drain the queue: such
+//! work belongs in `blocking_task`, whose nodes wait like any other (tested below).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant as StdInstant};
+
+use baton::{BoxError, Graph, Node, Outcome};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Spins (synchronously) until `count` reaches `want`, or fails after `limit` of wall time.
+fn spin_until(count: &AtomicUsize, want: usize, limit: Duration) -> Result<(), BoxError> {
+    let t0 = StdInstant::now();
+    while count.load(Ordering::SeqCst) < want {
+        if t0.elapsed() > limit {
+            return Err(format!(
+                "only {} of {want} siblings ever started",
+                count.load(Ordering::SeqCst)
+            )
+            .into());
+        }
+        std::thread::yield_now();
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Loss of concurrency: a fan-out behind a node doing synchronous work.
+// ---------------------------------------------------------------------------------------
+
+/// `x` makes three CPU-bound nodes ready at once: the driver runs one inline and queues the
+/// others, for which it spawns a driver. Tokio puts that driver in the worker's LIFO slot,
+/// which the idle worker cannot steal from, so the driver yields once before running its
+/// node (`RunState::schedule`): each node waits until a second one runs beside it, which
+/// only happens if both workers are used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cpu_bound_fan_out_uses_both_workers() {
+    let started = Arc::new(AtomicUsize::new(0));
+    let mut g = Graph::<()>::builder();
+    let x: Node<()> = g.node("x").task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    for i in 0..3 {
+        let started = Arc::clone(&started);
+        g.node(format!("cpu{i}")).after(x).task(move |_ctx, _x| {
+            let started = Arc::clone(&started);
+            async move {
+                started.fetch_add(1, Ordering::SeqCst);
+                // CPU work that lasts until a second one of the three runs beside it.
+                spin_until(&started, 2, Duration::from_secs(3))
+            }
+        });
+    }
+    let report = g.build().unwrap().run(()).await.expect("run");
+    assert!(report.is_clean(), "{report}");
+}
+
+/// The same, with the run awaited in a spawned task (so `start` itself runs on a worker) and
+/// four nodes ready at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cpu_bound_fan_out_uses_both_workers_when_run_from_a_task() {
+    let res = tokio::spawn(async {
+        let started = Arc::new(AtomicUsize::new(0));
+        let mut g = Graph::<()>::builder();
+        let x: Node<()> = g.node("x").task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+        for i in 0..4 {
+            let started = Arc::clone(&started);
+            g.node(format!("cpu{i}")).after(x).task(move |_ctx, _x| {
+                let started = Arc::clone(&started);
+                async move {
+                    started.fetch_add(1, Ordering::SeqCst);
+                    spin_until(&started, 2, Duration::from_secs(3))
+                }
+            });
+        }
+        g.build().unwrap().run(()).await
+    })
+    .await
+    .unwrap();
+    let report = res.expect("run");
+    assert!(report.is_clean(), "{report}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Lost work / hangs: stress the push/leave protocol on a multi-thread runtime.
+// ---------------------------------------------------------------------------------------
+
+/// A layered graph: `width` nodes per layer, each depending on 1-2 nodes of the previous
+/// layer; nodes end at once, after a yield, or on the blocking pool. Each value is the sum of
+/// its upstreams' plus one, checked against a sequential evaluation.
+fn layered(width: usize, layers: usize, seed: u64) -> (Graph<()>, Vec<Node<u64>>, Vec<u64>) {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut g = Graph::<()>::builder();
+    let mut nodes: Vec<Node<u64>> = Vec::new();
+    let mut expect: Vec<u64> = Vec::new();
+    let mut prev: Vec<usize> = Vec::new();
+    for layer in 0..layers {
+        let mut cur = Vec::new();
+        for i in 0..width {
+            let kind = rng.u8(0..10);
+            let name = format!("l{layer}n{i}");
+            let idx = nodes.len();
+            let node = if prev.is_empty() {
+                expect.push(1);
+                g.node(name).task(move |_ctx, ()| async move {
+                    work(kind).await;
+                    Ok::<_, BoxError>(1u64)
+                })
+            } else {
+                let a = prev[rng.usize(0..prev.len())];
+                let b = prev[rng.usize(0..prev.len())];
+                let ups: Vec<Node<u64>> = if a == b {
+                    vec![nodes[a]]
+                } else {
+                    vec![nodes[a], nodes[b]]
+                };
+                let e = ups.iter().map(|n| expect[n.index()]).sum::<u64>() + 1;
+                expect.push(e);
+                g.node(name)
+                    .after(ups)
+                    .task(move |_ctx, vals: Vec<Arc<u64>>| async move {
+                        work(kind).await;
+                        Ok::<_, BoxError>(vals.iter().map(|v| **v).sum::<u64>() + 1)
+                    })
+            };
+            assert_eq!(node.index(), idx);
+            nodes.push(node);
+            cur.push(idx);
+        }
+        prev = cur;
+    }
+    (g.build().unwrap(), nodes, expect)
+}
+
+async fn work(kind: u8) {
+    match kind {
+        0..=5 => {}
+        6..=7 => tokio::task::yield_now().await,
+        8 => {
+            let _ = tokio::task::spawn_blocking(|| std::hint::black_box(0)).await;
+        }
+        _ => tokio::time::sleep(Duration::from_micros(50)).await,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stress_no_node_is_ever_stranded() {
+    for round in 0..300u64 {
+        let (graph, nodes, expect) = layered(1 + (round as usize % 17), 6, round);
+        let report = tokio::time::timeout(Duration::from_secs(20), graph.run(()))
+            .await
+            .unwrap_or_else(|_| panic!("round {round} hung"))
+            .expect("run");
+        for (n, e) in nodes.iter().zip(&expect) {
+            assert_eq!(report.get(*n), Some(e), "round {round}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stress_concurrent_runs_of_one_graph() {
+    let (graph, nodes, expect) = layered(40, 8, 7);
+    for round in 0..40 {
+        let runs: Vec<_> = (0..6).map(|_| tokio::spawn(graph.run(()))).collect();
+        for r in runs {
+            let report = tokio::time::timeout(Duration::from_secs(20), r)
+                .await
+                .unwrap_or_else(|_| panic!("round {round} hung"))
+                .unwrap()
+                .expect("run");
+            for (n, e) in nodes.iter().zip(&expect) {
+                assert_eq!(report.get(*n), Some(e));
+            }
+        }
+    }
+}
+
+/// Large graphs (>= 4096 nodes) reuse their arrays, queue included: runs one after the
+/// other, concurrently, and after a run whose runtime was dropped mid-way.
+#[test]
+fn large_graph_reuses_its_queue_across_runs_and_aborted_runs() {
+    let (graph, nodes, expect) = layered(700, 7, 42); // 4900 nodes
+    assert!(graph.len() >= 4096);
+    let check = |report: &baton::Report| {
+        for (n, e) in nodes.iter().zip(&expect) {
+            assert_eq!(report.get(*n), Some(e));
+        }
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    for round in 0..6 {
+        // One aborted run: its runtime is dropped while nodes are queued and running.
+        {
+            let mut run = graph.run(());
+            let doomed = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            doomed.block_on(async {
+                let _ = futures::poll!(&mut run);
+                tokio::time::sleep(Duration::from_micros(200 * round)).await;
+            });
+            drop(doomed);
+            let res =
+                rt.block_on(async { tokio::time::timeout(Duration::from_secs(20), run).await });
+            let res = res.expect("an aborted run resolves");
+            match res {
+                Ok(report) => check(&report),
+                Err(baton::RunError::Cancelled { report, .. }) => {
+                    assert_eq!(report.len(), graph.len());
+                    for n in report.nodes() {
+                        assert!(
+                            matches!(n.outcome(), Outcome::Succeeded | Outcome::Cancelled),
+                            "{}: {:?}",
+                            n.name(),
+                            n.outcome()
+                        );
+                    }
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        rt.block_on(async {
+            let report = tokio::time::timeout(Duration::from_secs(20), graph.run(()))
+                .await
+                .expect("hung")
+                .expect("run");
+            check(&report);
+            drop(report);
+            let a = graph.run(());
+            let b = graph.run(());
+            let (a, b) =
+                tokio::time::timeout(Duration::from_secs(20), async { tokio::join!(a, b) })
+                    .await
+                    .expect("hung");
+            check(&a.expect("run"));
+            check(&b.expect("run"));
+        });
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Runtime shutdown, cancellation.
+// ---------------------------------------------------------------------------------------
+
+/// A multi-thread runtime dropped while the run has queued, running and waiting nodes; the
+/// run, awaited on another runtime, resolves with every node accounted for.
+#[test]
+fn stress_multi_thread_runtime_dropped_mid_run() {
+    let (graph, _nodes, _expect) = layered(30, 5, 3);
+    let other = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    for round in 0..200u64 {
+        let mut run = graph.run(());
+        let doomed = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        doomed.block_on(async {
+            let _ = futures::poll!(&mut run);
+            for _ in 0..(round % 7) {
+                tokio::task::yield_now().await;
+            }
+        });
+        drop(doomed);
+        let res = other
+            .block_on(async { tokio::time::timeout(Duration::from_secs(10), run).await })
+            .unwrap_or_else(|_| panic!("round {round}: the run never resolved"));
+        let report = match res {
+            Ok(r) => r,
+            Err(baton::RunError::Cancelled { report, .. }) => *report,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(report.len(), graph.len());
+    }
+}
+
+/// A router whose chosen branch is waiting when the runtime is dropped.
+#[test]
+fn runtime_dropped_while_a_router_branch_waits() {
+    let mut g = Graph::<()>::builder();
+    let up: Node<u32> = g
+        .node("up")
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(1u32) });
+    let _r: Node<u32> = g
+        .router("r")
+        .after(up)
+        .select(|_input, _v| "a")
+        .branch("a", |b| {
+            b.task(|_ctx, _v| async {
+                std::future::pending::<()>().await;
+                Ok::<_, BoxError>(1u32)
+            })
+        })
+        .branch("b", |b| {
+            b.task(|_ctx, _v| async { Ok::<_, BoxError>(2u32) })
+        })
+        .finish();
+    let graph = g.build().unwrap();
+    let mut run = graph.run(());
+    let doomed = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    doomed.block_on(async {
+        let _ = futures::poll!(&mut run);
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    });
+    drop(doomed);
+    let other = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let res = other
+        .block_on(async { tokio::time::timeout(Duration::from_secs(5), run).await })
+        .expect("the run never resolved: the branch was never finalized");
+    let Err(baton::RunError::Cancelled { report, .. }) = res else {
+        panic!("expected cancelled");
+    };
+    assert_eq!(report.len(), graph.len());
+}
+
+/// Fail-fast with many queued nodes behind waiting ones: the run ends promptly.
+#[tokio::test(start_paused = true)]
+async fn fail_fast_with_a_long_queue() {
+    let mut g = Graph::<()>::builder();
+    g.failure_mode(baton::FailureMode::FailFast);
+    for i in 0..2_000 {
+        g.node(format!("n{i}")).task(move |_ctx, ()| async move {
+            if i == 1_500 {
+                return Err::<(), BoxError>("boom".into());
+            }
+            tokio::time::sleep(ms(100)).await;
+            Ok(())
+        });
+    }
+    let t0 = tokio::time::Instant::now();
+    let err = g.build().unwrap().run(()).await.expect_err("fails");
+    assert_eq!(t0.elapsed(), Duration::ZERO, "{err}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Waiting nodes of every kind do not serialize.
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn waiting_nodes_of_every_kind_run_at_once() {
+    let bulkhead = baton::Bulkhead::new("bh", 50, Duration::from_secs(60));
+    let mut g = Graph::<()>::builder();
+    for i in 0..50 {
+        // Retries with backoff.
+        let tries = Arc::new(AtomicUsize::new(0));
+        g.node(format!("retry{i}"))
+            .retry(baton::Retry::new(2).backoff(baton::Backoff::constant(ms(10))))
+            .task(move |_ctx, ()| {
+                let tries = Arc::clone(&tries);
+                async move {
+                    if tries.fetch_add(1, Ordering::SeqCst) == 0 {
+                        return Err::<(), BoxError>("first".into());
+                    }
+                    tokio::time::sleep(ms(10)).await;
+                    Ok(())
+                }
+            });
+        // Timeouts that fire.
+        g.node(format!("timeout{i}"))
+            .timeout(ms(20))
+            .task(|_ctx, ()| async {
+                tokio::time::sleep(ms(1_000)).await;
+                Ok::<_, BoxError>(())
+            });
+        // Bulkhead.
+        g.node(format!("bulk{i}"))
+            .bulkhead(&bulkhead)
+            .task(|_ctx, ()| async {
+                tokio::time::sleep(ms(20)).await;
+                Ok::<_, BoxError>(())
+            });
+        // Routers whose branch waits.
+        let up: Node<u32> = g
+            .node(format!("up{i}"))
+            .task(|_ctx, ()| async { Ok::<_, BoxError>(1u32) });
+        let _: Node<u32> = g
+            .router(format!("r{i}"))
+            .after(up)
+            .select(|_input, _v| "a")
+            .branch(format!("a{i}"), |b| {
+                b.task(|_ctx, _v| async {
+                    tokio::time::sleep(ms(20)).await;
+                    Ok::<_, BoxError>(1u32)
+                })
+            })
+            .branch(format!("b{i}"), |b| {
+                b.task(|_ctx, _v| async { Ok::<_, BoxError>(2u32) })
+            })
+            .finish();
+    }
+    let report = g.build().unwrap().run(()).await.expect("run");
+    assert_eq!(report.makespan(), ms(20), "{report}");
+}
+
+/// Blocking nodes that wait for each other (a barrier on the blocking pool): they suspend
+/// their drivers, so all of them start even on a one-thread runtime.
+#[tokio::test]
+async fn blocking_nodes_all_start_on_a_current_thread_runtime() {
+    let started = Arc::new(AtomicUsize::new(0));
+    let mut g = Graph::<()>::builder();
+    for i in 0..8 {
+        let started = Arc::clone(&started);
+        g.node(format!("b{i}")).blocking_task(move |_ctx, ()| {
+            started.fetch_add(1, Ordering::SeqCst);
+            spin_until(&started, 8, Duration::from_secs(3))
+        });
+    }
+    let report = g.build().unwrap().run(()).await.expect("run");
+    assert!(report.is_clean(), "{report}");
+}
+
+/// Nested runs: every outer node runs an inner graph, on a multi-thread runtime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_runs_all_complete() {
+    let (inner, inner_nodes, inner_expect) = layered(20, 4, 11);
+    let last = *inner_nodes.last().unwrap();
+    let want = *inner_expect.last().unwrap();
+    let mut g = Graph::<()>::builder();
+    let mut outs = Vec::new();
+    for i in 0..16 {
+        let inner = inner.clone();
+        outs.push(g.node(format!("o{i}")).task(move |_ctx, ()| {
+            let inner = inner.clone();
+            async move {
+                let r = inner.run(()).await?;
+                Ok::<_, BoxError>(*r.get(last).unwrap())
+            }
+        }));
+    }
+    let graph = g.build().unwrap();
+    for _ in 0..20 {
+        let report = tokio::time::timeout(Duration::from_secs(20), graph.run(()))
+            .await
+            .expect("hung")
+            .expect("run");
+        for o in &outs {
+            assert_eq!(report.get(*o), Some(&want));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Fairness.
+// ---------------------------------------------------------------------------------------
+
+/// A long chain of nodes that end at once lets other tasks run (coop budget per node).
+#[tokio::test(start_paused = true)]
+async fn a_long_chain_yields_to_other_tasks() {
+    let ticks = Arc::new(AtomicUsize::new(0));
+    let ticker = {
+        let ticks = Arc::clone(&ticks);
+        tokio::spawn(async move {
+            loop {
+                ticks.fetch_add(1, Ordering::SeqCst);
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    tokio::task::yield_now().await;
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut g = Graph::<()>::builder();
+    let mut prev: Option<Node<()>> = None;
+    for i in 0..5_000 {
+        let (t, s) = (Arc::clone(&ticks), Arc::clone(&seen));
+        let f = move |_ctx: baton::Ctx<()>| {
+            s.lock().unwrap().push(t.load(Ordering::SeqCst));
+            std::future::ready(Ok::<_, BoxError>(()))
+        };
+        let n = match prev {
+            None => g.node(format!("c{i}")).task(move |ctx, ()| f(ctx)),
+            Some(p) => g.node(format!("c{i}")).after(p).task(move |ctx, _p| f(ctx)),
+        };
+        prev = Some(n);
+    }
+    g.build().unwrap().run(()).await.expect("run");
+    ticker.abort();
+    let seen = seen.lock().unwrap();
+    // At least one tick per 128 nodes.
+    assert!(seen.last().unwrap() - seen.first().unwrap() >= 5_000 / 128 - 1);
+}
+
+/// A panic in a router branch's policy code (its retry predicate) fails the branch with the
+/// panic, and the router with the branch; the run resolves (the branch used to stay running
+/// forever).
+#[tokio::test(start_paused = true)]
+async fn a_panicking_retry_predicate_in_a_router_branch_does_not_hang_the_run() {
+    let mut g = Graph::<()>::builder();
+    let up: Node<u32> = g
+        .node("up")
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(1u32) });
+    let _r: Node<u32> = g
+        .router("r")
+        .after(up)
+        .select(|_input, _v| "a")
+        .branch("a", |b| {
+            b.retry(baton::Retry::new(2).retry_if(|_e| panic!("predicate boom")))
+                .task(|_ctx, _v| async { Err::<u32, BoxError>("fails".into()) })
+        })
+        .branch("b", |b| {
+            b.task(|_ctx, _v| async { Ok::<_, BoxError>(2u32) })
+        })
+        .finish();
+    let graph = g.build().unwrap();
+    let report = tokio::time::timeout(Duration::from_secs(5), graph.run(()))
+        .await
+        .expect("the run never resolved")
+        .expect("preserve-partial");
+    assert_eq!(report.by_name("r").unwrap().outcome(), Outcome::Failed);
+    let a = report.by_name("a").unwrap();
+    assert_eq!(a.outcome(), Outcome::Failed);
+    assert!(
+        a.error().unwrap().to_string().contains("predicate boom"),
+        "{report}"
+    );
+    assert_eq!(report.by_name("b").unwrap().outcome(), Outcome::NotTaken);
+}
+
+struct Flag(Arc<std::sync::atomic::AtomicBool>);
+impl Drop for Flag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A run dropped mid-way (queued, running, waiting-forever nodes): every driver exits, so the
+/// run state (and its input) is freed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_dropped_mid_way_lets_every_driver_exit() {
+    for round in 0..50 {
+        let mut g = Graph::<Flag>::builder();
+        for i in 0..500 {
+            g.node(format!("n{i}")).task(move |_ctx, ()| async move {
+                match i % 3 {
+                    0 => std::future::pending::<()>().await,
+                    1 => tokio::task::yield_now().await,
+                    _ => {}
+                }
+                Ok::<_, BoxError>(())
+            });
+        }
+        let graph = g.build().unwrap();
+        let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut run = graph.run(Flag(Arc::clone(&dropped)));
+        let _ = futures::poll!(&mut run);
+        for _ in 0..(round % 5) {
+            tokio::task::yield_now().await;
+        }
+        drop(run);
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while !dropped.load(Ordering::SeqCst) {
+                tokio::time::sleep(ms(1)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("round {round}: a driver never exited"));
+    }
+}
