@@ -580,3 +580,85 @@ async fn a_run_dropped_mid_way_lets_every_driver_exit() {
         .unwrap_or_else(|_| panic!("round {round}: a driver never exited"));
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// One worker: a driver keeps the nodes it makes ready on a stack of its own.
+// ---------------------------------------------------------------------------------------
+
+/// On a one-thread runtime a fan-out's extra nodes stay with the driver that made them
+/// ready; when the node it runs waits, they go to the queue for another driver. Here the
+/// node run first waits for one run later: kept back, it would never end.
+#[tokio::test(start_paused = true)]
+async fn nodes_kept_by_a_driver_whose_node_waits_are_shared() {
+    let signal = Arc::new(tokio::sync::Notify::new());
+    let mut g = Graph::<()>::builder();
+    let x: Node<()> = g.node("x").task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    let wait = Arc::clone(&signal);
+    g.node("waits").after(x).task(move |_ctx, _x| {
+        let wait = Arc::clone(&wait);
+        async move {
+            wait.notified().await;
+            Ok::<_, BoxError>(())
+        }
+    });
+    for i in 0..10 {
+        g.node(format!("quick{i}"))
+            .after(x)
+            .task(|_ctx, _x| async { Ok::<_, BoxError>(()) });
+    }
+    let fire = Arc::clone(&signal);
+    g.node("signals").after(x).task(move |_ctx, _x| {
+        fire.notify_one();
+        std::future::ready(Ok::<_, BoxError>(()))
+    });
+    let graph = g.build().unwrap();
+    let report = tokio::time::timeout(Duration::from_secs(5), graph.run(()))
+        .await
+        .expect("the kept nodes were shared")
+        .expect("run");
+    assert!(report.is_clean(), "{report}");
+    assert_eq!(report.makespan(), Duration::ZERO);
+}
+
+/// A one-thread runtime dropped while a driver keeps nodes (it yielded on tokio's budget in
+/// the middle of a wide fan-out): they end `Cancelled` with the rest, and the run, awaited
+/// on another runtime, resolves with every node accounted for.
+#[test]
+fn a_runtime_dropped_while_a_driver_keeps_nodes_ends_them_cancelled() {
+    let mut g = Graph::<()>::builder();
+    let x: Node<()> = g.node("x").task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    for i in 0..1_000 {
+        g.node(format!("n{i}"))
+            .after(x)
+            .task(|_ctx, _x| async { Ok::<_, BoxError>(()) });
+    }
+    let graph = g.build().unwrap();
+    let other = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    for round in 0..8 {
+        let mut run = graph.run(());
+        let doomed = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        doomed.block_on(async {
+            let _ = futures::poll!(&mut run);
+            for _ in 0..round {
+                tokio::task::yield_now().await;
+            }
+        });
+        drop(doomed);
+        let res = other
+            .block_on(async { tokio::time::timeout(Duration::from_secs(5), run).await })
+            .unwrap_or_else(|_| panic!("round {round}: the run never resolved"));
+        let report = match res {
+            Ok(report) => report,
+            Err(baton::RunError::Cancelled { report, .. }) => *report,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(report.len(), graph.len());
+    }
+}

@@ -55,6 +55,8 @@ pub(crate) struct Driver<I: Send + Sync + 'static> {
     finished: usize,
     /// When the current node started, once read.
     start: Option<Instant>,
+    /// Nodes it made ready and keeps for itself, run last in, first out (`ready.rs`).
+    local: Vec<u32>,
     /// It just spawned a driver for nodes it queued: it yields once before its next node,
     /// so that the new driver, in this worker's LIFO slot, runs here while this one moves
     /// to where an idle worker can take it (see `RunState::schedule`).
@@ -73,6 +75,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
             finished: 0,
             start: None,
             handoff: false,
+            local: Vec::new(),
             state: if id.is_some() {
                 State::Begin
             } else {
@@ -84,6 +87,10 @@ impl<I: Send + Sync + 'static> Driver<I> {
     /// The current node waits: the driver stops draining the queue, and if nodes wait there
     /// it spawns a driver to take its place, so a node that waits holds up no other.
     fn suspend(&mut self) {
+        // Its own nodes would wait with it: they go to the queue, for any driver.
+        if !self.local.is_empty() {
+            self.run.share(self.local.drain(..));
+        }
         if self.active {
             self.active = false;
             if self.run.core.ready.leave(self.run.workers()) {
@@ -145,9 +152,15 @@ impl<I: Send + Sync + 'static> Driver<I> {
     fn end(&mut self, record: Record) {
         self.finished += 1;
         let end = record.end;
-        let released = self.run.finish(self.id, record);
+        let released = self.run.finish(self.id, record, &mut self.local);
+        // A worker may be idle while this driver keeps nodes: share the older half.
+        let mut spawned = released.spawned;
+        if !self.local.is_empty() && self.run.core.ready.wants_help(self.run.workers()) {
+            let half = self.local.len().div_ceil(2);
+            spawned |= self.run.share(self.local.drain(..half));
+        }
         // A driver was spawned for the others: yield once before going on (`schedule`).
-        self.handoff = released.spawned;
+        self.handoff = spawned;
         match released.next {
             Some(next) => {
                 // `next` starts now: when the last of its upstreams ended, if nothing but
@@ -158,7 +171,15 @@ impl<I: Send + Sync + 'static> Driver<I> {
                 self.id = next;
                 self.state = State::Begin;
             }
-            None => self.state = State::Idle,
+            None => {
+                if let Some(next) = self.local.pop() {
+                    self.start = None;
+                    self.id = next;
+                    self.state = State::Begin;
+                } else {
+                    self.state = State::Idle;
+                }
+            }
         }
     }
 
@@ -314,6 +335,9 @@ impl<I: Send + Sync + 'static> Drop for Driver<I> {
                 self.run.abandon(self.id);
             }
             self.state = State::Done;
+            for id in std::mem::take(&mut self.local) {
+                self.run.abandon(id);
+            }
             while let Pop::Node(id) = self.run.core.ready.pop() {
                 self.run.abandon(id);
             }

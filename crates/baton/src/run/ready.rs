@@ -8,6 +8,16 @@
 //! the queue, and a driver whose node waits (its attempt is `Pending`) stops counting as one
 //! and spawns a replacement if work is waiting, so a node that waits never holds up another.
 //!
+//! On a runtime with one worker, a driver keeps the extra nodes it makes ready for itself,
+//! on a stack of its own (last in, first out: the node made ready last finds its upstream's
+//! data still in the cache, as in Taskflow's per-worker queues; a binary tree of 100 000
+//! nodes runs in about half the time). No other worker could take them; a driver whose node
+//! waits shares its whole stack here first, and one that finds fewer drivers active than
+//! `max` shares the older half of it. With more workers, every extra node is queued here,
+//! where any driver takes it: a driver busy with a long computation must not sit on nodes
+//! an idle worker could run (per-driver stacks that idle drivers steal from would give both,
+//! and are not built).
+//!
 //! Each node enters the queue at most once per run (only the call that moves it to
 //! `RUNNING` pushes it), so the queue is an array of one slot per node, written once, with
 //! a tail where pushers claim slots and a head where drivers take them; no slot is reused
@@ -107,6 +117,12 @@ impl ReadyQueue {
                 return Pop::Node(id - 1);
             }
         }
+    }
+
+    /// Whether fewer than `max` drivers are active: a worker may be idle, and nodes a driver
+    /// keeps for itself should rather be shared. One load of a rarely written counter.
+    pub(crate) fn wants_help(&self, max: usize) -> bool {
+        self.active.load(Ordering::Relaxed) < max
     }
 
     /// Whether no node is waiting (a slot claimed but not yet written counts as waiting).

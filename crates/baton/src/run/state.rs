@@ -692,25 +692,43 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// downstream that became ready is returned for the caller to run inline, the others are
     /// queued. Does not release the node from `live`: the driver does, with itself, when it
     /// ends (one atomic operation for a whole chain).
-    pub(crate) fn finish(self: &Arc<Self>, id: u32, record: Record) -> Released {
-        self.finish_inner(id, record, true)
+    ///
+    /// The others are queued for all, or, on a one-worker runtime, go on `local`, the
+    /// driver's own stack (`ready.rs`).
+    pub(crate) fn finish(
+        self: &Arc<Self>,
+        id: u32,
+        record: Record,
+        local: &mut Vec<u32>,
+    ) -> Released {
+        self.finish_inner(id, record, true, Some(local))
     }
 
     /// [`finish`](Self::finish) for a router's branch: fail-fast is left to the router, and
     /// the branch is released from `live` at once.
     pub(crate) fn finish_branch(self: &Arc<Self>, id: u32, record: Record) -> Released {
-        let released = self.finish_inner(id, record, false);
+        let released = self.finish_inner(id, record, false, None);
         self.release(1);
         released
     }
 
-    fn finish_inner(self: &Arc<Self>, id: u32, record: Record, fail_fast: bool) -> Released {
+    fn finish_inner(
+        self: &Arc<Self>,
+        id: u32,
+        record: Record,
+        fail_fast: bool,
+        mut local: Option<&mut Vec<u32>>,
+    ) -> Released {
         let produced = record.value.is_some();
         let outcome = record.outcome;
         self.record(id, record, true);
         let core = &self.core;
         let mut next = None;
         let mut spawned = false;
+        // A driver keeps extra ready nodes for itself only on a one-worker runtime, where no
+        // other worker could take them (see `ready.rs`).
+        let workers = self.workers();
+        let keep = workers == 1 && !core.ready.wants_help(workers);
         for &d in self.graph.meta.downstreams(id) {
             if !produced && outcome != Outcome::Cancelled {
                 self.skip(d, id);
@@ -722,9 +740,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
                     .compare_exchange(PENDING, RUNNING, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
             {
-                match next {
-                    None => next = Some(d),
-                    Some(_) => spawned |= self.schedule(d),
+                match (next, local.as_deref_mut()) {
+                    (None, _) => next = Some(d),
+                    (Some(_), Some(local)) if keep => local.push(d),
+                    (Some(_), _) => spawned |= self.schedule(d),
                 }
             }
         }
@@ -791,7 +810,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
 
     /// Queues node `id`, which the caller moved to `RUNNING`, for a driver to run, and
     /// spawns a driver if fewer than the runtime's workers are draining the queue; whether
-    /// it spawned one.
+    /// it spawned one. [`share`](Self::share) does the same for several nodes.
     ///
     /// A task spawned from a tokio worker waits in that worker's LIFO slot, which other
     /// workers cannot steal from, and no idle worker is woken for it: a caller that goes
@@ -808,6 +827,25 @@ impl<I: Send + Sync + 'static> RunState<I> {
         };
         self.spawn_driver(id);
         true
+    }
+
+    /// Queues `nodes` (moved to `RUNNING`) for any driver, like [`schedule`](Self::schedule)
+    /// with one spawn at most; whether it spawned a driver.
+    pub(crate) fn share(self: &Arc<Self>, nodes: impl Iterator<Item = u32>) -> bool {
+        let ready = &self.core.ready;
+        let mut queued = false;
+        for id in nodes {
+            match ready.push(id) {
+                Ok(()) => queued = true,
+                // Only a node queued twice could fill the queue; run it all the same.
+                Err(id) => self.spawn_driver(Some(id)),
+            }
+        }
+        if queued && ready.try_activate(self.workers()) {
+            self.spawn_driver(None);
+            return true;
+        }
+        false
     }
 
     /// How many drivers at most drain the ready queue: the runtime's worker threads.
