@@ -65,13 +65,13 @@ pub(crate) struct Driver<I: Send + Sync + 'static> {
 }
 
 impl<I: Send + Sync + 'static> Driver<I> {
-    /// A driver that starts with node `id` (already `RUNNING`), or, with `None`, one that
-    /// drains the queue and was counted active by its spawner.
-    pub(crate) fn new(run: Arc<RunState<I>>, id: Option<u32>) -> Self {
+    /// A driver that starts with node `id` (already `RUNNING`), or, with `None`, with the
+    /// queue; `active`: its spawner counted it as an active driver.
+    pub(crate) fn new(run: Arc<RunState<I>>, id: Option<u32>, active: bool) -> Self {
         Driver {
             run,
             id: id.unwrap_or(0),
-            active: id.is_none(),
+            active,
             finished: 0,
             start: None,
             handoff: false,
@@ -91,11 +91,16 @@ impl<I: Send + Sync + 'static> Driver<I> {
         if !self.local.is_empty() {
             self.run.share(self.local.drain(..));
         }
-        if self.active {
+        let ready = &self.run.core.ready;
+        let workers = self.run.workers();
+        let replace = if self.active {
             self.active = false;
-            if self.run.core.ready.leave(self.run.workers()) {
-                self.run.spawn_driver(None);
-            }
+            ready.leave(workers)
+        } else {
+            !ready.is_empty() && ready.try_activate(workers)
+        };
+        if replace {
+            self.run.spawn_driver(None, true);
         }
     }
 
@@ -189,6 +194,12 @@ impl<I: Send + Sync + 'static> Driver<I> {
     fn next_from_queue(&mut self, cx: &mut Context<'_>) -> Option<Poll<()>> {
         let ready = &self.run.core.ready;
         if !self.active {
+            // Not counted active, it owes the queue nothing: nothing waits, it is done
+            // (whoever queues a node later spawns a driver if too few are active).
+            if ready.is_empty() {
+                self.state = State::Done;
+                return Some(Poll::Ready(()));
+            }
             ready.activate();
             self.active = true;
         }

@@ -825,7 +825,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             // Only a node queued twice could fill the queue; run it all the same.
             Err(id) => Some(id),
         };
-        self.spawn_driver(id);
+        self.spawn_driver(id, id.is_none());
         true
     }
 
@@ -838,11 +838,11 @@ impl<I: Send + Sync + 'static> RunState<I> {
             match ready.push(id) {
                 Ok(()) => queued = true,
                 // Only a node queued twice could fill the queue; run it all the same.
-                Err(id) => self.spawn_driver(Some(id)),
+                Err(id) => self.spawn_driver(Some(id), false),
             }
         }
         if queued && ready.try_activate(self.workers()) {
-            self.spawn_driver(None);
+            self.spawn_driver(None, true);
             return true;
         }
         false
@@ -854,11 +854,11 @@ impl<I: Send + Sync + 'static> RunState<I> {
     }
 
     /// Spawns a driver, counted in `live`: one that starts with node `id` (moved to
-    /// `RUNNING` by the caller), or with `None` one that drains the ready queue and that the
-    /// caller counted as active.
-    pub(crate) fn spawn_driver(self: &Arc<Self>, id: Option<u32>) {
+    /// `RUNNING` by the caller), or with `None` one that starts with the ready queue;
+    /// `active`: the caller counted it as an active driver.
+    pub(crate) fn spawn_driver(self: &Arc<Self>, id: Option<u32>, active: bool) {
         self.retain();
-        let fut = super::driver::Driver::new(Arc::clone(self), id);
+        let fut = super::driver::Driver::new(Arc::clone(self), id, active);
         match self.core.started.get() {
             Some(Started { handle, .. }) => {
                 handle.spawn(fut);
@@ -869,8 +869,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
         }
     }
 
-    /// Starts the run: fixes its origin and deadline, queues every root and spawns drivers for
-    /// them, as many as there are roots and workers. (Drivers are tasks of their own, rather
+    /// Starts the run: fixes its origin and deadline, spawns a driver for each of the first
+    /// roots (as many as the runtime has workers) and queues the others for them. (Drivers are tasks of their own, rather
     /// than the run future driving nodes: a run whose future is held without being polled
     /// still makes progress, and can always be cancelled.)
     pub(crate) fn start(self: &Arc<Self>, handle: Handle) {
@@ -901,25 +901,29 @@ impl<I: Send + Sync + 'static> RunState<I> {
             self.on_end();
             return;
         }
-        let mut queued = 0;
-        for &root in self.graph.meta.roots.iter() {
-            let Some(hot) = core.hot(root) else {
-                continue;
-            };
-            if hot
-                .state
-                .compare_exchange(PENDING, RUNNING, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                match core.ready.push(root) {
-                    Ok(()) => queued += 1,
-                    Err(root) => self.spawn_driver(Some(root)),
+        // The first roots (one per worker) get a driver of their own; the others wait in
+        // the queue for those drivers. They are queued first, so that a driver that ends
+        // its root at once finds them.
+        let claim = |root: u32| {
+            core.hot(root).is_some_and(|hot| {
+                hot.state
+                    .compare_exchange(PENDING, RUNNING, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            })
+        };
+        let roots = &self.graph.meta.roots;
+        let (own, queued) = roots.split_at(roots.len().min(workers));
+        for &root in queued {
+            if claim(root) {
+                if let Err(root) = core.ready.push(root) {
+                    self.spawn_driver(Some(root), false);
                 }
             }
         }
-        for _ in 0..queued.min(workers) {
-            if core.ready.try_activate(workers) {
-                self.spawn_driver(None);
+        for &root in own {
+            if claim(root) {
+                let active = core.ready.try_activate(workers);
+                self.spawn_driver(Some(root), active);
             }
         }
     }
