@@ -44,21 +44,7 @@ fn spin_until(count: &AtomicUsize, want: usize, limit: Duration) -> Result<(), B
 /// only happens if both workers are used.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cpu_bound_fan_out_uses_both_workers() {
-    let started = Arc::new(AtomicUsize::new(0));
-    let mut g = Graph::<()>::builder();
-    let x: Node<()> = g.node("x").task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
-    for i in 0..3 {
-        let started = Arc::clone(&started);
-        g.node(format!("cpu{i}")).after(x).task(move |_ctx, _x| {
-            let started = Arc::clone(&started);
-            async move {
-                started.fetch_add(1, Ordering::SeqCst);
-                // CPU work that lasts until a second one of the three runs beside it.
-                spin_until(&started, 2, Duration::from_secs(3))
-            }
-        });
-    }
-    let report = g.build().unwrap().run(()).await.expect("run");
+    let report = cpu_fan_out(3).run(()).await.expect("run");
     assert!(report.is_clean(), "{report}");
 }
 
@@ -66,26 +52,30 @@ async fn a_cpu_bound_fan_out_uses_both_workers() {
 /// four nodes ready at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cpu_bound_fan_out_uses_both_workers_when_run_from_a_task() {
-    let res = tokio::spawn(async {
-        let started = Arc::new(AtomicUsize::new(0));
-        let mut g = Graph::<()>::builder();
-        let x: Node<()> = g.node("x").task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
-        for i in 0..4 {
-            let started = Arc::clone(&started);
-            g.node(format!("cpu{i}")).after(x).task(move |_ctx, _x| {
-                let started = Arc::clone(&started);
-                async move {
-                    started.fetch_add(1, Ordering::SeqCst);
-                    spin_until(&started, 2, Duration::from_secs(3))
-                }
-            });
-        }
-        g.build().unwrap().run(()).await
-    })
-    .await
-    .unwrap();
-    let report = res.expect("run");
+    let report = tokio::spawn(async { cpu_fan_out(4).run(()).await })
+        .await
+        .unwrap()
+        .expect("run");
     assert!(report.is_clean(), "{report}");
+}
+
+/// `x`, then `width` nodes after it, each computing (without awaiting) until a second one of
+/// them runs beside it; a node fails if none does within 3 s.
+fn cpu_fan_out(width: usize) -> Graph<()> {
+    let started = Arc::new(AtomicUsize::new(0));
+    let mut g = Graph::<()>::builder();
+    let x: Node<()> = g.node("x").task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    for i in 0..width {
+        let started = Arc::clone(&started);
+        g.node(format!("cpu{i}")).after(x).task(move |_ctx, _x| {
+            let started = Arc::clone(&started);
+            async move {
+                started.fetch_add(1, Ordering::SeqCst);
+                spin_until(&started, 2, Duration::from_secs(3))
+            }
+        });
+    }
+    g.build().unwrap()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -265,28 +255,43 @@ fn stress_multi_thread_runtime_dropped_mid_run() {
         .build()
         .unwrap();
     for round in 0..200u64 {
-        let mut run = graph.run(());
-        let doomed = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        doomed.block_on(async {
-            let _ = futures::poll!(&mut run);
-            for _ in 0..(round % 7) {
-                tokio::task::yield_now().await;
-            }
-        });
-        drop(doomed);
-        let res = other
-            .block_on(async { tokio::time::timeout(Duration::from_secs(10), run).await })
-            .unwrap_or_else(|_| panic!("round {round}: the run never resolved"));
-        let report = match res {
-            Ok(r) => r,
-            Err(baton::RunError::Cancelled { report, .. }) => *report,
-            Err(e) => panic!("{e}"),
+        let doomed = || {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap()
         };
-        assert_eq!(report.len(), graph.len());
+        let report = run_on_a_dropped_runtime(&graph, doomed, round % 7, &other);
+        assert_eq!(report.len(), graph.len(), "round {round}");
+    }
+}
+
+/// Starts a run of `graph` on the runtime `doomed` makes, lets it go on for `yields` of the
+/// starting task, drops that runtime, and awaits the run on `other`: its report (ended or
+/// cancelled). Panics if the run never resolves.
+fn run_on_a_dropped_runtime(
+    graph: &Graph<()>,
+    doomed: impl FnOnce() -> tokio::runtime::Runtime,
+    yields: u64,
+    other: &tokio::runtime::Runtime,
+) -> baton::Report {
+    let mut run = graph.run(());
+    let doomed = doomed();
+    doomed.block_on(async {
+        let _ = futures::poll!(&mut run);
+        for _ in 0..yields {
+            tokio::task::yield_now().await;
+        }
+    });
+    drop(doomed);
+    let res = other
+        .block_on(async { tokio::time::timeout(Duration::from_secs(10), run).await })
+        .expect("the run resolves");
+    match res {
+        Ok(report) => report,
+        Err(baton::RunError::Cancelled { report, .. }) => *report,
+        Err(e) => panic!("{e}"),
     }
 }
 
@@ -312,30 +317,21 @@ fn runtime_dropped_while_a_router_branch_waits() {
         })
         .finish();
     let graph = g.build().unwrap();
-    let mut run = graph.run(());
-    let doomed = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    doomed.block_on(async {
-        let _ = futures::poll!(&mut run);
-        for _ in 0..10 {
-            tokio::task::yield_now().await;
-        }
-    });
-    drop(doomed);
+    let doomed = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    };
     let other = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
         .build()
         .unwrap();
-    let res = other
-        .block_on(async { tokio::time::timeout(Duration::from_secs(5), run).await })
-        .expect("the run never resolved: the branch was never finalized");
-    let Err(baton::RunError::Cancelled { report, .. }) = res else {
-        panic!("expected cancelled");
-    };
+    let report = run_on_a_dropped_runtime(&graph, doomed, 10, &other);
     assert_eq!(report.len(), graph.len());
+    assert_eq!(report.by_name("a").unwrap().outcome(), Outcome::Cancelled);
+    assert_eq!(report.by_name("b").unwrap().outcome(), Outcome::NotTaken);
 }
 
 /// Fail-fast with many queued nodes behind waiting ones: the run ends promptly.
@@ -462,46 +458,6 @@ async fn nested_runs_all_complete() {
             assert_eq!(report.get(*o), Some(&want));
         }
     }
-}
-
-// ---------------------------------------------------------------------------------------
-// Fairness.
-// ---------------------------------------------------------------------------------------
-
-/// A long chain of nodes that end at once lets other tasks run (coop budget per node).
-#[tokio::test(start_paused = true)]
-async fn a_long_chain_yields_to_other_tasks() {
-    let ticks = Arc::new(AtomicUsize::new(0));
-    let ticker = {
-        let ticks = Arc::clone(&ticks);
-        tokio::spawn(async move {
-            loop {
-                ticks.fetch_add(1, Ordering::SeqCst);
-                tokio::task::yield_now().await;
-            }
-        })
-    };
-    tokio::task::yield_now().await;
-    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let mut g = Graph::<()>::builder();
-    let mut prev: Option<Node<()>> = None;
-    for i in 0..5_000 {
-        let (t, s) = (Arc::clone(&ticks), Arc::clone(&seen));
-        let f = move |_ctx: baton::Ctx<()>| {
-            s.lock().unwrap().push(t.load(Ordering::SeqCst));
-            std::future::ready(Ok::<_, BoxError>(()))
-        };
-        let n = match prev {
-            None => g.node(format!("c{i}")).task(move |ctx, ()| f(ctx)),
-            Some(p) => g.node(format!("c{i}")).after(p).task(move |ctx, _p| f(ctx)),
-        };
-        prev = Some(n);
-    }
-    g.build().unwrap().run(()).await.expect("run");
-    ticker.abort();
-    let seen = seen.lock().unwrap();
-    // At least one tick per 128 nodes.
-    assert!(seen.last().unwrap() - seen.first().unwrap() >= 5_000 / 128 - 1);
 }
 
 /// A panic in a router branch's policy code (its retry predicate) fails the branch with the
@@ -639,26 +595,13 @@ fn a_runtime_dropped_while_a_driver_keeps_nodes_ends_them_cancelled() {
         .build()
         .unwrap();
     for round in 0..8 {
-        let mut run = graph.run(());
-        let doomed = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        doomed.block_on(async {
-            let _ = futures::poll!(&mut run);
-            for _ in 0..round {
-                tokio::task::yield_now().await;
-            }
-        });
-        drop(doomed);
-        let res = other
-            .block_on(async { tokio::time::timeout(Duration::from_secs(5), run).await })
-            .unwrap_or_else(|_| panic!("round {round}: the run never resolved"));
-        let report = match res {
-            Ok(report) => report,
-            Err(baton::RunError::Cancelled { report, .. }) => *report,
-            Err(e) => panic!("{e}"),
+        let doomed = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
         };
-        assert_eq!(report.len(), graph.len());
+        let report = run_on_a_dropped_runtime(&graph, doomed, round, &other);
+        assert_eq!(report.len(), graph.len(), "round {round}");
     }
 }

@@ -699,12 +699,11 @@ async fn a_waiting_node_holds_up_no_node_queued_behind_it() {
     assert_eq!(report.makespan(), ms(5));
 }
 
-/// A run of many nodes that end at once does not keep its worker: other tasks on a
-/// one-thread runtime get polled while it runs.
-#[tokio::test(start_paused = true)]
-async fn a_long_queue_of_ready_nodes_yields_to_other_tasks() {
+/// A task that counts how often it is polled, yielding between polls (deferred, like every
+/// `yield_now`); started and waiting in tokio's queue when this returns.
+async fn ticker() -> (Arc<AtomicUsize>, tokio::task::JoinHandle<()>) {
     let ticks = Arc::new(AtomicUsize::new(0));
-    let ticker = {
+    let handle = {
         let ticks = Arc::clone(&ticks);
         tokio::spawn(async move {
             loop {
@@ -713,28 +712,69 @@ async fn a_long_queue_of_ready_nodes_yields_to_other_tasks() {
             }
         })
     };
-    // Let the ticker start, so that it waits in tokio's queue.
     tokio::task::yield_now().await;
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let mut g = Graph::<()>::builder();
-    for i in 0..1_000 {
-        let (ticks, seen) = (Arc::clone(&ticks), Arc::clone(&seen));
-        g.node(format!("n{i}")).task(move |_ctx, ()| {
-            seen.lock().unwrap().push(ticks.load(Ordering::SeqCst));
-            std::future::ready(Ok::<_, BoxError>(()))
-        });
-    }
-    let report = g.build().expect("valid").run(()).await.expect("run");
+    (ticks, handle)
+}
+
+/// Runs `graph`, whose tasks each push the ticker's count to `seen` as they run, beside a
+/// ticker on this one-thread runtime; returns how often the ticker ran during the run.
+async fn ticks_during(build: impl FnOnce(&Arc<AtomicUsize>, &Seen) -> Graph<()>) -> usize {
+    let (ticks, ticker) = ticker().await;
+    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+    let graph = build(&ticks, &seen);
+    let report = graph.run(()).await.expect("run");
     ticker.abort();
-    assert_eq!(report.len(), 1_000);
     let seen = seen.lock().unwrap();
-    assert_eq!(seen.len(), 1_000);
-    assert!(
-        seen.last() > seen.first(),
-        "the ticker never ran during the run: {:?}..{:?}",
-        seen.first(),
-        seen.last()
-    );
+    assert_eq!(seen.len(), report.len(), "every node ran once");
+    seen.last().unwrap() - seen.first().unwrap()
+}
+
+type Seen = Arc<Mutex<Vec<usize>>>;
+
+/// A run of many nodes that end at once does not keep its worker: other tasks on a
+/// one-thread runtime get polled while it runs (every node started spends a unit of tokio's
+/// coop budget, 128 per poll).
+#[tokio::test(start_paused = true)]
+async fn a_long_queue_of_ready_nodes_yields_to_other_tasks() {
+    let ticks = ticks_during(|ticks, seen| {
+        let mut g = Graph::<()>::builder();
+        for i in 0..1_000 {
+            let (ticks, seen) = (Arc::clone(ticks), Arc::clone(seen));
+            g.node(format!("n{i}")).task(move |_ctx, ()| {
+                seen.lock().unwrap().push(ticks.load(Ordering::SeqCst));
+                std::future::ready(Ok::<_, BoxError>(()))
+            });
+        }
+        g.build().expect("valid")
+    })
+    .await;
+    assert!(ticks >= 1_000 / 128 - 1, "the ticker ran {ticks} times");
+}
+
+/// The same for a long chain run inline by one driver.
+#[tokio::test(start_paused = true)]
+async fn a_long_chain_yields_to_other_tasks() {
+    let ticks = ticks_during(|ticks, seen| {
+        let mut g = Graph::<()>::builder();
+        let mut prev: Option<Node<()>> = None;
+        for i in 0..5_000 {
+            let (ticks, seen) = (Arc::clone(ticks), Arc::clone(seen));
+            let body = move || {
+                seen.lock().unwrap().push(ticks.load(Ordering::SeqCst));
+                std::future::ready(Ok::<_, BoxError>(()))
+            };
+            prev = Some(match prev {
+                None => g.node(format!("c{i}")).task(move |_ctx, ()| body()),
+                Some(p) => g
+                    .node(format!("c{i}"))
+                    .after(p)
+                    .task(move |_ctx, _p| body()),
+            });
+        }
+        g.build().expect("valid")
+    })
+    .await;
+    assert!(ticks >= 5_000 / 128 - 1, "the ticker ran {ticks} times");
 }
 
 /// A runtime dropped while nodes wait in the run's queue (no driver has polled yet): they end

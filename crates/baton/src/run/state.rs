@@ -20,6 +20,11 @@
 //!    sees the skip.
 //! 4. After `cancelled` is set, no node starts its task: pending nodes are swept to
 //!    `Cancelled`, and drivers check the flag before and while polling a node.
+//! 5. A `RUNNING` node is, until it ends, in exactly one place: run by a driver, on one
+//!    driver's own stack (one-worker runtimes), or in the ready queue (`ready.rs`), which
+//!    some driver counted active will look at before it ends. A driver whose node waits
+//!    hands its stack to the queue; a driver dropped (its runtime shut down) ends what it
+//!    holds and what is queued `Cancelled`.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, Ordering, fence};
