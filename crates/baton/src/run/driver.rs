@@ -12,6 +12,7 @@
 //! the full path of `exec.rs`, boxed, only when it does not succeed at once; routers and
 //! traced nodes take the full path from the start.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -56,7 +57,9 @@ pub(crate) struct Driver<I: Send + Sync + 'static> {
     /// When the current node started, once read.
     start: Option<Instant>,
     /// Nodes it made ready and keeps for itself, run last in, first out (`ready.rs`).
-    local: Vec<u32>,
+    local: VecDeque<u32>,
+    /// The current node came from the queue (it may not be queued again this run).
+    from_queue: bool,
     /// It just spawned a driver for nodes it queued: it yields once before its next node,
     /// so that the new driver, in this worker's LIFO slot, runs here while this one moves
     /// to where an idle worker can take it (see `RunState::schedule`).
@@ -75,7 +78,8 @@ impl<I: Send + Sync + 'static> Driver<I> {
             finished: 0,
             start: None,
             handoff: false,
-            local: Vec::new(),
+            local: VecDeque::new(),
+            from_queue: false,
             state: if id.is_some() {
                 State::Begin
             } else {
@@ -101,6 +105,25 @@ impl<I: Send + Sync + 'static> Driver<I> {
         };
         if replace {
             self.run.spawn_driver(None, true);
+        }
+    }
+
+    /// The driver yields to tokio (its budget is spent) before starting node `id`: nodes
+    /// that have waited longer go first, so that a long chain run inline does not hold up a
+    /// node that would start a request. The oldest queued node if any (`id` joins the queue,
+    /// unless it came from there: a node is queued once per run), else the oldest node of the
+    /// driver's own stack (`id` goes on top).
+    fn take_turns(&mut self) {
+        if self.from_queue {
+            return;
+        }
+        if !self.run.core.ready.is_empty() {
+            // Whether it spawned a driver does not matter: this one returns `Pending` now.
+            let _ = self.run.schedule(self.id);
+            self.state = State::Idle;
+        } else if let Some(oldest) = self.local.pop_front() {
+            self.local.push_back(self.id);
+            self.id = oldest;
         }
     }
 
@@ -174,12 +197,14 @@ impl<I: Send + Sync + 'static> Driver<I> {
                 let id = self.id;
                 self.start = self.run.ready_at(id, next, end);
                 self.id = next;
+                self.from_queue = false;
                 self.state = State::Begin;
             }
             None => {
-                if let Some(next) = self.local.pop() {
+                if let Some(next) = self.local.pop_back() {
                     self.start = None;
                     self.id = next;
+                    self.from_queue = false;
                     self.state = State::Begin;
                 } else {
                     self.state = State::Idle;
@@ -207,6 +232,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
             match ready.pop() {
                 Pop::Node(id) => {
                     self.id = id;
+                    self.from_queue = true;
                     self.start = None;
                     self.state = State::Begin;
                     return None;
@@ -265,6 +291,7 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                         Poll::Pending => {
                             // Time passes before the node starts: its start is read afresh.
                             this.start = None;
+                            this.take_turns();
                             return Poll::Pending;
                         }
                     }
@@ -349,8 +376,17 @@ impl<I: Send + Sync + 'static> Drop for Driver<I> {
             for id in std::mem::take(&mut self.local) {
                 self.run.abandon(id);
             }
-            while let Pop::Node(id) = self.run.core.ready.pop() {
-                self.run.abandon(id);
+            // A slot being written by a driver on another thread is waited for, briefly.
+            let mut busy = 0;
+            loop {
+                match self.run.core.ready.pop() {
+                    Pop::Node(id) => self.run.abandon(id),
+                    Pop::Busy if busy < 10_000 => {
+                        busy += 1;
+                        std::hint::spin_loop();
+                    }
+                    Pop::Busy | Pop::Empty => break,
+                }
             }
         }
         if self.active {

@@ -201,7 +201,7 @@ enum Phase {
 /// One run of a graph: a future that resolves to the run's [`Report`].
 ///
 /// Nothing starts until it is first polled; it must be polled inside a tokio runtime (any
-/// flavour), where its nodes are spawned. Dropping it before it is ready cancels every node
+/// flavour), on which its nodes run. Dropping it before it is ready cancels every node
 /// of the run: a node that has not started never starts, a running one is dropped at its
 /// next `.await`. [`Run::canceller`] gives a handle that cancels it from elsewhere.
 ///

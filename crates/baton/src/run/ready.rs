@@ -18,13 +18,19 @@
 //! an idle worker could run (per-driver stacks that idle drivers steal from would give both,
 //! and are not built).
 //!
-//! Each node enters the queue at most once per run (only the call that moves it to
-//! `RUNNING` pushes it), so the queue is an array of one slot per node, written once, with
+//! Drivers take turns: one that yields to tokio (its coop budget is spent) with nodes waiting
+//! lets the oldest go first (its own next node joins the queue, or its stack's bottom comes
+//! up), so a node that would start a request is not held behind a long chain of nodes that
+//! end at once.
+//!
+//! Each node enters the queue at most once per run (whoever holds a `RUNNING` node may queue
+//! it, and a node taken from the queue is never queued again), so the queue is an array of one slot per node, written once, with
 //! a tail where pushers claim slots and a head where drivers take them; no slot is reused
 //! within a run.
 //!
-//! No work is stranded. A pusher claims its slot, writes it, then reads `active` and spawns a
-//! driver if fewer than `max` are active; a driver that finds the queue empty leaves
+//! No work is stranded. A pusher (a driver queuing what it made ready, or the run's start
+//! queuing roots) claims its slot, writes it, then reads `active` and spawns a driver if
+//! fewer than `max` are active; a driver that finds the queue empty leaves
 //! `active`, then looks at the queue again and stays if it is not empty. Both sides use
 //! sequentially consistent operations, so at least one of them sees the other: either the
 //! pusher sees too few active drivers and spawns one, or the leaving driver sees the node.

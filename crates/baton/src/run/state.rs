@@ -26,6 +26,7 @@
 //!    hands its stack to the queue; a driver dropped (its runtime shut down) ends what it
 //!    holds and what is queued `Cancelled`.
 
+use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
@@ -324,7 +325,7 @@ struct Started {
     origin: Instant,
     /// From its options: timeout and deadline.
     deadline: Option<Instant>,
-    /// The runtime its nodes are spawned on.
+    /// The runtime its drivers are spawned on.
     handle: Handle,
     /// The runtime's worker threads: at most this many drivers drain the ready queue.
     workers: usize,
@@ -704,7 +705,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         self: &Arc<Self>,
         id: u32,
         record: Record,
-        local: &mut Vec<u32>,
+        local: &mut VecDeque<u32>,
     ) -> Released {
         self.finish_inner(id, record, true, Some(local))
     }
@@ -722,7 +723,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         id: u32,
         record: Record,
         fail_fast: bool,
-        mut local: Option<&mut Vec<u32>>,
+        mut local: Option<&mut VecDeque<u32>>,
     ) -> Released {
         let produced = record.value.is_some();
         let outcome = record.outcome;
@@ -747,7 +748,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             {
                 match (next, local.as_deref_mut()) {
                     (None, _) => next = Some(d),
-                    (Some(_), Some(local)) if keep => local.push(d),
+                    (Some(_), Some(local)) if keep => local.push_back(d),
                     (Some(_), _) => spawned |= self.schedule(d),
                 }
             }
@@ -763,8 +764,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// When `next`, released by its upstream `id` that ended at `end`, starts if run at once:
     /// the latest end among its upstreams, when nothing but the scheduler's own bookkeeping
     /// ran between those ends and now. `None` (read the clock) when user code may have run
-    /// in between (callbacks, observers), when `id` spawned more than one other downstream,
-    /// or past two upstreams (reading records at scattered places costs more than the clock).
+    /// in between (callbacks, observers), when `id` has more than two downstreams (queuing
+    /// the others takes time, and may spawn a driver), or past two upstreams (reading records at scattered places costs more than the clock).
     pub(crate) fn ready_at(&self, id: u32, next: u32, end: Instant) -> Option<Instant> {
         let graph = &self.graph;
         if self.observed() || graph.callbacks(id).is_some() || graph.meta.downstreams(id).len() > 2
@@ -930,6 +931,11 @@ impl<I: Send + Sync + 'static> RunState<I> {
                 let active = core.ready.try_activate(workers);
                 self.spawn_driver(Some(root), active);
             }
+        }
+        // A cancel between the two loops sweeps first roots that were not claimed yet: the
+        // queued ones then have no driver. Honour the pusher's side of the protocol.
+        if !core.ready.is_empty() && core.ready.try_activate(workers) {
+            self.spawn_driver(None, true);
         }
     }
 }
