@@ -104,7 +104,7 @@ async fn cpu_fan_out_after_a_waiting_node_uses_both_workers() {
                 let started = Arc::clone(&started);
                 async move {
                     started.fetch_add(1, Ordering::SeqCst);
-                    spin_until(&started, 2, Duration::from_secs(3))
+                    spin_until(&started, 2, Duration::from_secs(10))
                 }
             });
         }
@@ -127,7 +127,7 @@ async fn cpu_roots_use_both_workers() {
                     async move {
                         let me = started.fetch_add(1, Ordering::SeqCst) + 1;
                         // each one waits until another one is running beside it
-                        spin_until(&started, me.max(2), Duration::from_secs(3))
+                        spin_until(&started, me.max(2), Duration::from_secs(10))
                     }
                 });
             }
@@ -167,7 +167,7 @@ async fn cpu_nodes_after_a_router_branch_use_both_workers() {
                     let started = Arc::clone(&started);
                     async move {
                         started.fetch_add(1, Ordering::SeqCst);
-                        spin_until(&started, 2, Duration::from_secs(3))
+                        spin_until(&started, 2, Duration::from_secs(10))
                     }
                 });
         }
@@ -345,4 +345,49 @@ async fn multi_worker_queued_node_is_not_held_behind_two_long_chains() {
         at < LEN,
         "`io` started only after a whole chain of {LEN} ran ({at})"
     );
+}
+
+/// One worker: a driver that yields with nodes queued hands its chain's next node to the
+/// queue and goes idle; the nodes on its own stack go to the queue with it. Here another
+/// driver (woken from a wait) empties the queue first, and the first one then ends: had it
+/// kept `x` on its stack, `x` would never run and the run would never end.
+#[tokio::test(start_paused = true)]
+async fn one_worker_stack_is_not_lost_when_a_driver_takes_turns() {
+    let notify = Arc::new(tokio::sync::Notify::new());
+    let mut g = Graph::<()>::builder();
+    {
+        // The first root has a driver of its own; it waits, and its driver spawns another.
+        let n = Arc::clone(&notify);
+        g.node("w").task(move |_ctx, ()| {
+            let n = Arc::clone(&n);
+            async move {
+                n.notified().await;
+                Ok::<_, BoxError>(())
+            }
+        });
+    }
+    let a: Node<()> = g.node("a").task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    // A second queued root keeps the queue non-empty.
+    g.node("b").task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    let mut prev = a;
+    // A chain run inline; the driver's budget runs out around its 128th node.
+    for i in 1..=300 {
+        let n = Arc::clone(&notify);
+        prev = g.node(format!("c{i}")).after(prev).task(move |_ctx, _| {
+            if i == 5 {
+                n.notify_one();
+            }
+            async { Ok::<_, BoxError>(()) }
+        });
+    }
+    // Made ready with `c1`: it goes on the driver's stack.
+    g.node("x")
+        .after(a)
+        .task(|_ctx, _| async { Ok::<_, BoxError>(()) });
+    let graph = g.build().unwrap();
+    let report = tokio::time::timeout(Duration::from_secs(60), graph.run(()))
+        .await
+        .expect("every node ran, the run ended")
+        .expect("run");
+    assert!(report.is_clean(), "{report}");
 }

@@ -120,6 +120,11 @@ impl<I: Send + Sync + 'static> Driver<I> {
         if !self.run.core.ready.is_empty() {
             // Whether it spawned a driver does not matter: this one returns `Pending` now.
             let _ = self.run.schedule(self.id);
+            // An idle driver looks only at the queue: its own stack goes there too (another
+            // driver may empty the queue first, and this one would then end).
+            if !self.local.is_empty() {
+                let _ = self.run.share(self.local.drain(..));
+            }
             self.state = State::Idle;
         } else if let Some(oldest) = self.local.pop_front() {
             self.local.push_back(self.id);
