@@ -9,28 +9,14 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant as StdInstant};
+use std::time::Duration;
+
+mod common;
 
 use baton::{BoxError, Graph, Node, Outcome};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
-}
-
-/// Spins (synchronously) until `count` reaches `want`, or fails after `limit` of wall time.
-fn spin_until(count: &AtomicUsize, want: usize, limit: Duration) -> Result<(), BoxError> {
-    let t0 = StdInstant::now();
-    while count.load(Ordering::SeqCst) < want {
-        if t0.elapsed() > limit {
-            return Err(format!(
-                "only {} of {want} siblings ever started",
-                count.load(Ordering::SeqCst)
-            )
-            .into());
-        }
-        std::thread::yield_now();
-    }
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -68,13 +54,9 @@ fn cpu_fan_out(width: usize) -> Graph<()> {
     let x: Node<()> = g.node("x").task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
     for i in 0..width {
         let started = Arc::clone(&started);
-        g.node(format!("cpu{i}")).after(x).task(move |_ctx, _x| {
-            let started = Arc::clone(&started);
-            async move {
-                started.fetch_add(1, Ordering::SeqCst);
-                spin_until(&started, 2, Duration::from_secs(10))
-            }
-        });
+        g.node(format!("cpu{i}"))
+            .after(x)
+            .task(move |_ctx, _x| common::compute_beside_another(&started));
     }
     g.build().unwrap()
 }
@@ -424,7 +406,7 @@ async fn blocking_nodes_all_start_on_a_current_thread_runtime() {
         let started = Arc::clone(&started);
         g.node(format!("b{i}")).blocking_task(move |_ctx, ()| {
             started.fetch_add(1, Ordering::SeqCst);
-            spin_until(&started, 8, Duration::from_secs(10))
+            common::spin_until(&started, 8)
         });
     }
     let report = g.build().unwrap().run(()).await.expect("run");

@@ -6,26 +6,12 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant as StdInstant};
+use std::time::Duration;
+
+mod common;
 
 use baton::observe::Event;
 use baton::{BoxError, Graph, Node, Orchestrator, Outcome, RunError};
-
-/// Spins (synchronously) until `count` reaches `want`, or fails after `limit` of wall time.
-fn spin_until(count: &AtomicUsize, want: usize, limit: Duration) -> Result<(), BoxError> {
-    let t0 = StdInstant::now();
-    while count.load(Ordering::SeqCst) < want {
-        if t0.elapsed() > limit {
-            return Err(format!(
-                "only {} of {want} ever started",
-                count.load(Ordering::SeqCst)
-            )
-            .into());
-        }
-        std::thread::yield_now();
-    }
-    Ok(())
-}
 
 // ---------------------------------------------------------------------------------------
 // A cancel that lands while `start` queues the roots.
@@ -100,13 +86,9 @@ async fn cpu_fan_out_after_a_waiting_node_uses_both_workers() {
         });
         for i in 0..3 {
             let started = Arc::clone(&started);
-            g.node(format!("cpu{i}")).after(x).task(move |_ctx, _x| {
-                let started = Arc::clone(&started);
-                async move {
-                    started.fetch_add(1, Ordering::SeqCst);
-                    spin_until(&started, 2, Duration::from_secs(10))
-                }
-            });
+            g.node(format!("cpu{i}"))
+                .after(x)
+                .task(move |_ctx, _x| common::compute_beside_another(&started));
         }
         let report = g.build().unwrap().run(()).await.expect("run");
         assert!(report.is_clean(), "{report}");
@@ -127,7 +109,7 @@ async fn cpu_roots_use_both_workers() {
                     async move {
                         let me = started.fetch_add(1, Ordering::SeqCst) + 1;
                         // each one waits until another one is running beside it
-                        spin_until(&started, me.max(2), Duration::from_secs(10))
+                        common::spin_until(&started, me.max(2))
                     }
                 });
             }
@@ -163,13 +145,7 @@ async fn cpu_nodes_after_a_router_branch_use_both_workers() {
             let started = Arc::clone(&started);
             g.node(format!("cpu{i}"))
                 .after_names::<u32, _>(["a"])
-                .task(move |_ctx, _a| {
-                    let started = Arc::clone(&started);
-                    async move {
-                        started.fetch_add(1, Ordering::SeqCst);
-                        spin_until(&started, 2, Duration::from_secs(10))
-                    }
-                });
+                .task(move |_ctx, _a| common::compute_beside_another(&started));
         }
         let report = g.build().unwrap().run(()).await.expect("run");
         assert!(report.is_clean(), "{report}");

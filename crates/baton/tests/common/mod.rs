@@ -1,0 +1,41 @@
+//! Helpers shared by the scheduler's stress tests (`ready_queue.rs`, `ready_queue_turns.rs`).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use baton::BoxError;
+
+/// How long a computing node waits for its siblings before it fails: wall time, and only a
+/// failing test waits that long.
+pub(crate) const PATIENCE: Duration = Duration::from_secs(10);
+
+/// Spins (synchronously, holding its thread) until `count` reaches `want`; an error naming
+/// how many started if that takes longer than [`PATIENCE`].
+pub(crate) fn spin_until(count: &AtomicUsize, want: usize) -> Result<(), BoxError> {
+    let t0 = Instant::now();
+    while count.load(Ordering::SeqCst) < want {
+        if t0.elapsed() > PATIENCE {
+            return Err(format!(
+                "only {} of {want} ever started",
+                count.load(Ordering::SeqCst)
+            )
+            .into());
+        }
+        std::thread::yield_now();
+    }
+    Ok(())
+}
+
+/// The attempt of a node that computes without awaiting: it counts itself in `started`, then
+/// spins until a second node counted there runs beside it (which needs a second worker).
+pub(crate) fn compute_beside_another(
+    started: &Arc<AtomicUsize>,
+) -> impl Future<Output = Result<(), BoxError>> + Send + use<> {
+    let started = Arc::clone(started);
+    async move {
+        started.fetch_add(1, Ordering::SeqCst);
+        spin_until(&started, 2)
+    }
+}
