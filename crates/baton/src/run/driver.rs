@@ -284,6 +284,8 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                 }
                 State::Idle => {
                     if let Some(poll) = this.next_from_queue(cx) {
+                        // `Drop` treats a driver not `Done` as dropped mid-run.
+                        debug_assert!(poll.is_pending() || matches!(this.state, State::Done));
                         return poll;
                     }
                 }
