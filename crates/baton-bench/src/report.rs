@@ -259,8 +259,10 @@ pub(crate) fn markdown(rows: &[Row], imps: &[Imp]) -> String {
         let _ = write!(head, " {i} |");
         rule.push_str("---:|");
     }
-    head.push_str(" baton/tokio | baton/dagx | baton/dagrs | baton graphs/s | noise | load |");
-    rule.push_str("---:|---:|---:|---:|---:|---|");
+    head.push_str(
+        " baton/tokio | baton/dagx | baton/dagrs | policies/baton | baton graphs/s | noise | load |",
+    );
+    rule.push_str("---:|---:|---:|---:|---:|---:|---|");
     let _ = writeln!(md, "{head}\n{rule}");
     for p in pts.iter().filter(|p| p[0].shape != Shape::Order) {
         let r0 = p[0];
@@ -285,10 +287,11 @@ pub(crate) fn markdown(rows: &[Row], imps: &[Imp]) -> String {
             .fold(0.0f64, f64::max);
         let _ = writeln!(
             line,
-            " {} | {} | {} | {} | ±{:.0}% | {} |",
+            " {} | {} | {} | {} | {} | ±{:.0}% | {} |",
             ratio(b, stats(p, Imp::Tokio).map(|s| s.run_node)),
             ratio(b, stats(p, Imp::Dagx).map(|s| s.run_node)),
             ratio(b, stats(p, Imp::Dagrs).map(|s| s.run_node)),
+            ratio(stats(p, Imp::BatonPolicies).map(|s| s.run_node), b),
             graphs,
             50.0 * noise,
             r0.load

@@ -175,3 +175,95 @@ async fn a_node_cancelled_during_its_first_attempt_has_started() {
         "the attempt ran, so the node started"
     );
 }
+
+/// Policies without a budget (the fast path's shortest form: the attempt's cut is its
+/// timeout alone): the task sees that cut as its deadline, a first attempt still running at
+/// the timeout is cut and retried, and the breaker hears one success for the series.
+#[tokio::test(start_paused = true)]
+async fn without_a_budget_the_first_attempt_is_cut_by_its_timeout() {
+    let b = breaker(1);
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = Arc::clone(&calls);
+    let mut g = Graph::<()>::builder();
+    let stock = g
+        .node("stock")
+        .timeout(ms(50))
+        .retry(Retry::new(3))
+        .breaker(&b)
+        .task(move |ctx, ()| {
+            let n = c.fetch_add(1, Ordering::SeqCst);
+            let left = ctx.remaining();
+            async move {
+                assert_eq!(left, Some(ms(50)), "attempt {n}: the cut is the timeout");
+                if n == 0 {
+                    sleep(ms(80)).await;
+                }
+                Ok::<_, BoxError>(7u32)
+            }
+        });
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let node = report.node(stock).unwrap();
+    assert_eq!(node.outcome(), Outcome::Succeeded);
+    assert_eq!(node.attempts(), 2);
+    assert!(
+        node.attempt_log()[0]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("timed out")),
+        "{:?}",
+        node.attempt_log()
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(b.state(), BreakerState::Closed, "one series, one success");
+    b.try_acquire().unwrap().failure(ms(1));
+    assert_eq!(
+        b.state(),
+        BreakerState::Open,
+        "threshold 1: the series did not count as a failure"
+    );
+}
+
+/// A half-open probe taken by the fast path for an attempt that succeeds at once closes
+/// the breaker.
+#[tokio::test(start_paused = true)]
+async fn a_probe_that_succeeds_at_once_closes_the_breaker() {
+    let b = breaker(1);
+    b.try_acquire().unwrap().failure(ms(1));
+    advance(ms(100)).await;
+    let mut g = Graph::<()>::builder();
+    let stock = g
+        .node("stock")
+        .timeout(ms(50))
+        .breaker(&b)
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(7u32) });
+    let report = g.build().unwrap().run(()).await.unwrap();
+    assert_eq!(report.node(stock).unwrap().outcome(), Outcome::Succeeded);
+    assert_eq!(b.state(), BreakerState::Closed);
+}
+
+/// A half-open probe taken by the fast path is given back when the run is cancelled after
+/// the task was called but before its attempt was polled (here the task cancels the run
+/// as it is called): the next caller may probe.
+#[tokio::test(start_paused = true)]
+async fn a_probe_is_given_back_when_the_run_is_cancelled_before_the_first_poll() {
+    let b = breaker(1);
+    b.try_acquire().unwrap().failure(ms(1));
+    advance(ms(100)).await;
+    let slot: Arc<std::sync::OnceLock<baton::RunCanceller>> = Arc::default();
+    let s = Arc::clone(&slot);
+    let mut g = Graph::<()>::builder();
+    let stock = g.node("stock").breaker(&b).task(move |_ctx, ()| {
+        if let Some(c) = s.get() {
+            c.cancel();
+        }
+        async { Ok::<_, BoxError>(7u32) }
+    });
+    let graph = g.build().unwrap();
+    let run = graph.run(());
+    let _ = slot.set(run.canceller());
+    let report = run.await.unwrap_err().into_report().unwrap();
+    assert_eq!(report.node(stock).unwrap().outcome(), Outcome::Cancelled);
+    assert_eq!(b.state(), BreakerState::HalfOpen, "nothing was reported");
+    let probe = b.try_acquire().expect("the probe's slot was given back");
+    assert!(probe.is_probe());
+}

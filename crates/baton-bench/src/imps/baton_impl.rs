@@ -2,8 +2,9 @@
 
 use std::future::{Ready, ready};
 use std::sync::Arc;
+use std::time::Duration;
 
-use baton::{BoxError, Ctx, Graph, Node};
+use baton::{BoxError, CircuitBreaker, Ctx, Fallback, Graph, Node, NodeBuilder, Retry};
 
 use crate::probe::Probe;
 use crate::shapes::Dag;
@@ -20,33 +21,59 @@ fn body<V>(probe: &Probe, id: u32) -> impl Fn(Ctx<()>, V) -> Ready<Result<(), Bo
 }
 
 /// Builds `dag` as a baton graph. A node with one upstream takes a `Node`, two a tuple,
-/// more a `Vec<Node<()>>` (the fan-in form).
-pub(crate) fn build(dag: &Dag, probe: &Probe) -> Graph<()> {
+/// more a `Vec<Node<()>>` (the fan-in form). With `policies`, every node has a timeout, a
+/// retry, the graph's one circuit breaker and a fallback (`Imp::BatonPolicies`).
+pub(crate) fn build(dag: &Dag, probe: &Probe, policies: bool) -> Graph<()> {
     let mut g = Graph::<()>::builder();
+    let breaker = match CircuitBreaker::builder("downstream")
+        .consecutive_failures(5)
+        .build()
+    {
+        Ok(b) => b,
+        Err(e) => panic!("the benchmark breaker is valid: {e}"),
+    };
+    let breaker = policies.then_some(&breaker);
     let mut handles: Vec<Node<()>> = Vec::with_capacity(dag.len());
     for i in 0..dag.len() {
         let id = i as u32;
         let name = format!("n{i}");
         let h = match *dag.ups(i) {
-            [] => g.node(name).task(body::<()>(probe, id)),
-            [a] => g
-                .node(name)
-                .after(handles[a as usize])
+            [] => with(g.node(name), breaker).task(body::<()>(probe, id)),
+            [a] => with(g.node(name).after(handles[a as usize]), breaker)
                 .task(body::<Arc<()>>(probe, id)),
-            [a, b] => g
-                .node(name)
-                .after((handles[a as usize], handles[b as usize]))
-                .task(body::<(Arc<()>, Arc<()>)>(probe, id)),
-            ref ups => g
-                .node(name)
-                .after(ups.iter().map(|&u| handles[u as usize]).collect::<Vec<_>>())
-                .task(body::<Vec<Arc<()>>>(probe, id)),
+            [a, b] => with(
+                g.node(name)
+                    .after((handles[a as usize], handles[b as usize])),
+                breaker,
+            )
+            .task(body::<(Arc<()>, Arc<()>)>(probe, id)),
+            ref ups => with(
+                g.node(name)
+                    .after(ups.iter().map(|&u| handles[u as usize]).collect::<Vec<_>>()),
+                breaker,
+            )
+            .task(body::<Vec<Arc<()>>>(probe, id)),
         };
         handles.push(h);
     }
     match g.build() {
         Ok(graph) => graph,
         Err(e) => panic!("the benchmark graph is valid: {e}"),
+    }
+}
+
+/// With a breaker (`Imp::BatonPolicies`), `b` gets every policy, idle for a no-op task.
+fn with<'g, U>(
+    b: NodeBuilder<'g, (), U, ()>,
+    breaker: Option<&CircuitBreaker>,
+) -> NodeBuilder<'g, (), U, ()> {
+    match breaker {
+        Some(breaker) => b
+            .timeout(Duration::from_secs(1))
+            .retry(Retry::new(3))
+            .breaker(breaker)
+            .fallback(Fallback::value(())),
+        None => b,
     }
 }
 

@@ -19,6 +19,10 @@ use crate::shapes::{Dag, Shape};
 pub(crate) enum Imp {
     /// baton: the graph is built once and run `reps` times.
     Baton,
+    /// baton with idle policies on every node: a per-attempt timeout (1 s), a retry (3
+    /// attempts), one circuit breaker shared by all nodes and a fallback, none of which the
+    /// no-op tasks ever trigger. Measures what configured policies cost when they do nothing.
+    BatonPolicies,
     /// Hand-written tokio: per-run join counters (one atomic per node, shared through one
     /// `Arc`), a task spawned for every node when its counter reaches zero.
     Tokio,
@@ -42,8 +46,9 @@ pub(crate) enum Imp {
 }
 
 impl Imp {
-    pub(crate) const ALL: [Imp; 8] = [
+    pub(crate) const ALL: [Imp; 9] = [
         Imp::Baton,
+        Imp::BatonPolicies,
         Imp::Tokio,
         Imp::TokioOneshot,
         Imp::TokioJoin,
@@ -56,6 +61,7 @@ impl Imp {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Imp::Baton => "baton",
+            Imp::BatonPolicies => "baton-policies",
             Imp::Tokio => "tokio",
             Imp::TokioOneshot => "tokio-oneshot",
             Imp::TokioJoin => "tokio-join",
@@ -138,7 +144,8 @@ impl fmt::Debug for Built {
 /// Builds `dag` with `imp`.
 pub(crate) fn build(imp: Imp, dag: &Dag, probe: &Probe) -> Built {
     match imp {
-        Imp::Baton => Built::Baton(baton_impl::build(dag, probe)),
+        Imp::Baton => Built::Baton(baton_impl::build(dag, probe, false)),
+        Imp::BatonPolicies => Built::Baton(baton_impl::build(dag, probe, true)),
         Imp::Tokio | Imp::TokioOneshot => Built::Tokio(Arc::new(tokio_impl::Plan::new(dag))),
         Imp::Dagx => Built::Dagx(Box::new(dagx_impl::build(dag, probe))),
         Imp::Dagrs => Built::Dagrs(Box::new(dagrs_impl::build(dag, probe))),
@@ -154,7 +161,7 @@ pub(crate) async fn run_once(
     probe: &Probe,
 ) -> Result<(), String> {
     match (imp, built) {
-        (Imp::Baton, Built::Baton(g)) => baton_impl::run(g).await,
+        (Imp::Baton | Imp::BatonPolicies, Built::Baton(g)) => baton_impl::run(g).await,
         (Imp::Tokio, Built::Tokio(plan)) => {
             tokio_impl::run_counters(plan, probe).await;
             Ok(())

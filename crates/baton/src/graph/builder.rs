@@ -438,7 +438,7 @@ impl<'g, I, U, T> NodeBuilder<'g, I, U, T> {
         self.extras
             .get_or_insert_with(Box::default)
             .callbacks
-            .get_or_insert_with(NodeCallbacks::default)
+            .get_or_insert_with(Box::default)
     }
 }
 

@@ -269,6 +269,12 @@ fn resolve(
         }
     };
     let defaults = NodePolicy::default();
+    let simple = bulkhead.is_none()
+        && spec.budget.is_none()
+        && spec
+            .retry
+            .as_ref()
+            .is_none_or(|retry| retry.budget.is_none());
     Ok(Some(NodePolicy {
         timeout: spec.timeout,
         retry: spec.retry,
@@ -277,6 +283,7 @@ fn resolve(
         breaker,
         breaker_ignore: spec.breaker_ignore,
         bulkhead,
+        simple,
     }))
 }
 

@@ -110,16 +110,22 @@ impl PolicySpec {
     }
 }
 
-/// A node's policies, resolved and validated at `build()`.
+/// A node's policies, resolved and validated at `build()`. Laid out in declaration order
+/// (`repr(C)`): the fields the scheduler's fast path reads come first (`run/guarded.rs`).
 #[derive(Clone)]
+#[repr(C)]
 pub(crate) struct NodePolicy {
+    pub(crate) breaker: Option<CircuitBreaker>,
     pub(crate) timeout: Option<Duration>,
-    pub(crate) retry: Option<Retry>,
+    /// No bulkhead, no node budget and no retry budget: with no run deadline either, an
+    /// attempt needs no permit but the breaker's, its cut is its timeout, and it deposits
+    /// nothing (the scheduler's fast path skips that work).
+    pub(crate) simple: bool,
+    pub(crate) bulkhead: Option<Bulkhead>,
     pub(crate) budget: Option<Duration>,
     pub(crate) min_attempt: Duration,
-    pub(crate) breaker: Option<CircuitBreaker>,
+    pub(crate) retry: Option<Retry>,
     pub(crate) breaker_ignore: Option<ErrorFilter>,
-    pub(crate) bulkhead: Option<Bulkhead>,
 }
 
 impl Default for NodePolicy {
@@ -132,6 +138,7 @@ impl Default for NodePolicy {
             breaker: None,
             breaker_ignore: None,
             bulkhead: None,
+            simple: true,
         }
     }
 }

@@ -21,11 +21,12 @@ use std::task::{Context, Poll};
 
 use tokio::time::Instant;
 
-use super::guarded;
+use super::guarded::{self, Held};
 use super::ready::Pop;
 use super::state::{Record, RunState};
 use crate::error::NodeError;
 use crate::observe::{Event, trace};
+use crate::policy::onion::{First, FirstAttempt};
 use crate::report::Outcome;
 use crate::task::AttemptFuture;
 
@@ -34,8 +35,9 @@ enum State {
     Idle,
     /// Node `id` is `RUNNING` and nothing of it has run yet.
     Begin,
-    /// Fast path: its only attempt is running.
-    Attempt(AttemptFuture),
+    /// Fast path: its first attempt is running; with what it holds for the node's policies,
+    /// if it has any (`guarded.rs`).
+    Attempt(AttemptFuture, Option<Held>),
     /// Full path (policies, routers, spans).
     Full(Pin<Box<dyn Future<Output = Record> + Send>>),
     /// The driver has nothing left to run.
@@ -137,7 +139,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
     }
 
     /// Starts node `id`: the fast path when nothing needs the full one.
-    fn begin(&mut self, cx: &mut Context<'_>) {
+    fn begin(&mut self) {
         let start = self.start();
         let run = &self.run;
         let core = &run.core;
@@ -145,18 +147,15 @@ impl<I: Send + Sync + 'static> Driver<I> {
         let graph = &run.graph;
         let span = trace::node_span(core, || graph.meta.name(id));
         let plain = graph.is_plain(id) && core.deadline().is_none() && span.is_disabled();
-        if !plain {
-            let first = match guarded::first_attempt(run, id, start, &span, cx) {
-                Some(Ok(record)) => return self.end(record),
-                Some(Err(first)) => Some(first),
-                None => None,
-            };
-            let run = Arc::clone(run);
-            self.state = State::Full(Box::pin(async move {
-                super::exec::run_node(&run, id, span, start, first).await
-            }));
-            return;
-        }
+        // A node with policies: its first attempt's cut and breaker permit, or the full path.
+        let (until, held) = if plain {
+            (None, None)
+        } else {
+            match guarded::prepare(run, id, start, &span) {
+                Some((until, held)) => (until, Some(held)),
+                None => return self.full(span, None),
+            }
+        };
         graph.orchestrator.counters().local().nodes_in_flight.incr();
         if run.observed() {
             run.emit(&Event::NodeStarted {
@@ -164,11 +163,25 @@ impl<I: Send + Sync + 'static> Driver<I> {
                 node: graph.meta.name(id),
             });
         }
-        run.attempt_started(id, 1, None);
-        match run.call_task(id, 1, None, None) {
-            Ok(attempt) => self.state = State::Attempt(attempt),
-            Err(error) => self.attempt_failed(start, error),
+        run.attempt_started_with(id, 1, || until.map(|u| u.saturating_duration_since(start)));
+        match (run.call_task(id, 1, until, None), held) {
+            (Ok(attempt), held) => self.state = State::Attempt(attempt, held),
+            (Err(error), None) => self.attempt_failed(start, error),
+            (Err(error), Some(held)) => {
+                let first = guarded::hand_over(run, id, held, FirstAttempt::NotStarted(error));
+                self.full(span, Some(first));
+            }
         }
+    }
+
+    /// Node `id` goes on on the full path (`exec.rs`), boxed; `first` is its first attempt
+    /// when the fast path started it.
+    fn full(&mut self, span: tracing::Span, first: Option<First>) {
+        let run = Arc::clone(&self.run);
+        let (id, start) = (self.id, self.start());
+        self.state = State::Full(Box::pin(async move {
+            super::exec::run_node(&run, id, span, start, first).await
+        }));
     }
 
     fn attempt_failed(&mut self, start: Instant, error: NodeError) {
@@ -261,10 +274,20 @@ impl<I: Send + Sync + 'static> Driver<I> {
     /// The run was cancelled while node `id` was in the fast path.
     fn cancelled(&mut self, started: bool) {
         let start = started.then(|| self.start());
+        self.release_held();
         self.state = State::Done;
         self.run.core.tokens.end(self.id, 1);
         let record = Record::empty(Outcome::Cancelled, self.run.core.now()).started(start);
         self.end(record);
+    }
+
+    /// The first attempt of a policy node is abandoned: its breaker permit is released.
+    fn release_held(&mut self) {
+        if let State::Attempt(_, held) = &mut self.state
+            && let Some(held) = held.take()
+        {
+            guarded::release(&self.run, self.id, held);
+        }
     }
 }
 
@@ -305,7 +328,7 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                     if this.run.core.is_cancelled() {
                         this.cancelled(false);
                     } else {
-                        this.begin(cx);
+                        this.begin();
                     }
                 }
                 // User code runs in the full path too (retry predicates, breaker filters,
@@ -325,13 +348,43 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                         }
                     }
                 }
-                State::Attempt(fut) => {
+                State::Attempt(fut, held) => {
                     let core = &this.run.core;
                     if core.is_cancelled() {
                         this.cancelled(true);
                         continue;
                     }
-                    match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+                    let polled =
+                        std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx)));
+                    if let Some(held) = *held {
+                        // A policy node: the onion goes on with an attempt that did not
+                        // succeed at once.
+                        let attempt = match polled {
+                            Ok(Poll::Ready(Ok(value))) => {
+                                let end = core.now();
+                                guarded::succeeded(&this.run, this.id, held, this.start, end);
+                                let record =
+                                    Record::ended(Outcome::Succeeded, Some(value), this.start, end);
+                                this.end(record);
+                                continue;
+                            }
+                            Ok(Poll::Pending) => {
+                                match std::mem::replace(&mut this.state, State::Done) {
+                                    State::Attempt(fut, _) => FirstAttempt::Running(fut),
+                                    _ => FirstAttempt::NotStarted(NodeError::Internal {
+                                        message: "the driver lost its attempt",
+                                    }),
+                                }
+                            }
+                            Ok(Poll::Ready(Err(error))) => FirstAttempt::Ended(Ok(Err(error))),
+                            Err(panic) => FirstAttempt::Ended(Err(panic)),
+                        };
+                        let first = guarded::hand_over(&this.run, this.id, held, attempt);
+                        let span = trace::node_span(core, || this.run.graph.meta.name(this.id));
+                        this.full(span, Some(first));
+                        continue;
+                    }
+                    match polled {
                         Ok(Poll::Pending) => {
                             if let Some(slot) = core.slot(this.id) {
                                 slot.waker.register(cx.waker());
@@ -375,6 +428,7 @@ impl<I: Send + Sync + 'static> Drop for Driver<I> {
         // Dropped before its end (the runtime shut down): its node, and every node still
         // queued, which no driver may be left to take, end `Cancelled`.
         if !matches!(self.state, State::Done) {
+            self.release_held();
             if !matches!(self.state, State::Idle) {
                 self.run.core.tokens.end(self.id, 1);
                 self.run.abandon(self.id);

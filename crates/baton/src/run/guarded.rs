@@ -2,85 +2,124 @@
 //! such a node should cost little more than a bare one (no boxed onion future, no extra
 //! clock read, no reference count touched).
 //!
-//! The driver starts the first attempt here, exactly as the onion would (deadline check,
-//! breaker permit, retry-budget deposit, the attempt counted, its cut computed), and polls it
-//! once. When it succeeds at once, the node is done: the breaker is told, the record is
-//! written. Otherwise the attempt, still running or ended, is handed to the onion with the
-//! permit ([`First`]), and the series goes on there as if the onion had started it: timeouts
-//! and deadlines, retries, the breaker's verdict, the fallback.
+//! The driver prepares the first attempt here, exactly as the onion would (deadline check,
+//! breaker permit, retry-budget deposit, its cut computed), then counts and calls it and
+//! polls it as it does a bare node's attempt, holding the breaker's permit as a [`Held`]
+//! ticket. When the attempt succeeds at once, the node is done: the breaker is told, the
+//! record is written. Otherwise the attempt, still running or ended, is handed to the onion
+//! with the permit ([`First`]), and the series goes on there as if the onion had started it:
+//! timeouts and deadlines, retries, the breaker's verdict, the fallback.
 //!
 //! Not taken for routers, branches, nodes with a bulkhead (whose permit is awaited), nodes
 //! whose deadline leaves less than the minimum attempt time, an open breaker (the onion
 //! reports it), or when `tracing` spans are made.
 
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use tokio::time::Instant;
 
-use super::state::{Record, RunState};
+use super::state::RunState;
 use crate::graph::NodeKind;
+use crate::policy::breaker::Ticket;
 use crate::policy::onion::{self, First, FirstAttempt};
-use crate::report::Outcome;
 
-/// Runs node `id`'s first attempt up to its first poll: `Some(Ok(record))` when it
-/// succeeded, `Some(Err(first))` to hand it to the onion, `None` when the node does not take
-/// this path (nothing was done).
-pub(super) fn first_attempt<I: Send + Sync + 'static>(
+/// What the driver holds for a policy node's first attempt while it polls it: the breaker
+/// permit's ticket, when the node has a breaker. A ticket issued by a closed breaker owns
+/// nothing; a half-open probe's must be given back ([`release`]) if the attempt is
+/// abandoned.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Held {
+    ticket: Option<Ticket>,
+}
+
+/// Prepares node `id`'s first attempt, starting at `start`: takes the breaker's permit and
+/// deposits in the retry budget, and gives the attempt's cut (when it must end) and what the
+/// driver holds while it runs. `None` when the node does not take this path (nothing was
+/// done). The driver then counts the node and the attempt and calls the task as for a bare
+/// node.
+#[inline]
+pub(super) fn prepare<I: Send + Sync + 'static>(
     run: &Arc<RunState<I>>,
     id: u32,
     start: Instant,
     span: &tracing::Span,
-    cx: &mut Context<'_>,
-) -> Option<Result<Record, First>> {
+) -> Option<(Option<Instant>, Held)> {
     let graph = &run.graph;
     if !span.is_disabled() || !matches!(graph.kind(id), NodeKind::Task) {
         return None;
     }
     let policy = graph.policy(id)?;
-    if policy.bulkhead.is_some() {
-        return None;
-    }
-    let core = &run.core;
-    // The same deadline, check and cut as the onion's first attempt.
-    let deadline = onion::node_deadline(core.deadline(), policy, start);
-    if onion::too_late(policy, deadline, start) {
-        return None;
-    }
-    let permit = match &policy.breaker {
+    let run_deadline = run.core.deadline();
+    // The same deadline, check and cut as the onion's first attempt; with no budget and no
+    // run deadline, the cut is the timeout alone.
+    let until = if policy.simple && run_deadline.is_none() {
+        policy.timeout.and_then(|t| start.checked_add(t))
+    } else {
+        if policy.bulkhead.is_some() {
+            return None;
+        }
+        let deadline = onion::node_deadline(run_deadline, policy, start);
+        if onion::too_late(policy, deadline, start) {
+            return None;
+        }
+        onion::Cut::new(policy, start, deadline).until
+    };
+    let ticket = match &policy.breaker {
         None => None,
-        Some(breaker) => Some((breaker, breaker.try_acquire().ok()?)),
+        Some(breaker) => Some(breaker.try_ticket()?),
     };
+    if !policy.simple {
+        onion::deposit(policy);
+    }
+    Some((until, Held { ticket }))
+}
 
-    super::exec::started(run, id);
-    onion::deposit(policy);
-    let until = onion::Cut::new(policy, start, deadline).until;
-    run.attempt_started_with(id, 1, || until.map(|u| u.saturating_duration_since(start)));
-    let attempt = match run.call_task(id, 1, until, None) {
-        Err(error) => FirstAttempt::NotStarted(error),
-        Ok(mut fut) => match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
-            Ok(Poll::Ready(Ok(value))) => {
-                let end = core.now();
-                if let Some((breaker, permit)) = permit {
-                    // Only a slow-call rule reads the duration: skip the arithmetic otherwise.
-                    let elapsed = if breaker.times_calls() {
-                        end.saturating_duration_since(start)
-                    } else {
-                        std::time::Duration::ZERO
-                    };
-                    permit.success(elapsed);
-                }
-                let record = Record::ended(Outcome::Succeeded, Some(value), Some(start), end);
-                return Some(Ok(record));
-            }
-            Ok(Poll::Ready(Err(error))) => FirstAttempt::Ended(Ok(Err(error))),
-            Err(panic) => FirstAttempt::Ended(Err(panic)),
-            Ok(Poll::Pending) => FirstAttempt::Running(fut),
-        },
+/// Node `id`'s first attempt, started at `start`, succeeded on its first poll, at `end`:
+/// tells the breaker.
+#[inline]
+pub(super) fn succeeded<I: Send + Sync + 'static>(
+    run: &RunState<I>,
+    id: u32,
+    held: Held,
+    start: Option<Instant>,
+    end: Instant,
+) {
+    let (Some(ticket), Some(breaker)) = (held.ticket, breaker(run, id)) else {
+        return;
     };
-    Some(Err(First {
-        attempt,
-        permit: permit.map(|(breaker, p)| p.into_owned(breaker)),
-    }))
+    // Only a slow-call rule reads the duration: skip the arithmetic otherwise.
+    let elapsed = match start {
+        Some(start) if breaker.times_calls() => end.saturating_duration_since(start),
+        _ => std::time::Duration::ZERO,
+    };
+    breaker.resume(ticket).success(elapsed);
+}
+
+/// Node `id`'s first attempt did not succeed on its first poll: what the onion goes on with.
+pub(super) fn hand_over<I: Send + Sync + 'static>(
+    run: &RunState<I>,
+    id: u32,
+    held: Held,
+    attempt: FirstAttempt,
+) -> First {
+    let permit = match (held.ticket, breaker(run, id)) {
+        (Some(ticket), Some(breaker)) => Some(breaker.resume(ticket).into_owned(breaker)),
+        _ => None,
+    };
+    First { attempt, permit }
+}
+
+/// Node `id`'s first attempt is abandoned (the run was cancelled, the driver dropped): the
+/// breaker's permit is released uncounted.
+pub(super) fn release<I: Send + Sync + 'static>(run: &RunState<I>, id: u32, held: Held) {
+    if let (Some(ticket), Some(breaker)) = (held.ticket, breaker(run, id)) {
+        drop(breaker.resume(ticket));
+    }
+}
+
+fn breaker<I: Send + Sync + 'static>(
+    run: &RunState<I>,
+    id: u32,
+) -> Option<&crate::policy::CircuitBreaker> {
+    run.graph.policy(id)?.breaker.as_ref()
 }

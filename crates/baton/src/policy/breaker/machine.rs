@@ -185,8 +185,9 @@ impl<S: SyncFamily> Machine<S> {
             .map(|ticket| Permit::new(self, ticket))
     }
 
+    /// [`acquire`](Self::acquire)'s ticket, without the permit around it.
     #[inline]
-    fn try_acquire(&self, now: impl FnOnce() -> Instant) -> Result<Ticket, BreakerOpen> {
+    pub(crate) fn try_acquire(&self, now: impl FnOnce() -> Instant) -> Result<Ticket, BreakerOpen> {
         let word = self.word.load(Acquire);
         if kind_of(word) == CLOSED {
             return Ok(Ticket {

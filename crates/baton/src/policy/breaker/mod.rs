@@ -87,7 +87,8 @@ pub use error::{BreakerConfigError, BreakerOpen};
 pub use events::{BreakerState, BreakerTransition, TransitionReason};
 
 use machine::Machine;
-use permit::{Outcome, Permit, Ticket};
+pub(crate) use permit::Ticket;
+use permit::{Outcome, Permit};
 use sync::StdSync;
 
 /// A named circuit breaker guarding one downstream; a cheap handle (`Arc` inside), `Clone`,
@@ -211,6 +212,21 @@ impl CircuitBreaker {
         self.machine
             .acquire(Instant::now)
             .map(|inner| BreakerPermit { inner })
+    }
+
+    /// [`try_acquire`](Self::try_acquire)'s permit as a bare ticket, which
+    /// [`resume`](Self::resume) makes a permit again (as it must be, or a half-open probe's
+    /// slot is never given back), or `None` when the call must not be made.
+    #[inline]
+    pub(crate) fn try_ticket(&self) -> Option<Ticket> {
+        self.machine.try_acquire(Instant::now).ok()
+    }
+
+    /// The permit of a ticket [`try_ticket`](Self::try_ticket) gave, again.
+    pub(crate) fn resume(&self, ticket: Ticket) -> BreakerPermit<'_> {
+        BreakerPermit {
+            inner: Permit::new(&self.machine, ticket),
+        }
     }
 
     /// Registers a listener called once for every transition from now on, in transition
