@@ -151,21 +151,37 @@ async fn dropping_a_run_mid_flight_cancels_running_nodes_and_starts_no_pending_o
     assert_eq!(alive_tasks(), 0);
 }
 
+/// On a one-worker runtime the run's first poll starts the roots in the awaiting task
+/// itself (the embedded driver); each root's attempt waits, so it moves to a task of its
+/// own. Dropping the run right then cancels them: neither finishes, no downstream is ever
+/// called, no task is left and the input is released.
 #[tokio::test(start_paused = true)]
-async fn dropping_a_run_right_after_its_first_poll_starts_no_task() {
+async fn dropping_a_run_right_after_its_first_poll_cancels_the_roots_it_started() {
     let s = shape();
     let p = &s.fast;
     let marker: Input = Arc::new(());
     let mut run = s.graph.run(Arc::clone(&marker));
-    // The first poll spawns the roots' drivers; they have not been polled yet.
     assert!(futures::poll!(&mut run).is_pending());
+    assert_eq!(
+        p.fast.calls.load(Ordering::SeqCst),
+        1,
+        "started by the first poll"
+    );
+    assert_eq!(
+        p.slow.calls.load(Ordering::SeqCst),
+        1,
+        "started by the first poll"
+    );
     drop(run);
     settle().await;
     sleep(ms(5_000)).await;
     assert_eq!(alive_tasks(), 0);
     assert_eq!(Arc::strong_count(&marker), 1);
-    for probe in [&p.fast, &p.after_fast, &p.slow, &p.after_slow] {
-        assert_eq!(probe.calls.load(Ordering::SeqCst), 0, "no task was called");
+    for probe in [&p.fast, &p.slow] {
+        assert_eq!(probe.finished.load(Ordering::SeqCst), 0, "cancelled");
+    }
+    for probe in [&p.after_fast, &p.after_slow] {
+        assert_eq!(probe.calls.load(Ordering::SeqCst), 0, "never started");
     }
 }
 

@@ -781,8 +781,9 @@ async fn a_long_chain_yields_to_other_tasks() {
 /// `Cancelled`, and the run, polled elsewhere, resolves with every node accounted for.
 #[test]
 fn a_runtime_dropped_with_nodes_still_queued_ends_them_cancelled() {
+    const N: usize = 500;
     let mut g = Graph::<()>::builder();
-    for i in 0..50 {
+    for i in 0..N {
         g.node(format!("n{i}"))
             .task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
     }
@@ -792,7 +793,8 @@ fn a_runtime_dropped_with_nodes_still_queued_ends_them_cancelled() {
         .build()
         .expect("runtime");
     first.block_on(async {
-        // Starts the run: its roots are queued and a driver spawned, not yet polled.
+        // Starts the run: the run's future runs nodes until tokio's coop budget (128 per
+        // poll) is spent, then hands the rest, queued, to a driver spawned and not yet polled.
         assert!(futures::poll!(&mut run).is_pending());
     });
     drop(first);
@@ -808,6 +810,8 @@ fn a_runtime_dropped_with_nodes_still_queued_ends_them_cancelled() {
     let baton::RunError::Cancelled { report, .. } = err else {
         panic!("expected a cancelled run, got {err}");
     };
-    assert_eq!(report.len(), 50);
-    assert_eq!(report.counts().cancelled, 50, "{report}");
+    let counts = report.counts();
+    assert_eq!(report.len(), N);
+    assert!(counts.cancelled >= N - 128, "{report}");
+    assert_eq!(counts.succeeded + counts.cancelled, N, "{report}");
 }

@@ -5,6 +5,14 @@
 //! (`Pending`) keeps its driver, which then stops draining the queue and spawns a
 //! replacement if nodes are waiting there.
 //!
+//! The first driver of a run that starts with one (one root, or a one-worker runtime) is no
+//! task but part of the run's future (`embedded`): it runs nodes in the task that awaits the
+//! run while they end at once, up to [`INLINE_MAX`] of them, and never waits: a node whose
+//! attempt returns `Pending` moves, as it is, to a driver spawned for it, and where a
+//! spawned driver would yield, the embedded one hands its node and stack to spawned drivers
+//! and ends. So a graph of nodes that end at once costs no spawn at all, and a run whose
+//! future is not polled still makes progress.
+//!
 //! It is a hand-written future, a few words wide, because every spawn copies it into a new
 //! tokio task: nodes without policies, routers or an interested `tracing` subscriber run on
 //! the fast path here (one boxed attempt future, polled under `catch_unwind`); nodes with
@@ -66,8 +74,23 @@ pub(crate) struct Driver<I: Send + Sync + 'static> {
     /// so that the new driver, in this worker's LIFO slot, runs here while this one moves
     /// to where an idle worker can take it (see `RunState::schedule`).
     handoff: bool,
+    /// Polled inside the run's own future (`Run::poll`), not a task of its own: it runs
+    /// nodes only while they end at once and holds nothing across a `Pending`. Where a
+    /// spawned driver would wait or yield, it hands its node to a spawned driver instead
+    /// ([`migrate`](Self::migrate), [`hand_off`](Self::hand_off)) and carries on or ends.
+    embedded: bool,
+    /// Embedded: how many nodes it started (at most [`INLINE_MAX`]).
+    inline: u32,
     state: State,
 }
+
+/// How many nodes an embedded driver starts, at most, before it hands the rest of the run
+/// to a spawned driver (which yields on tokio's coop budget like any task). The embedded
+/// driver does not spend the awaiting task's budget per node: the run's future spends one
+/// unit to start the run, and yields there when none is left (`Run::poll`), so a run is one
+/// operation of the task that awaits it, as a `tokio::join!` of its nodes would be, and a
+/// task awaiting runs back to back still yields to the others.
+const INLINE_MAX: u32 = 128;
 
 impl<I: Send + Sync + 'static> Driver<I> {
     /// A driver that starts with node `id` (already `RUNNING`), or, with `None`, with the
@@ -80,6 +103,8 @@ impl<I: Send + Sync + 'static> Driver<I> {
             finished: 0,
             start: None,
             handoff: false,
+            embedded: false,
+            inline: 0,
             local: VecDeque::new(),
             from_queue: false,
             state: if id.is_some() {
@@ -87,6 +112,56 @@ impl<I: Send + Sync + 'static> Driver<I> {
             } else {
                 State::Idle
             },
+        }
+    }
+
+    /// A driver for the run's future to poll (see the `embedded` field), starting with node
+    /// `id` (already `RUNNING`); `active`: its creator counted it as an active driver.
+    pub(crate) fn embedded(run: Arc<RunState<I>>, id: u32, active: bool) -> Self {
+        let mut driver = Driver::new(run, Some(id), active);
+        driver.embedded = true;
+        driver
+    }
+
+    /// Embedded: the current node waits (its attempt returned `Pending`). It moves, as it
+    /// is, to a driver spawned for it, which polls it again and goes on from there; this
+    /// one carries on with its own stack or the queue.
+    fn migrate(&mut self) {
+        let state = std::mem::replace(&mut self.state, State::Idle);
+        let mut driver = Driver::new(Arc::clone(&self.run), Some(self.id), false);
+        driver.state = state;
+        driver.start = self.start;
+        self.run.spawn(driver);
+        if let Some(next) = self.local.pop_back() {
+            self.start = None;
+            self.id = next;
+            self.from_queue = false;
+            self.state = State::Begin;
+        }
+    }
+
+    /// Embedded: where a spawned driver would yield, this one ends instead. Its stack goes
+    /// to the queue, and its node, if it has not started it, to a driver spawned for it,
+    /// which takes its place among the active drivers; without a node, it leaves the queue to
+    /// the other drivers, spawning one if none is left to drain it.
+    fn hand_off(&mut self) {
+        let node = matches!(self.state, State::Begin).then_some(self.id);
+        self.state = State::Done;
+        if !self.local.is_empty() {
+            let _ = self.run.share(self.local.drain(..));
+        }
+        let active = std::mem::take(&mut self.active);
+        match node {
+            Some(id) => {
+                let mut driver = Driver::new(Arc::clone(&self.run), Some(id), active);
+                // A node is queued once per run: the new driver must know if it was.
+                driver.from_queue = self.from_queue;
+                self.run.spawn(driver);
+            }
+            None if active && self.run.core.ready.leave(self.run.workers()) => {
+                self.run.spawn_driver(None, true);
+            }
+            None => {}
         }
     }
 
@@ -302,11 +377,19 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                 State::Idle | State::Begin if this.handoff => {
                     this.handoff = false;
                     this.start = None;
+                    if this.embedded {
+                        this.hand_off();
+                        return Poll::Ready(());
+                    }
                     cx.waker().wake_by_ref();
                     return Poll::Pending;
                 }
                 State::Idle => {
                     if let Some(poll) = this.next_from_queue(cx) {
+                        if poll.is_pending() && this.embedded {
+                            this.hand_off();
+                            return Poll::Ready(());
+                        }
                         // `Drop` treats a driver not `Done` as dropped mid-run.
                         debug_assert!(poll.is_pending() || matches!(this.state, State::Done));
                         return poll;
@@ -316,13 +399,22 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                     // Every node started spends a unit of the task's tokio budget, so a long
                     // chain or a long queue yields its worker now and then (to timers, I/O and
                     // other tasks), as tokio's own resources do.
-                    match tokio::task::coop::poll_proceed(cx) {
-                        Poll::Ready(coop) => coop.made_progress(),
-                        Poll::Pending => {
-                            // Time passes before the node starts: its start is read afresh.
+                    if this.embedded {
+                        if this.inline == INLINE_MAX {
                             this.start = None;
-                            this.take_turns();
-                            return Poll::Pending;
+                            this.hand_off();
+                            return Poll::Ready(());
+                        }
+                        this.inline += 1;
+                    } else {
+                        match tokio::task::coop::poll_proceed(cx) {
+                            Poll::Ready(coop) => coop.made_progress(),
+                            Poll::Pending => {
+                                // Time passes before the node starts: its start is read afresh.
+                                this.start = None;
+                                this.take_turns();
+                                return Poll::Pending;
+                            }
                         }
                     }
                     if this.run.core.is_cancelled() {
@@ -336,6 +428,7 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                 State::Full(fut) => {
                     match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
                         Ok(Poll::Ready(record)) => this.end(record),
+                        Ok(Poll::Pending) if this.embedded => this.migrate(),
                         Ok(Poll::Pending) => {
                             this.suspend();
                             return Poll::Pending;
@@ -385,6 +478,7 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                         continue;
                     }
                     match polled {
+                        Ok(Poll::Pending) if this.embedded => this.migrate(),
                         Ok(Poll::Pending) => {
                             if let Some(slot) = core.slot(this.id) {
                                 slot.waker.register(cx.waker());

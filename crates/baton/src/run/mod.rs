@@ -205,6 +205,14 @@ enum Phase {
 /// of the run: a node that has not started never starts, a running one is dropped at its
 /// next `.await`. [`Run::canceller`] gives a handle that cancels it from elsewhere.
 ///
+/// When the run starts with a single driver (one root, or a one-worker runtime), its first
+/// nodes run inside this future, in the task that awaits it, as long as they end on their
+/// first poll (at most 128 of them): a graph of such nodes runs without spawning a task, as
+/// `tokio::join!` would. A node that waits moves to a tokio task of its own at once, so the
+/// run goes on even while this future is not polled. Starting a run spends one unit of the
+/// awaiting task's coop budget (tokio's `coop`): a task that awaits runs back to back
+/// yields to its worker's other tasks as it would awaiting a tokio resource.
+///
 /// # Output
 /// - `Ok(report)`: every node ended, and the failure mode accepts the outcomes.
 /// - [`RunError::Failed`] (fail-all, fail-fast) or [`RunError::Cancelled`], both carrying the
@@ -215,6 +223,8 @@ enum Phase {
 pub struct Run<I: Send + Sync + 'static> {
     state: Arc<RunState<I>>,
     phase: Phase,
+    /// The driver that runs the first nodes inside this future, if `start` gave one.
+    embedded: Option<driver::Driver<I>>,
 }
 
 impl<I: Send + Sync + 'static> fmt::Debug for Run<I> {
@@ -232,6 +242,7 @@ impl<I: Send + Sync + 'static> Run<I> {
         Run {
             state: RunState::new(graph, input, mode, options.timeout, options.deadline),
             phase: Phase::Idle,
+            embedded: None,
         }
     }
 
@@ -299,6 +310,12 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
                 let Ok(handle) = tokio::runtime::Handle::try_current() else {
                     return Poll::Ready(Err(RunError::NoRuntime));
                 };
+                // Starting a run spends a unit of the task's coop budget; with none left the
+                // task yields first (its first nodes run here, see `RunState::start`).
+                match tokio::task::coop::poll_proceed(cx) {
+                    Poll::Ready(coop) => coop.made_progress(),
+                    Poll::Pending => return Poll::Pending,
+                }
                 // A run cancelled before it started is over already: nothing to admit.
                 if self.state.core.reason.get().is_none() {
                     let state = &self.state;
@@ -313,12 +330,19 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
                         self.phase = Phase::Refused;
                         return Poll::Ready(Err(RunError::ShuttingDown));
                     }
-                    self.state.start(handle);
+                    self.embedded = self.state.start(handle);
                     self.state.mark_admitted();
                 }
                 self.phase = Phase::Running;
             }
             Phase::Running | Phase::Done => {}
+        }
+        // The first nodes run here while they end at once; the driver then ends (it never
+        // waits: see `RunState::start`).
+        if let Some(driver) = self.embedded.as_mut() {
+            if Pin::new(driver).poll(cx).is_ready() {
+                self.embedded = None;
+            }
         }
         let core = &self.state.core;
         core.done.register(cx.waker());

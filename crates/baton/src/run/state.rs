@@ -863,8 +863,13 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// `RUNNING` by the caller), or with `None` one that starts with the ready queue;
     /// `active`: the caller counted it as an active driver.
     pub(crate) fn spawn_driver(self: &Arc<Self>, id: Option<u32>, active: bool) {
+        self.spawn(super::driver::Driver::new(Arc::clone(self), id, active));
+    }
+
+    /// Spawns `driver` (of this run), counted in `live`.
+    pub(crate) fn spawn(&self, driver: super::driver::Driver<I>) {
         self.retain();
-        let fut = super::driver::Driver::new(Arc::clone(self), id, active);
+        let fut = driver;
         match self.core.started.get() {
             Some(Started { handle, .. }) => {
                 handle.spawn(fut);
@@ -876,10 +881,17 @@ impl<I: Send + Sync + 'static> RunState<I> {
     }
 
     /// Starts the run: fixes its origin and deadline, spawns a driver for each of the first
-    /// roots (as many as the runtime has workers) and queues the others for them. (Drivers are tasks of their own, rather
-    /// than the run future driving nodes: a run whose future is held without being polled
-    /// still makes progress, and can always be cancelled.)
-    pub(crate) fn start(self: &Arc<Self>, handle: Handle) {
+    /// roots (as many as the runtime has workers) and queues the others for them.
+    ///
+    /// When that is one driver (one root, or one worker), it is not spawned but returned,
+    /// for the run's future to poll at once: a graph whose nodes end at once then runs in
+    /// the task that awaits it, without a spawn (as `tokio::join!` would). That driver holds
+    /// nothing across a `Pending`: a node that waits, and whatever it would yield with, goes
+    /// to a spawned driver (`driver.rs`), so a run whose future is held without being polled
+    /// still makes progress, and can always be cancelled. With several first roots on
+    /// several workers, each gets a spawned driver as before, so that roots that compute
+    /// run side by side from the start.
+    pub(crate) fn start(self: &Arc<Self>, handle: Handle) -> Option<super::driver::Driver<I>> {
         let core = &self.core;
         let now = Instant::now();
 
@@ -905,11 +917,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
         // An empty graph is over at once.
         if self.graph.meta.len() == 0 {
             self.on_end();
-            return;
+            return None;
         }
-        // The first roots (one per worker) get a driver of their own; the others wait in
-        // the queue for those drivers. They are queued first, so that a driver that ends
-        // its root at once finds them.
         let claim = |root: u32| {
             core.hot(root).is_some_and(|hot| {
                 hot.state
@@ -917,6 +926,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
                     .is_ok()
             })
         };
+        // The first roots (one per worker) get a driver of their own; the others wait in
+        // the queue for those drivers. They are queued first, so that a driver that ends
+        // its root at once finds them. A lone first driver (one root, or one worker) is the
+        // run's future itself.
         let roots = &self.graph.meta.roots;
         let (own, queued) = roots.split_at(roots.len().min(workers));
         for &root in queued {
@@ -926,10 +939,20 @@ impl<I: Send + Sync + 'static> RunState<I> {
                 }
             }
         }
+        let mut embedded = None;
         for &root in own {
             if claim(root) {
                 let active = core.ready.try_activate(workers);
-                self.spawn_driver(Some(root), active);
+                if own.len() == 1 {
+                    self.retain();
+                    embedded = Some(super::driver::Driver::embedded(
+                        Arc::clone(self),
+                        root,
+                        active,
+                    ));
+                } else {
+                    self.spawn_driver(Some(root), active);
+                }
             }
         }
         // A cancel between the two loops sweeps first roots that were not claimed yet: the
@@ -937,6 +960,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         if !core.ready.is_empty() && core.ready.try_activate(workers) {
             self.spawn_driver(None, true);
         }
+        embedded
     }
 }
 
