@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use baton::{
-    BoxError, CancelReason, Event, FailureMode, Graph, Orchestrator, Outcome, Retry, RunError,
-    RunOptions,
+    BoxError, CancelReason, Event, FailureMode, Graph, Node, Orchestrator, Outcome, Retry,
+    RunError, RunOptions,
 };
 use tokio::time::sleep;
 
@@ -316,4 +316,36 @@ async fn no_task_outlives_its_run() {
         tokio::task::yield_now().await;
     }
     assert_eq!(metrics.num_alive_tasks(), before);
+}
+
+/// The `nodes_in_flight` gauge counts nodes that started, and only those: nodes cancelled
+/// before they started (queued roots of a fail-fast run whose first root failed) are not
+/// uncounted, so a later run's running node still reads as one in flight.
+#[tokio::test(start_paused = true)]
+async fn nodes_cancelled_before_they_start_leave_the_in_flight_gauge_alone() {
+    let orch = Orchestrator::new();
+    let mut g = orch.graph::<()>();
+    g.failure_mode(FailureMode::FailFast);
+    let _: Node<()> = g
+        .node("a")
+        .task(|_ctx, ()| async { Err::<(), BoxError>("boom".into()) });
+    for i in 0..3 {
+        let _: Node<()> = g
+            .node(format!("q{i}"))
+            .task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    }
+    let _ = g.build().unwrap().run(()).await.unwrap_err();
+    assert_eq!(orch.stats().nodes_in_flight, 0, "{}", orch.stats());
+    let mut g2 = orch.graph::<()>();
+    let _: Node<()> = g2.node("w").task(|_ctx, ()| async {
+        sleep(ms(10)).await;
+        Ok::<_, BoxError>(())
+    });
+    let graph2 = g2.build().unwrap();
+    let mut run = graph2.run(());
+    assert!(futures::poll!(&mut run).is_pending());
+    sleep(ms(1)).await;
+    assert_eq!(orch.stats().nodes_in_flight, 1, "{}", orch.stats());
+    run.await.unwrap();
+    assert_eq!(orch.stats().nodes_in_flight, 0, "{}", orch.stats());
 }

@@ -231,7 +231,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
                 None => return self.full(span, None),
             }
         };
-        graph.orchestrator.counters().local().nodes_in_flight.incr();
+        run.count_started(id);
         if run.observed() {
             run.emit(&Event::NodeStarted {
                 run: core.run_id,

@@ -48,12 +48,7 @@ pub(crate) async fn run_node<I: Send + Sync + 'static>(
 /// Counts node `id` as started and tells the observers.
 pub(crate) fn started<I: Send + Sync + 'static>(run: &RunState<I>, id: u32) {
     let core = &run.core;
-    run.graph
-        .orchestrator
-        .counters()
-        .local()
-        .nodes_in_flight
-        .incr();
+    run.count_started(id);
     if run.observed() && !core.is_cancelled() {
         run.emit(&Event::NodeStarted {
             run: core.run_id,

@@ -174,6 +174,9 @@ pub(crate) struct Hot {
 #[derive(Debug)]
 pub(crate) struct Slot {
     pub(crate) attempts: AtomicU32,
+    /// Counted in the orchestrator's `nodes_in_flight` gauge (it started): uncounted when it
+    /// ends. A node cancelled or abandoned before it started was never counted.
+    pub(crate) counted: AtomicBool,
     /// Blocking attempts abandoned (timed out or cancelled) while their closure still ran.
     pub(crate) abandoned: AtomicU32,
     pub(crate) waker: AtomicWaker,
@@ -210,6 +213,7 @@ impl RunBuffers {
             slots: (0..n)
                 .map(|_| Slot {
                     attempts: AtomicU32::new(0),
+                    counted: AtomicBool::new(false),
                     abandoned: AtomicU32::new(0),
                     waker: AtomicWaker::new(),
                     record: WriteOnce::new(),
@@ -233,6 +237,7 @@ impl RunBuffers {
     fn clear(&mut self) {
         for slot in self.slots.iter_mut() {
             *slot.attempts.get_mut() = 0;
+            *slot.counted.get_mut() = false;
             *slot.abandoned.get_mut() = 0;
             slot.waker = AtomicWaker::new();
             drop(slot.record.take());
@@ -516,6 +521,21 @@ impl<I: Send + Sync + 'static> RunState<I> {
         }
     }
 
+    /// Counts node `id` as started in the orchestrator's `nodes_in_flight` gauge, once
+    /// ([`record`](Self::record) uncounts it).
+    pub(crate) fn count_started(&self, id: u32) {
+        if let Some(slot) = self.core.slot(id) {
+            if !slot.counted.swap(true, Ordering::Relaxed) {
+                self.graph
+                    .orchestrator
+                    .counters()
+                    .local()
+                    .nodes_in_flight
+                    .incr();
+            }
+        }
+    }
+
     /// Registers a driver about to be spawned.
     fn retain(&self) {
         self.core.live.fetch_add(1, Ordering::Relaxed);
@@ -579,7 +599,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         if self.core.registered.load(Ordering::Relaxed) != NOT_ADMITTED || was_running {
             counters.outcome(outcome);
         }
-        if was_running {
+        if slot.counted.load(Ordering::Relaxed) {
             counters.nodes_in_flight.decr();
         }
         let callbacks = self.graph.callbacks(id);
