@@ -13,7 +13,6 @@ fn copy<T: Copy>() {}
 fn debug<T: std::fmt::Debug>() {}
 fn error<T: std::error::Error + Send + Sync + 'static>() {}
 fn unpin<T: Unpin>() {}
-fn send<T: Send>() {}
 
 struct NotClone;
 
@@ -25,7 +24,7 @@ fn public_types_have_the_expected_auto_traits() {
     send_sync_static::<Node<NotClone>>();
     copy::<Node<NotClone>>();
     debug::<Node<NotClone>>();
-    send::<Run<()>>();
+    send_sync::<Run<()>>();
     unpin::<Run<()>>();
     debug::<Run<()>>();
     send_sync_static::<RunCanceller>();

@@ -1,10 +1,13 @@
-//! The run's own future as a driver: when a run starts with one driver (one root, or one
-//! worker), its first nodes run inside the task that awaits the run, while they end at once;
-//! a node that waits moves to a task of its own, so a run whose future is not polled still
-//! makes progress.
+//! The run's own future as a driver: where one thread runs every task (current-thread, or
+//! one worker awaited from a task), a run's nodes start inside the task that awaits it; a
+//! node that waits moves to a task of its own, so a run whose future is not polled still
+//! makes progress. With more workers, nodes always run in tasks of the run's own.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+mod common;
 
 use baton::{BoxError, Graph, GraphBuilder, Node};
 use tokio::task::Id;
@@ -77,10 +80,11 @@ async fn nodes_that_end_at_once_run_in_the_awaiting_task() {
     }
 }
 
-/// The same for a single-root graph on a two-worker runtime: one driver starts it, the
-/// run's future.
+/// On a runtime with more workers, nodes run in tasks of the run's own, never in the task
+/// that awaits it: a node that computes must not hold up that task (its timeout, the other
+/// futures it joins) while another worker could run the node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_chain_runs_in_the_awaiting_task_on_two_workers() {
+async fn on_two_workers_nodes_run_in_tasks_of_the_runs_own() {
     let seen: Seen = Arc::default();
     let mut g = Graph::<()>::builder();
     let mut prev = node(&mut g, "a", &[], None, &seen);
@@ -97,9 +101,47 @@ async fn a_chain_runs_in_the_awaiting_task_on_two_workers() {
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 4);
     assert!(
-        seen.iter().all(|(_, task)| *task == Some(awaiting)),
+        seen.iter()
+            .all(|(_, task)| task.is_some() && *task != Some(awaiting)),
         "{seen:?}"
     );
+}
+
+/// One computing node (it spins until released, up to `common::PATIENCE`): a timeout the
+/// caller puts around the run fires while the node computes, on another worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callers_timeout_fires_while_a_node_computes() {
+    let release = Arc::new(AtomicUsize::new(0));
+    let mut g = Graph::<()>::builder();
+    let r = Arc::clone(&release);
+    let _: Node<()> = g.node("compute").task(move |_ctx, ()| {
+        let r = Arc::clone(&r);
+        async move { common::spin_until(&r, 1) }
+    });
+    let graph = g.build().expect("valid");
+    let out = tokio::time::timeout(ms(20), graph.run(())).await;
+    let released = release.fetch_add(1, Ordering::SeqCst);
+    assert!(out.is_err(), "the run ended first: {out:?}");
+    assert_eq!(released, 0, "the timeout fired while the node computed");
+}
+
+/// Two runs of a one-node graph joined by one task run side by side on two workers: each
+/// node computes until the other runs beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_joined_in_one_task_compute_side_by_side() {
+    let started = Arc::new(AtomicUsize::new(0));
+    let computing = || {
+        let started = Arc::clone(&started);
+        let mut g = Graph::<()>::builder();
+        let _: Node<()> = g
+            .node("compute")
+            .task(move |_ctx, ()| common::compute_beside_another(&started));
+        g.build().expect("valid")
+    };
+    let (g1, g2) = (computing(), computing());
+    let (r1, r2) = tokio::join!(g1.run(()), g2.run(()));
+    let (r1, r2) = (r1.expect("run"), r2.expect("run"));
+    assert!(r1.is_clean() && r2.is_clean(), "{r1}\n{r2}");
 }
 
 /// A node whose attempt waits moves to a task of its own: the run goes on while its future
@@ -138,9 +180,9 @@ async fn a_node_that_waits_moves_to_a_task_and_the_run_goes_on_unpolled() {
     assert!(report.is_clean(), "{report}");
 }
 
-/// A long chain on a one-worker runtime: the awaiting task runs its first nodes (at most
-/// 128), then hands the rest to a spawned driver, which yields on tokio's coop budget like
-/// any task (the awaiting task never holds a node while it waits).
+/// A long chain on a one-worker runtime: the awaiting task runs nodes until its coop
+/// budget (128 per poll) is spent, then hands the rest to a spawned driver (the awaiting
+/// task never holds a node while it waits).
 #[tokio::test]
 async fn a_long_chain_is_handed_to_a_task_after_its_first_nodes() {
     let seen: Seen = Arc::default();
@@ -179,7 +221,6 @@ async fn a_long_chain_is_handed_to_a_task_after_its_first_nodes() {
 /// tokio resource, and a run that finds none left yields before it starts.
 #[tokio::test]
 async fn runs_back_to_back_yield_to_other_tasks() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
     let ticks = Arc::new(AtomicUsize::new(0));
     let ticker = {
         let ticks = Arc::clone(&ticks);
@@ -200,4 +241,51 @@ async fn runs_back_to_back_yield_to_other_tasks() {
     ticker.abort();
     assert_eq!(seen.lock().unwrap().len(), 5_000);
     assert!(ticked >= 1_000 / 128 - 1, "the ticker ran {ticked} times");
+}
+
+/// A task awaiting runs back to back of a 128-node chain lets the other tasks of its worker
+/// in at least every 128 nodes: every node spends a unit of the awaiting task's coop budget,
+/// as it would in a spawned driver.
+#[tokio::test]
+async fn runs_back_to_back_let_other_tasks_in_every_128_nodes() {
+    let count = Arc::new(AtomicUsize::new(0));
+    let max_gap = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ticker = {
+        let (count, max_gap, stop) = (count.clone(), max_gap.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut last = count.load(Ordering::SeqCst);
+            while !stop.load(Ordering::SeqCst) {
+                let now = count.load(Ordering::SeqCst);
+                max_gap.fetch_max(now - last, Ordering::SeqCst);
+                last = now;
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    let mut g = Graph::<()>::builder();
+    let mut prev: Option<Node<()>> = None;
+    for i in 0..128 {
+        let c = count.clone();
+        let body = move || {
+            c.fetch_add(1, Ordering::SeqCst);
+            async { Ok::<_, BoxError>(()) }
+        };
+        prev = Some(match prev {
+            None => g.node(format!("c{i}")).task(move |_ctx, ()| body()),
+            Some(p) => g.node(format!("c{i}")).after(p).task(move |_ctx, _| body()),
+        });
+    }
+    let graph = g.build().expect("valid");
+    tokio::task::yield_now().await;
+    for _ in 0..1_000 {
+        graph.run(()).await.expect("run");
+    }
+    stop.store(true, Ordering::SeqCst);
+    ticker.await.unwrap();
+    let gap = max_gap.load(Ordering::SeqCst);
+    assert!(
+        gap <= 128,
+        "{gap} nodes ran between two turns of the other task"
+    );
 }

@@ -5,13 +5,14 @@
 //! (`Pending`) keeps its driver, which then stops draining the queue and spawns a
 //! replacement if nodes are waiting there.
 //!
-//! The first driver of a run that starts with one (one root, or a one-worker runtime) is no
-//! task but part of the run's future (`embedded`): it runs nodes in the task that awaits the
-//! run while they end at once, up to [`INLINE_MAX`] of them, and never waits: a node whose
-//! attempt returns `Pending` moves, as it is, to a driver spawned for it, and where a
-//! spawned driver would yield, the embedded one hands its node and stack to spawned drivers
-//! and ends. So a graph of nodes that end at once costs no spawn at all, and a run whose
-//! future is not polled still makes progress.
+//! On a runtime where one thread runs every task (current-thread, or one worker awaited from
+//! a task), a run's first driver is no task but part of the run's future (`embedded`): it
+//! runs nodes in the task that awaits the run, spending that task's coop budget as a spawned
+//! driver would, and never waits: a node whose attempt returns `Pending` moves, as it is, to
+//! a driver spawned for it (the embedded one goes on with its stack and the queue), and
+//! where a spawned driver would yield, the embedded one hands its node and stack to spawned
+//! drivers and ends. So a graph of nodes that end at once costs no spawn at all, and a run
+//! whose future is not polled still makes progress.
 //!
 //! It is a hand-written future, a few words wide, because every spawn copies it into a new
 //! tokio task: nodes without policies, routers or an interested `tracing` subscriber run on
@@ -79,18 +80,8 @@ pub(crate) struct Driver<I: Send + Sync + 'static> {
     /// spawned driver would wait or yield, it hands its node to a spawned driver instead
     /// ([`migrate`](Self::migrate), [`hand_off`](Self::hand_off)) and carries on or ends.
     embedded: bool,
-    /// Embedded: how many nodes it started (at most [`INLINE_MAX`]).
-    inline: u32,
     state: State,
 }
-
-/// How many nodes an embedded driver starts, at most, before it hands the rest of the run
-/// to a spawned driver (which yields on tokio's coop budget like any task). The embedded
-/// driver does not spend the awaiting task's budget per node: the run's future spends one
-/// unit to start the run, and yields there when none is left (`Run::poll`), so a run is one
-/// operation of the task that awaits it, as a `tokio::join!` of its nodes would be, and a
-/// task awaiting runs back to back still yields to the others.
-const INLINE_MAX: u32 = 128;
 
 impl<I: Send + Sync + 'static> Driver<I> {
     /// A driver that starts with node `id` (already `RUNNING`), or, with `None`, with the
@@ -104,7 +95,6 @@ impl<I: Send + Sync + 'static> Driver<I> {
             start: None,
             handoff: false,
             embedded: false,
-            inline: 0,
             local: VecDeque::new(),
             from_queue: false,
             state: if id.is_some() {
@@ -399,22 +389,17 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                     // Every node started spends a unit of the task's tokio budget, so a long
                     // chain or a long queue yields its worker now and then (to timers, I/O and
                     // other tasks), as tokio's own resources do.
-                    if this.embedded {
-                        if this.inline == INLINE_MAX {
+                    match tokio::task::coop::poll_proceed(cx) {
+                        Poll::Ready(coop) => coop.made_progress(),
+                        Poll::Pending => {
+                            // Time passes before the node starts: its start is read afresh.
                             this.start = None;
-                            this.hand_off();
-                            return Poll::Ready(());
-                        }
-                        this.inline += 1;
-                    } else {
-                        match tokio::task::coop::poll_proceed(cx) {
-                            Poll::Ready(coop) => coop.made_progress(),
-                            Poll::Pending => {
-                                // Time passes before the node starts: its start is read afresh.
-                                this.start = None;
-                                this.take_turns();
-                                return Poll::Pending;
+                            if this.embedded {
+                                this.hand_off();
+                                return Poll::Ready(());
                             }
+                            this.take_turns();
+                            return Poll::Pending;
                         }
                     }
                     if this.run.core.is_cancelled() {
@@ -449,7 +434,9 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                     }
                     let polled =
                         std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx)));
-                    if let Some(held) = *held {
+                    // Taken out of the state: from here on, only the permit made of it holds
+                    // the breaker's ticket (`release_held` must not give it back too).
+                    if let Some(held) = held.take() {
                         // A policy node: the onion goes on with an attempt that did not
                         // succeed at once.
                         let attempt = match polled {
@@ -472,9 +459,14 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                             Ok(Poll::Ready(Err(error))) => FirstAttempt::Ended(Ok(Err(error))),
                             Err(panic) => FirstAttempt::Ended(Err(panic)),
                         };
+                        let waits = matches!(attempt, FirstAttempt::Running(_));
                         let first = guarded::hand_over(&this.run, this.id, held, attempt);
                         let span = trace::node_span(core, || this.run.graph.meta.name(this.id));
                         this.full(span, Some(first));
+                        if waits && this.embedded {
+                            // The attempt waits: the driver spawned for it polls it next.
+                            this.migrate();
+                        }
                         continue;
                     }
                     match polled {

@@ -27,7 +27,7 @@ use crate::policy::onion::{self, First, FirstAttempt};
 /// permit's ticket, when the node has a breaker. A ticket issued by a closed breaker owns
 /// nothing; a half-open probe's must be given back ([`release`]) if the attempt is
 /// abandoned.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub(super) struct Held {
     ticket: Option<Ticket>,
 }

@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use sync_wrapper::SyncWrapper;
 use tokio::time::Instant;
 
 pub(crate) use state::{AttemptGuard, Record, RunBuffers, RunCore, RunState};
@@ -205,13 +206,18 @@ enum Phase {
 /// of the run: a node that has not started never starts, a running one is dropped at its
 /// next `.await`. [`Run::canceller`] gives a handle that cancels it from elsewhere.
 ///
-/// When the run starts with a single driver (one root, or a one-worker runtime), its first
-/// nodes run inside this future, in the task that awaits it, as long as they end on their
-/// first poll (at most 128 of them): a graph of such nodes runs without spawning a task, as
-/// `tokio::join!` would. A node that waits moves to a tokio task of its own at once, so the
-/// run goes on even while this future is not polled. Starting a run spends one unit of the
-/// awaiting task's coop budget (tokio's `coop`): a task that awaits runs back to back
-/// yields to its worker's other tasks as it would awaiting a tokio resource.
+/// Where one thread runs every task (a current-thread runtime, or a one-worker runtime
+/// awaited from one of its tasks), the run's nodes start inside this future, in the task
+/// that awaits it: a graph whose nodes end on their first poll runs without spawning a
+/// task, as `tokio::join!` would. A node that waits moves to a tokio task of its own at
+/// once, so the run goes on even while this future is not polled, and each node spends a
+/// unit of the awaiting task's coop budget (tokio's `coop`), as a spawned driver's would;
+/// when it runs out, the rest of the run goes to a spawned task (starting a run spends a
+/// unit too: a run that finds none left yields before it starts). Until its first `Pending`
+/// such a node sees the awaiting task's task-locals and current `LocalSet`; a node should
+/// not rely on either. On runtimes with more workers every node runs in tasks of the run's
+/// own, so a node that computes never holds up the awaiting task (its timeout, the futures
+/// it joins).
 ///
 /// # Output
 /// - `Ok(report)`: every node ended, and the failure mode accepts the outcomes.
@@ -224,7 +230,9 @@ pub struct Run<I: Send + Sync + 'static> {
     state: Arc<RunState<I>>,
     phase: Phase,
     /// The driver that runs the first nodes inside this future, if `start` gave one.
-    embedded: Option<driver::Driver<I>>,
+    /// (`SyncWrapper`: reached only through `&mut self`, so `Run` stays `Sync` although the
+    /// driver's boxed futures are only `Send`.)
+    embedded: Option<SyncWrapper<driver::Driver<I>>>,
 }
 
 impl<I: Send + Sync + 'static> fmt::Debug for Run<I> {
@@ -330,7 +338,7 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
                         self.phase = Phase::Refused;
                         return Poll::Ready(Err(RunError::ShuttingDown));
                     }
-                    self.embedded = self.state.start(handle);
+                    self.embedded = self.state.start(handle).map(SyncWrapper::new);
                     self.state.mark_admitted();
                 }
                 self.phase = Phase::Running;
@@ -340,7 +348,7 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
         // The first nodes run here while they end at once; the driver then ends (it never
         // waits: see `RunState::start`).
         if let Some(driver) = self.embedded.as_mut() {
-            if Pin::new(driver).poll(cx).is_ready() {
+            if Pin::new(driver.get_mut()).poll(cx).is_ready() {
                 self.embedded = None;
             }
         }

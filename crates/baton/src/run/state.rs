@@ -903,14 +903,15 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// Starts the run: fixes its origin and deadline, spawns a driver for each of the first
     /// roots (as many as the runtime has workers) and queues the others for them.
     ///
-    /// When that is one driver (one root, or one worker), it is not spawned but returned,
-    /// for the run's future to poll at once: a graph whose nodes end at once then runs in
-    /// the task that awaits it, without a spawn (as `tokio::join!` would). That driver holds
-    /// nothing across a `Pending`: a node that waits, and whatever it would yield with, goes
-    /// to a spawned driver (`driver.rs`), so a run whose future is held without being polled
-    /// still makes progress, and can always be cancelled. With several first roots on
-    /// several workers, each gets a spawned driver as before, so that roots that compute
-    /// run side by side from the start.
+    /// Where one thread runs every task (a current-thread runtime, or a one-worker runtime
+    /// awaited from one of its tasks), that one driver is not spawned but returned, for the
+    /// run's future to poll at once: a graph whose nodes end at once then runs in the task
+    /// that awaits it, without a spawn (as `tokio::join!` would). That driver holds nothing
+    /// across a `Pending`: a node that waits, and whatever it would yield with, goes to a
+    /// spawned driver (`driver.rs`), so a run whose future is held without being polled
+    /// still makes progress, and can always be cancelled. With more workers every first
+    /// driver is a task, as a node that computes must not hold the awaiting task (its
+    /// timeout, the other futures it joins) while other workers could run the node.
     pub(crate) fn start(self: &Arc<Self>, handle: Handle) -> Option<super::driver::Driver<I>> {
         let core = &self.core;
         let now = Instant::now();
@@ -921,6 +922,11 @@ impl<I: Send + Sync + 'static> RunState<I> {
             (a, b) => a.or(b),
         };
         let workers = handle.metrics().num_workers().max(1);
+        // One thread runs every task here, the caller's included: a node run in the task
+        // that awaits the run holds nothing another worker could have run meanwhile.
+        let one_thread = workers == 1
+            && (handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
+                || tokio::task::try_id().is_some());
         let _ = core.started.set(Started {
             origin: now,
             deadline,
@@ -948,8 +954,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
         };
         // The first roots (one per worker) get a driver of their own; the others wait in
         // the queue for those drivers. They are queued first, so that a driver that ends
-        // its root at once finds them. A lone first driver (one root, or one worker) is the
-        // run's future itself.
+        // its root at once finds them. Where one thread runs every task, the first driver
+        // is the run's future itself.
         let roots = &self.graph.meta.roots;
         let (own, queued) = roots.split_at(roots.len().min(workers));
         for &root in queued {
@@ -963,7 +969,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         for &root in own {
             if claim(root) {
                 let active = core.ready.try_activate(workers);
-                if own.len() == 1 {
+                if one_thread {
                     self.retain();
                     embedded = Some(super::driver::Driver::embedded(
                         Arc::clone(self),
