@@ -149,9 +149,11 @@ pub(crate) struct NodeDef<I, P = NodePolicy> {
 ///
 /// Laid out in declaration order (`repr(C)`): what the scheduler reads for every node that
 /// has extras (its kind, whether it has callbacks, then its policy's hot fields) comes
-/// first, in as few cache lines as can be.
+/// first, in as few cache lines as can be. Not aligned to a cache line: an aligned
+/// allocation doubled a policy node's memory (about 970 against 540 bytes) for no
+/// measurable gain in time.
 #[derive(Default)]
-#[repr(C, align(64))]
+#[repr(C)]
 pub(crate) struct Extras<P> {
     pub(crate) kind: NodeKind,
     pub(crate) callbacks: Option<Box<NodeCallbacks>>,
