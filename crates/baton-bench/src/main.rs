@@ -262,18 +262,18 @@ fn measure_point(
     let mut active: Vec<(Imp, u32, usize)> = Vec::new();
     let budget = secs(o.budget);
     for &imp in o.imps.iter().filter(|i| i.supports(shape)) {
-        if o.verify {
-            if let Err(e) = verify(rt, imp, dag) {
-                rows.push(Row {
-                    shape,
-                    size: n,
-                    threads,
-                    imp,
-                    cell: Cell::Failed(e),
-                    load: load_before.clone(),
-                });
-                continue;
-            }
+        if o.verify
+            && let Err(e) = verify(rt, imp, dag)
+        {
+            rows.push(Row {
+                shape,
+                size: n,
+                threads,
+                imp,
+                cell: Cell::Failed(e),
+                load: load_before.clone(),
+            });
+            continue;
         }
         let row = |cell| Row {
             shape,
@@ -287,17 +287,16 @@ fn measure_point(
         // with fewer samples when one run is long; the other baselines are skipped when
         // `MIN_SAMPLES` runs would not fit in the budget.
         let primary = matches!(imp, Imp::Baton | Imp::BatonPolicies | Imp::Tokio | Imp::Seq);
-        if !primary {
-            if let Some(est) = history.get(&imp).and_then(|h| h.estimate(n)) {
-                if est * (MIN_SAMPLES + 1) as f64 > budget {
-                    let why = format!(
-                        "skipped: est. {est:.1} s per build + run + drop; {} runs > {budget} s budget",
-                        MIN_SAMPLES + 1
-                    );
-                    rows.push(row(Cell::Skipped(why)));
-                    continue;
-                }
-            }
+        if !primary
+            && let Some(est) = history.get(&imp).and_then(|h| h.estimate(n))
+            && est * (MIN_SAMPLES + 1) as f64 > budget
+        {
+            let why = format!(
+                "skipped: est. {est:.1} s per build + run + drop; {} runs > {budget} s budget",
+                MIN_SAMPLES + 1
+            );
+            rows.push(row(Cell::Skipped(why)));
+            continue;
         }
         // Warm-up and calibration.
         let first = match measure(rt, imp, dag, 1) {
@@ -330,10 +329,10 @@ fn measure_point(
                     let per = secs(t.total()).max(1e-9) / f64::from(reps);
                     per_run = per;
                     reps = ((secs(o.min_sample) / per).ceil() as u32).clamp(1, 1_000_000);
-                    if let Some(h) = history.get_mut(&imp) {
-                        if let Some(last) = h.per_node.last_mut() {
-                            *last = per * 1e9 / n as f64;
-                        }
+                    if let Some(h) = history.get_mut(&imp)
+                        && let Some(last) = h.per_node.last_mut()
+                    {
+                        *last = per * 1e9 / n as f64;
                     }
                 }
                 Err(e) => {
@@ -371,10 +370,11 @@ fn measure_point(
             None => {
                 let ts = samples.remove(imp).unwrap_or_default();
                 let mut stats = Stats::from_samples(&ts, n, !imp.reuses_graph());
-                if let Some(min) = o.mem_min_size {
-                    if n >= min && shape != Shape::Order {
-                        stats.mem = child_mem(shape, *imp, n, threads);
-                    }
+                if let Some(min) = o.mem_min_size
+                    && n >= min
+                    && shape != Shape::Order
+                {
+                    stats.mem = child_mem(shape, *imp, n, threads);
                 }
                 Cell::Measured(stats)
             }
@@ -556,11 +556,11 @@ fn main() -> ExitCode {
     let rows = run(&o);
     let md = report::markdown(&rows, &o.imps);
     report::print(&md);
-    if let Some(path) = &o.markdown {
-        if let Err(e) = std::fs::write(path, &md) {
-            report::note(&format!("cannot write {path}: {e}"));
-            return ExitCode::FAILURE;
-        }
+    if let Some(path) = &o.markdown
+        && let Err(e) = std::fs::write(path, &md)
+    {
+        report::note(&format!("cannot write {path}: {e}"));
+        return ExitCode::FAILURE;
     }
     let failures = rows
         .iter()

@@ -243,12 +243,30 @@ async fn runs_back_to_back_yield_to_other_tasks() {
     assert!(ticked >= 1_000 / 128 - 1, "the ticker ran {ticked} times");
 }
 
-/// A task awaiting runs back to back of a 128-node chain lets the other tasks of its worker
-/// in at least every 128 nodes: every node spends a unit of the awaiting task's coop budget,
-/// as it would in a spawned driver.
-#[tokio::test]
-async fn runs_back_to_back_let_other_tasks_in_every_128_nodes() {
-    let count = Arc::new(AtomicUsize::new(0));
+/// A chain of `n` nodes that end at once, each counting itself in `count`.
+fn counting_chain(n: usize, count: &Arc<AtomicUsize>) -> Graph<()> {
+    let mut g = Graph::<()>::builder();
+    let mut prev: Option<Node<()>> = None;
+    for i in 0..n {
+        let c = Arc::clone(count);
+        let body = move || {
+            c.fetch_add(1, Ordering::SeqCst);
+            async { Ok::<_, BoxError>(()) }
+        };
+        prev = Some(match prev {
+            None => g.node(format!("c{i}")).task(move |_ctx, ()| body()),
+            Some(p) => g.node(format!("c{i}")).after(p).task(move |_ctx, _| body()),
+        });
+    }
+    g.build().expect("valid")
+}
+
+/// Runs `work` beside a task that yields in a loop on this one-thread runtime; returns the
+/// most nodes (counted in `count`) that ran between two of that task's turns.
+async fn largest_gap(
+    count: &Arc<AtomicUsize>,
+    work: impl std::future::Future<Output = ()>,
+) -> usize {
     let max_gap = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let ticker = {
@@ -263,29 +281,49 @@ async fn runs_back_to_back_let_other_tasks_in_every_128_nodes() {
             }
         })
     };
-    let mut g = Graph::<()>::builder();
-    let mut prev: Option<Node<()>> = None;
-    for i in 0..128 {
-        let c = count.clone();
-        let body = move || {
-            c.fetch_add(1, Ordering::SeqCst);
-            async { Ok::<_, BoxError>(()) }
-        };
-        prev = Some(match prev {
-            None => g.node(format!("c{i}")).task(move |_ctx, ()| body()),
-            Some(p) => g.node(format!("c{i}")).after(p).task(move |_ctx, _| body()),
-        });
-    }
-    let graph = g.build().expect("valid");
     tokio::task::yield_now().await;
-    for _ in 0..1_000 {
-        graph.run(()).await.expect("run");
-    }
+    work.await;
+    // The ticker measures the last stretch before it stops.
+    tokio::task::yield_now().await;
     stop.store(true, Ordering::SeqCst);
     ticker.await.unwrap();
-    let gap = max_gap.load(Ordering::SeqCst);
+    max_gap.load(Ordering::SeqCst)
+}
+
+/// A task awaiting runs back to back of a 128-node chain lets the other tasks of its worker
+/// in at least every 128 nodes: every node spends a unit of the awaiting task's coop budget,
+/// as it would in a spawned driver.
+#[tokio::test]
+async fn runs_back_to_back_let_other_tasks_in_every_128_nodes() {
+    let count = Arc::new(AtomicUsize::new(0));
+    let graph = counting_chain(128, &count);
+    let gap = largest_gap(&count, async {
+        for _ in 0..1_000 {
+            graph.run(()).await.expect("run");
+        }
+    })
+    .await;
     assert!(
         gap <= 128,
+        "{gap} nodes ran between two turns of the other task"
+    );
+}
+
+/// The same for a long chain whose run is awaited in `tokio::task::unconstrained` (no coop
+/// budget): the run's future starts at most 128 nodes itself, then hands the chain to a
+/// spawned driver, which yields every 128 nodes whatever the awaiting task does.
+#[tokio::test]
+async fn an_unconstrained_run_still_lets_other_tasks_in() {
+    let count = Arc::new(AtomicUsize::new(0));
+    let graph = counting_chain(20_000, &count);
+    let gap = largest_gap(&count, async {
+        tokio::task::unconstrained(graph.run(()))
+            .await
+            .expect("run");
+    })
+    .await;
+    assert!(
+        gap <= 256,
         "{gap} nodes ran between two turns of the other task"
     );
 }

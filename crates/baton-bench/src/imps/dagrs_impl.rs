@@ -57,10 +57,10 @@ pub(crate) fn build(dag: &Dag, probe: &Probe) -> Graph {
     }
     for (i, &from) in ids.iter().enumerate() {
         let downs = dag.downs(i);
-        if !downs.is_empty() {
-            if let Err(e) = graph.add_edge(from, downs.iter().map(|&d| ids[d as usize])) {
-                panic!("dagrs add_edge: {e:?}");
-            }
+        if !downs.is_empty()
+            && let Err(e) = graph.add_edge(from, downs.iter().map(|&d| ids[d as usize]))
+        {
+            panic!("dagrs add_edge: {e:?}");
         }
     }
     graph.set_env(EnvVar::new(table));

@@ -5,10 +5,11 @@
 //! (`Pending`) keeps its driver, which then stops draining the queue and spawns a
 //! replacement if nodes are waiting there.
 //!
-//! On a runtime where one thread runs every task (current-thread, or one worker awaited from
-//! a task), a run's first driver is no task but part of the run's future (`embedded`): it
-//! runs nodes in the task that awaits the run, spending that task's coop budget as a spawned
-//! driver would, and never waits: a node whose attempt returns `Pending` moves, as it is, to
+//! On a runtime where one thread runs every task (taken to be so on current-thread, or one
+//! worker awaited from a task: `RunState::start`), a run's first driver is no task but part
+//! of the run's future (`embedded`): it runs nodes in the task that awaits the run, spending
+//! that task's coop budget as a spawned driver would (and at most [`INLINE_MAX`] of them),
+//! and never waits: a node whose attempt returns `Pending` moves, as it is, to
 //! a driver spawned for it (the embedded one goes on with its stack and the queue), and
 //! where a spawned driver would yield, the embedded one hands its node and stack to spawned
 //! drivers and ends. So a graph of nodes that end at once costs no spawn at all, and a run
@@ -80,8 +81,15 @@ pub(crate) struct Driver<I: Send + Sync + 'static> {
     /// spawned driver would wait or yield, it hands its node to a spawned driver instead
     /// ([`migrate`](Self::migrate), [`hand_off`](Self::hand_off)) and carries on or ends.
     embedded: bool,
+    /// Embedded: how many nodes it started; it hands off at [`INLINE_MAX`] even when the
+    /// awaiting task's coop budget is not spent (`tokio::task::unconstrained`).
+    inline: u32,
     state: State,
 }
+
+/// The most nodes an embedded driver starts before it hands the rest of the run to spawned
+/// drivers: tokio's coop budget per poll, which an unconstrained task does not have.
+const INLINE_MAX: u32 = 128;
 
 impl<I: Send + Sync + 'static> Driver<I> {
     /// A driver that starts with node `id` (already `RUNNING`), or, with `None`, with the
@@ -95,6 +103,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
             start: None,
             handoff: false,
             embedded: false,
+            inline: 0,
             local: VecDeque::new(),
             from_queue: false,
             state: if id.is_some() {
@@ -348,10 +357,10 @@ impl<I: Send + Sync + 'static> Driver<I> {
 
     /// The first attempt of a policy node is abandoned: its breaker permit is released.
     fn release_held(&mut self) {
-        if let State::Attempt(_, held) = &mut self.state
-            && let Some(held) = held.take()
-        {
-            guarded::release(&self.run, self.id, held);
+        if let State::Attempt(_, held) = &mut self.state {
+            if let Some(held) = held.take() {
+                guarded::release(&self.run, self.id, held);
+            }
         }
     }
 }
@@ -390,7 +399,16 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                     // chain or a long queue yields its worker now and then (to timers, I/O and
                     // other tasks), as tokio's own resources do.
                     match tokio::task::coop::poll_proceed(cx) {
-                        Poll::Ready(coop) => coop.made_progress(),
+                        Poll::Ready(coop) if this.embedded && this.inline == INLINE_MAX => {
+                            drop(coop); // (not spent: the node starts elsewhere)
+                            this.start = None;
+                            this.hand_off();
+                            return Poll::Ready(());
+                        }
+                        Poll::Ready(coop) => {
+                            coop.made_progress();
+                            this.inline += u32::from(this.embedded);
+                        }
                         Poll::Pending => {
                             // Time passes before the node starts: its start is read afresh.
                             this.start = None;

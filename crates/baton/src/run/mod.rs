@@ -206,9 +206,9 @@ enum Phase {
 /// of the run: a node that has not started never starts, a running one is dropped at its
 /// next `.await`. [`Run::canceller`] gives a handle that cancels it from elsewhere.
 ///
-/// Where one thread runs every task (a current-thread runtime, or a one-worker runtime
-/// awaited from one of its tasks), the run's nodes start inside this future, in the task
-/// that awaits it: a graph whose nodes end on their first poll runs without spawning a
+/// Where one thread runs every task (taken to be so on a current-thread runtime, or on a
+/// one-worker runtime awaited from one of its tasks), the run's nodes start inside this
+/// future, in the task that awaits it (so the first poll may already call tasks): a graph whose nodes end on their first poll runs without spawning a
 /// task, as `tokio::join!` would. A node that waits moves to a tokio task of its own at
 /// once, so the run goes on even while this future is not polled, and each node spends a
 /// unit of the awaiting task's coop budget (tokio's `coop`), as a spawned driver's would;
@@ -217,7 +217,10 @@ enum Phase {
 /// such a node sees the awaiting task's task-locals and current `LocalSet`; a node should
 /// not rely on either. On runtimes with more workers every node runs in tasks of the run's
 /// own, so a node that computes never holds up the awaiting task (its timeout, the futures
-/// it joins).
+/// it joins). Tokio does not say which thread is its worker: awaited from a `LocalSet`, a
+/// blocking thread (`spawn_blocking` and `Handle::block_on`) or another thread's
+/// `Handle::block_on` on such a runtime, the nodes start in the awaiting task too, and one
+/// that computes holds that thread as it would in a `tokio::join!`.
 ///
 /// # Output
 /// - `Ok(report)`: every node ended, and the failure mode accepts the outcomes.

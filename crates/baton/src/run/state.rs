@@ -8,7 +8,8 @@
 //!    or the one that skipped, passed over or cancelled it while it was pending. Finalizing
 //!    (`finalize`) writes the record, counts the outcome, fires the node's callbacks and its
 //!    `NodeFinished` event, in that order, exactly once.
-//! 2. `live` counts the nodes not yet finalized plus the drivers (tokio tasks) still alive.
+//! 2. `live` counts the nodes not yet finalized plus the drivers still alive (tokio tasks,
+//!    and the one a run's future may hold, `driver.rs`).
 //!    A record is written before `live` is decremented for it, and a driver decrements it as
 //!    its very last action; the run ends when `live` reaches zero, so when the run future
 //!    resolves every record is readable, every callback has fired, and no task of the run is
@@ -903,8 +904,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// Starts the run: fixes its origin and deadline, spawns a driver for each of the first
     /// roots (as many as the runtime has workers) and queues the others for them.
     ///
-    /// Where one thread runs every task (a current-thread runtime, or a one-worker runtime
-    /// awaited from one of its tasks), that one driver is not spawned but returned, for the
+    /// Where one thread runs every task (taken to be so on a current-thread runtime, or on a
+    /// one-worker runtime awaited from a task: see `one_thread` below), that one driver is not spawned but returned, for the
     /// run's future to poll at once: a graph whose nodes end at once then runs in the task
     /// that awaits it, without a spawn (as `tokio::join!` would). That driver holds nothing
     /// across a `Pending`: a node that waits, and whatever it would yield with, goes to a
@@ -922,8 +923,12 @@ impl<I: Send + Sync + 'static> RunState<I> {
             (a, b) => a.or(b),
         };
         let workers = handle.metrics().num_workers().max(1);
-        // One thread runs every task here, the caller's included: a node run in the task
-        // that awaits the run holds nothing another worker could have run meanwhile.
+        // Whether one thread runs every task, the caller's included, so that a node run in
+        // the task that awaits the run holds nothing another worker could have run. Tokio
+        // does not say which thread is a worker: this is a current-thread runtime, or one
+        // worker and the caller is a task. A `LocalSet`, a blocking thread (`spawn_blocking`
+        // and `Handle::block_on`) or a `Handle::block_on` from another thread pass it too;
+        // there a node that computes holds the awaiting thread, as in a `tokio::join!`.
         let one_thread = workers == 1
             && (handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
                 || tokio::task::try_id().is_some());

@@ -315,8 +315,11 @@ impl<S: SyncFamily> Machine<S> {
     }
 
     fn trip_reason(&self, c: &Core, now_ns: u64) -> Option<TransitionReason> {
-        if let Some(n) = self.config.consecutive_failures
-            && c.consecutive >= n
+        // (No `let` chains: the crate's minimum Rust is 1.86.)
+        if let Some(n) = self
+            .config
+            .consecutive_failures
+            .filter(|&n| c.consecutive >= n)
         {
             return Some(TransitionReason::ConsecutiveFailures { count: n });
         }
@@ -363,8 +366,11 @@ impl<S: SyncFamily> Machine<S> {
         };
         let probes = self.config.half_open_probes;
         c.outstanding -= 1;
-        if let Some(slow) = self.config.rates.and_then(|r| r.slow)
-            && elapsed >= slow.slower_than
+        if let Some(slow) = self
+            .config
+            .rates
+            .and_then(|r| r.slow)
+            .filter(|slow| elapsed >= slow.slower_than)
         {
             c.slow_probes += 1;
             let rate = f64::from(c.slow_probes) / f64::from(probes);
