@@ -60,6 +60,26 @@ fn order(seen: &Seen, wait_user: Option<Duration>) -> Graph<()> {
     g.build().expect("valid")
 }
 
+/// A chain of `n` nodes `c0`, `c1`, … that end at once.
+fn chain(n: usize, seen: &Seen) -> Graph<()> {
+    let mut g = Graph::<()>::builder();
+    let mut prev = node(&mut g, "c0", &[], None, seen);
+    for i in 1..n {
+        prev = node(&mut g, &format!("c{i}"), &[prev], None, seen);
+    }
+    g.build().expect("valid")
+}
+
+/// Runs `graph` in a task spawned for it; that task's id.
+async fn run_in_a_task(graph: Graph<()>) -> Id {
+    tokio::spawn(async move {
+        graph.run(()).await.expect("run");
+        tokio::task::id()
+    })
+    .await
+    .unwrap()
+}
+
 /// On a one-worker runtime every node of a graph whose nodes end at once runs in the task
 /// that awaits the run: no task is spawned for it.
 #[tokio::test]
@@ -86,18 +106,7 @@ async fn nodes_that_end_at_once_run_in_the_awaiting_task() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_two_workers_nodes_run_in_tasks_of_the_runs_own() {
     let seen: Seen = Arc::default();
-    let mut g = Graph::<()>::builder();
-    let mut prev = node(&mut g, "a", &[], None, &seen);
-    for name in ["b", "c", "d"] {
-        prev = node(&mut g, name, &[prev], None, &seen);
-    }
-    let graph = g.build().expect("valid");
-    let awaiting = tokio::spawn(async move {
-        graph.run(()).await.expect("run");
-        tokio::task::id()
-    })
-    .await
-    .unwrap();
+    let awaiting = run_in_a_task(chain(4, &seen)).await;
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 4);
     assert!(
@@ -186,18 +195,7 @@ async fn a_node_that_waits_moves_to_a_task_and_the_run_goes_on_unpolled() {
 #[tokio::test]
 async fn a_long_chain_is_handed_to_a_task_after_its_first_nodes() {
     let seen: Seen = Arc::default();
-    let mut g = Graph::<()>::builder();
-    let mut prev = node(&mut g, "c0", &[], None, &seen);
-    for i in 1..1_000 {
-        prev = node(&mut g, &format!("c{i}"), &[prev], None, &seen);
-    }
-    let graph = g.build().expect("valid");
-    let awaiting = tokio::spawn(async move {
-        graph.run(()).await.expect("run");
-        tokio::task::id()
-    })
-    .await
-    .unwrap();
+    let awaiting = run_in_a_task(chain(1_000, &seen)).await;
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 1_000);
     let inline = seen

@@ -21,6 +21,14 @@ fn breaker(threshold: u32) -> CircuitBreaker {
         .unwrap()
 }
 
+/// A breaker (threshold 1) tripped by one failure, its cooldown over: the next call probes.
+async fn half_open() -> CircuitBreaker {
+    let b = breaker(1);
+    b.try_acquire().unwrap().failure(ms(1));
+    advance(ms(100)).await;
+    b
+}
+
 /// Every policy configured, none triggered: one attempt, `Succeeded`, no attempt log, and
 /// the breaker was told of one success (a later failure alone does not trip a threshold of
 /// two).
@@ -119,9 +127,7 @@ async fn a_running_first_attempt_is_cut_retried_and_recovered() {
 /// is given back when the run is cancelled: the next caller may probe.
 #[tokio::test(start_paused = true)]
 async fn a_handed_over_probe_is_given_back_when_the_run_is_cancelled() {
-    let b = breaker(1);
-    b.try_acquire().unwrap().failure(ms(1));
-    advance(ms(100)).await;
+    let b = half_open().await;
     let mut g = Graph::<()>::builder();
     let _ = g.node("stock").breaker(&b).task(|_ctx, ()| async {
         sleep(ms(1_000)).await;
@@ -227,9 +233,7 @@ async fn without_a_budget_the_first_attempt_is_cut_by_its_timeout() {
 /// the breaker.
 #[tokio::test(start_paused = true)]
 async fn a_probe_that_succeeds_at_once_closes_the_breaker() {
-    let b = breaker(1);
-    b.try_acquire().unwrap().failure(ms(1));
-    advance(ms(100)).await;
+    let b = half_open().await;
     let mut g = Graph::<()>::builder();
     let stock = g
         .node("stock")
@@ -246,9 +250,7 @@ async fn a_probe_that_succeeds_at_once_closes_the_breaker() {
 /// as it is called): the next caller may probe.
 #[tokio::test(start_paused = true)]
 async fn a_probe_is_given_back_when_the_run_is_cancelled_before_the_first_poll() {
-    let b = breaker(1);
-    b.try_acquire().unwrap().failure(ms(1));
-    advance(ms(100)).await;
+    let b = half_open().await;
     let slot: Arc<std::sync::OnceLock<baton::RunCanceller>> = Arc::default();
     let s = Arc::clone(&slot);
     let mut g = Graph::<()>::builder();
