@@ -105,7 +105,8 @@ pub(crate) struct Row {
     pub(crate) load: String,
 }
 
-/// A line on stderr.
+/// A line on stderr. (`baton-bench` is a command-line program, not library code: its
+/// progress lines go to stderr and its tables to stdout, where its user reads them.)
 pub(crate) fn note(msg: &str) {
     eprintln!("{msg}");
 }
