@@ -29,7 +29,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
         budget: impl FnOnce() -> Option<Duration>,
     ) {
         if let Some(slot) = self.core.slot(id) {
-            slot.attempts.fetch_add(1, Ordering::Relaxed);
+            // Only whoever runs the node writes its count, one attempt after the other: a
+            // load and a store, not a locked add.
+            let n = slot.attempts.load(Ordering::Relaxed);
+            slot.attempts.store(n.wrapping_add(1), Ordering::Relaxed);
         }
         let counters = self.graph.orchestrator.counters().local();
         counters.attempts.incr();

@@ -523,10 +523,12 @@ impl<I: Send + Sync + 'static> RunState<I> {
     }
 
     /// Counts node `id` as started in the orchestrator's `nodes_in_flight` gauge, once
-    /// ([`record`](Self::record) uncounts it).
+    /// ([`record`](Self::record) uncounts it). Called only by whoever runs the node, so a
+    /// load and a store do what a swap would, without its locked instruction.
     pub(crate) fn count_started(&self, id: u32) {
         if let Some(slot) = self.core.slot(id) {
-            if !slot.counted.swap(true, Ordering::Relaxed) {
+            if !slot.counted.load(Ordering::Relaxed) {
+                slot.counted.store(true, Ordering::Relaxed);
                 self.graph
                     .orchestrator
                     .counters()
@@ -581,6 +583,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// Records how node `id` ended and fires what follows from it: outcome count, callbacks,
     /// `NodeFinished`. The caller owns the node (moved it to `RUNNING`, or from `PENDING` to
     /// `DONE`). Does not release `live`.
+    #[allow(unsafe_code)] // `WriteOnce::set`, sound by invariant 1
     fn record(&self, id: u32, record: Record, was_running: bool) {
         let (Some(hot), Some(slot)) = (self.core.hot(id), self.core.slot(id)) else {
             return;
@@ -589,9 +592,13 @@ impl<I: Send + Sync + 'static> RunState<I> {
         let mut record = record;
         if let (Some(value), Some(cell)) = (record.value.take(), self.core.values.get(id as usize))
         {
-            let _ = cell.set(value);
+            // SAFETY: exactly one party finalizes a node, once (invariant 1): this call, the
+            // only writer of the node's value and record, which are empty until it writes
+            // them (a run's cells start empty; `RunBuffers::clear` empties a reused run's).
+            unsafe { cell.set(value) };
         }
-        let _ = slot.record.set(record);
+        // SAFETY: as above.
+        unsafe { slot.record.set(record) };
         hot.state.store(DONE, Ordering::Release);
         self.core.tokens.end(id, u32::MAX);
         let counters = self.graph.orchestrator.counters().local();
@@ -1115,9 +1122,13 @@ mod tests {
             "the other's end unknown"
         );
         let later = t + Duration::from_millis(5);
-        let _ = run.core.slots[h.index as usize]
-            .record
-            .set(Record::empty(Outcome::Succeeded, later));
+        let cell = &run.core.slots[h.index as usize].record;
+        // SAFETY: the test is the record's only writer (nothing runs the graph), and the
+        // record is empty (the node never ran).
+        #[allow(unsafe_code)]
+        unsafe {
+            cell.set(Record::empty(Outcome::Succeeded, later))
+        };
         assert_eq!(
             run.ready_at(b.index, k.index, t),
             Some(later),
