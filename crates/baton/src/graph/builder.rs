@@ -79,8 +79,11 @@ pub(super) struct NewNode<I> {
 pub struct GraphBuilder<I> {
     pub(super) id: u64,
     /// The nodes (each task knows the type of the value it produces), by index, with
-    /// their policies as declared.
-    pub(super) nodes: Vec<NodeDef<I, PolicySpec>>,
+    /// their policies as declared, one record shared by the nodes declared alike.
+    pub(super) nodes: Vec<NodeDef<I, Arc<PolicySpec>>>,
+    /// The last few distinct declarations of policies (the most recent last), which a node
+    /// declared alike shares (graphs are built in loops, node after node alike).
+    recent_policies: Vec<Arc<PolicySpec>>,
     pub(super) names: Names,
     /// Node `i`'s declared upstreams are `ups[up_at[i]..up_at[i + 1]]`.
     pub(super) up_at: Vec<u32>,
@@ -130,6 +133,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
             ups: Vec::new(),
             name_refs: Vec::new(),
             declared: Vec::new(),
+            recent_policies: Vec::new(),
             errors: Vec::new(),
             mode: FailureMode::default(),
             orchestrator,
@@ -332,11 +336,42 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
         let index = self.nodes.len() as u32;
         self.names.push(&node.name);
         self.up_at.push(self.ups.len() as u32);
+        let extras = node.extras.map(|e| {
+            let Extras {
+                kind,
+                callbacks,
+                policy,
+            } = *e;
+            Box::new(Extras {
+                kind,
+                callbacks,
+                policy: policy.map(|spec| self.share(spec)),
+            })
+        });
         self.nodes.push(NodeDef {
             task: node.task,
-            extras: node.extras,
+            extras,
         });
         index
+    }
+
+    /// `spec` as a record shared with the nodes declared alike among the last few distinct
+    /// declarations ([`PolicySpec::same`]), or as a new one.
+    fn share(&mut self, spec: PolicySpec) -> Arc<PolicySpec> {
+        /// How many distinct declarations are remembered.
+        const KEEP: usize = 8;
+        let recent = &mut self.recent_policies;
+        if let Some(at) = recent.iter().rposition(|s| s.same(&spec)) {
+            let hit = recent.remove(at);
+            recent.push(Arc::clone(&hit)); // the most recent last
+            return hit;
+        }
+        if recent.len() == KEEP {
+            recent.remove(0);
+        }
+        let spec = Arc::new(spec);
+        recent.push(Arc::clone(&spec));
+        spec
     }
 }
 

@@ -136,14 +136,16 @@ pub(crate) enum NodeKind {
 /// reads one cache line per node.
 /// `P` is the policy as declared (in the builder) or as resolved (in the graph); both
 /// forms have the same layout, so `build()` converts the builder's nodes in place.
-pub(crate) struct NodeDef<I, P = NodePolicy> {
+pub(crate) struct NodeDef<I, P = Arc<NodePolicy>> {
     pub(crate) task: Box<dyn ErasedTask<I>>,
     /// `None` for a plain task node: no policy, no callbacks, not a router or a branch.
     pub(crate) extras: Option<Box<Extras<P>>>,
 }
 
 /// What only some nodes have. `P` is the policy as declared ([`PolicySpec`] in the
-/// builder) or as resolved ([`NodePolicy`] in the graph).
+/// builder) or as resolved ([`NodePolicy`] in the graph), in an `Arc` shared by the nodes
+/// declared alike ([`PolicySpec::same`]), so that a graph of many nodes calling one
+/// downstream holds their policies once, and reads them from the cache.
 ///
 /// [`PolicySpec`]: crate::policy::PolicySpec
 ///
@@ -175,7 +177,7 @@ pub(crate) struct GraphInner<I> {
 static TASK: NodeKind = NodeKind::Task;
 
 impl<I> GraphInner<I> {
-    fn extras(&self, id: u32) -> Option<&Extras<NodePolicy>> {
+    fn extras(&self, id: u32) -> Option<&Extras<Arc<NodePolicy>>> {
         self.nodes.get(id as usize)?.extras.as_deref()
     }
 
@@ -191,7 +193,7 @@ impl<I> GraphInner<I> {
 
     /// Node `id`'s policies, if it has any.
     pub(crate) fn policy(&self, id: u32) -> Option<&NodePolicy> {
-        self.extras(id)?.policy.as_ref()
+        self.extras(id)?.policy.as_deref()
     }
 
     /// Node `id`'s callbacks, if it has any.

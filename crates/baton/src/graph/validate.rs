@@ -16,7 +16,7 @@ use crate::run::FailureMode;
 #[allow(clippy::too_many_arguments)]
 pub(super) fn build<I: 'static>(
     id: u64,
-    nodes: Vec<NodeDef<I, PolicySpec>>,
+    nodes: Vec<NodeDef<I, Arc<PolicySpec>>>,
     names: Names,
     mut up_at: Vec<u32>,
     declared: Vec<u32>,
@@ -80,6 +80,8 @@ pub(super) fn build<I: 'static>(
         .map(|i| i as u32)
         .collect();
 
+    // Nodes that share a declared record share the resolved one.
+    let mut resolved = Resolved::default();
     // In place: both forms of a node have the same layout.
     let nodes = nodes
         .into_iter()
@@ -95,7 +97,7 @@ pub(super) fn build<I: 'static>(
                     } = *e;
                     let policy = match policy {
                         None => None,
-                        Some(spec) => resolve(names.get(i as u32), spec, orchestrator)?,
+                        Some(spec) => resolved.get(names.get(i as u32), spec, orchestrator)?,
                     };
                     Some(Box::new(Extras {
                         kind,
@@ -134,7 +136,7 @@ pub(super) fn build<I: 'static>(
 /// Resolves the upstreams given by name to node indices, checking that each exists and
 /// produces the type its downstream expects.
 fn resolve_names<I: 'static>(
-    nodes: &[NodeDef<I, PolicySpec>],
+    nodes: &[NodeDef<I, Arc<PolicySpec>>],
     names: &Names,
     up_at: &[u32],
     declared: &[u32],
@@ -176,6 +178,33 @@ fn resolve_names<I: 'static>(
         }
     }
     Ok(ups)
+}
+
+/// The policies resolved so far, by declared record: the nodes that share a declared
+/// record (the builder shares one between nodes declared alike) share the resolved one.
+#[derive(Default)]
+struct Resolved {
+    /// Keyed by the declared record's address; the record is kept alive with it, so the
+    /// address stays its own.
+    by_spec: rustc_hash::FxHashMap<*const PolicySpec, (Arc<PolicySpec>, Option<Arc<NodePolicy>>)>,
+}
+
+impl Resolved {
+    /// Node `node`'s policies, resolved from `spec` once per declared record.
+    fn get(
+        &mut self,
+        node: &str,
+        spec: Arc<PolicySpec>,
+        orchestrator: &Orchestrator,
+    ) -> Result<Option<Arc<NodePolicy>>, BuildError> {
+        if let Some((_, policy)) = self.by_spec.get(&Arc::as_ptr(&spec)) {
+            return Ok(policy.clone());
+        }
+        let policy = resolve(node, (*spec).clone(), orchestrator)?.map(Arc::new);
+        self.by_spec
+            .insert(Arc::as_ptr(&spec), (spec, policy.clone()));
+        Ok(policy)
+    }
 }
 
 /// Validates a node's policies and resolves its breaker and bulkhead through the
@@ -376,5 +405,124 @@ fn find_cycle<I: 'static>(graph: &GraphInner<I>) -> Option<Vec<String>> {
         }
         walk.push(next);
         cur = next;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::{Ready, ready};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crate::{BoxError, CircuitBreaker, Fallback, Graph, Retry};
+
+    fn ok() -> Ready<Result<u32, BoxError>> {
+        ready(Ok(1))
+    }
+
+    /// The resolved policy records of `graph`'s nodes, in order (`None`: no policy).
+    fn records(graph: &Graph<()>) -> Vec<Option<*const crate::policy::NodePolicy>> {
+        graph
+            .inner
+            .nodes
+            .iter()
+            .map(|n| {
+                n.extras
+                    .as_ref()
+                    .and_then(|e| e.policy.as_ref())
+                    .map(Arc::as_ptr)
+            })
+            .collect()
+    }
+
+    /// Nodes declared with the same policies share one record; a node declared otherwise
+    /// (another timeout, another breaker, a breaker by name, a retry built again with its
+    /// own predicate) gets its own, and a declaration seen before shares again.
+    #[test]
+    fn nodes_declared_alike_share_one_policy_record() {
+        let b1 = CircuitBreaker::builder("b1").build().unwrap();
+        let b2 = CircuitBreaker::builder("b2").build().unwrap();
+        let retry = Retry::new(3).retry_if(|_| true);
+        let mut g = Graph::<()>::builder();
+        let alike = |g: &mut crate::GraphBuilder<()>, name: &str| {
+            let _ = g
+                .node(name)
+                .timeout(Duration::from_secs(1))
+                .retry(retry.clone())
+                .breaker(&b1)
+                .fallback(Fallback::value(0u32))
+                .task(|_, ()| ok());
+        };
+        alike(&mut g, "a0");
+        alike(&mut g, "a1");
+        let _ = g
+            .node("longer")
+            .timeout(Duration::from_secs(2))
+            .retry(retry.clone())
+            .breaker(&b1)
+            .fallback(Fallback::value(0u32))
+            .task(|_, ()| ok());
+        let _ = g
+            .node("other-breaker")
+            .timeout(Duration::from_secs(1))
+            .retry(retry.clone())
+            .breaker(&b2)
+            .fallback(Fallback::value(0u32))
+            .task(|_, ()| ok());
+        let _ = g
+            .node("by-name")
+            .timeout(Duration::from_secs(1))
+            .retry(retry.clone())
+            .breaker("b1")
+            .fallback(Fallback::value(0u32))
+            .task(|_, ()| ok());
+        let _ = g
+            .node("own-predicate")
+            .timeout(Duration::from_secs(1))
+            .retry(Retry::new(3).retry_if(|_| true))
+            .breaker(&b1)
+            .fallback(Fallback::value(0u32))
+            .task(|_, ()| ok());
+        let _ = g
+            .node("no-fallback")
+            .timeout(Duration::from_secs(1))
+            .retry(retry.clone())
+            .breaker(&b1)
+            .task(|_, ()| ok());
+        let _ = g.node("plain").task(|_, ()| ok());
+        alike(&mut g, "a2");
+        let graph = g.build().unwrap();
+        let r = records(&graph);
+        let a = r[0].expect("a0 has policies");
+        assert_eq!(r[1], Some(a), "a1 shares a0's record");
+        assert_eq!(r[8], Some(a), "a2 too, after other declarations");
+        for (i, other) in r.iter().enumerate().take(7).skip(2) {
+            let other = other.expect("has policies");
+            assert_ne!(other, a, "node {i} is declared otherwise");
+        }
+        assert_eq!(r[7], None, "a plain node has no policy");
+        let distinct: std::collections::HashSet<_> = r.iter().flatten().collect();
+        assert_eq!(distinct.len(), 6);
+    }
+
+    /// More distinct declarations than are remembered, in turns: every node still gets the
+    /// policy it declared.
+    #[test]
+    fn many_distinct_declarations_each_resolve_to_their_own() {
+        let mut g = Graph::<()>::builder();
+        for round in 0..3u64 {
+            for k in 1..=20u64 {
+                let _ = g
+                    .node(format!("n{round}-{k}"))
+                    .timeout(Duration::from_millis(k))
+                    .task(|_, ()| ok());
+            }
+        }
+        let graph = g.build().unwrap();
+        for (i, node) in graph.inner.nodes.iter().enumerate() {
+            let policy = node.extras.as_ref().and_then(|e| e.policy.as_ref());
+            let want = Duration::from_millis(i as u64 % 20 + 1);
+            assert_eq!(policy.and_then(|p| p.timeout), Some(want), "node {i}");
+        }
     }
 }

@@ -68,6 +68,29 @@ impl fmt::Debug for Backoff {
 }
 
 impl Backoff {
+    /// Whether `self` and `other` give the same delays: the same kind, settings and jitter
+    /// (a custom backoff: the same closure, not a copy of it).
+    pub(crate) fn same(&self, other: &Self) -> bool {
+        let kind = match (&self.kind, &other.kind) {
+            (
+                Kind::Exponential {
+                    base,
+                    multiplier,
+                    max,
+                },
+                Kind::Exponential {
+                    base: b,
+                    multiplier: m,
+                    max: x,
+                },
+            ) => base == b && multiplier.to_bits() == m.to_bits() && max == x,
+            (Kind::Constant(a), Kind::Constant(b)) => a == b,
+            (Kind::Custom(a), Kind::Custom(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        kind && self.jitter == other.jitter
+    }
+
     /// Exponential backoff starting at `base`: `base`, `2·base`, `4·base`, … capped at
     /// [`DEFAULT_MAX_DELAY`]. Change the factor with [`multiplier`](Self::multiplier) and
     /// the cap with [`max_delay`](Self::max_delay).

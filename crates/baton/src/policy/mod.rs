@@ -31,6 +31,7 @@ pub(crate) use breaker::CircuitBreaker;
 pub use bulkhead::Bulkhead;
 pub use fallback::Fallback;
 pub use retry::Retry;
+use retry::same_opt;
 pub use retry_budget::RetryBudget;
 
 use crate::error::NodeError;
@@ -98,7 +99,38 @@ pub(crate) struct PolicySpec {
     pub(crate) has_fallback: bool,
 }
 
+impl<H> PolicyRef<H> {
+    /// The same handle (by `same`), or the same name.
+    fn same(&self, other: &Self, same: impl Fn(&H, &H) -> bool) -> bool {
+        match (self, other) {
+            (PolicyRef::Handle(a), PolicyRef::Handle(b)) => same(a, b),
+            (PolicyRef::Name(a), PolicyRef::Name(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
 impl PolicySpec {
+    /// Whether `self` declares the same policies as `other`: equal settings, the same
+    /// handles (or names), the same closures. The graph builder keeps one record for the
+    /// nodes declared alike, and `build()` resolves it once for all of them.
+    pub(crate) fn same(&self, other: &Self) -> bool {
+        self.timeout == other.timeout
+            && self.budget == other.budget
+            && self.min_attempt == other.min_attempt
+            && self.has_fallback == other.has_fallback
+            && same_opt(&self.retry, &other.retry, Retry::same)
+            && same_opt(&self.breaker, &other.breaker, |a, b| {
+                a.same(b, CircuitBreaker::same)
+            })
+            && same_opt(&self.breaker_ignore, &other.breaker_ignore, |a, b| {
+                Arc::ptr_eq(a, b)
+            })
+            && same_opt(&self.bulkhead, &other.bulkhead, |a, b| {
+                a.same(b, Bulkhead::same)
+            })
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.timeout.is_none()
             && self.min_attempt.is_none()

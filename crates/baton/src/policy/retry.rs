@@ -114,10 +114,28 @@ impl Retry {
         }
     }
 
+    /// Whether `self` and `other` retry alike: the same attempts, backoff, predicate (the
+    /// same closure) and retry budget (the same handle).
+    pub(crate) fn same(&self, other: &Self) -> bool {
+        self.max_attempts == other.max_attempts
+            && self.backoff.same(&other.backoff)
+            && same_opt(&self.retryable, &other.retryable, Arc::ptr_eq)
+            && same_opt(&self.budget, &other.budget, RetryBudget::same)
+    }
+
     pub(crate) fn validate(&self) -> Result<(), String> {
         if self.max_attempts == 0 {
             return Err("retry needs at least 1 attempt, got 0".to_owned());
         }
         self.backoff.validate()
+    }
+}
+
+/// `a` and `b` both `None`, or both `Some` and `same`.
+pub(crate) fn same_opt<T>(a: &Option<T>, b: &Option<T>, same: impl Fn(&T, &T) -> bool) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => same(a, b),
+        _ => false,
     }
 }

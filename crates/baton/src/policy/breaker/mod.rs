@@ -154,6 +154,11 @@ impl CircuitBreaker {
         CircuitBreakerBuilder::new(name.into())
     }
 
+    /// Whether `self` and `other` are the same breaker (clones of one handle).
+    pub(crate) fn same(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.machine, &other.machine)
+    }
+
     fn from_machine(machine: Machine<StdSync>) -> Self {
         CircuitBreaker {
             machine: Arc::new(machine),
