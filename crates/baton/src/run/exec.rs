@@ -246,7 +246,7 @@ async fn route<I: Send + Sync + 'static>(
     if spawned {
         // Let the driver just spawned run while this one may move to another worker
         // (see `RunState::schedule`).
-        tokio::task::yield_now().await;
+        yield_to_the_queue().await;
     }
     debug_assert_eq!(hot.state.load(Ordering::Acquire), DONE);
     Record::ended(outcome, value, Some(start), core.now()).with_error(error)
@@ -337,4 +337,24 @@ impl<F: Future> Future for Cancellable<'_, F> {
         }
         Poll::Pending
     }
+}
+
+/// Yields once, rescheduled at once: the task wakes itself before it returns `Pending`, so
+/// tokio puts it in its worker's stealable queue and wakes an idle worker, which may take
+/// it. Not `tokio::task::yield_now`, which defers the wake until the worker runs out of
+/// other work: a worker busy with a node that computes (the driver just spawned, from the
+/// LIFO slot) never does, and the yielded driver, with the nodes it would run beside that
+/// one, would wait for it.
+async fn yield_to_the_queue() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    })
+    .await;
 }
