@@ -85,7 +85,7 @@ usage: baton-bench [--shapes a,b] [--sizes 10,1k,1M] [--threads 1,2] [--samples 
                    [--imps baton,tokio,...] [--min-sample-ms MS] [--budget-s S]
                    [--mem-min-size N | --no-mem] [--markdown PATH] [--quick] [--verify]
 shapes: chain binary-tree parallel wavefront random order
-imps:   baton baton-policies tokio tokio-oneshot tokio-join tokio-spawn dagx dagrs seq
+imps:   baton baton-policies baton-inline tokio tokio-oneshot tokio-join tokio-spawn dagx dagrs seq
 --quick: every shape at 10 and 100 nodes, 1 and 2 threads, 3 short samples, no memory
          figures, and --verify (a smoke run for CI: a few seconds).
 --verify: before timing, run each implementation with a recording body and check that
@@ -286,7 +286,10 @@ fn measure_point(
         // The subjects (baton, the join-counter baseline, the floor) are always measured,
         // with fewer samples when one run is long; the other baselines are skipped when
         // `MIN_SAMPLES` runs would not fit in the budget.
-        let primary = matches!(imp, Imp::Baton | Imp::BatonPolicies | Imp::Tokio | Imp::Seq);
+        let primary = matches!(
+            imp,
+            Imp::Baton | Imp::BatonPolicies | Imp::BatonInline | Imp::Tokio | Imp::Seq
+        );
         if !primary
             && let Some(est) = history.get(&imp).and_then(|h| h.estimate(n))
             && est * (MIN_SAMPLES + 1) as f64 > budget

@@ -261,9 +261,9 @@ pub(crate) fn markdown(rows: &[Row], imps: &[Imp]) -> String {
         rule.push_str("---:|");
     }
     head.push_str(
-        " baton/tokio | baton/dagx | baton/dagrs | policies/baton | baton graphs/s | noise | load |",
+        " baton/tokio | inline/tokio | baton/dagx | baton/dagrs | policies/baton | baton graphs/s | noise | load |",
     );
-    rule.push_str("---:|---:|---:|---:|---:|---:|---|");
+    rule.push_str("---:|---:|---:|---:|---:|---:|---:|---|");
     let _ = writeln!(md, "{head}\n{rule}");
     for p in pts.iter().filter(|p| p[0].shape != Shape::Order) {
         let r0 = p[0];
@@ -288,8 +288,12 @@ pub(crate) fn markdown(rows: &[Row], imps: &[Imp]) -> String {
             .fold(0.0f64, f64::max);
         let _ = writeln!(
             line,
-            " {} | {} | {} | {} | {} | ±{:.0}% | {} |",
+            " {} | {} | {} | {} | {} | {} | ±{:.0}% | {} |",
             ratio(b, stats(p, Imp::Tokio).map(|s| s.run_node)),
+            ratio(
+                stats(p, Imp::BatonInline).map(|s| s.run_node),
+                stats(p, Imp::Tokio).map(|s| s.run_node)
+            ),
             ratio(b, stats(p, Imp::Dagx).map(|s| s.run_node)),
             ratio(b, stats(p, Imp::Dagrs).map(|s| s.run_node)),
             ratio(stats(p, Imp::BatonPolicies).map(|s| s.run_node), b),
@@ -313,8 +317,10 @@ pub(crate) fn markdown(rows: &[Row], imps: &[Imp]) -> String {
             let _ = write!(head, " {i} |");
             rule.push_str("---:|");
         }
-        head.push_str(" baton/tokio-spawn | baton/tokio-join | noise | load |");
-        rule.push_str("---:|---:|---:|---|");
+        head.push_str(
+            " baton/tokio-spawn | inline/tokio-spawn | baton/tokio-join | noise | load |",
+        );
+        rule.push_str("---:|---:|---:|---:|---|");
         let _ = writeln!(md, "{head}\n{rule}");
         for p in order {
             let r0 = p[0];
@@ -343,8 +349,12 @@ pub(crate) fn markdown(rows: &[Row], imps: &[Imp]) -> String {
                 .fold(0.0f64, f64::max);
             let _ = writeln!(
                 line,
-                " {} | {} | ±{:.0}% | {} |",
+                " {} | {} | {} | ±{:.0}% | {} |",
                 ratio(b, stats(p, Imp::TokioSpawn).map(|s| s.run_graph)),
+                ratio(
+                    stats(p, Imp::BatonInline).map(|s| s.run_graph),
+                    stats(p, Imp::TokioSpawn).map(|s| s.run_graph)
+                ),
                 ratio(b, stats(p, Imp::TokioJoin).map(|s| s.run_graph)),
                 50.0 * noise,
                 r0.load

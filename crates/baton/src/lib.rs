@@ -106,6 +106,9 @@
 //!   elsewhere; when a run resolves, no task it spawned is still running.
 //! - The [`FailureMode`] decides whether failures make the run an error; the report is kept
 //!   either way.
+//! - The [`StartMode`] decides where nodes start on a multi-thread runtime: in tasks of the
+//!   run's own, spread over the workers (the default), or in the task that awaits the run,
+//!   as `tokio::join!` would (`Inline`: no spawn for a node that ends at once).
 //!
 //! ## Layout
 //! Everything is re-exported from the crate root; only [`observe`] (callbacks, observers,
@@ -149,5 +152,5 @@ pub use policy::{
     PolicyRef, Retry, RetryBudget,
 };
 pub use report::{AttemptReport, Counts, NodeReport, Outcome, Report};
-pub use run::{FailureMode, Run, RunCanceller, RunId, RunOptions};
+pub use run::{FailureMode, Run, RunCanceller, RunId, RunOptions, StartMode};
 pub use task::{Ctx, IdempotencyKey};

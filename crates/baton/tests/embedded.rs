@@ -1,7 +1,8 @@
 //! The run's own future as a driver: where one thread runs every task (current-thread, or
-//! one worker awaited from a task), a run's nodes start inside the task that awaits it; a
-//! node that waits moves to a task of its own, so a run whose future is not polled still
-//! makes progress. With more workers, nodes always run in tasks of the run's own.
+//! one worker awaited from a task), or on any runtime with `StartMode::Inline`, a run's
+//! nodes start inside the task that awaits it; a node that waits moves to a task of its
+//! own, so a run whose future is not polled still makes progress. With more workers and
+//! the default `StartMode::Spread`, nodes always run in tasks of the run's own.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 mod common;
 
-use baton::{BoxError, Graph, GraphBuilder, Node};
+use baton::{BoxError, Graph, GraphBuilder, Node, RunOptions, StartMode};
 use tokio::task::Id;
 
 fn ms(n: u64) -> Duration {
@@ -72,12 +73,25 @@ fn chain(n: usize, seen: &Seen) -> Graph<()> {
 
 /// Runs `graph` in a task spawned for it; that task's id.
 async fn run_in_a_task(graph: Graph<()>) -> Id {
+    run_in_a_task_with(graph, RunOptions::new()).await
+}
+
+/// Runs `graph` with `options` in a task spawned for it; that task's id.
+async fn run_in_a_task_with(graph: Graph<()>, options: RunOptions) -> Id {
     tokio::spawn(async move {
-        graph.run(()).await.expect("run");
+        let report = graph.run_with((), options).await.expect("run");
+        assert!(report.is_clean(), "{report}");
         tokio::task::id()
     })
     .await
     .unwrap()
+}
+
+/// Whether every node in `seen` ran in task `awaiting`, and whether none did.
+fn all_and_none(seen: &Seen, awaiting: Id) -> (bool, bool) {
+    let seen = seen.lock().unwrap();
+    let here = |(_, task): &(String, Option<Id>)| *task == Some(awaiting);
+    (seen.iter().all(here), !seen.iter().any(here))
 }
 
 /// On a one-worker runtime every node of a graph whose nodes end at once runs in the task
@@ -324,4 +338,109 @@ async fn an_unconstrained_run_still_lets_other_tasks_in() {
         gap <= 256,
         "{gap} nodes ran between two turns of the other task"
     );
+}
+
+/// `StartMode::Inline` on two workers: every node of a graph whose nodes end at once runs
+/// in the task that awaits the run, as on one worker (both roots of the order graph too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inline_on_two_workers_nodes_that_end_at_once_run_in_the_awaiting_task() {
+    let seen: Seen = Arc::default();
+    let graph = order(&seen, None);
+    let inline = RunOptions::new().start_mode(StartMode::Inline);
+    let awaiting = run_in_a_task_with(graph, inline).await;
+    assert_eq!(seen.lock().unwrap().len(), 5);
+    assert_eq!(all_and_none(&seen, awaiting), (true, false), "{seen:?}");
+}
+
+/// The graph's start mode applies to its runs, and a run's options override it either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runs_start_mode_overrides_the_graphs() {
+    let with_mode = |mode: StartMode, seen: &Seen| {
+        let mut g = Graph::<()>::builder();
+        g.start_mode(mode);
+        let mut prev = node(&mut g, "c0", &[], None, seen);
+        for i in 1..4 {
+            prev = node(&mut g, &format!("c{i}"), &[prev], None, seen);
+        }
+        g.build().expect("valid")
+    };
+    for (graph_mode, run_mode, in_awaiting) in [
+        (StartMode::Inline, None, true),
+        (StartMode::Inline, Some(StartMode::Spread), false),
+        (StartMode::Spread, Some(StartMode::Inline), true),
+        (StartMode::Spread, None, false),
+    ] {
+        let seen: Seen = Arc::default();
+        let graph = with_mode(graph_mode, &seen);
+        assert_eq!(graph.start_mode(), graph_mode);
+        let mut options = RunOptions::new();
+        if let Some(mode) = run_mode {
+            options = options.start_mode(mode);
+        }
+        let awaiting = run_in_a_task_with(graph, options).await;
+        let (all, none) = all_and_none(&seen, awaiting);
+        let case = format!("graph {graph_mode}, run {run_mode:?}: {seen:?}");
+        if in_awaiting {
+            assert!(all, "every node in the awaiting task: {case}");
+        } else {
+            assert!(none, "no node in the awaiting task: {case}");
+        }
+    }
+}
+
+/// `StartMode::Inline` on two workers: a node that waits moves to a task of its own, and
+/// the run goes on while its future is not polled (here awaited from the runtime's
+/// `block_on`, no task): the waiting node ends and its downstreams run in that task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inline_on_two_workers_a_node_that_waits_moves_and_the_run_goes_on_unpolled() {
+    let seen: Seen = Arc::default();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let rx = Arc::new(Mutex::new(Some(rx)));
+    let mut g = Graph::<()>::builder();
+    let s = Arc::clone(&seen);
+    let user: Node<()> = g.node("user").task(move |_ctx, ()| {
+        s.lock()
+            .unwrap()
+            .push(("user".to_owned(), tokio::task::try_id()));
+        let rx = rx.lock().unwrap().take();
+        async move {
+            if let Some(rx) = rx {
+                let _ = rx.await;
+            }
+            Ok::<_, BoxError>(())
+        }
+    });
+    let sku = node(&mut g, "sku", &[], None, &seen);
+    let stock = node(&mut g, "stock", &[user, sku], None, &seen);
+    node(&mut g, "promo", &[stock], None, &seen);
+    let graph = g.build().expect("valid");
+    let mut run = graph.run_with((), RunOptions::new().start_mode(StartMode::Inline));
+    assert!(futures::poll!(&mut run).is_pending(), "user waits");
+    {
+        let seen = seen.lock().unwrap();
+        let names: Vec<_> = seen.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["user", "sku"],
+            "both roots started in the first poll"
+        );
+        assert!(seen.iter().all(|(_, task)| task.is_none()), "{seen:?}");
+    }
+    tx.send(()).expect("user waits for it");
+    let t0 = std::time::Instant::now();
+    while seen.lock().unwrap().len() < 4 {
+        assert!(
+            t0.elapsed() < common::PATIENCE,
+            "the run did not go on without its future: {seen:?}"
+        );
+        tokio::time::sleep(ms(1)).await;
+    }
+    {
+        let seen = seen.lock().unwrap();
+        for (name, task) in &seen[2..] {
+            assert!(task.is_some(), "{name} ran in the task user moved to");
+        }
+    }
+    let report = run.await.expect("run");
+    assert!(report.is_clean(), "{report}");
 }

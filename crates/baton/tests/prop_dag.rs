@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use baton::{BoxError, FailureMode, Graph, Node, Outcome, Report, RunError, RunOptions};
+use baton::{BoxError, FailureMode, Graph, Node, Outcome, Report, RunError, RunOptions, StartMode};
 use proptest::prelude::*;
 use proptest::sample::Index;
 
@@ -295,6 +295,15 @@ fn block_on_guarded<F: std::future::Future>(rt: &tokio::runtime::Runtime, fut: F
     })
 }
 
+/// The start mode a multi-thread case runs in: both must match the model.
+fn start(inline: bool) -> StartMode {
+    if inline {
+        StartMode::Inline
+    } else {
+        StartMode::Spread
+    }
+}
+
 fn config() -> ProptestConfig {
     let cases = std::env::var("PROPTEST_CASES")
         .ok()
@@ -318,10 +327,11 @@ proptest! {
     }
 
     #[test]
-    fn random_dag_multi_thread_matches_the_model(specs in dag()) {
+    fn random_dag_multi_thread_matches_the_model(specs in dag(), inline in any::<bool>()) {
         let m = model(&specs);
         let b = build(&specs, false);
-        let report = block_on_guarded(&multi_thread_runtime(), b.graph.run(()))
+        let options = RunOptions::new().start_mode(start(inline));
+        let report = block_on_guarded(&multi_thread_runtime(), b.graph.run_with((), options))
             .expect("preserve-partial");
         check_preserve_partial(&specs, &b, &report, &m, false);
     }
@@ -380,13 +390,13 @@ proptest! {
     }
 
     #[test]
-    fn random_dag_fail_fast_multi_thread(specs in dag()) {
+    fn random_dag_fail_fast_multi_thread(specs in dag(), inline in any::<bool>()) {
         let m = model(&specs);
         let b = build(&specs, false);
-        let result = block_on_guarded(
-            &multi_thread_runtime(),
-            b.graph.run_with((), RunOptions::new().failure_mode(FailureMode::FailFast)),
-        );
+        let options = RunOptions::new()
+            .failure_mode(FailureMode::FailFast)
+            .start_mode(start(inline));
+        let result = block_on_guarded(&multi_thread_runtime(), b.graph.run_with((), options));
         if m.outcome.contains(&Outcome::Failed) {
             // Only a failure cancels, so the first failing node always gets to fail.
             let err = result.expect_err("a failure: Err");
@@ -405,10 +415,11 @@ proptest! {
     fn random_dag_cancelled_at_a_random_point_multi_thread(
         specs in dag(),
         yields in 0_usize..40,
+        inline in any::<bool>(),
     ) {
         let m = model(&specs);
         let b = build(&specs, false);
-        let run = b.graph.run(());
+        let run = b.graph.run_with((), RunOptions::new().start_mode(start(inline)));
         let canceller = run.canceller();
         let result = block_on_guarded(&multi_thread_runtime(), async move {
             let cancel = tokio::spawn(async move {

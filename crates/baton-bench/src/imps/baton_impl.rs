@@ -4,7 +4,7 @@ use std::future::{Ready, ready};
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton::{BoxError, CircuitBreaker, Ctx, Fallback, Graph, Node, NodeBuilder, Retry};
+use baton::{BoxError, CircuitBreaker, Ctx, Fallback, Graph, Node, NodeBuilder, Retry, StartMode};
 
 use crate::probe::Probe;
 use crate::shapes::Dag;
@@ -22,9 +22,11 @@ fn body<V>(probe: &Probe, id: u32) -> impl Fn(Ctx<()>, V) -> Ready<Result<(), Bo
 
 /// Builds `dag` as a baton graph. A node with one upstream takes a `Node`, two a tuple,
 /// more a `Vec<Node<()>>` (the fan-in form). With `policies`, every node has a timeout, a
-/// retry, the graph's one circuit breaker and a fallback (`Imp::BatonPolicies`).
-pub(crate) fn build(dag: &Dag, probe: &Probe, policies: bool) -> Graph<()> {
+/// retry, the graph's one circuit breaker and a fallback (`Imp::BatonPolicies`); `start` is
+/// the graph's start mode (`Imp::BatonInline`: `StartMode::Inline`).
+pub(crate) fn build(dag: &Dag, probe: &Probe, policies: bool, start: StartMode) -> Graph<()> {
     let mut g = Graph::<()>::builder();
+    g.start_mode(start);
     let breaker = match CircuitBreaker::builder("downstream")
         .consecutive_failures(5)
         .build()

@@ -11,6 +11,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use baton::StartMode;
+
 use crate::probe::Probe;
 use crate::shapes::{Dag, Shape};
 
@@ -23,6 +25,10 @@ pub(crate) enum Imp {
     /// attempts), one circuit breaker shared by all nodes and a fallback, none of which the
     /// no-op tasks ever trigger. Measures what configured policies cost when they do nothing.
     BatonPolicies,
+    /// baton with `StartMode::Inline`: the task that awaits the run polls its nodes, as
+    /// `tokio::join!` would (no spawn for a node that ends at once), and the run schedules as
+    /// on one worker.
+    BatonInline,
     /// Hand-written tokio: per-run join counters (one atomic per node, shared through one
     /// `Arc`), a task spawned for every node when its counter reaches zero.
     Tokio,
@@ -46,9 +52,10 @@ pub(crate) enum Imp {
 }
 
 impl Imp {
-    pub(crate) const ALL: [Imp; 9] = [
+    pub(crate) const ALL: [Imp; 10] = [
         Imp::Baton,
         Imp::BatonPolicies,
+        Imp::BatonInline,
         Imp::Tokio,
         Imp::TokioOneshot,
         Imp::TokioJoin,
@@ -62,6 +69,7 @@ impl Imp {
         match self {
             Imp::Baton => "baton",
             Imp::BatonPolicies => "baton-policies",
+            Imp::BatonInline => "baton-inline",
             Imp::Tokio => "tokio",
             Imp::TokioOneshot => "tokio-oneshot",
             Imp::TokioJoin => "tokio-join",
@@ -144,8 +152,9 @@ impl fmt::Debug for Built {
 /// Builds `dag` with `imp`.
 pub(crate) fn build(imp: Imp, dag: &Dag, probe: &Probe) -> Built {
     match imp {
-        Imp::Baton => Built::Baton(baton_impl::build(dag, probe, false)),
-        Imp::BatonPolicies => Built::Baton(baton_impl::build(dag, probe, true)),
+        Imp::Baton => Built::Baton(baton_impl::build(dag, probe, false, StartMode::Spread)),
+        Imp::BatonPolicies => Built::Baton(baton_impl::build(dag, probe, true, StartMode::Spread)),
+        Imp::BatonInline => Built::Baton(baton_impl::build(dag, probe, false, StartMode::Inline)),
         Imp::Tokio | Imp::TokioOneshot => Built::Tokio(Arc::new(tokio_impl::Plan::new(dag))),
         Imp::Dagx => Built::Dagx(Box::new(dagx_impl::build(dag, probe))),
         Imp::Dagrs => Built::Dagrs(Box::new(dagrs_impl::build(dag, probe))),
@@ -161,7 +170,9 @@ pub(crate) async fn run_once(
     probe: &Probe,
 ) -> Result<(), String> {
     match (imp, built) {
-        (Imp::Baton | Imp::BatonPolicies, Built::Baton(g)) => baton_impl::run(g).await,
+        (Imp::Baton | Imp::BatonPolicies | Imp::BatonInline, Built::Baton(g)) => {
+            baton_impl::run(g).await
+        }
         (Imp::Tokio, Built::Tokio(plan)) => {
             tokio_impl::run_counters(plan, probe).await;
             Ok(())

@@ -17,7 +17,7 @@ use crate::observe::NodeCallbacks;
 use crate::orchestrator::Orchestrator;
 use crate::policy::{Bulkhead, CircuitBreaker, Fallback, PolicyRef, PolicySpec, Retry};
 use crate::report::NodeReport;
-use crate::run::FailureMode;
+use crate::run::{FailureMode, StartMode};
 use crate::task::{BlockingTask, Ctx, ErasedTask, TypedTask};
 
 static NEXT_GRAPH_ID: AtomicU64 = AtomicU64::new(1);
@@ -75,7 +75,8 @@ pub(super) struct NewNode<I> {
 /// [`build`](Self::build) returns the first one as a typed [`BuildError`].
 ///
 /// # Defaults
-/// - failure mode: [`FailureMode::PreservePartial`].
+/// - failure mode: [`FailureMode::PreservePartial`];
+/// - start mode: [`StartMode::Spread`].
 pub struct GraphBuilder<I> {
     pub(super) id: u64,
     /// The nodes (each task knows the type of the value it produces), by index, with
@@ -96,6 +97,7 @@ pub struct GraphBuilder<I> {
     /// among that node's problems (see [`build`](Self::build)).
     errors: Vec<(u32, u8, BuildError)>,
     mode: FailureMode,
+    start: StartMode,
     orchestrator: Orchestrator,
 }
 
@@ -105,6 +107,7 @@ impl<I> fmt::Debug for GraphBuilder<I> {
             .field("nodes", &self.names)
             .field("errors", &self.errors)
             .field("failure_mode", &self.mode)
+            .field("start_mode", &self.start)
             .finish()
     }
 }
@@ -136,6 +139,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
             recent_policies: Vec::new(),
             errors: Vec::new(),
             mode: FailureMode::default(),
+            start: StartMode::default(),
             orchestrator,
         }
     }
@@ -245,6 +249,15 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
         self
     }
 
+    /// Sets where every run of the graph starts its nodes unless its
+    /// [`RunOptions`](crate::RunOptions) override it: spread over tokio's workers, or in the
+    /// task that awaits the run (see [`StartMode`] for what each costs and gives). Default:
+    /// [`StartMode::Spread`].
+    pub fn start_mode(&mut self, start: StartMode) -> &mut Self {
+        self.start = start;
+        self
+    }
+
     /// How many nodes have been added so far.
     #[must_use]
     pub fn len(&self) -> usize {
@@ -289,6 +302,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
             self.ups,
             self.name_refs,
             self.mode,
+            self.start,
             &self.orchestrator,
         )?;
         Ok(Graph {

@@ -24,7 +24,7 @@ pub use upstreams::{Inputs, Named, Upstreams};
 use crate::observe::NodeCallbacks;
 use crate::orchestrator::Orchestrator;
 use crate::policy::NodePolicy;
-use crate::run::{FailureMode, Run, RunOptions};
+use crate::run::{FailureMode, Run, RunOptions, StartMode};
 use crate::task::ErasedTask;
 
 /// An immutable, validated graph of nodes; cheap to clone (`Arc`), runs any number of times,
@@ -49,6 +49,7 @@ impl<I> fmt::Debug for Graph<I> {
         f.debug_struct("Graph")
             .field("nodes", &self.inner.meta.names)
             .field("failure_mode", &self.inner.mode)
+            .field("start_mode", &self.inner.start)
             .finish_non_exhaustive()
     }
 }
@@ -117,6 +118,12 @@ impl<I> Graph<I> {
     pub fn failure_mode(&self) -> FailureMode {
         self.inner.mode
     }
+
+    /// Where runs start their nodes unless [`RunOptions::start_mode`] overrides it.
+    #[must_use]
+    pub fn start_mode(&self) -> StartMode {
+        self.inner.start
+    }
 }
 
 /// What kind of node a node is.
@@ -169,6 +176,7 @@ pub(crate) struct GraphInner<I> {
     pub(crate) nodes: Box<[NodeDef<I>]>,
     pub(crate) orchestrator: Orchestrator,
     pub(crate) mode: FailureMode,
+    pub(crate) start: StartMode,
     /// The per-run arrays of an ended run, kept for the next run of a large graph (see
     /// [`RunBuffers`](crate::run::RunBuffers)).
     pub(crate) spare: std::sync::Mutex<Option<crate::run::RunBuffers>>,

@@ -11,7 +11,7 @@ use super::{Extras, GraphInner, GraphMeta, NodeDef, NodeKind};
 use crate::error::BuildError;
 use crate::orchestrator::Orchestrator;
 use crate::policy::{NodePolicy, PolicyRef, PolicySpec};
-use crate::run::FailureMode;
+use crate::run::{FailureMode, StartMode};
 
 #[allow(clippy::too_many_arguments)]
 pub(super) fn build<I: 'static>(
@@ -22,6 +22,7 @@ pub(super) fn build<I: 'static>(
     declared: Vec<u32>,
     name_refs: Vec<NameRef>,
     mode: FailureMode,
+    start: StartMode,
     orchestrator: &Orchestrator,
 ) -> Result<GraphInner<I>, BuildError> {
     let n = nodes.len();
@@ -123,6 +124,7 @@ pub(super) fn build<I: 'static>(
         nodes: nodes.into_boxed_slice(),
         orchestrator: orchestrator.clone(),
         mode,
+        start,
         spare: std::sync::Mutex::new(None),
     };
     if by_name {

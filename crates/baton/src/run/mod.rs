@@ -16,6 +16,7 @@ mod exec;
 mod guarded;
 mod once;
 mod ready;
+mod start;
 mod state;
 
 use std::fmt;
@@ -29,6 +30,7 @@ use std::time::Duration;
 use sync_wrapper::SyncWrapper;
 use tokio::time::Instant;
 
+pub use start::StartMode;
 pub(crate) use state::{AttemptGuard, Record, RunBuffers, RunCore, RunState};
 // Named in the sealed `Upstreams` trait's hidden methods; unnameable outside the crate.
 #[allow(unreachable_pub)]
@@ -87,10 +89,12 @@ impl std::str::FromStr for FailureMode {
 ///
 /// # Defaults
 /// - failure mode: the graph's ([`GraphBuilder::failure_mode`](crate::GraphBuilder::failure_mode));
+/// - start mode: the graph's ([`GraphBuilder::start_mode`](crate::GraphBuilder::start_mode));
 /// - timeout / deadline: none.
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     mode: Option<FailureMode>,
+    start: Option<StartMode>,
     timeout: Option<Duration>,
     deadline: Option<Instant>,
 }
@@ -106,6 +110,14 @@ impl RunOptions {
     #[must_use]
     pub fn failure_mode(mut self, mode: FailureMode) -> Self {
         self.mode = Some(mode);
+        self
+    }
+
+    /// Overrides the graph's start mode for this run: where its nodes start (see
+    /// [`StartMode`]).
+    #[must_use]
+    pub fn start_mode(mut self, start: StartMode) -> Self {
+        self.start = Some(start);
         self
     }
 
@@ -217,7 +229,9 @@ enum Phase {
 /// such a node sees the awaiting task's task-locals and current `LocalSet`; a node should
 /// not rely on either. On runtimes with more workers every node runs in tasks of the run's
 /// own, so a node that computes never holds up the awaiting task (its timeout, the futures
-/// it joins). Tokio does not say which thread is its worker: awaited from a `LocalSet`, a
+/// it joins), unless the run starts inline ([`StartMode::Inline`]): it then runs as
+/// described above on any runtime, and costs no spawn for nodes that end at once. Tokio
+/// does not say which thread is its worker: awaited from a `LocalSet`, a
 /// blocking thread (`spawn_blocking` and `Handle::block_on`) or another thread's
 /// `Handle::block_on` on such a runtime, the nodes start in the awaiting task too, and one
 /// that computes holds that thread as it would in a `tokio::join!`.
@@ -250,8 +264,9 @@ impl<I: Send + Sync + 'static> fmt::Debug for Run<I> {
 impl<I: Send + Sync + 'static> Run<I> {
     pub(crate) fn new(graph: Arc<GraphInner<I>>, input: I, options: RunOptions) -> Self {
         let mode = options.mode.unwrap_or(graph.mode);
+        let start = options.start.unwrap_or(graph.start);
         Run {
-            state: RunState::new(graph, input, mode, options.timeout, options.deadline),
+            state: RunState::new(graph, input, mode, start, options.timeout, options.deadline),
             phase: Phase::Idle,
             embedded: None,
         }

@@ -40,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::once::WriteOnce;
 use super::ready::ReadyQueue;
-use super::{FailureMode, RunId};
+use super::{FailureMode, RunId, StartMode};
 use crate::error::{CancelReason, NodeError};
 use crate::graph::names::Names;
 use crate::graph::{GraphInner, NodeKind};
@@ -366,6 +366,9 @@ pub(crate) struct RunCore {
     pub(crate) token: OnceLock<CancellationToken>,
     pub(crate) run_id: RunId,
     pub(crate) mode: FailureMode,
+    /// [`StartMode::Inline`]: the run schedules as on a one-worker runtime, starting in the
+    /// task that awaits it (`start`).
+    inline: bool,
     /// The run's standing with its orchestrator: `NOT_ADMITTED`, `ADMITTED`, or `ENDED`
     /// (see `on_end` and `mark_admitted`: whichever of "admitted" and "ended" comes second
     /// tells the orchestrator the run ended, so it is told exactly once).
@@ -450,6 +453,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         graph: Arc<GraphInner<I>>,
         input: I,
         mode: FailureMode,
+        start: StartMode,
         timeout: Option<Duration>,
         fixed_deadline: Option<Instant>,
     ) -> Arc<Self> {
@@ -491,6 +495,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             token: OnceLock::new(),
             run_id: RunId::next(),
             mode,
+            inline: start == StartMode::Inline,
             registered: AtomicU8::new(NOT_ADMITTED),
             tokens: Tokens::default(),
             timeout,
@@ -912,14 +917,16 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// roots (as many as the runtime has workers) and queues the others for them.
     ///
     /// Where one thread runs every task (taken to be so on a current-thread runtime, or on a
-    /// one-worker runtime awaited from a task: see `one_thread` below), that one driver is not spawned but returned, for the
-    /// run's future to poll at once: a graph whose nodes end at once then runs in the task
-    /// that awaits it, without a spawn (as `tokio::join!` would). That driver holds nothing
-    /// across a `Pending`: a node that waits, and whatever it would yield with, goes to a
-    /// spawned driver (`driver.rs`), so a run whose future is held without being polled
-    /// still makes progress, and can always be cancelled. With more workers every first
-    /// driver is a task, as a node that computes must not hold the awaiting task (its
-    /// timeout, the other futures it joins) while other workers could run the node.
+    /// one-worker runtime awaited from a task: see `one_thread` below), that one driver is
+    /// not spawned but returned, for the run's future to poll at once: a graph whose nodes
+    /// end at once then runs in the task that awaits it, without a spawn (as `tokio::join!`
+    /// would). That driver holds nothing across a `Pending`: a node that waits, and whatever
+    /// it would yield with, goes to a spawned driver (`driver.rs`), so a run whose future is
+    /// held without being polled still makes progress, and can always be cancelled. With
+    /// more workers every first driver is a task, as a node that computes must not hold the
+    /// awaiting task (its timeout, the other futures it joins) while other workers could run
+    /// the node, unless the run was asked to start inline ([`StartMode::Inline`]): it then
+    /// schedules as on a one-worker runtime, whatever the runtime.
     pub(crate) fn start(self: &Arc<Self>, handle: Handle) -> Option<super::driver::Driver<I>> {
         let core = &self.core;
         let now = Instant::now();
@@ -929,16 +936,23 @@ impl<I: Send + Sync + 'static> RunState<I> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let workers = handle.metrics().num_workers().max(1);
+        // An inline run counts one worker: at most one driver at a time runs nodes that end
+        // at once, and it keeps the nodes it makes ready for itself.
+        let workers = if core.inline {
+            1
+        } else {
+            handle.metrics().num_workers().max(1)
+        };
         // Whether one thread runs every task, the caller's included, so that a node run in
         // the task that awaits the run holds nothing another worker could have run. Tokio
         // does not say which thread is a worker: this is a current-thread runtime, or one
         // worker and the caller is a task. A `LocalSet`, a blocking thread (`spawn_blocking`
         // and `Handle::block_on`) or a `Handle::block_on` from another thread pass it too;
         // there a node that computes holds the awaiting thread, as in a `tokio::join!`.
-        let one_thread = workers == 1
-            && (handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
-                || tokio::task::try_id().is_some());
+        let one_thread = core.inline
+            || (workers == 1
+                && (handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
+                    || tokio::task::try_id().is_some()));
         let _ = core.started.set(Started {
             origin: now,
             deadline,
@@ -1100,6 +1114,7 @@ mod tests {
             Arc::clone(&graph.inner),
             (),
             FailureMode::default(),
+            StartMode::default(),
             None,
             None,
         );

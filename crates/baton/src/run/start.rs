@@ -1,0 +1,80 @@
+//! Where a run's nodes start: spread over tokio's workers, or in the task that awaits the run.
+
+use std::fmt;
+
+/// Where a run's nodes start: in tasks of the run's own, spread over tokio's workers, or in
+/// the task that awaits the run, as in `tokio::join!`. Set per graph with
+/// [`GraphBuilder::start_mode`](crate::GraphBuilder::start_mode), per run with
+/// [`RunOptions::start_mode`](crate::RunOptions::start_mode).
+///
+/// Both run independent nodes at once (a node that waits never holds up another) and both
+/// report the same; they differ in what a node that *computes* in its poll (no `.await`
+/// that waits) does to the others, and in what a run costs. Where one thread runs every task
+/// (a current-thread runtime, or a one-worker runtime awaited from one of its tasks) they
+/// are the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum StartMode {
+    /// The default. On a multi-thread runtime the run's nodes start in tokio tasks of its
+    /// own (a few drivers, not one task per node), so nodes that compute run in parallel on
+    /// the workers, and never in the task that awaits the run: a timeout around the run
+    /// fires while a node computes, and the futures that task joins go on. Starting costs
+    /// spawns and wake-ups of the other workers: about 170–230 k runs per second of the
+    /// 5-node order graph on two workers of the benchmark machine.
+    #[default]
+    Spread,
+    /// The task that awaits the run polls its nodes, as `tokio::join!` would: nodes that end
+    /// on their first poll (a cache hit, a no-op, a short computation) cost no spawn at all,
+    /// and a node that waits moves, as it is, to a task of its own, where it goes on while
+    /// the run's future is not polled. The whole run then schedules as on a one-worker
+    /// runtime: at most one driver at a time runs nodes that end at once (the awaiting task
+    /// hands the rest to a spawned one after 128 nodes, or when its coop budget is spent).
+    /// The order graph runs about 390–650 k times per second on two workers.
+    ///
+    /// The price, as with `join!`: nodes that compute in their poll run one after the
+    /// other, not in parallel, and while one does, the awaiting task does nothing else (a
+    /// timeout around the run cannot fire until the node's poll returns). For graphs whose
+    /// nodes wait on I/O — a handler fanning out to downstream services — that costs
+    /// nothing; put computations in a
+    /// [`blocking_task`](crate::NodeBuilder::blocking_task).
+    Inline,
+}
+
+impl fmt::Display for StartMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StartMode::Spread => "spread",
+            StartMode::Inline => "inline",
+        })
+    }
+}
+
+impl std::str::FromStr for StartMode {
+    type Err = String;
+
+    /// Parses `spread` or `inline`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "spread" => Ok(StartMode::Spread),
+            "inline" => Ok(StartMode::Inline),
+            other => Err(format!(
+                "unknown start mode `{other}` (expected spread or inline)"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StartMode;
+
+    #[test]
+    fn names_round_trip_and_unknown_ones_are_named() {
+        for mode in [StartMode::Spread, StartMode::Inline] {
+            assert_eq!(mode.to_string().parse::<StartMode>(), Ok(mode));
+        }
+        assert_eq!(StartMode::default(), StartMode::Spread);
+        let err = "eager".parse::<StartMode>().unwrap_err();
+        assert!(err.contains("`eager`"), "{err}");
+    }
+}
