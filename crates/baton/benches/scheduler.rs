@@ -2,8 +2,8 @@
 //! of the same shape measured in the same run (`<group>/baton` vs `<group>/tokio`):
 //!
 //! 1. `order`: one run of the 5-node order graph (user ∥ sku → stock → promo → notify) with
-//!    no-op tasks, report included; baselines: `tokio::join!` inline, and with `user` and
-//!    `sku` spawned.
+//!    no-op tasks, report included, in the default start mode and with `StartMode::Inline`;
+//!    baselines: `tokio::join!` inline, and with `user` and `sku` spawned.
 //! 2. `chain_10k`: a chain of 10 000 no-op nodes.
 //! 3. `fan_10k`: one root → 10 000 independent nodes → one sink over a `Vec<Node<_>>`.
 //! 4. `policy_1k`: a 1 000-node fan-out whose nodes have timeout + retry + breaker + fallback
@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use baton::{BoxError, CircuitBreaker, Ctx, Fallback, Graph, Node, Retry};
+use baton::{BoxError, CircuitBreaker, Ctx, Fallback, Graph, Node, Retry, RunOptions, StartMode};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use tokio::runtime::Runtime;
 use tokio::sync::Notify;
@@ -164,6 +164,19 @@ fn order(c: &mut Criterion) {
                 let graph = graph.clone();
                 async move {
                     let report = graph.run(()).await.expect("clean run");
+                    black_box(report.get(notify));
+                }
+            })
+        })
+    });
+    let inline = RunOptions::new().start_mode(StartMode::Inline);
+    group.bench_function("baton_inline", |b| {
+        b.iter_custom(|iters| {
+            let (graph, inline) = (graph.clone(), inline.clone());
+            timed(&rt, iters, move || {
+                let (graph, inline) = (graph.clone(), inline.clone());
+                async move {
+                    let report = graph.run_with((), inline).await.expect("clean run");
                     black_box(report.get(notify));
                 }
             })
