@@ -4,9 +4,8 @@
 //! waiters it never needs here): some sixty instructions per write, twice per node. A node's
 //! record and value have exactly one writer (whoever finalizes the node, invariant 1 in
 //! `state.rs`) and readers who never wait (they read after the node is `DONE`, or the run
-//! is over). This cell is what that needs: a plain write and one release store to publish
-//! it, one acquire load to read it. Having one writer is the caller's promise
-//! ([`WriteOnce::set`] is `unsafe`), not the cell's to check.
+//! is over). This cell is what that needs: one compare-and-swap to claim the write, one
+//! release store to publish it, one acquire load to read it.
 
 #![allow(unsafe_code)]
 
@@ -16,7 +15,8 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 const EMPTY: u8 = 0;
-const READY: u8 = 1;
+const WRITING: u8 = 1;
+const READY: u8 = 2;
 
 /// A cell written at most once; readers see nothing until the write is complete.
 pub(crate) struct WriteOnce<T> {
@@ -25,10 +25,9 @@ pub(crate) struct WriteOnce<T> {
 }
 
 // SAFETY: a shared `WriteOnce<T>` hands out only `&T` (so `T: Sync` is needed), and the one
-// write moves a `T` in from the one writing thread (so `T: Send` is needed). The write
-// happens before the `READY` release store and every read after an acquire load of `READY`,
-// so no read overlaps the write; writes never overlap each other (the contract of the
-// `unsafe` `set`); `take` and `Drop` need `&mut self`.
+// write moves a `T` in from whichever thread won the claim (so `T: Send` is needed). The
+// write happens before the `READY` release store and every read after an acquire load of
+// `READY`, so no read overlaps the write; `take` and `Drop` need `&mut self`.
 unsafe impl<T: Send + Sync> Sync for WriteOnce<T> {}
 
 impl<T> WriteOnce<T> {
@@ -39,22 +38,21 @@ impl<T> WriteOnce<T> {
         }
     }
 
-    /// Stores `value`. Neither claims the cell (a compare-and-swap) nor checks it first (a
-    /// load): either waits for the cell's cache line, which is often cold on a large graph
-    /// (its nodes end in graph order, not memory order), where a plain store does not wait.
-    ///
-    /// # Safety
-    ///
-    /// The cell is empty (never written, or emptied by [`take`](Self::take)), and no other
-    /// thread writes it concurrently: the caller is its only writer (for a node's record and
-    /// value, the one party that finalizes the node, invariant 1 in `state.rs`). Checked in
-    /// debug builds.
-    pub(crate) unsafe fn set(&self, value: T) {
-        debug_assert_eq!(self.state.load(Ordering::Relaxed), EMPTY, "written twice");
-        // SAFETY: the cell is empty and the caller is its only writer (this function's
-        // contract), so no reader looks at the value until `READY` is stored below.
+    /// Stores `value`; gives it back when the cell was already written (or is being written
+    /// by another thread).
+    pub(crate) fn set(&self, value: T) -> Result<(), T> {
+        if self
+            .state
+            .compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return Err(value);
+        }
+        // SAFETY: the compare-and-swap above made this call the only writer, ever; readers
+        // do not look at the value until `READY` is stored below.
         unsafe { (*self.value.get()).write(value) };
         self.state.store(READY, Ordering::Release);
+        Ok(())
     }
 
     /// The value, once its write is complete.
@@ -122,65 +120,64 @@ mod tests {
         let drops = Arc::new(AtomicUsize::new(0));
         let mut cell = WriteOnce::new();
         assert!(cell.get().is_none());
-        // SAFETY (every `set` in this test): one thread, and the cell is empty.
-        unsafe { cell.set(Counted(Arc::clone(&drops), 1)) };
+        assert!(cell.set(Counted(Arc::clone(&drops), 1)).is_ok());
         assert_eq!(cell.get().map(|c| c.1), Some(1));
-        assert_eq!(cell.get().map(|c| c.1), Some(1), "read many times");
-        assert_eq!(drops.load(Ordering::SeqCst), 0);
+        let refused = cell.set(Counted(Arc::clone(&drops), 2)).err();
+        assert_eq!(
+            refused.as_ref().map(|c| c.1),
+            Some(2),
+            "the second write is refused"
+        );
+        drop(refused);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        assert_eq!(cell.get().map(|c| c.1), Some(1), "the first value stays");
         let taken = cell.take();
         assert_eq!(taken.as_ref().map(|c| c.1), Some(1));
         assert!(cell.get().is_none() && cell.take().is_none());
         drop(taken);
-        unsafe { cell.set(Counted(Arc::clone(&drops), 3)) };
-        assert_eq!(
-            cell.get().map(|c| c.1),
-            Some(3),
-            "writable again once taken"
+        assert!(
+            cell.set(Counted(Arc::clone(&drops), 3)).is_ok(),
+            "writable again"
         );
         drop(cell);
         assert_eq!(
             drops.load(Ordering::SeqCst),
-            2,
+            3,
             "every value dropped exactly once"
         );
     }
 
-    /// One thread writes a cell while others read it: every reader sees nothing or the whole
-    /// value, and it is dropped once.
+    /// Threads race to write one cell while others read it: exactly one write wins, every
+    /// reader sees nothing or that whole value, and it is dropped once.
     #[test]
-    fn readers_see_nothing_or_the_whole_value() {
-        for round in 0..200 {
+    fn racing_writers_one_wins_and_readers_see_it_whole() {
+        for _ in 0..200 {
             let drops = Arc::new(AtomicUsize::new(0));
             let cell = Arc::new(WriteOnce::<(Counted, [usize; 8])>::new());
-            let readers: Vec<_> = (0..3)
-                .map(|_| {
-                    let cell = Arc::clone(&cell);
+            let wins = Arc::new(AtomicUsize::new(0));
+            let threads: Vec<_> = (0..4)
+                .map(|t| {
+                    let (cell, drops, wins) =
+                        (Arc::clone(&cell), Arc::clone(&drops), Arc::clone(&wins));
                     std::thread::spawn(move || {
-                        let mut seen = 0;
-                        for _ in 0..1000 {
+                        if cell.set((Counted(drops, t), [t; 8])).is_ok() {
+                            wins.fetch_add(1, Ordering::SeqCst);
+                        }
+                        for _ in 0..100 {
                             if let Some((c, words)) = cell.get() {
                                 assert!(words.iter().all(|&w| w == c.1), "a torn read");
-                                seen += 1;
                             }
                         }
-                        seen
                     })
                 })
                 .collect();
-            let value = (Counted(Arc::clone(&drops), round), [round; 8]);
-            // SAFETY: the cell is empty and this thread is its only writer.
-            unsafe { cell.set(value) };
-            for r in readers {
-                r.join().unwrap();
+            for t in threads {
+                t.join().unwrap();
             }
-            assert_eq!(cell.get().map(|(c, _)| c.1), Some(round));
-            assert_eq!(drops.load(Ordering::SeqCst), 0);
+            assert_eq!(wins.load(Ordering::SeqCst), 1);
+            assert_eq!(drops.load(Ordering::SeqCst), 3, "the three refused values");
             drop(cell);
-            assert_eq!(
-                drops.load(Ordering::SeqCst),
-                1,
-                "dropped once, with the cell"
-            );
+            assert_eq!(drops.load(Ordering::SeqCst), 4);
         }
     }
 }

@@ -588,7 +588,6 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// Records how node `id` ended and fires what follows from it: outcome count, callbacks,
     /// `NodeFinished`. The caller owns the node (moved it to `RUNNING`, or from `PENDING` to
     /// `DONE`). Does not release `live`.
-    #[allow(unsafe_code)] // `WriteOnce::set`, sound by invariant 1
     fn record(&self, id: u32, record: Record, was_running: bool) {
         let (Some(hot), Some(slot)) = (self.core.hot(id), self.core.slot(id)) else {
             return;
@@ -597,13 +596,9 @@ impl<I: Send + Sync + 'static> RunState<I> {
         let mut record = record;
         if let (Some(value), Some(cell)) = (record.value.take(), self.core.values.get(id as usize))
         {
-            // SAFETY: exactly one party finalizes a node, once (invariant 1): this call, the
-            // only writer of the node's value and record, which are empty until it writes
-            // them (a run's cells start empty; `RunBuffers::clear` empties a reused run's).
-            unsafe { cell.set(value) };
+            let _ = cell.set(value);
         }
-        // SAFETY: as above.
-        unsafe { slot.record.set(record) };
+        let _ = slot.record.set(record);
         hot.state.store(DONE, Ordering::Release);
         self.core.tokens.end(id, u32::MAX);
         let counters = self.graph.orchestrator.counters().local();
@@ -1137,13 +1132,9 @@ mod tests {
             "the other's end unknown"
         );
         let later = t + Duration::from_millis(5);
-        let cell = &run.core.slots[h.index as usize].record;
-        // SAFETY: the test is the record's only writer (nothing runs the graph), and the
-        // record is empty (the node never ran).
-        #[allow(unsafe_code)]
-        unsafe {
-            cell.set(Record::empty(Outcome::Succeeded, later))
-        };
+        let _ = run.core.slots[h.index as usize]
+            .record
+            .set(Record::empty(Outcome::Succeeded, later));
         assert_eq!(
             run.ready_at(b.index, k.index, t),
             Some(later),
