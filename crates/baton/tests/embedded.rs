@@ -444,3 +444,26 @@ async fn inline_on_two_workers_a_node_that_waits_moves_and_the_run_goes_on_unpol
     let report = run.await.expect("run");
     assert!(report.is_clean(), "{report}");
 }
+
+/// `StartMode::Inline` on two workers: nodes released by different nodes that waited run
+/// where those nodes resumed, so two computing nodes behind two waiting roots still run side
+/// by side (only nodes made ready together run one after another).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inline_on_two_workers_nodes_behind_waiting_roots_compute_side_by_side() {
+    let started = Arc::new(AtomicUsize::new(0));
+    let mut g = Graph::<()>::builder();
+    g.start_mode(StartMode::Inline);
+    for i in 0..2 {
+        let root: Node<()> = g.node(format!("wait{i}")).task(|_ctx, ()| async {
+            tokio::time::sleep(ms(1)).await;
+            Ok::<_, BoxError>(())
+        });
+        let started = Arc::clone(&started);
+        let _: Node<()> = g
+            .node(format!("compute{i}"))
+            .after(root)
+            .task(move |_ctx, _| common::compute_beside_another(&started));
+    }
+    let report = g.build().expect("valid").run(()).await.expect("run");
+    assert!(report.is_clean(), "{report}");
+}

@@ -19,23 +19,26 @@ pub enum StartMode {
     /// own (a few drivers, not one task per node), so nodes that compute run in parallel on
     /// the workers, and never in the task that awaits the run: a timeout around the run
     /// fires while a node computes, and the futures that task joins go on. Starting costs
-    /// spawns and wake-ups of the other workers: about 170–230 k runs per second of the
+    /// spawns and wake-ups of the other workers: about 130–230 k runs per second of the
     /// 5-node order graph on two workers of the benchmark machine.
     #[default]
     Spread,
     /// The task that awaits the run polls its nodes, as `tokio::join!` would: nodes that end
     /// on their first poll (a cache hit, a no-op, a short computation) cost no spawn at all,
     /// and a node that waits moves, as it is, to a task of its own, where it goes on while
-    /// the run's future is not polled. The whole run then schedules as on a one-worker
-    /// runtime: at most one driver at a time runs nodes that end at once (the awaiting task
-    /// hands the rest to a spawned one after 128 nodes, or when its coop budget is spent).
-    /// The order graph runs about 390–650 k times per second on two workers.
+    /// the run's future is not polled; the nodes it releases when it ends run in that task,
+    /// on whichever worker it resumes. The run schedules as on a one-worker runtime: nodes
+    /// made ready together are run one after another by the task that holds them, not
+    /// spread over the workers (the awaiting task hands what is left to a spawned task
+    /// after 128 nodes, or when its coop budget is spent). The order graph runs about
+    /// 390–650 k times per second on two workers.
     ///
-    /// The price, as with `join!`: nodes that compute in their poll run one after the
-    /// other, not in parallel, and while one does, the awaiting task does nothing else (a
-    /// timeout around the run cannot fire until the node's poll returns). For graphs whose
-    /// nodes wait on I/O — a handler fanning out to downstream services — that costs
-    /// nothing; put computations in a
+    /// The price, as with `join!`: nodes that compute in their poll and are ready together
+    /// run one after the other, not in parallel, and while one computes in the awaiting
+    /// task, that task does nothing else (a timeout around the run cannot fire until the
+    /// node's poll returns). Until its first `Pending`, a node polled there sees the
+    /// awaiting task's task-locals. For graphs whose nodes wait on I/O — a handler fanning
+    /// out to downstream services — that costs nothing; put computations in a
     /// [`blocking_task`](crate::NodeBuilder::blocking_task).
     Inline,
 }

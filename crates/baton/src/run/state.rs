@@ -759,8 +759,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
         let core = &self.core;
         let mut next = None;
         let mut spawned = false;
-        // A driver keeps extra ready nodes for itself only on a one-worker runtime, where no
-        // other worker could take them (see `ready.rs`).
+        // A driver keeps extra ready nodes for itself only on a one-worker runtime (or in an
+        // inline run, which counts one), where no other worker could take them (`ready.rs`).
         let workers = self.workers();
         let keep = workers == 1 && !core.ready.wants_help(workers);
         for &d in self.graph.meta.downstreams(id) {
@@ -931,8 +931,9 @@ impl<I: Send + Sync + 'static> RunState<I> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        // An inline run counts one worker: at most one driver at a time runs nodes that end
-        // at once, and it keeps the nodes it makes ready for itself.
+        // An inline run counts one worker: at most one driver at a time drains the ready
+        // queue, and every driver keeps the nodes it makes ready for itself (a driver whose
+        // node waited runs, wherever it resumes, what that node releases).
         let workers = if core.inline {
             1
         } else {
