@@ -12,6 +12,27 @@ use std::fmt;
 /// that waits) does to the others, and in what a run costs. Where one thread runs every task
 /// (a current-thread runtime, or a one-worker runtime awaited from one of its tasks) they
 /// are the same.
+///
+/// ```
+/// use baton::{BoxError, Graph, Node, RunOptions, StartMode};
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut g = Graph::<u32>::builder();
+/// // Every run of this graph starts inline: its nodes only wait on I/O.
+/// g.start_mode(StartMode::Inline);
+/// let id: Node<u32> = g
+///     .node("user")
+///     .task(|ctx, ()| async move { Ok::<_, BoxError>(*ctx.input()) });
+/// let graph = g.build()?;
+/// assert_eq!(graph.run(7).await?.get(id), Some(&7));
+///
+/// // One run spread over the workers instead.
+/// let spread = RunOptions::new().start_mode(StartMode::Spread);
+/// assert_eq!(graph.run_with(8, spread).await?.get(id), Some(&8));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum StartMode {
