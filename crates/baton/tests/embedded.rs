@@ -87,6 +87,19 @@ async fn run_in_a_task_with(graph: Graph<()>, options: RunOptions) -> Id {
     .unwrap()
 }
 
+/// After the run's first poll from the runtime's `block_on` (no task): exactly the order
+/// graph's two roots ran, both there.
+fn both_roots_ran_in_the_first_poll_outside_any_task(seen: &Seen) {
+    let seen = seen.lock().unwrap();
+    let names: Vec<_> = seen.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["user", "sku"],
+        "both roots started in the first poll"
+    );
+    assert!(seen.iter().all(|(_, task)| task.is_none()), "{seen:?}");
+}
+
 /// Whether every node in `seen` ran in task `awaiting`, and whether none did.
 fn all_and_none(seen: &Seen, awaiting: Id) -> (bool, bool) {
     let seen = seen.lock().unwrap();
@@ -176,16 +189,7 @@ async fn a_node_that_waits_moves_to_a_task_and_the_run_goes_on_unpolled() {
     let graph = order(&seen, Some(ms(10)));
     let mut run = graph.run(());
     assert!(futures::poll!(&mut run).is_pending(), "user waits");
-    {
-        let seen = seen.lock().unwrap();
-        let names: Vec<_> = seen.iter().map(|(name, _)| name.as_str()).collect();
-        assert_eq!(
-            names,
-            ["user", "sku"],
-            "both roots started in the first poll"
-        );
-        assert!(seen.iter().all(|(_, task)| task.is_none()), "{seen:?}");
-    }
+    both_roots_ran_in_the_first_poll_outside_any_task(&seen);
     // The run's future is left alone while time passes.
     tokio::time::sleep(ms(20)).await;
     {
@@ -416,16 +420,7 @@ async fn inline_on_two_workers_a_node_that_waits_moves_and_the_run_goes_on_unpol
     let graph = g.build().expect("valid");
     let mut run = graph.run_with((), RunOptions::new().start_mode(StartMode::Inline));
     assert!(futures::poll!(&mut run).is_pending(), "user waits");
-    {
-        let seen = seen.lock().unwrap();
-        let names: Vec<_> = seen.iter().map(|(name, _)| name.as_str()).collect();
-        assert_eq!(
-            names,
-            ["user", "sku"],
-            "both roots started in the first poll"
-        );
-        assert!(seen.iter().all(|(_, task)| task.is_none()), "{seen:?}");
-    }
+    both_roots_ran_in_the_first_poll_outside_any_task(&seen);
     tx.send(()).expect("user waits for it");
     let t0 = std::time::Instant::now();
     while seen.lock().unwrap().len() < 4 {

@@ -416,10 +416,30 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use crate::{BoxError, CircuitBreaker, Fallback, Graph, Retry};
+    use crate::policy::PolicyRef;
+    use crate::{BoxError, CircuitBreaker, Fallback, Graph, GraphBuilder, Retry};
 
     fn ok() -> Ready<Result<u32, BoxError>> {
         ready(Ok(1))
+    }
+
+    /// Adds node `name` with a per-attempt `timeout`, `retry`, `breaker` and, if
+    /// `fallback`, a fallback value.
+    fn declare(
+        g: &mut GraphBuilder<()>,
+        name: &str,
+        timeout: Duration,
+        retry: Retry,
+        breaker: impl Into<PolicyRef<CircuitBreaker>>,
+        fallback: bool,
+    ) {
+        let node = g.node(name).timeout(timeout).retry(retry).breaker(breaker);
+        let node = if fallback {
+            node.fallback(Fallback::value(0u32))
+        } else {
+            node
+        };
+        let _ = node.task(|_, ()| ok());
     }
 
     /// The resolved policy records of `graph`'s nodes, in order (`None`: no policy).
@@ -446,51 +466,18 @@ mod tests {
         let b2 = CircuitBreaker::builder("b2").build().unwrap();
         let retry = Retry::new(3).retry_if(|_| true);
         let mut g = Graph::<()>::builder();
-        let alike = |g: &mut crate::GraphBuilder<()>, name: &str| {
-            let _ = g
-                .node(name)
-                .timeout(Duration::from_secs(1))
-                .retry(retry.clone())
-                .breaker(&b1)
-                .fallback(Fallback::value(0u32))
-                .task(|_, ()| ok());
+        let second = Duration::from_secs(1);
+        let alike = |g: &mut GraphBuilder<()>, name: &str| {
+            declare(g, name, second, retry.clone(), &b1, true);
         };
         alike(&mut g, "a0");
         alike(&mut g, "a1");
-        let _ = g
-            .node("longer")
-            .timeout(Duration::from_secs(2))
-            .retry(retry.clone())
-            .breaker(&b1)
-            .fallback(Fallback::value(0u32))
-            .task(|_, ()| ok());
-        let _ = g
-            .node("other-breaker")
-            .timeout(Duration::from_secs(1))
-            .retry(retry.clone())
-            .breaker(&b2)
-            .fallback(Fallback::value(0u32))
-            .task(|_, ()| ok());
-        let _ = g
-            .node("by-name")
-            .timeout(Duration::from_secs(1))
-            .retry(retry.clone())
-            .breaker("b1")
-            .fallback(Fallback::value(0u32))
-            .task(|_, ()| ok());
-        let _ = g
-            .node("own-predicate")
-            .timeout(Duration::from_secs(1))
-            .retry(Retry::new(3).retry_if(|_| true))
-            .breaker(&b1)
-            .fallback(Fallback::value(0u32))
-            .task(|_, ()| ok());
-        let _ = g
-            .node("no-fallback")
-            .timeout(Duration::from_secs(1))
-            .retry(retry.clone())
-            .breaker(&b1)
-            .task(|_, ()| ok());
+        declare(&mut g, "longer", 2 * second, retry.clone(), &b1, true);
+        declare(&mut g, "other-breaker", second, retry.clone(), &b2, true);
+        declare(&mut g, "by-name", second, retry.clone(), "b1", true);
+        let own = Retry::new(3).retry_if(|_| true);
+        declare(&mut g, "own-predicate", second, own, &b1, true);
+        declare(&mut g, "no-fallback", second, retry.clone(), &b1, false);
         let _ = g.node("plain").task(|_, ()| ok());
         alike(&mut g, "a2");
         let graph = g.build().unwrap();

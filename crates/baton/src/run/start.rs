@@ -76,7 +76,10 @@ impl fmt::Display for StartMode {
 impl std::str::FromStr for StartMode {
     type Err = String;
 
-    /// Parses `spread` or `inline`.
+    /// Parses `spread` or `inline` (the names `Display` writes).
+    ///
+    /// # Errors
+    /// Any other text: a message that quotes it and lists the two names.
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "spread" => Ok(StartMode::Spread),
