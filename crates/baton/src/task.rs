@@ -74,18 +74,49 @@ pub(crate) trait ErasedTask<I>: Send + Sync + 'static {
 /// `U` is a type only: their values are fetched by position from the run.
 type Types<U, T, E, Fut> = PhantomData<fn() -> (U, T, E, Fut)>;
 
-pub(crate) struct TypedTask<U, F, T, E, Fut> {
+/// Where a task keeps its fallback: `()` for none (most nodes), or a box. A type, not an
+/// `Option`, so that a task without one is its closure alone, and a closure that captures
+/// nothing costs no allocation when the graph boxes the task.
+pub(crate) trait FallbackSlot<T>: Send + Sync + 'static {
+    fn get(&self) -> Option<&Fallback<T>>;
+}
+
+impl<T> FallbackSlot<T> for () {
+    fn get(&self) -> Option<&Fallback<T>> {
+        None
+    }
+}
+
+impl<T: Send + Sync + 'static> FallbackSlot<T> for Box<Fallback<T>> {
+    fn get(&self) -> Option<&Fallback<T>> {
+        Some(self)
+    }
+}
+
+pub(crate) struct TypedTask<U, F, T, E, Fut, Fb = ()> {
     task: F,
-    /// Boxed: few nodes have one, and the task is allocated per node.
-    fallback: Option<Box<Fallback<T>>>,
+    fallback: Fb,
     _types: Types<U, T, E, Fut>,
 }
 
 impl<U, F, T, E, Fut> TypedTask<U, F, T, E, Fut> {
-    pub(crate) fn new(task: F, fallback: Option<Fallback<T>>) -> Self {
+    /// A task without a fallback.
+    pub(crate) fn new(task: F) -> Self {
         TypedTask {
             task,
-            fallback: fallback.map(Box::new),
+            fallback: (),
+            _types: PhantomData,
+        }
+    }
+
+    /// The task with `fallback` (boxed: few nodes have one).
+    pub(crate) fn with_fallback(
+        self,
+        fallback: Fallback<T>,
+    ) -> TypedTask<U, F, T, E, Fut, Box<Fallback<T>>> {
+        TypedTask {
+            task: self.task,
+            fallback: Box::new(fallback),
             _types: PhantomData,
         }
     }
@@ -103,8 +134,9 @@ fn fallback_future<T: Send + Sync + 'static>(
     ))
 }
 
-impl<I, U, F, T, E, Fut> ErasedTask<I> for TypedTask<U, F, T, E, Fut>
+impl<I, U, F, T, E, Fut, Fb> ErasedTask<I> for TypedTask<U, F, T, E, Fut, Fb>
 where
+    Fb: FallbackSlot<T>,
     I: Send + Sync + 'static,
     U: Upstreams,
     F: Fn(Ctx<I>, U::Values) -> Fut + Send + Sync + 'static,
@@ -135,7 +167,7 @@ where
     }
 
     fn fallback(&self, node: &str, error: Arc<NodeError>) -> Option<FallbackFuture> {
-        fallback_future(self.fallback.as_deref(), node, error)
+        fallback_future(self.fallback.get(), node, error)
     }
 }
 
@@ -382,5 +414,28 @@ impl IdempotencyKey {
 impl fmt::Display for IdempotencyKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}-{}", self.run, self.node)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A task without a fallback is its closure alone: one that captures nothing is boxed
+    /// without an allocation. With a fallback, the task holds it behind one pointer.
+    #[test]
+    fn a_task_without_a_fallback_is_its_closure_alone() {
+        fn typed<F, Fut>(task: F) -> TypedTask<(), F, u32, BoxError, Fut>
+        where
+            F: Fn(Ctx<()>, ()) -> Fut,
+        {
+            TypedTask::new(task)
+        }
+        let task = typed(|_ctx, ()| async { Ok::<u32, BoxError>(1) });
+        assert_eq!(std::mem::size_of_val(&task), 0);
+        let task = task.with_fallback(Fallback::value(2));
+        assert_eq!(std::mem::size_of_val(&task), std::mem::size_of::<usize>());
+        assert!(FallbackSlot::get(&task.fallback).is_some());
+        assert!(FallbackSlot::<u32>::get(&()).is_none());
     }
 }

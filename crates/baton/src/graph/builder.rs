@@ -616,7 +616,11 @@ where
         Fut: Future<Output = Result<T, E>> + Send + 'static,
         E: Into<BoxError> + 'static,
     {
-        self.finish(|fallback| Box::new(TypedTask::<U, _, _, _, _>::new(task, fallback)))
+        let task = TypedTask::<U, _, _, _, _>::new(task);
+        self.finish(|fallback| match fallback {
+            None => Box::new(task),
+            Some(fallback) => Box::new(task.with_fallback(fallback)),
+        })
     }
 
     /// Sets a synchronous (blocking) task, run on tokio's blocking pool, adds the node and
