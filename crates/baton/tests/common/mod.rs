@@ -17,8 +17,21 @@ pub(crate) fn spin_until(count: &AtomicUsize, want: usize) -> Result<(), BoxErro
     let t0 = Instant::now();
     while count.load(Ordering::SeqCst) < want {
         if t0.elapsed() > PATIENCE {
+            // Whether the node that did not start had a task to run it (tokio's count of
+            // live tasks) tells a scheduling bug from an idle worker that was not woken.
+            let tokio = tokio::runtime::Handle::try_current().map_or_else(
+                |_| "no runtime".to_owned(),
+                |h| {
+                    let m = h.metrics();
+                    format!(
+                        "{} tasks alive, {} in the global queue",
+                        m.num_alive_tasks(),
+                        m.global_queue_depth()
+                    )
+                },
+            );
             return Err(format!(
-                "only {} of {want} ever started",
+                "only {} of {want} ever started ({tokio})",
                 count.load(Ordering::SeqCst)
             )
             .into());
