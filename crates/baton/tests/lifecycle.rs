@@ -156,9 +156,18 @@ async fn stats_equal_the_reports_counts_after_many_concurrent_runs() {
     let mut handles = Vec::new();
     for i in 0..300u32 {
         let graph = graph.clone();
-        handles.push(tokio::spawn(
-            async move { graph.run(i).await.unwrap().counts() },
-        ));
+        handles.push(tokio::spawn(async move {
+            let report = graph.run(i).await.unwrap();
+            // Each run on its own first: `a` fails exactly when its input is a multiple of 3.
+            let a = report.by_name("a").unwrap().outcome();
+            let want = if i % 3 == 0 {
+                Outcome::Failed
+            } else {
+                Outcome::Succeeded
+            };
+            assert_eq!(a, want, "run {i}: {report}");
+            report.counts()
+        }));
     }
     let mut total = baton::Counts::default();
     for h in handles {
