@@ -115,10 +115,18 @@ impl<I: Send + Sync + 'static> Driver<I> {
     }
 
     /// A driver for the run's future to poll (see the `embedded` field), starting with node
-    /// `id` (already `RUNNING`); `active`: its creator counted it as an active driver.
-    pub(crate) fn embedded(run: Arc<RunState<I>>, id: u32, active: bool) -> Self {
+    /// `id` (already `RUNNING`); `active`: its creator counted it as an active driver;
+    /// `start`: when node `id` starts, if the creator read the clock with nothing but
+    /// bookkeeping left before the node's first poll (`None`: read when it starts).
+    pub(crate) fn embedded(
+        run: Arc<RunState<I>>,
+        id: u32,
+        active: bool,
+        start: Option<Instant>,
+    ) -> Self {
         let mut driver = Driver::new(run, Some(id), active);
         driver.embedded = true;
+        driver.start = start;
         driver
     }
 

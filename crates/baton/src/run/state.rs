@@ -993,10 +993,14 @@ impl<I: Send + Sync + 'static> RunState<I> {
                 let active = core.ready.try_activate(workers);
                 if one_thread {
                     self.retain();
+                    // The run's origin is its first node's start, when no observer runs
+                    // in between (the run's future polls that node next).
+                    let start = (!self.observed()).then_some(now);
                     embedded = Some(super::driver::Driver::embedded(
                         Arc::clone(self),
                         root,
                         active,
+                        start,
                     ));
                 } else {
                     self.spawn_driver(Some(root), active);
