@@ -48,8 +48,9 @@ enum State {
     /// Fast path: its first attempt is running; with what it holds for the node's policies,
     /// if it has any (`guarded.rs`).
     Attempt(AttemptFuture, Option<Held>),
-    /// Full path (policies, routers, spans).
-    Full(Pin<Box<dyn Future<Output = Record> + Send>>),
+    /// Full path (policies, routers, spans); with the node's record, whether it spawned a
+    /// driver for nodes it queued (a router's branch made them ready).
+    Full(Pin<Box<dyn Future<Output = (Record, bool)> + Send>>),
     /// The driver has nothing left to run.
     Done,
 }
@@ -438,7 +439,12 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                 // backoff iterators): a panic there fails the node like a task's would.
                 State::Full(fut) => {
                     match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
-                        Ok(Poll::Ready(record)) => this.end(record),
+                        Ok(Poll::Ready((record, spawned))) => {
+                            this.end(record);
+                            // A driver was spawned for nodes the node queued: yield once
+                            // before going on, as `end` does for its own.
+                            this.handoff |= spawned;
+                        }
                         Ok(Poll::Pending) if this.embedded => this.migrate(),
                         Ok(Poll::Pending) => {
                             this.suspend();

@@ -23,26 +23,31 @@ use crate::task::Value;
 
 /// Runs node `id` (already `RUNNING`, since `start`) to its record, on the full path:
 /// policies, routers, `tracing` spans. `first` is its first attempt when the driver's fast
-/// path started it (and already counted the node as started).
+/// path started it (and already counted the node as started). Also returns whether it
+/// spawned a driver for nodes it queued (a router whose branch made nodes ready): the
+/// driver then yields once before going on (see `RunState::schedule`).
 pub(crate) async fn run_node<I: Send + Sync + 'static>(
     run: &Arc<RunState<I>>,
     id: u32,
     span: tracing::Span,
     start: Instant,
     first: Option<First>,
-) -> Record {
+) -> (Record, bool) {
     if first.is_none() {
         started(run, id);
     }
-    let record = match run.graph.kind(id) {
+    let (record, spawned) = match run.graph.kind(id) {
         // Boxed: a router runs its branch through `run_node` again.
         NodeKind::Router { .. } => {
             trace::within(span.clone(), Box::pin(route(run, id, start))).await
         }
-        _ => trace::within(span.clone(), execute(run, id, start, first)).await,
+        _ => (
+            trace::within(span.clone(), execute(run, id, start, first)).await,
+            false,
+        ),
     };
     trace::record_outcome(&span, &record);
-    record
+    (record, spawned)
 }
 
 /// Counts node `id` as started and tells the observers.
@@ -140,21 +145,22 @@ async fn plain<I: Send + Sync + 'static>(
 }
 
 /// A router: picks a branch from its upstreams' values, passes over the others (`NotTaken`),
-/// runs the chosen one as a node of its own, and takes its value.
+/// runs the chosen one as a node of its own, and takes its value. Also returns whether it
+/// spawned a driver for the nodes the branch made ready.
 async fn route<I: Send + Sync + 'static>(
     run: &Arc<RunState<I>>,
     id: u32,
     start: Instant,
-) -> Record {
+) -> (Record, bool) {
     let core = &run.core;
     let router = run.graph.meta.name(id);
     let failed = |error: NodeError| {
-        Record::ended(Outcome::Failed, None, Some(start), core.now())
-            .with_error(Some(Arc::new(error)))
+        let record = Record::ended(Outcome::Failed, None, Some(start), core.now());
+        (record.with_error(Some(Arc::new(error))), false)
     };
     if core.is_cancelled() {
         run.release(run.not_taken_except(id, None, core.now()));
-        return Record::empty(Outcome::Cancelled, core.now());
+        return (Record::empty(Outcome::Cancelled, core.now()), false);
     }
     let NodeKind::Router { branches } = run.graph.kind(id) else {
         return failed(NodeError::Internal {
@@ -199,18 +205,20 @@ async fn route<I: Send + Sync + 'static>(
         .is_err()
     {
         // Swept by a cancellation between the choice and now.
-        return Record::empty(Outcome::Cancelled, core.now()).started(Some(start));
+        let record = Record::empty(Outcome::Cancelled, core.now()).started(Some(start));
+        return (record, false);
     }
     let span = trace::node_span(core, || run.graph.meta.name(branch));
     let _abandoned = BranchGuard { run, branch };
     let branch_start = core.now();
     // User code of the branch's policies (a retry predicate, a breaker filter) may panic: the
     // branch fails with it, and the router with the branch, as for a task's panic.
+    // (A branch is a task node: it spawns nothing itself.)
     let record = match AssertUnwindSafe(Box::pin(run_node(run, branch, span, branch_start, None)))
         .catch_unwind()
         .await
     {
-        Ok(record) => record,
+        Ok((record, _)) => record,
         Err(panic) => Record::ended(Outcome::Failed, None, Some(branch_start), core.now())
             .with_error(Some(Arc::new(NodeError::from_panic(panic.as_ref())))),
     };
@@ -239,17 +247,15 @@ async fn route<I: Send + Sync + 'static>(
     // A node that depends on the branch itself (by name) may have become ready.
     let released = run.finish_branch(branch, record);
     let mut spawned = released.spawned;
-    // Queued rather than run here: the router's record comes first.
+    // Queued rather than run here: the router's record comes first. A driver spawned for
+    // them is the router's driver's cue to yield once, after it writes the router's record
+    // (its hand-off, as after any node that spawned one).
     if let Some(next) = released.next {
         spawned |= run.schedule(next);
     }
-    if spawned {
-        // Let the driver just spawned run while this one may move to another worker
-        // (see `RunState::schedule`).
-        yield_to_the_queue().await;
-    }
     debug_assert_eq!(hot.state.load(Ordering::Acquire), DONE);
-    Record::ended(outcome, value, Some(start), core.now()).with_error(error)
+    let record = Record::ended(outcome, value, Some(start), core.now()).with_error(error);
+    (record, spawned)
 }
 
 /// Ends a router's branch `Cancelled` when the router's future is dropped while the branch
@@ -337,24 +343,4 @@ impl<F: Future> Future for Cancellable<'_, F> {
         }
         Poll::Pending
     }
-}
-
-/// Yields once, rescheduled at once: the task wakes itself before it returns `Pending`, so
-/// tokio puts it in its worker's stealable queue and wakes an idle worker, which may take
-/// it. Not `tokio::task::yield_now`, which defers the wake until the worker runs out of
-/// other work: a worker busy with a node that computes (the driver just spawned, from the
-/// LIFO slot) never does, and the yielded driver, with the nodes it would run beside that
-/// one, would wait for it.
-async fn yield_to_the_queue() {
-    let mut yielded = false;
-    std::future::poll_fn(|cx| {
-        if yielded {
-            Poll::Ready(())
-        } else {
-            yielded = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    })
-    .await;
 }
