@@ -356,8 +356,11 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
                         self.phase = Phase::Refused;
                         return Poll::Ready(Err(RunError::ShuttingDown));
                     }
-                    self.embedded = self.state.start(handle).map(SyncWrapper::new);
+                    // Admitted before it starts: a driver on another worker may record a
+                    // node (a skip, a pass-over) while `start` is still returning, and the
+                    // stats count the nodes of admitted runs only.
                     self.state.mark_admitted();
+                    self.embedded = self.state.start(handle).map(SyncWrapper::new);
                 }
                 self.phase = Phase::Running;
             }

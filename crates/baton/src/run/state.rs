@@ -557,8 +557,9 @@ impl<I: Send + Sync + 'static> RunState<I> {
         core.done.wake();
     }
 
-    /// The orchestrator admitted the run (after `start`). If the run already ended (it was
-    /// cancelled while being admitted), says so now.
+    /// The orchestrator admitted the run (before `start`: from here on, every node's outcome
+    /// counts in the stats). If the run already ended (it was cancelled while being
+    /// admitted), says so now.
     pub(crate) fn mark_admitted(&self) {
         if self
             .core
