@@ -258,13 +258,18 @@ async fn non_retryable_errors_stop_the_series_at_once() {
     ));
 }
 
+/// A task body that panics (a function, so that no code after the panic is unreachable).
+fn bug() -> Result<(), BoxError> {
+    panic!("bug")
+}
+
 #[tokio::test(start_paused = true)]
 async fn panics_are_not_retried_by_default_and_custom_backoffs_can_run_out() {
     let mut g = Graph::<()>::builder();
     let p = g
         .node("p")
         .retry(Retry::new(5))
-        .task(|_ctx, ()| async { panic!("bug") as Result<(), BoxError> });
+        .task(|_ctx, ()| async { bug() });
     let c = g
         .node("c")
         .retry(Retry::new(10).backoff(Backoff::custom([ms(5), ms(7)])))
