@@ -1,13 +1,14 @@
 //! Callbacks, observers, stats and the orchestrator's lifecycle (DESIGN rules 10, 14, 16;
 //! seed 002 §16–§18).
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use baton::{
     BoxError, CancelReason, Event, FailureMode, Graph, Node, Orchestrator, Outcome, Retry,
-    RunError, RunOptions,
+    RunError, RunId, RunOptions,
 };
 use tokio::time::sleep;
 
@@ -199,10 +200,11 @@ async fn stats_equal_the_reports_counts_after_many_concurrent_runs() {
     assert_eq!(orch.stats().runs_started, 0);
 }
 
-/// Runs awaited from a thread that is not a tokio worker (here the test's own `block_on`)
-/// start their drivers on the workers at once: a root that fails there skips its downstream
-/// while the run's first poll is still returning. Every such skip counts in the stats (they
-/// once missed about a third of them: the run was marked admitted only after its start).
+/// A run's start spawns its drivers, which may run on another worker before the run's first
+/// poll returns (at once when, as here, the run is awaited from a thread that is not a
+/// worker): a root that fails there skips its downstream meanwhile. Every such skip counts
+/// in the stats (they once missed about a third of them: the run was marked admitted only
+/// after its start).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stats_count_the_nodes_recorded_while_a_run_starts() {
     let orch = Orchestrator::new();
@@ -223,6 +225,62 @@ async fn stats_count_the_nodes_recorded_while_a_run_starts() {
     assert_eq!((s.failed, s.skipped), (5_000, 5_000));
     assert_eq!(skipped, 5_000);
     assert_eq!(s.nodes_in_flight, 0);
+}
+
+/// Runs cancelled while they are being admitted (`cancel_all` looping on another thread):
+/// each one's `RunStarted` comes before its `RunFinished`, and the nodes of every admitted
+/// run count in the stats, the ones a cancel swept before the run was marked admitted too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_cancelled_while_they_start_are_started_then_finished_and_counted() {
+    let events: Arc<Mutex<HashMap<RunId, Vec<&'static str>>>> = Arc::default();
+    let e = Arc::clone(&events);
+    let orch = Orchestrator::builder()
+        .observer(move |ev: &Event<'_>| {
+            let (run, what) = match ev {
+                Event::RunStarted { run, .. } => (*run, "started"),
+                Event::RunFinished { run, .. } => (*run, "finished"),
+                _ => return,
+            };
+            e.lock().unwrap().entry(run).or_default().push(what);
+        })
+        .build();
+    let mut g = orch.graph::<()>();
+    let _ = g
+        .node("wait")
+        .task(|_ctx, ()| std::future::pending::<Result<(), BoxError>>());
+    let graph = g.build().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let canceller = {
+        let (orch, stop) = (orch.clone(), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                orch.cancel_all();
+            }
+        })
+    };
+    for _ in 0..20_000 {
+        assert!(matches!(
+            graph.run(()).await,
+            Err(RunError::Cancelled { .. })
+        ));
+    }
+    stop.store(true, Ordering::SeqCst);
+    canceller.join().unwrap();
+    let events = events.lock().unwrap();
+    let out_of_order: Vec<_> = events
+        .iter()
+        .filter(|(_, seen)| seen.as_slice() != ["started", "finished"])
+        .collect();
+    assert!(
+        out_of_order.is_empty(),
+        "{} runs of {}, e.g. {:?}",
+        out_of_order.len(),
+        events.len(),
+        out_of_order.first()
+    );
+    let s = orch.stats();
+    assert_eq!((s.runs_started, s.runs_finished), (20_000, 20_000));
+    assert_eq!((s.nodes_submitted, s.cancelled), (20_000, 20_000));
 }
 
 #[tokio::test(start_paused = true)]

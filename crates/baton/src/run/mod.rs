@@ -356,10 +356,7 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
                         self.phase = Phase::Refused;
                         return Poll::Ready(Err(RunError::ShuttingDown));
                     }
-                    // Admitted before it starts: a driver on another worker may record a
-                    // node (a skip, a pass-over) while `start` is still returning, and the
-                    // stats count the nodes of admitted runs only.
-                    self.state.mark_admitted();
+                    // `start` also marks the run admitted, before its first driver.
                     self.embedded = self.state.start(handle).map(SyncWrapper::new);
                 }
                 self.phase = Phase::Running;

@@ -178,6 +178,9 @@ pub(crate) struct Slot {
     /// Counted in the orchestrator's `nodes_in_flight` gauge (it started): uncounted when it
     /// ends. A node cancelled or abandoned before it started was never counted.
     pub(crate) counted: AtomicBool,
+    /// Its outcome is not in the orchestrator's counters yet: it was recorded before its run
+    /// was marked admitted (see `RunState::report_end`).
+    pub(crate) uncounted: AtomicBool,
     /// Blocking attempts abandoned (timed out or cancelled) while their closure still ran.
     pub(crate) abandoned: AtomicU32,
     pub(crate) waker: AtomicWaker,
@@ -215,6 +218,7 @@ impl RunBuffers {
                 .map(|_| Slot {
                     attempts: AtomicU32::new(0),
                     counted: AtomicBool::new(false),
+                    uncounted: AtomicBool::new(false),
                     abandoned: AtomicU32::new(0),
                     waker: AtomicWaker::new(),
                     record: WriteOnce::new(),
@@ -239,6 +243,7 @@ impl RunBuffers {
         for slot in self.slots.iter_mut() {
             *slot.attempts.get_mut() = 0;
             *slot.counted.get_mut() = false;
+            *slot.uncounted.get_mut() = false;
             *slot.abandoned.get_mut() = 0;
             slot.waker = AtomicWaker::new();
             drop(slot.record.take());
@@ -373,6 +378,9 @@ pub(crate) struct RunCore {
     /// (see `on_end` and `mark_admitted`: whichever of "admitted" and "ended" comes second
     /// tells the orchestrator the run ended, so it is told exactly once).
     pub(crate) registered: AtomicU8,
+    /// Some node's outcome was recorded before the run was marked admitted, and is not
+    /// counted yet (`RunState::report_end`).
+    uncounted: AtomicBool,
     pub(crate) tokens: Tokens,
     timeout: Option<Duration>,
     fixed_deadline: Option<Instant>,
@@ -497,6 +505,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             mode,
             inline: start == StartMode::Inline,
             registered: AtomicU8::new(NOT_ADMITTED),
+            uncounted: AtomicBool::new(false),
             tokens: Tokens::default(),
             timeout,
             fixed_deadline,
@@ -557,10 +566,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
         core.done.wake();
     }
 
-    /// The orchestrator admitted the run (before `start`: from here on, every node's outcome
-    /// counts in the stats). If the run already ended (it was cancelled while being
-    /// admitted), says so now.
-    pub(crate) fn mark_admitted(&self) {
+    /// The orchestrator admitted the run (`start` calls this once it has fixed the run's
+    /// origin, before the first driver). If the run already ended (it was cancelled while
+    /// being admitted), says so now.
+    fn mark_admitted(&self) {
         if self
             .core
             .registered
@@ -571,9 +580,21 @@ impl<I: Send + Sync + 'static> RunState<I> {
         }
     }
 
-    /// Tells the observers and the orchestrator that the admitted run ended.
+    /// Tells the observers and the orchestrator that the admitted run ended. Counts the
+    /// outcomes of nodes recorded before the run was marked admitted (a cancel that swept
+    /// them while it was being admitted): its nodes were submitted, so they count.
     fn report_end(&self) {
         let core = &self.core;
+        if core.uncounted.load(Ordering::Acquire) {
+            let counters = self.graph.orchestrator.counters().local();
+            for slot in core.slots.iter() {
+                if slot.uncounted.load(Ordering::Relaxed) {
+                    if let Some(record) = slot.record.get() {
+                        counters.outcome(record.outcome);
+                    }
+                }
+            }
+        }
         if self.observed() {
             if let Some(me) = self.me.upgrade() {
                 let report = Report::new(me);
@@ -603,10 +624,14 @@ impl<I: Send + Sync + 'static> RunState<I> {
         hot.state.store(DONE, Ordering::Release);
         self.core.tokens.end(id, u32::MAX);
         let counters = self.graph.orchestrator.counters().local();
-        // Nodes of runs cancelled before they were admitted were never submitted: they do
-        // not count.
-        if self.core.registered.load(Ordering::Relaxed) != NOT_ADMITTED || was_running {
+        // A node that did not run, recorded before its run was marked admitted (a cancel's
+        // sweep), counts only if the run turns out admitted: `report_end` counts it then.
+        // (A run cancelled before the orchestrator saw it submitted nothing.)
+        if self.core.registered.load(Ordering::Acquire) != NOT_ADMITTED || was_running {
             counters.outcome(outcome);
+        } else {
+            slot.uncounted.store(true, Ordering::Relaxed);
+            self.core.uncounted.store(true, Ordering::Release);
         }
         if slot.counted.load(Ordering::Relaxed) {
             counters.nodes_in_flight.decr();
@@ -963,6 +988,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
                 nodes: self.graph.meta.len(),
             });
         }
+        // Admitted after `RunStarted` (a cancel may end the run from here on, and
+        // `RunFinished` must come second) and before the first driver (which may record
+        // nodes on another worker before this returns).
+        self.mark_admitted();
         // An empty graph is over at once.
         if self.graph.meta.len() == 0 {
             self.on_end();
