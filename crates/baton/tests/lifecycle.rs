@@ -283,6 +283,43 @@ async fn runs_cancelled_while_they_start_are_started_then_finished_and_counted()
     assert_eq!((s.nodes_submitted, s.cancelled), (20_000, 20_000));
 }
 
+/// A run's future resolves only once the run is told over: its observers have seen its
+/// `RunFinished` and the stats count it, even when the run ends on another worker while an
+/// observer takes its time and the awaiting task is polled for other reasons (here it wakes
+/// itself at every poll, as a `join!` or `select!` sibling would).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_resolves_after_its_run_finished_event_and_its_stats() {
+    let finished = Arc::new(AtomicU32::new(0));
+    let f = Arc::clone(&finished);
+    let orch = Orchestrator::builder()
+        .observer(move |ev: &Event<'_>| {
+            if let Event::RunFinished { .. } = ev {
+                std::thread::sleep(Duration::from_millis(2));
+                f.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+        .build();
+    let mut g = orch.graph::<()>();
+    let _ = g.node("n").task(|_ctx, ()| async {
+        tokio::task::yield_now().await;
+        Ok::<_, BoxError>(())
+    });
+    let graph = g.build().unwrap();
+    for i in 1..=50 {
+        let mut run = std::pin::pin!(graph.run(()));
+        let report = std::future::poll_fn(|cx| {
+            cx.waker().wake_by_ref();
+            run.as_mut().poll(cx)
+        })
+        .await
+        .unwrap();
+        assert!(report.is_clean());
+        assert_eq!(finished.load(Ordering::SeqCst), i, "RunFinished of run {i}");
+        assert_eq!(orch.stats().runs_finished, u64::from(i));
+        assert_eq!(orch.runs_in_flight(), 0);
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn shutdown_finishes_what_it_can_cancels_the_rest_and_refuses_new_runs() {
     let orch = Orchestrator::new();

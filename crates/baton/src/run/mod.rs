@@ -372,7 +372,7 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
         }
         let core = &self.state.core;
         core.done.register(cx.waker());
-        if core.is_over() {
+        if core.is_ended() {
             self.phase = Phase::Done;
             return Poll::Ready(self.result());
         }

@@ -381,6 +381,8 @@ pub(crate) struct RunCore {
     /// Some node's outcome was recorded before the run was marked admitted, and is not
     /// counted yet (`RunState::report_end`).
     uncounted: AtomicBool,
+    /// Set once `on_end` has told the orchestrator and the observers (`is_ended`).
+    ended: AtomicBool,
     pub(crate) tokens: Tokens,
     timeout: Option<Duration>,
     fixed_deadline: Option<Instant>,
@@ -415,8 +417,15 @@ impl RunCore {
         self.cancelled.load(Ordering::SeqCst)
     }
 
+    /// Every node is done and no driver is left.
     pub(crate) fn is_over(&self) -> bool {
         self.live.load(Ordering::Acquire) == 0
+    }
+
+    /// The run is over and told so: its `RunFinished` was emitted and the stats counted it
+    /// (`RunState::on_end`). What the run's future waits for.
+    pub(crate) fn is_ended(&self) -> bool {
+        self.ended.load(Ordering::Acquire)
     }
 
     /// The run-wide token, created on first use; cancelled when the run is.
@@ -506,6 +515,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             inline: start == StartMode::Inline,
             registered: AtomicU8::new(NOT_ADMITTED),
             uncounted: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
             tokens: Tokens::default(),
             timeout,
             fixed_deadline,
@@ -563,6 +573,9 @@ impl<I: Send + Sync + 'static> RunState<I> {
         if core.registered.swap(ENDED, Ordering::AcqRel) == ADMITTED {
             self.report_end();
         }
+        // Only now may the run's future resolve: whoever reads the stats or awaits an
+        // observer's `RunFinished` after the run finds them in.
+        core.ended.store(true, Ordering::Release);
         core.done.wake();
     }
 
