@@ -59,14 +59,16 @@ impl<F: Fn(&Event<'_>) + Send + Sync + 'static> Observer for F {
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub enum Event<'a> {
-    /// A run started (it was first polled and the orchestrator accepted it).
+    /// A run started (it was first polled and the orchestrator accepted it). Comes before
+    /// the run's `RunFinished`, once per admitted run.
     RunStarted {
         /// The run.
         run: RunId,
         /// How many nodes its graph has.
         nodes: usize,
     },
-    /// Every node of a run ended and its tasks exited.
+    /// Every node of a run ended and its tasks exited. Delivered (and the run counted in the
+    /// stats) before the run's future resolves.
     RunFinished {
         /// The run.
         run: RunId,
