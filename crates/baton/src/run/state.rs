@@ -947,8 +947,9 @@ impl<I: Send + Sync + 'static> RunState<I> {
         }
     }
 
-    /// Starts the run: fixes its origin and deadline, spawns a driver for each of the first
-    /// roots (as many as the runtime has workers) and queues the others for them.
+    /// Starts the run: fixes its origin and deadline, emits `RunStarted`, marks the run
+    /// admitted (its nodes count in the stats from here on), spawns a driver for each of the
+    /// first roots (as many as the runtime has workers) and queues the others for them.
     ///
     /// Where one thread runs every task (taken to be so on a current-thread runtime, or on a
     /// one-worker runtime awaited from a task: see `one_thread` below), that one driver is
