@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, ReusableBoxFuture};
 
 use crate::error::{BoxError, NodeError};
 use crate::graph::Upstreams;
@@ -39,8 +39,22 @@ pub(crate) fn into_value<T: Send + Sync + 'static>(value: T) -> Value {
     Arc::new(value)
 }
 
-/// One attempt of a task, boxed.
-pub(crate) type AttemptFuture = Pin<Box<dyn Future<Output = Result<Value, BoxError>> + Send>>;
+/// One attempt of a task, boxed. A box that tokio-util can reuse: a driver keeps the box of
+/// its last attempt and writes its next node's attempt into it when the two futures have the
+/// same layout, instead of freeing one box and allocating another ([`put`]).
+pub(crate) type AttemptFuture = ReusableBoxFuture<'static, Result<Value, BoxError>>;
+
+/// Writes `future` into `into`: into the box already there when its layout matches, else
+/// into a new one.
+fn put<F>(into: &mut Option<AttemptFuture>, future: F)
+where
+    F: Future<Output = Result<Value, BoxError>> + Send + 'static,
+{
+    match into {
+        Some(boxed) => boxed.set(future),
+        None => *into = Some(ReusableBoxFuture::new(future)),
+    }
+}
 
 /// A fallback's run, boxed.
 pub(crate) type FallbackFuture = Pin<Box<dyn Future<Output = Result<Value, NodeError>> + Send>>;
@@ -51,14 +65,15 @@ pub(crate) trait ErasedTask<I>: Send + Sync + 'static {
     fn value_type(&self) -> (TypeId, &'static str);
 
     /// Fetches the upstream values and starts one attempt, which holds `permit` until it has
-    /// really stopped; `None` when a value is missing or of another type, which validation
-    /// rules out.
+    /// really stopped, writing its future into `into` (reusing the box there when it can);
+    /// `false` when a value is missing or of another type, which validation rules out.
     fn call(
         &self,
         ctx: Ctx<I>,
         cx: &FetchCx<'_>,
         permit: Option<BulkheadPermit>,
-    ) -> Option<AttemptFuture>;
+        into: &mut Option<AttemptFuture>,
+    ) -> bool;
 
     /// The node's fallback for `error`, if it has one.
     fn fallback(&self, node: &str, error: Arc<NodeError>) -> Option<FallbackFuture>;
@@ -153,17 +168,21 @@ where
         ctx: Ctx<I>,
         cx: &FetchCx<'_>,
         permit: Option<BulkheadPermit>,
-    ) -> Option<AttemptFuture> {
-        let values = U::__fetch(cx)?;
+        into: &mut Option<AttemptFuture>,
+    ) -> bool {
+        let Some(values) = U::__fetch(cx) else {
+            return false;
+        };
         let attempt = (self.task)(ctx, values);
-        Some(Box::pin(async move {
+        put(into, async move {
             let out = match attempt.await {
                 Ok(value) => Ok(into_value(value)),
                 Err(e) => Err(e.into()),
             };
             drop(permit);
             out
-        }))
+        });
+        true
     }
 
     fn fallback(&self, node: &str, error: Arc<NodeError>) -> Option<FallbackFuture> {
@@ -205,8 +224,11 @@ where
         ctx: Ctx<I>,
         cx: &FetchCx<'_>,
         permit: Option<BulkheadPermit>,
-    ) -> Option<AttemptFuture> {
-        let values = U::__fetch(cx)?;
+        into: &mut Option<AttemptFuture>,
+    ) -> bool {
+        let Some(values) = U::__fetch(cx) else {
+            return false;
+        };
         let task = Arc::clone(&self.task);
         // Created now, before the closure runs: the attempt's end (timeout, cancelled run)
         // cancels it even though the closure, which owns `ctx`, keeps running.
@@ -236,7 +258,7 @@ where
                 }
             }),
         };
-        Some(Box::pin(async move {
+        put(into, async move {
             let _abandon = abandon;
             match handle.await {
                 Ok(Ok(value)) => Ok(into_value(value)),
@@ -246,7 +268,8 @@ where
                     Err(_) => Err("blocking task was cancelled by the runtime".into()),
                 },
             }
-        }))
+        });
+        true
     }
 
     fn fallback(&self, node: &str, error: Arc<NodeError>) -> Option<FallbackFuture> {

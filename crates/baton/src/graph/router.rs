@@ -211,8 +211,9 @@ where
         _ctx: Ctx<I>,
         _cx: &FetchCx<'_>,
         _permit: Option<crate::policy::bulkhead::BulkheadPermit>,
-    ) -> Option<AttemptFuture> {
-        None
+        _into: &mut Option<AttemptFuture>,
+    ) -> bool {
+        false
     }
 
     fn fallback(&self, _node: &str, _error: Arc<NodeError>) -> Option<FallbackFuture> {

@@ -71,6 +71,24 @@ impl<I: Send + Sync + 'static> RunState<I> {
         deadline: Option<Instant>,
         permit: Option<BulkheadPermit>,
     ) -> Result<AttemptFuture, NodeError> {
+        let mut into = None;
+        self.call_task_into(id, number, deadline, permit, &mut into)?;
+        into.ok_or(NodeError::Internal {
+            message: "the task returned no attempt",
+        })
+    }
+
+    /// [`call_task`](Self::call_task), writing the attempt's future into `into`: into the
+    /// box already there (a driver's last attempt, which has ended) when the two futures
+    /// have the same layout.
+    pub(crate) fn call_task_into(
+        self: &Arc<Self>,
+        id: u32,
+        number: u32,
+        deadline: Option<Instant>,
+        permit: Option<BulkheadPermit>,
+        into: &mut Option<AttemptFuture>,
+    ) -> Result<(), NodeError> {
         let Some(task) = self.graph.task(id) else {
             return Err(NodeError::Internal {
                 message: "node index out of range",
@@ -78,10 +96,12 @@ impl<I: Send + Sync + 'static> RunState<I> {
         };
         let cx = self.fetch_cx(id);
         let ctx = Ctx::new(Arc::clone(self), id, number, deadline);
-        guarded(|| task.call(ctx, &cx, permit)).and_then(|attempt| {
-            attempt.ok_or_else(|| NodeError::Internal {
+        if guarded(|| task.call(ctx, &cx, permit, into))? {
+            Ok(())
+        } else {
+            Err(NodeError::Internal {
                 message: "an upstream value is missing or of another type",
             })
-        })
+        }
     }
 }

@@ -17,7 +17,9 @@
 //!
 //! It is a hand-written future, a few words wide, because every spawn copies it into a new
 //! tokio task: nodes without policies, routers or an interested `tracing` subscriber run on
-//! the fast path here (one boxed attempt future, polled under `catch_unwind`); nodes with
+//! the fast path here (one boxed attempt future, polled under `catch_unwind`; the driver
+//! writes its next node's attempt into the same box when the two futures have the same
+//! layout, so a run of such nodes allocates one box per driver, not one per node); nodes with
 //! policies start their first attempt on a fast path of their own (`guarded.rs`) and take
 //! the full path of `exec.rs`, boxed, only when it does not succeed at once; routers and
 //! traced nodes take the full path from the start.
@@ -45,9 +47,9 @@ enum State {
     Idle,
     /// Node `id` is `RUNNING` and nothing of it has run yet.
     Begin,
-    /// Fast path: its first attempt is running; with what it holds for the node's policies,
-    /// if it has any (`guarded.rs`).
-    Attempt(AttemptFuture, Option<Held>),
+    /// Fast path: its first attempt is running, in the driver's `attempt` box; with what it
+    /// holds for the node's policies, if it has any (`guarded.rs`).
+    Attempt(Option<Held>),
     /// Full path (policies, routers, spans); with the node's record, whether it spawned a
     /// driver for nodes it queued (a router's branch made them ready).
     Full(Pin<Box<dyn Future<Output = (Record, bool)> + Send>>),
@@ -85,6 +87,9 @@ pub(crate) struct Driver<I: Send + Sync + 'static> {
     /// Embedded: how many nodes it started; it hands off at [`INLINE_MAX`] even when the
     /// awaiting task's coop budget is not spent (`tokio::task::unconstrained`).
     inline: u32,
+    /// The fast path's attempt future: the current node's in `State::Attempt`, else the
+    /// last one, ended, whose box the next attempt reuses when their layouts match.
+    attempt: Option<AttemptFuture>,
     state: State,
 }
 
@@ -107,6 +112,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
             inline: 0,
             local: VecDeque::new(),
             from_queue: false,
+            attempt: None,
             state: if id.is_some() {
                 State::Begin
             } else {
@@ -137,6 +143,9 @@ impl<I: Send + Sync + 'static> Driver<I> {
     fn migrate(&mut self) {
         let state = std::mem::replace(&mut self.state, State::Idle);
         let mut driver = Driver::new(Arc::clone(&self.run), Some(self.id), false);
+        if matches!(state, State::Attempt(_)) {
+            driver.attempt = self.attempt.take();
+        }
         driver.state = state;
         driver.start = self.start;
         self.run.spawn(driver);
@@ -247,8 +256,11 @@ impl<I: Send + Sync + 'static> Driver<I> {
             });
         }
         run.attempt_started_with(id, 1, || until.map(|u| u.saturating_duration_since(start)));
-        match (run.call_task(id, 1, until, None), held) {
-            (Ok(attempt), held) => self.state = State::Attempt(attempt, held),
+        match (
+            run.call_task_into(id, 1, until, None, &mut self.attempt),
+            held,
+        ) {
+            (Ok(()), held) => self.state = State::Attempt(held),
             (Err(error), None) => self.attempt_failed(start, error),
             (Err(error), Some(held)) => {
                 let first = guarded::hand_over(run, id, held, FirstAttempt::NotStarted(error));
@@ -359,6 +371,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
         let start = started.then(|| self.start());
         self.release_held();
         self.state = State::Done;
+        self.attempt = None;
         self.run.core.tokens.end(self.id, 1);
         let record = Record::empty(Outcome::Cancelled, self.run.core.now()).started(start);
         self.end(record);
@@ -366,7 +379,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
 
     /// The first attempt of a policy node is abandoned: its breaker permit is released.
     fn release_held(&mut self) {
-        if let State::Attempt(_, held) = &mut self.state {
+        if let State::Attempt(held) = &mut self.state {
             if let Some(held) = held.take() {
                 guarded::release(&self.run, self.id, held);
             }
@@ -458,14 +471,27 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                         }
                     }
                 }
-                State::Attempt(fut, held) => {
+                State::Attempt(held) => {
                     let core = &this.run.core;
                     if core.is_cancelled() {
                         this.cancelled(true);
                         continue;
                     }
-                    let polled =
-                        std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx)));
+                    let Some(fut) = this.attempt.as_mut() else {
+                        let start = this.start();
+                        this.attempt_failed(
+                            start,
+                            NodeError::Internal {
+                                message: "the driver lost its attempt",
+                            },
+                        );
+                        continue;
+                    };
+                    let polled = std::panic::catch_unwind(AssertUnwindSafe(|| fut.poll(cx)));
+                    if polled.is_err() {
+                        // A future that panicked is dropped now, not kept for its box.
+                        this.attempt = None;
+                    }
                     // Taken out of the state: from here on, only the permit made of it holds
                     // the breaker's ticket (`release_held` must not give it back too).
                     if let Some(held) = held.take() {
@@ -480,14 +506,12 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                                 this.end(record);
                                 continue;
                             }
-                            Ok(Poll::Pending) => {
-                                match std::mem::replace(&mut this.state, State::Done) {
-                                    State::Attempt(fut, _) => FirstAttempt::Running(fut),
-                                    _ => FirstAttempt::NotStarted(NodeError::Internal {
-                                        message: "the driver lost its attempt",
-                                    }),
-                                }
-                            }
+                            Ok(Poll::Pending) => match this.attempt.take() {
+                                Some(fut) => FirstAttempt::Running(fut),
+                                None => FirstAttempt::NotStarted(NodeError::Internal {
+                                    message: "the driver lost its attempt",
+                                }),
+                            },
                             Ok(Poll::Ready(Err(error))) => FirstAttempt::Ended(Ok(Err(error))),
                             Err(panic) => FirstAttempt::Ended(Err(panic)),
                         };
@@ -552,6 +576,7 @@ impl<I: Send + Sync + 'static> Drop for Driver<I> {
                 self.run.abandon(self.id);
             }
             self.state = State::Done;
+            self.attempt = None;
             for id in std::mem::take(&mut self.local) {
                 self.run.abandon(id);
             }

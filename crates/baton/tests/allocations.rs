@@ -1,0 +1,180 @@
+//! What one run of a small graph allocates: the per-run cost users pay on every request.
+//! A counting global allocator (this test binary only) counts the allocations made on the
+//! test's thread while a current-thread runtime runs the order graph many times.
+
+#![allow(unsafe_code)] // (a counting global allocator: forwards to `System`)
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+
+use baton::{BoxError, Graph, Node, RunOptions, StartMode};
+
+/// The system allocator, counting the allocations made on each thread.
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: every call is forwarded to the system allocator unchanged; the count is a
+// const-initialized thread-local `Cell`, which neither allocates nor registers a destructor.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations() -> u64 {
+    ALLOCATIONS.with(Cell::get)
+}
+
+/// The order graph (`user ∥ sku -> stock -> promo -> notify`), nodes that end at once
+/// with `()` (a value that costs no allocation).
+fn order() -> Graph<()> {
+    let mut g = Graph::<()>::builder();
+    let user = g
+        .node("user")
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    let sku = g
+        .node("sku")
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    let stock: Node<()> = g
+        .node("stock")
+        .after((user, sku))
+        .task(|_ctx, _ups| async { Ok::<_, BoxError>(()) });
+    let promo: Node<()> = g
+        .node("promo")
+        .after(stock)
+        .task(|_ctx, _ups| async { Ok::<_, BoxError>(()) });
+    g.node("notify")
+        .after(promo)
+        .task(|_ctx, _ups| async { Ok::<_, BoxError>(()) });
+    g.build().expect("valid")
+}
+
+/// A run of the order graph, report included, allocates its state (one `Arc`), the four
+/// per-node arrays it owns (join counters, slots, values, ready queue) and one attempt box,
+/// which its five attempts share (they have the same layout): 6 allocations, however many
+/// nodes share the box. A change that adds an allocation per node or per run fails here.
+#[test]
+fn a_run_of_the_order_graph_allocates_six_times() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let graph = order();
+    let runs = 1_000;
+    // Unconstrained: no run meets the end of the task's coop budget, where the rest of that
+    // run would go to a spawned task (an allocation of tokio's, and that task's own
+    // attempt box) once every twenty-odd runs.
+    let per_run = rt.block_on(tokio::task::unconstrained(async {
+        for _ in 0..100 {
+            graph.run(()).await.expect("run");
+        }
+        let before = allocations();
+        for _ in 0..runs {
+            let report = graph.run(()).await.expect("run");
+            assert_eq!(report.counts().succeeded, 5);
+        }
+        (allocations() - before) as f64 / f64::from(runs)
+    }));
+    assert!(
+        per_run <= 6.0,
+        "{per_run} allocations per run of the order graph, expected 6"
+    );
+}
+
+/// Sets its flag when dropped.
+struct DropFlag(Arc<AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// An attempt future that holds a `DropFlag` until the future itself is dropped (a
+/// hand-written future keeps its fields after it returned `Ready`, unlike an `async`
+/// block's locals).
+struct Holds(#[allow(dead_code)] DropFlag);
+
+impl Future for Holds {
+    type Output = Result<(), BoxError>;
+
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// A driver keeps its last attempt's box for the next attempt, but not what that attempt
+/// held: an attempt's future is dropped when it ends, before its downstream starts, on the
+/// fast path of every start mode and runtime flavour.
+#[test]
+fn an_attempt_is_dropped_when_it_ends_not_when_its_box_is_reused() {
+    for (workers, mode) in [
+        (0, StartMode::Inline),
+        (0, StartMode::Spread),
+        (2, StartMode::Inline),
+        (2, StartMode::Spread),
+    ] {
+        let rt = match workers {
+            0 => tokio::runtime::Builder::new_current_thread().build(),
+            n => tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(n)
+                .build(),
+        }
+        .expect("runtime");
+        let dropped = Arc::new(AtomicBool::new(false));
+        let mut g = Graph::<()>::builder();
+        let flag = Arc::clone(&dropped);
+        let a = g
+            .node("a")
+            .task(move |_ctx, ()| Holds(DropFlag(Arc::clone(&flag))));
+        let seen = Arc::clone(&dropped);
+        g.node("b").after(a).task(move |_ctx, _a| {
+            let was_dropped = seen.load(Ordering::SeqCst);
+            async move {
+                if was_dropped {
+                    Ok::<_, BoxError>(())
+                } else {
+                    Err("a's attempt was still alive when b started".into())
+                }
+            }
+        });
+        let graph = g.build().expect("valid");
+        let options = RunOptions::new().start_mode(mode);
+        let report = rt
+            .block_on(async move {
+                tokio::spawn(async move { graph.run_with((), options).await }).await
+            })
+            .expect("task")
+            .unwrap_or_else(|e| panic!("{workers} workers, {mode:?}: {e}"));
+        assert_eq!(report.counts().succeeded, 2);
+    }
+}
