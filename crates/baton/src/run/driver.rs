@@ -69,7 +69,10 @@ pub(crate) struct Driver<I: Send + Sync + 'static> {
     active: bool,
     /// Nodes this driver finished, released from `live` with the driver itself.
     finished: usize,
-    /// When the current node started, once read.
+    /// When the current node started, once read. `Idle`: the end of the node it just
+    /// finished (still `id`), until it takes its next node in the same poll; when that node
+    /// is a root (ready from the run's start: no upstream ended later) and nothing but
+    /// bookkeeping followed the end (`RunState::quiet_after`), it starts then.
     start: Option<Instant>,
     /// Nodes it made ready and keeps for itself, run last in, first out (`ready.rs`).
     local: VecDeque<u32>,
@@ -147,10 +150,10 @@ impl<I: Send + Sync + 'static> Driver<I> {
             driver.attempt = self.attempt.take();
         }
         driver.state = state;
-        driver.start = self.start;
+        // (Idle, this one has no end to start a root at: its node has not ended.)
+        driver.start = self.start.take();
         self.run.spawn(driver);
         if let Some(next) = self.local.pop_back() {
-            self.start = None;
             self.id = next;
             self.from_queue = false;
             self.state = State::Begin;
@@ -320,6 +323,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
                     self.from_queue = false;
                     self.state = State::Begin;
                 } else {
+                    self.start = Some(end);
                     self.state = State::Idle;
                 }
             }
@@ -344,9 +348,13 @@ impl<I: Send + Sync + 'static> Driver<I> {
         loop {
             match ready.pop() {
                 Pop::Node(id) => {
+                    let last = self.id;
+                    self.start = self
+                        .start
+                        .take()
+                        .filter(|_| self.run.is_root(id) && self.run.quiet_after(last));
                     self.id = id;
                     self.from_queue = true;
-                    self.start = None;
                     self.state = State::Begin;
                     return None;
                 }
@@ -392,6 +400,10 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
+        if matches!(this.state, State::Idle) {
+            // Time passed since the end of the last node it finished.
+            this.start = None;
+        }
         loop {
             match &mut this.state {
                 State::Done => return Poll::Ready(()),

@@ -841,11 +841,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// in between (callbacks, observers), when `id` has more than two downstreams (queuing
     /// the others takes time, and may spawn a driver), or past two upstreams (reading records at scattered places costs more than the clock).
     pub(crate) fn ready_at(&self, id: u32, next: u32, end: Instant) -> Option<Instant> {
-        let graph = &self.graph;
-        if self.observed() || graph.callbacks(id).is_some() || graph.meta.downstreams(id).len() > 2
-        {
+        if !self.quiet_after(id) {
             return None;
         }
+        let graph = &self.graph;
         match *graph.meta.upstreams(next) {
             [_] => Some(end),
             [a, b] => {
@@ -858,6 +857,19 @@ impl<I: Send + Sync + 'static> RunState<I> {
             }
             _ => None,
         }
+    }
+
+    /// Whether finishing node `id` runs nothing but the scheduler's bookkeeping, and little
+    /// of it: no observer, no callbacks of `id`, at most two downstreams to release. Then
+    /// the node's end is still "now" for whatever its driver starts next.
+    pub(crate) fn quiet_after(&self, id: u32) -> bool {
+        let graph = &self.graph;
+        !self.observed() && graph.callbacks(id).is_none() && graph.meta.downstreams(id).len() <= 2
+    }
+
+    /// Whether node `id` has no upstreams: ready from the run's start.
+    pub(crate) fn is_root(&self, id: u32) -> bool {
+        self.graph.meta.upstreams(id).is_empty()
     }
 
     /// Finalizes a node whose driver disappeared without ending it (the runtime dropped the
