@@ -815,3 +815,39 @@ fn a_runtime_dropped_with_nodes_still_queued_ends_them_cancelled() {
     assert!(counts.cancelled >= N - 128, "{report}");
     assert_eq!(counts.succeeded + counts.cancelled, N, "{report}");
 }
+
+/// A root that a driver takes from the queue right after another node ended starts at that
+/// end only when nothing but bookkeeping ran in between. Here root `a` fails, so its
+/// downstream `b` is skipped, and `b`'s callback takes 30 ms: root `r`, taken next, starts
+/// at 30 ms, and its 50 ms timeout leaves its 40 ms attempt alone (it cut it at 50 ms,
+/// counted from 0, when `r` was stamped with `a`'s end).
+#[tokio::test(start_paused = true)]
+async fn a_root_taken_after_a_skip_callback_starts_after_it() {
+    for mode in [baton::StartMode::Inline, baton::StartMode::Spread] {
+        let mut g = Graph::<()>::builder();
+        let a = g
+            .node("a")
+            .task(|_ctx, ()| async { Err::<(), BoxError>("a fails".into()) });
+        let _b: Node<()> = g
+            .node("b")
+            .after(a)
+            .on_complete(|_report| {
+                // A slow callback: 30 ms pass on the paused clock before it returns.
+                let _ = futures::FutureExt::now_or_never(tokio::time::advance(ms(30)));
+            })
+            .task(|_ctx, _a| async { Ok::<_, BoxError>(()) });
+        let _r: Node<()> = g.node("r").timeout(ms(50)).task(|_ctx, ()| async {
+            sleep(ms(40)).await;
+            Ok::<_, BoxError>(())
+        });
+        let graph = g.build().expect("valid");
+        let options = baton::RunOptions::new()
+            .start_mode(mode)
+            .failure_mode(baton::FailureMode::PreservePartial);
+        let report = graph.run_with((), options).await.expect("run");
+        let r = report.by_name("r").expect("r");
+        assert_eq!(r.outcome(), Outcome::Succeeded, "{mode:?}: {report:?}");
+        assert_eq!(r.start(), Some(ms(30)), "{mode:?}: start of r");
+        assert_eq!(r.end(), ms(70), "{mode:?}: end of r");
+    }
+}

@@ -15,8 +15,8 @@
 //! drivers and ends. So a graph of nodes that end at once costs no spawn at all, and a run
 //! whose future is not polled still makes progress.
 //!
-//! It is a hand-written future, a few words wide, because every spawn copies it into a new
-//! tokio task: nodes without policies, routers or an interested `tracing` subscriber run on
+//! It is a hand-written future, fifteen words wide (its attempt box among them), because
+//! every spawn copies it into a new tokio task: nodes without policies, routers or an interested `tracing` subscriber run on
 //! the fast path here (one boxed attempt future, polled under `catch_unwind`; the driver
 //! writes its next node's attempt into the same box when the two futures have the same
 //! layout, so a run of such nodes allocates one box per driver, not one per node); nodes with
@@ -70,9 +70,10 @@ pub(crate) struct Driver<I: Send + Sync + 'static> {
     /// Nodes this driver finished, released from `live` with the driver itself.
     finished: usize,
     /// When the current node started, once read. `Idle`: the end of the node it just
-    /// finished (still `id`), until it takes its next node in the same poll; when that node
-    /// is a root (ready from the run's start: no upstream ended later) and nothing but
-    /// bookkeeping followed the end (`RunState::quiet_after`), it starts then.
+    /// finished (still `id`) if that node produced a value (so `finish` skipped nothing),
+    /// until it takes its next node in the same poll; when that node is a root (ready from
+    /// the run's start: no upstream ended later) and nothing but bookkeeping followed the
+    /// end (`RunState::quiet_after`), it starts then.
     start: Option<Instant>,
     /// Nodes it made ready and keeps for itself, run last in, first out (`ready.rs`).
     local: VecDeque<u32>,
@@ -296,6 +297,9 @@ impl<I: Send + Sync + 'static> Driver<I> {
     fn end(&mut self, record: Record) {
         self.finished += 1;
         let end = record.end;
+        // A node without a value makes `finish` skip its downstreams, and their whole
+        // subgraph, running their callbacks: not mere bookkeeping.
+        let produced = record.value.is_some();
         let released = self.run.finish(self.id, record, &mut self.local);
         // A worker may be idle while this driver keeps nodes: share the older half.
         let mut spawned = released.spawned;
@@ -323,7 +327,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
                     self.from_queue = false;
                     self.state = State::Begin;
                 } else {
-                    self.start = Some(end);
+                    self.start = produced.then_some(end);
                     self.state = State::Idle;
                 }
             }
@@ -610,5 +614,18 @@ impl<I: Send + Sync + 'static> Drop for Driver<I> {
             self.run.core.ready.leave(0);
         }
         self.run.release(1 + self.finished);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The module doc's "fifteen words": every spawned driver is copied into its task.
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn a_driver_is_fifteen_words() {
+        assert_eq!(
+            std::mem::size_of::<super::Driver<()>>(),
+            15 * std::mem::size_of::<usize>()
+        );
     }
 }

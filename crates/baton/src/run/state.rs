@@ -859,9 +859,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
         }
     }
 
-    /// Whether finishing node `id` runs nothing but the scheduler's bookkeeping, and little
-    /// of it: no observer, no callbacks of `id`, at most two downstreams to release. Then
-    /// the node's end is still "now" for whatever its driver starts next.
+    /// Whether finishing node `id`, which produced a value (a node without one skips its
+    /// downstreams, running their callbacks), runs nothing but the scheduler's bookkeeping,
+    /// and little of it: no observer, no callbacks of `id`, at most two downstreams to
+    /// release. Then the node's end is still "now" for whatever its driver starts next.
     pub(crate) fn quiet_after(&self, id: u32) -> bool {
         let graph = &self.graph;
         !self.observed() && graph.callbacks(id).is_none() && graph.meta.downstreams(id).len() <= 2
