@@ -19,7 +19,7 @@ pub use outcome::{Counts, Outcome};
 
 use crate::error::{CancelReason, NodeError};
 use crate::graph::Node;
-use crate::run::{Record, RunId, RunView};
+use crate::run::{RunId, RunView, Settled};
 
 /// What a run produced: every node of the graph with exactly one [`Outcome`] (DESIGN rule
 /// 2), its value, error, attempts and timing.
@@ -36,9 +36,9 @@ pub struct Report {
 
 /// What a node with no record would read as (it cannot happen: every node is recorded
 /// before a report exists).
-fn missing() -> &'static Record {
-    static MISSING: std::sync::OnceLock<Record> = std::sync::OnceLock::new();
-    MISSING.get_or_init(|| Record::empty(Outcome::Cancelled, tokio::time::Instant::now()))
+fn missing() -> &'static Settled {
+    static MISSING: std::sync::OnceLock<Settled> = std::sync::OnceLock::new();
+    MISSING.get_or_init(|| Settled::empty(Outcome::Cancelled, tokio::time::Instant::now()))
 }
 
 /// One attempt of a node with policies: when it ran, how long the backoff before it was, and
@@ -76,7 +76,7 @@ impl Report {
         Report { run }
     }
 
-    fn record(&self, id: u32) -> &Record {
+    fn record(&self, id: u32) -> &Settled {
         record_of(&*self.run, id)
     }
 
@@ -197,7 +197,7 @@ impl fmt::Debug for Report {
     }
 }
 
-fn record_of(run: &dyn RunView, id: u32) -> &Record {
+fn record_of(run: &dyn RunView, id: u32) -> &Settled {
     match run.core().slot(id).and_then(|s| s.record.get()) {
         Some(record) => record,
         None => missing(),
@@ -210,11 +210,11 @@ fn record_of(run: &dyn RunView, id: u32) -> &Record {
 pub struct NodeReport<'r> {
     run: &'r dyn RunView,
     id: u32,
-    record: &'r Record,
+    record: &'r Settled,
 }
 
 impl<'r> NodeReport<'r> {
-    pub(crate) fn new(run: &'r dyn RunView, id: u32, record: &'r Record) -> Self {
+    pub(crate) fn new(run: &'r dyn RunView, id: u32, record: &'r Settled) -> Self {
         NodeReport { run, id, record }
     }
 

@@ -31,7 +31,7 @@ use sync_wrapper::SyncWrapper;
 use tokio::time::Instant;
 
 pub use start::StartMode;
-pub(crate) use state::{AttemptGuard, Record, RunBuffers, RunCore, RunState};
+pub(crate) use state::{AttemptGuard, Record, RunBuffers, RunCore, RunState, Settled};
 // Named in the sealed `Upstreams` trait's hidden methods; unnameable outside the crate.
 #[allow(unreachable_pub)]
 pub use state::FetchCx;
