@@ -16,13 +16,13 @@
 //! whose future is not polled still makes progress.
 //!
 //! It is a hand-written future, fifteen words wide (its attempt box among them), because
-//! every spawn copies it into a new tokio task: nodes without policies, routers or an interested `tracing` subscriber run on
-//! the fast path here (one boxed attempt future, polled under `catch_unwind`; the driver
-//! writes its next node's attempt into the same box when the two futures have the same
-//! layout, so a run of such nodes allocates one box per driver, not one per node); nodes with
-//! policies start their first attempt on a fast path of their own (`guarded.rs`) and take
-//! the full path of `exec.rs`, boxed, only when it does not succeed at once; routers and
-//! traced nodes take the full path from the start.
+//! every spawn copies it into a new tokio task: nodes without policies, routers or an
+//! interested `tracing` subscriber run on the fast path here (one boxed attempt future,
+//! polled under `catch_unwind`; the driver writes its next node's attempt into the same box
+//! when the two futures have the same layout, so a run of such nodes allocates one box per
+//! driver, not one per node); nodes with policies start their first attempt on a fast path
+//! of their own (`guarded.rs`) and take the full path of `exec.rs`, boxed, only when it
+//! does not succeed at once; routers and traced nodes take the full path from the start.
 
 use std::collections::VecDeque;
 use std::future::Future;

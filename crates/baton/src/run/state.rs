@@ -1200,10 +1200,6 @@ mod tests {
         ready(Ok(()))
     }
 
-    /// A node continued inline reuses its upstream's end as its start only when nothing but
-    /// the scheduler's bookkeeping can have run in between: no callbacks on the upstreams,
-    /// at most one other downstream spawned, at most two upstreams (the other one's record
-    /// written).
     /// What a node costs per run, beside its join counter (8 bytes), value cell (24) and
     /// ready-queue cell (4): the README's "about 130 bytes per node".
     #[cfg(target_pointer_width = "64")]
@@ -1215,6 +1211,10 @@ mod tests {
         assert_eq!(std::mem::size_of::<WriteOnce<Value>>(), 24);
     }
 
+    /// A node continued inline reuses its upstream's end as its start only when nothing but
+    /// the scheduler's bookkeeping can have run in between: no callbacks on the upstreams,
+    /// at most one other downstream spawned, at most two upstreams (the other one's record
+    /// written).
     #[test]
     fn a_start_is_reused_only_when_no_user_code_ran_in_between() {
         let mut g = Graph::<()>::builder();
