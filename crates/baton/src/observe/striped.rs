@@ -40,11 +40,20 @@ impl Count {
 #[derive(Debug, Default)]
 pub(crate) struct Padded<T>(pub(crate) T);
 
-/// This thread's stripe index.
+/// This thread's stripe index. A const-initialized thread-local (no lazy-init state to
+/// check on each read: this is on every node's path), assigned on the thread's first call.
+#[inline]
 pub(crate) fn stripe() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
-        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
+        static INDEX: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
     }
-    INDEX.with(|i| *i)
+    INDEX
+        .try_with(|i| {
+            if i.get() == usize::MAX {
+                i.set(NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES);
+            }
+            i.get()
+        })
+        .unwrap_or(0)
 }

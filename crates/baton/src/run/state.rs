@@ -356,11 +356,17 @@ impl Tokens {
         t
     }
 
-    /// `node`'s attempts up to `attempt` ended: cancels and forgets their token.
+    /// `node`'s attempts up to `attempt` ended: cancels and forgets their token. Inline: on
+    /// every node's path, and nothing to do unless a task asked for a token.
+    #[inline]
     pub(crate) fn end(&self, node: u32, attempt: u32) {
-        if !self.used.load(Ordering::SeqCst) {
-            return;
+        if self.used.load(Ordering::SeqCst) {
+            self.end_used(node, attempt);
         }
+    }
+
+    #[cold]
+    fn end_used(&self, node: u32, attempt: u32) {
         let mut live = self.live();
         if live.get(&node).is_some_and(|(a, _)| *a <= attempt) {
             if let Some((_, t)) = live.remove(&node) {
