@@ -281,3 +281,45 @@ fn a_branch_duplicate_comes_before_a_later_invalid_branch() {
         other => panic!("expected the duplicate name first, got {other:?}"),
     }
 }
+
+/// A node or router builder dropped before it added its node leaves nothing behind: its
+/// name is neither a node's nor a duplicate of the next one, and a node that reuses it
+/// builds.
+#[test]
+fn a_builder_dropped_before_its_task_leaves_no_name_behind() {
+    let mut g = Graph::<()>::builder();
+    leaf(&mut g, "a");
+    drop(g.node::<u32>("dropped-node"));
+    drop(g.router::<u32>("dropped-router"));
+    let _unfinished = format!("{:?}", g.node::<u32>("pending"));
+    leaf(&mut g, "b");
+    leaf(&mut g, "dropped-node");
+    let name = String::from("from-a-string");
+    leaf(&mut g, &name);
+    assert_eq!(g.len(), 4);
+    let graph = g.build().expect("valid");
+    assert_eq!(
+        graph.names().collect::<Vec<_>>(),
+        ["a", "b", "dropped-node", "from-a-string"]
+    );
+    assert_eq!(graph.upstreams_of("dropped-router"), None);
+    assert_eq!(graph.upstreams_of("pending"), None);
+
+    // Dropped last, just before `build()`.
+    let mut g = Graph::<()>::builder();
+    leaf(&mut g, "a");
+    drop(g.node::<u32>("a"));
+    let graph = g.build().expect("valid: the dropped `a` is no duplicate");
+    assert_eq!(graph.names().collect::<Vec<_>>(), ["a"]);
+}
+
+/// A builder's `Debug` shows the name it was given.
+#[test]
+fn a_node_builder_shows_its_name() {
+    let mut g = Graph::<()>::builder();
+    leaf(&mut g, "a");
+    let shown = format!("{:?}", g.node::<u32>("checkout"));
+    assert!(shown.contains("\"checkout\""), "{shown}");
+    let shown = format!("{:?}", g.router::<u32>("route"));
+    assert!(shown.contains("\"route\""), "{shown}");
+}

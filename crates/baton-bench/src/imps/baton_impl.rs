@@ -36,9 +36,17 @@ pub(crate) fn build(dag: &Dag, probe: &Probe, policies: bool, start: StartMode) 
     };
     let breaker = policies.then_some(&breaker);
     let mut handles: Vec<Node<()>> = Vec::with_capacity(dag.len());
+    // Names ("n0", "n1", ...) are written into one reused buffer, as code that builds a
+    // large graph would: `node` copies a `&str` into the graph, so a name costs no
+    // allocation of its own.
+    let mut name = String::new();
+    let mut digits = itoa::Buffer::new();
     for i in 0..dag.len() {
         let id = i as u32;
-        let name = format!("n{i}");
+        name.clear();
+        name.push('n');
+        name.push_str(digits.format(i));
+        let name = name.as_str();
         let h = match *dag.ups(i) {
             [] => with(g.node(name), breaker).task(body::<()>(probe, id)),
             [a] => with(g.node(name).after(handles[a as usize]), breaker)

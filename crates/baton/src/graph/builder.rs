@@ -61,8 +61,8 @@ pub(super) struct NameRef {
 }
 
 /// A node as `NodeBuilder::finish` hands it to `GraphBuilder::add`.
+/// Its name is the builder's pending name ([`Names::begin`]).
 pub(super) struct NewNode<I> {
-    pub(super) name: String,
     pub(super) task: Box<dyn ErasedTask<I>>,
     /// Policies, callbacks, kind; `None` for a plain task node.
     pub(super) extras: Option<Box<Extras<PolicySpec>>>,
@@ -156,10 +156,13 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     /// The name appears in the report, the timeline, errors and events. A name already used
     /// in this graph makes [`build`](Self::build) fail with
     /// [`BuildError::DuplicateName`].
-    pub fn node<T>(&mut self, name: impl Into<String>) -> NodeBuilder<'_, I, (), T> {
+    ///
+    /// `name` is copied into one text buffer shared by all of the graph's names: a `&str`
+    /// costs no allocation, and a `String` is not kept.
+    pub fn node<T>(&mut self, name: impl AsRef<str>) -> NodeBuilder<'_, I, (), T> {
+        self.names.begin(name.as_ref());
         NodeBuilder {
             builder: self,
-            name: name.into(),
             upstreams: (),
             extras: None,
             fallback: None,
@@ -186,8 +189,11 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     ///
     /// The router's value is its chosen branch's; branches not chosen end `NotTaken`; a
     /// router whose upstream produced no value is `Skipped` and its branches `NotTaken`.
-    pub fn router<T>(&mut self, name: impl Into<String>) -> RouterBuilder<'_, I, (), T> {
-        RouterBuilder::new(self, name.into())
+    ///
+    /// `name` is copied, like a node's ([`node`](Self::node)).
+    pub fn router<T>(&mut self, name: impl AsRef<str>) -> RouterBuilder<'_, I, (), T> {
+        self.names.begin(name.as_ref());
+        RouterBuilder::new(self)
     }
 
     /// Records a problem with router `router`, reported by `build()`.
@@ -312,7 +318,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
 
     /// Records the upstreams of the node about to be added (`node`); problems are recorded
     /// for `build()`.
-    pub(super) fn declare<U: Upstreams>(&mut self, upstreams: &U, node: &str) {
+    pub(super) fn declare<U: Upstreams>(&mut self, upstreams: &U) {
         self.declared.clear();
         upstreams.__declare(&mut self.declared);
         for up in self.declared.drain(..) {
@@ -320,7 +326,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
                 UpstreamRef::Handle { graph, index: up } => {
                     if graph != self.id {
                         let error = BuildError::ForeignHandle {
-                            node: node.to_owned(),
+                            node: self.names.pending().to_owned(),
                             upstream: format!("#{up}"),
                         };
                         self.errors
@@ -348,7 +354,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     /// Adds a node whose upstreams [`declare`](Self::declare) just recorded.
     pub(super) fn add(&mut self, node: NewNode<I>) -> u32 {
         let index = self.nodes.len() as u32;
-        self.names.push(&node.name);
+        self.names.commit();
         self.up_at.push(self.ups.len() as u32);
         let extras = node.extras.map(|e| {
             let Extras {
@@ -411,8 +417,8 @@ const RANK_ROUTER: u8 = 2;
 ///   none.
 #[must_use = "a node is only added to the graph when `.task(..)` is called"]
 pub struct NodeBuilder<'g, I, U, T> {
+    /// Holds the node's name, pending ([`Names::begin`]), until the node is added.
     builder: &'g mut GraphBuilder<I>,
-    name: String,
     upstreams: U,
     /// Boxed on first use: most nodes have no policy and no callback, and a small builder
     /// is cheap to move through `.after(..)` and `.task(..)`.
@@ -423,7 +429,7 @@ pub struct NodeBuilder<'g, I, U, T> {
 impl<I, U: fmt::Debug, T> fmt::Debug for NodeBuilder<'_, I, U, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("NodeBuilder")
-            .field("name", &self.name)
+            .field("name", &self.builder.names.pending())
             .field("upstreams", &self.upstreams)
             .field("fallback", &self.fallback)
             .finish_non_exhaustive()
@@ -440,7 +446,6 @@ impl<'g, I: Send + Sync + 'static, T> NodeBuilder<'g, I, (), T> {
     pub fn after<U: Upstreams>(self, upstreams: U) -> NodeBuilder<'g, I, U, T> {
         NodeBuilder {
             builder: self.builder,
-            name: self.name,
             upstreams,
             extras: self.extras,
             fallback: self.fallback,
@@ -466,10 +471,10 @@ impl<'g, I: Send + Sync + 'static, T> NodeBuilder<'g, I, (), T> {
 }
 
 impl<'g, I, U, T> NodeBuilder<'g, I, U, T> {
-    pub(super) fn for_branch(builder: &'g mut GraphBuilder<I>, name: String, upstreams: U) -> Self {
+    pub(super) fn for_branch(builder: &'g mut GraphBuilder<I>, name: &str, upstreams: U) -> Self {
+        builder.names.begin(name);
         NodeBuilder {
             builder,
-            name,
             upstreams,
             extras: None,
             fallback: None,
@@ -644,15 +649,13 @@ where
     fn finish(self, make: impl FnOnce(Option<Fallback<T>>) -> Box<dyn ErasedTask<I>>) -> Node<T> {
         let NodeBuilder {
             builder,
-            name,
             upstreams,
             extras,
             fallback,
         } = self;
         let graph = builder.id;
-        builder.declare(&upstreams, &name);
+        builder.declare(&upstreams);
         let node = NewNode {
-            name,
             task: make(fallback),
             extras,
         };

@@ -63,17 +63,36 @@ impl Names {
         (0..self.len() as u32).map(|i| self.get(i))
     }
 
-    /// Adds the next node's name. Names are only appended here; [`index`](Self::index)
-    /// builds the lookup table once, at `build()`, sized for all of them (one pass instead of
-    /// a table that rehashes as it grows).
-    pub(crate) fn push(&mut self, name: &str) {
+    /// Starts the next node's name: `name` goes after the last node's, replacing what a
+    /// builder dropped before it finished left there. [`commit`](Self::commit) makes it the
+    /// next node's. Names are only appended; [`index`](Self::index) builds the lookup table
+    /// once, sized for all of them (one pass instead of a table that rehashes as it grows).
+    pub(crate) fn begin(&mut self, name: &str) {
+        let committed = self.committed();
+        self.text.truncate(committed);
         self.text.push_str(name);
+    }
+
+    /// The name [`begin`](Self::begin) started (empty if none).
+    pub(crate) fn pending(&self) -> &str {
+        self.text.get(self.committed()..).unwrap_or("")
+    }
+
+    /// Makes the pending name the next node's.
+    pub(crate) fn commit(&mut self) {
         self.ends.push(self.text.len() as u32);
+    }
+
+    /// Where the last node's name ends in `text`.
+    fn committed(&self) -> usize {
+        self.ends.last().map_or(0, |&e| e as usize)
     }
 
     /// Frees spare capacity and returns the first node (in declaration order) whose name
     /// an earlier node already has. Lookups find the earlier node.
     pub(crate) fn check_unique(&mut self) -> Option<u32> {
+        let committed = self.committed();
+        self.text.truncate(committed);
         self.text.shrink_to_fit();
         self.ends.shrink_to_fit();
         let mut hashes: Vec<u64> = self.iter().map(hash).collect();

@@ -18,8 +18,8 @@ use crate::task::{AttemptFuture, Ctx, ErasedTask, FallbackFuture};
 /// Defines a router: its upstreams, then its selector; see [`GraphBuilder::router`].
 #[must_use = "a router is only added to the graph by `.select(..)` and `.finish()`"]
 pub struct RouterBuilder<'g, I, U, T> {
+    /// Holds the router's name, pending, until `select` adds it.
     builder: &'g mut GraphBuilder<I>,
-    name: String,
     upstreams: U,
     _value: PhantomData<fn() -> T>,
 }
@@ -27,17 +27,17 @@ pub struct RouterBuilder<'g, I, U, T> {
 impl<I, U: fmt::Debug, T> fmt::Debug for RouterBuilder<'_, I, U, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RouterBuilder")
-            .field("name", &self.name)
+            .field("name", &self.builder.names.pending())
             .field("upstreams", &self.upstreams)
             .finish_non_exhaustive()
     }
 }
 
 impl<'g, I: Send + Sync + 'static, T> RouterBuilder<'g, I, (), T> {
-    pub(crate) fn new(builder: &'g mut GraphBuilder<I>, name: String) -> Self {
+    /// A router builder for the name `builder` holds pending.
+    pub(crate) fn new(builder: &'g mut GraphBuilder<I>) -> Self {
         RouterBuilder {
             builder,
-            name,
             upstreams: (),
             _value: PhantomData,
         }
@@ -48,7 +48,6 @@ impl<'g, I: Send + Sync + 'static, T> RouterBuilder<'g, I, (), T> {
     pub fn after<U: Upstreams>(self, upstreams: U) -> RouterBuilder<'g, I, U, T> {
         RouterBuilder {
             builder: self.builder,
-            name: self.name,
             upstreams,
             _value: PhantomData,
         }
@@ -82,13 +81,12 @@ where
         F: Fn(&I, &U::Values) -> K + Send + Sync + 'static,
         K: Into<String>,
     {
-        self.builder.declare(&self.upstreams, &self.name);
+        self.builder.declare(&self.upstreams);
         let task = RouterTask::<I, U, T> {
             select: Box::new(move |input: &I, values: &U::Values| select(input, values).into()),
             _value: PhantomData,
         };
         let node = NewNode {
-            name: self.name,
             task: Box::new(task),
             extras: Some(Box::new(Extras {
                 kind: NodeKind::Router {
@@ -141,13 +139,12 @@ where
     /// ([`BuildError::InvalidRouter`](crate::BuildError::InvalidRouter)).
     pub fn branch(
         mut self,
-        key: impl Into<String>,
+        key: impl AsRef<str>,
         define: impl FnOnce(NodeBuilder<'_, I, U, T>) -> Node<T>,
     ) -> Self {
-        let key: String = key.into();
+        let key = key.as_ref();
         let expected = self.builder.len() as u32;
-        let builder =
-            NodeBuilder::for_branch(&mut *self.builder, key.clone(), self.upstreams.clone());
+        let builder = NodeBuilder::for_branch(&mut *self.builder, key, self.upstreams.clone());
         let branch = define(builder);
         let router = self.node.index;
         let problem = if branch.graph != self.node.graph
