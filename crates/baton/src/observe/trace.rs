@@ -15,6 +15,7 @@ use crate::run::{Record, RunCore, RunId};
 /// Whether spans are worth making: the feature is on and a subscriber was ever installed
 /// (globally or for a scope). One atomic load; without it, even a disabled span costs a
 /// callsite check per node.
+#[inline]
 fn on() -> bool {
     cfg!(feature = "tracing") && tracing::dispatcher::has_been_set()
 }
@@ -29,11 +30,17 @@ pub(crate) fn run_span(run: RunId, nodes: usize) -> Span {
 }
 
 /// The span of a node: `node{node, outcome, attempts}`, child of its run's span.
+/// Inlined: without a subscriber it is one load on every node's path.
+#[inline]
 pub(crate) fn node_span<'a>(core: &RunCore, node: impl FnOnce() -> &'a str) -> Span {
     if !on() {
         return Span::none();
     }
-    let node = node();
+    make_node_span(core, node())
+}
+
+#[cold]
+fn make_node_span(core: &RunCore, node: &str) -> Span {
     match core.span() {
         Some(run) => tracing::info_span!(
             parent: run,

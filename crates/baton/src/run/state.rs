@@ -472,6 +472,7 @@ impl RunCore {
         self.started.get().and_then(|s| s.deadline)
     }
 
+    #[inline]
     pub(crate) fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::SeqCst)
     }
