@@ -84,7 +84,8 @@ pub enum BuildError {
         reason: String,
     },
     /// A router is misdefined: it has no branch, a branch was not defined by the builder it
-    /// was given, or a branch declares upstreams of its own.
+    /// was given, a branch declares upstreams of its own, or the router was never finished
+    /// ([`Router::finish`](crate::Router::finish) not called).
     #[error("router `{router}` is invalid: {reason}")]
     InvalidRouter {
         /// The router.

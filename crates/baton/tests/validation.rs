@@ -323,3 +323,64 @@ fn a_node_builder_shows_its_name() {
     let shown = format!("{:?}", g.router::<u32>("route"));
     assert!(shown.contains("\"route\""), "{shown}");
 }
+
+/// A router whose `.finish()` was never called (dropped after its branches, or a branch
+/// closure that panicked and was caught) is a build error naming it, not a graph whose
+/// branches no router would ever start (a run of it never ended).
+#[test]
+fn a_router_never_finished_is_a_build_error() {
+    let mut g = Graph::<()>::builder();
+    let a = leaf(&mut g, "a");
+    #[allow(unused_must_use)]
+    {
+        g.router::<u32>("route")
+            .after(a)
+            .select(|_input, _a| "k")
+            .branch("k", |b| {
+                b.task(|_ctx, _a| async { Ok::<_, BoxError>(2_u32) })
+            });
+    }
+    leaf(&mut g, "z");
+    let err = build_err(g);
+    assert_eq!(
+        err,
+        BuildError::InvalidRouter {
+            router: "route".to_owned(),
+            reason: "it was never finished (call `.finish()` after its branches)".to_owned(),
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "router `route` is invalid: it was never finished (call `.finish()` after its branches)"
+    );
+
+    // A branch closure that panicked, the panic caught, the builder used on.
+    let mut g = Graph::<()>::builder();
+    let a = leaf(&mut g, "a");
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _router = g
+            .router::<u32>("route")
+            .after(a)
+            .select(|_input, _a| "k")
+            .branch("k", |_b| panic!("defining the branch failed"));
+    }));
+    assert!(caught.is_err());
+    leaf(&mut g, "z");
+    assert!(matches!(
+        build_err(g),
+        BuildError::InvalidRouter { router, .. } if router == "route"
+    ));
+
+    // Finished, the same router builds.
+    let mut g = Graph::<()>::builder();
+    let a = leaf(&mut g, "a");
+    let _route = g
+        .router::<u32>("route")
+        .after(a)
+        .select(|_input, _a| "k")
+        .branch("k", |b| {
+            b.task(|_ctx, _a| async { Ok::<_, BoxError>(2_u32) })
+        })
+        .finish();
+    assert_eq!(g.build().expect("valid").len(), 3);
+}

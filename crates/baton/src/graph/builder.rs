@@ -96,6 +96,9 @@ pub struct GraphBuilder<I> {
     /// Problems found while adding nodes, with the node they were found at and their rank
     /// among that node's problems (see [`build`](Self::build)).
     errors: Vec<(u32, u8, BuildError)>,
+    /// Routers added by `select` whose `finish` has not run yet: `build()` rejects them (a
+    /// router without its branches would never start them).
+    open_routers: Vec<u32>,
     mode: FailureMode,
     start: StartMode,
     orchestrator: Orchestrator,
@@ -138,6 +141,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
             declared: Vec::new(),
             recent_policies: Vec::new(),
             errors: Vec::new(),
+            open_routers: Vec::new(),
             mode: FailureMode::default(),
             start: StartMode::default(),
             orchestrator,
@@ -243,7 +247,14 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
         self.set_kind(index, NodeKind::Branch);
     }
 
+    /// Router `router` was added (`select`); [`set_branches`](Self::set_branches) closes it.
+    pub(super) fn open_router(&mut self, router: u32) {
+        self.open_routers.push(router);
+    }
+
+    /// Gives router `router` its branches (its `finish`).
     pub(super) fn set_branches(&mut self, router: u32, branches: Box<[(Arc<str>, u32)]>) {
+        self.open_routers.retain(|&r| r != router);
         self.set_kind(router, NodeKind::Router { branches });
     }
 
@@ -282,8 +293,11 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     /// The first problem found, in declaration order:
     /// [`BuildError::DuplicateName`], [`BuildError::ForeignHandle`],
     /// [`BuildError::UnknownUpstream`], [`BuildError::TypeMismatch`],
-    /// [`BuildError::InvalidPolicy`], [`BuildError::UnknownPolicy`],
+    /// [`BuildError::InvalidRouter`] (among them a router whose [`Router::finish`] was
+    /// never called), [`BuildError::InvalidPolicy`], [`BuildError::UnknownPolicy`],
     /// [`BuildError::PolicyConflict`], then [`BuildError::Cycle`] with the cycle's path.
+    ///
+    /// [`Router::finish`]: super::Router::finish
     pub fn build(mut self) -> Result<Graph<I>, BuildError> {
         // Duplicate names are found now, in one pass over all names; a node's problems rank
         // as they arise while adding it: its upstreams, its name, then (routers) its
@@ -293,6 +307,13 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
                 name: self.names.get(dup).to_owned(),
             };
             self.errors.push((dup, RANK_NAME, error));
+        }
+        for router in std::mem::take(&mut self.open_routers) {
+            let error = BuildError::InvalidRouter {
+                router: self.names.get(router).to_owned(),
+                reason: "it was never finished (call `.finish()` after its branches)".to_owned(),
+            };
+            self.errors.push((router, RANK_ROUTER, error));
         }
         if let Some(i) = (0..self.errors.len()).min_by_key(|&i| {
             let (node, rank, _) = &self.errors[i];

@@ -98,6 +98,7 @@ where
         };
         let graph = self.builder.id;
         let index = self.builder.add(node);
+        self.builder.open_router(index);
         Router {
             builder: self.builder,
             node: Node::new(graph, index),
