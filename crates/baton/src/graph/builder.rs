@@ -161,8 +161,10 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     /// in this graph makes [`build`](Self::build) fail with
     /// [`BuildError::DuplicateName`].
     ///
-    /// `name` is copied into one text buffer shared by all of the graph's names: a `&str`
-    /// costs no allocation, and a `String` is not kept.
+    /// `name` is copied into one text buffer shared by all of the graph's names (it grows as
+    /// a `Vec` does): a `&str` costs no allocation of its own, and a `String` is not kept.
+    /// A [`NodeBuilder`] dropped before its task is set adds nothing, and its name is
+    /// forgotten.
     pub fn node<T>(&mut self, name: impl AsRef<str>) -> NodeBuilder<'_, I, (), T> {
         self.names.begin(name.as_ref());
         NodeBuilder {
@@ -337,8 +339,8 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
         })
     }
 
-    /// Records the upstreams of the node about to be added (`node`); problems are recorded
-    /// for `build()`.
+    /// Records the upstreams of the node about to be added (its name is the pending one);
+    /// problems are recorded for `build()`.
     pub(super) fn declare<U: Upstreams>(&mut self, upstreams: &U) {
         self.declared.clear();
         upstreams.__declare(&mut self.declared);

@@ -63,10 +63,11 @@ impl Names {
         (0..self.len() as u32).map(|i| self.get(i))
     }
 
-    /// Starts the next node's name: `name` goes after the last node's, replacing what a
-    /// builder dropped before it finished left there. [`commit`](Self::commit) makes it the
-    /// next node's. Names are only appended; [`index`](Self::index) builds the lookup table
-    /// once, sized for all of them (one pass instead of a table that rehashes as it grows).
+    /// Starts the next node's name: `name` goes after the last node's, replacing the
+    /// pending name a builder dropped before it finished left there (the only text ever
+    /// removed). [`commit`](Self::commit) makes it the next node's. No lookup table is kept
+    /// up to date meanwhile: [`build_index`](Self::build_index) builds it once, sized for all
+    /// of them (one pass instead of a table that rehashes as it grows).
     pub(crate) fn begin(&mut self, name: &str) {
         let committed = self.committed();
         self.text.truncate(committed);
