@@ -19,7 +19,8 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// A graph definition that [`GraphBuilder::build`](crate::GraphBuilder::build) rejected.
 ///
-/// `build()` reports the first problem in declaration order. Nothing runs until every
+/// `build()` reports one problem: the first, in declaration order, of the first check that
+/// finds any (see [`GraphBuilder::build`](crate::GraphBuilder::build)). Nothing runs until every
 /// problem is fixed, so a bad graph never hangs or panics at run time (DESIGN rule 13;
 /// seed 002 §18, "entry checks").
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

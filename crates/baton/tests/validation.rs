@@ -384,3 +384,38 @@ fn a_router_never_finished_is_a_build_error() {
         .finish();
     assert_eq!(g.build().expect("valid").len(), 3);
 }
+
+/// `build()` runs its checks in tiers (its `# Errors`): what was found while nodes were added
+/// (here an unfinished router) comes before upstreams given by name (here an unknown one),
+/// even when the node with the unknown upstream was declared first.
+#[test]
+fn problems_found_while_adding_come_before_name_resolution() {
+    let mut g = Graph::<()>::builder();
+    let a = leaf(&mut g, "a");
+    named(&mut g, "z", &["missing"]);
+    #[allow(unused_must_use)]
+    {
+        g.router::<u32>("r")
+            .after(a)
+            .select(|_input, _a| "k")
+            .branch("k", |b| {
+                b.task(|_ctx, _a| async { Ok::<_, BoxError>(2_u32) })
+            });
+    }
+    assert!(matches!(
+        build_err(g),
+        BuildError::InvalidRouter { router, .. } if router == "r"
+    ));
+
+    // Without the router, the unknown upstream is the problem.
+    let mut g = Graph::<()>::builder();
+    leaf(&mut g, "a");
+    named(&mut g, "z", &["missing"]);
+    assert_eq!(
+        build_err(g),
+        BuildError::UnknownUpstream {
+            node: "z".to_owned(),
+            upstream: "missing".to_owned()
+        }
+    );
+}

@@ -196,7 +196,9 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     /// The router's value is its chosen branch's; branches not chosen end `NotTaken`; a
     /// router whose upstream produced no value is `Skipped` and its branches `NotTaken`.
     ///
-    /// `name` is copied, like a node's ([`node`](Self::node)).
+    /// `name` is copied, like a node's ([`node`](Self::node)). A router added by
+    /// [`select`](RouterBuilder::select) but never [`finish`](super::Router::finish)ed makes
+    /// `build()` fail ([`BuildError::InvalidRouter`]).
     pub fn router<T>(&mut self, name: impl AsRef<str>) -> RouterBuilder<'_, I, (), T> {
         self.names.begin(name.as_ref());
         RouterBuilder::new(self)
@@ -292,12 +294,17 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     /// Validates the definition and returns the immutable, shareable [`Graph`].
     ///
     /// # Errors
-    /// The first problem found, in declaration order:
-    /// [`BuildError::DuplicateName`], [`BuildError::ForeignHandle`],
-    /// [`BuildError::UnknownUpstream`], [`BuildError::TypeMismatch`],
-    /// [`BuildError::InvalidRouter`] (among them a router whose [`Router::finish`] was
-    /// never called), [`BuildError::InvalidPolicy`], [`BuildError::UnknownPolicy`],
-    /// [`BuildError::PolicyConflict`], then [`BuildError::Cycle`] with the cycle's path.
+    /// One problem, the first of these checks that finds any, each in declaration order:
+    /// 1. what was found while nodes were added: for each node in turn, a handle from
+    ///    another builder ([`BuildError::ForeignHandle`]), its name already used
+    ///    ([`BuildError::DuplicateName`]), a misdefined router
+    ///    ([`BuildError::InvalidRouter`], among them a router whose [`Router::finish`] was
+    ///    never called);
+    /// 2. upstreams given by name: [`BuildError::UnknownUpstream`],
+    ///    [`BuildError::TypeMismatch`];
+    /// 3. policies: [`BuildError::InvalidPolicy`], [`BuildError::UnknownPolicy`],
+    ///    [`BuildError::PolicyConflict`];
+    /// 4. [`BuildError::Cycle`], with the cycle's path.
     ///
     /// [`Router::finish`]: super::Router::finish
     pub fn build(mut self) -> Result<Graph<I>, BuildError> {

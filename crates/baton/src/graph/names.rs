@@ -64,10 +64,11 @@ impl Names {
     }
 
     /// Starts the next node's name: `name` goes after the last node's, replacing the
-    /// pending name a builder dropped before it finished left there (the only text ever
-    /// removed). [`commit`](Self::commit) makes it the next node's. No lookup table is kept
-    /// up to date meanwhile: [`build_index`](Self::build_index) builds it once, sized for all
-    /// of them (one pass instead of a table that rehashes as it grows).
+    /// pending name a builder dropped before it finished left there (pending names are the
+    /// only text ever removed, here and by [`check_unique`](Self::check_unique)).
+    /// [`commit`](Self::commit) makes it the next node's. No lookup table is kept up to date
+    /// meanwhile: [`build_index`](Self::build_index) builds one when needed, sized for all of
+    /// them (one pass instead of a table that rehashes as it grows).
     pub(crate) fn begin(&mut self, name: &str) {
         let committed = self.committed();
         self.text.truncate(committed);

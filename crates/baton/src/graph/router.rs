@@ -16,7 +16,7 @@ use crate::run::FetchCx;
 use crate::task::{AttemptFuture, Ctx, ErasedTask, FallbackFuture};
 
 /// Defines a router: its upstreams, then its selector; see [`GraphBuilder::router`].
-#[must_use = "a router is only added to the graph by `.select(..)` and `.finish()`"]
+#[must_use = "a router is added to the graph by `.select(..)`, and must then be `.finish()`ed"]
 pub struct RouterBuilder<'g, I, U, T> {
     /// Holds the router's name, pending, until `select` adds it.
     builder: &'g mut GraphBuilder<I>,
@@ -108,8 +108,10 @@ where
     }
 }
 
-/// A router whose selector is set: add its branches, then [`finish`](Self::finish) it.
-#[must_use = "call `.finish()` to get the router's handle"]
+/// A router whose selector is set: add its branches, then [`finish`](Self::finish) it. A
+/// router dropped unfinished makes [`GraphBuilder::build`] fail
+/// ([`BuildError::InvalidRouter`](crate::BuildError::InvalidRouter)).
+#[must_use = "call `.finish()` to get the router's handle (an unfinished router fails `build()`)"]
 pub struct Router<'g, I, U, T> {
     builder: &'g mut GraphBuilder<I>,
     node: Node<T>,

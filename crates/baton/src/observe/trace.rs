@@ -39,7 +39,7 @@ pub(crate) fn node_span<'a>(core: &RunCore, node: impl FnOnce() -> &'a str) -> S
     make_node_span(core, node())
 }
 
-#[cold]
+#[inline(never)]
 fn make_node_span(core: &RunCore, node: &str) -> Span {
     match core.span() {
         Some(run) => tracing::info_span!(
