@@ -324,6 +324,18 @@ fn a_node_builder_shows_its_name() {
     assert!(shown.contains("\"route\""), "{shown}");
 }
 
+/// Adds router `name` after `a`, with one branch `k`, and drops it without `.finish()`.
+fn unfinished_router(g: &mut GraphBuilder<()>, name: &str, a: Node<u32>) {
+    let unfinished = g
+        .router::<u32>(name)
+        .after(a)
+        .select(|_input, _a| "k")
+        .branch("k", |b| {
+            b.task(|_ctx, _a| async { Ok::<_, BoxError>(2_u32) })
+        });
+    drop(unfinished);
+}
+
 /// A router whose `.finish()` was never called (dropped after its branches, or a branch
 /// closure that panicked and was caught) is a build error naming it, not a graph whose
 /// branches no router would ever start (a run of it never ended).
@@ -331,15 +343,7 @@ fn a_node_builder_shows_its_name() {
 fn a_router_never_finished_is_a_build_error() {
     let mut g = Graph::<()>::builder();
     let a = leaf(&mut g, "a");
-    #[allow(unused_must_use)]
-    {
-        g.router::<u32>("route")
-            .after(a)
-            .select(|_input, _a| "k")
-            .branch("k", |b| {
-                b.task(|_ctx, _a| async { Ok::<_, BoxError>(2_u32) })
-            });
-    }
+    unfinished_router(&mut g, "route", a);
     leaf(&mut g, "z");
     let err = build_err(g);
     assert_eq!(
@@ -393,15 +397,7 @@ fn problems_found_while_adding_come_before_name_resolution() {
     let mut g = Graph::<()>::builder();
     let a = leaf(&mut g, "a");
     named(&mut g, "z", &["missing"]);
-    #[allow(unused_must_use)]
-    {
-        g.router::<u32>("r")
-            .after(a)
-            .select(|_input, _a| "k")
-            .branch("k", |b| {
-                b.task(|_ctx, _a| async { Ok::<_, BoxError>(2_u32) })
-            });
-    }
+    unfinished_router(&mut g, "r", a);
     assert!(matches!(
         build_err(g),
         BuildError::InvalidRouter { router, .. } if router == "r"
