@@ -151,8 +151,9 @@ pub(crate) struct NodeDef<I, P = Arc<NodePolicy>> {
 
 /// What only some nodes have. `P` is the policy as declared ([`PolicySpec`] in the
 /// builder) or as resolved ([`NodePolicy`] in the graph), in an `Arc` shared by the nodes
-/// declared alike ([`PolicySpec::same`](crate::policy::PolicySpec::same)), so that a graph of many nodes calling one
-/// downstream holds their policies once, and reads them from the cache.
+/// declared alike ([`PolicySpec::same`](crate::policy::PolicySpec::same)), so that a graph
+/// of many nodes calling one downstream holds their policies once, and reads them from the
+/// cache.
 ///
 /// [`PolicySpec`]: crate::policy::PolicySpec
 ///

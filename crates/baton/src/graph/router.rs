@@ -139,7 +139,8 @@ where
     /// return what finishing it with `.task(..)` or `.blocking_task(..)` returns. Its value
     /// becomes the router's. `build()` rejects a branch defined otherwise, or one that
     /// declares upstreams of its own
-    /// ([`BuildError::InvalidRouter`](crate::BuildError::InvalidRouter)).
+    /// ([`BuildError::InvalidRouter`](crate::BuildError::InvalidRouter)). `key` is copied,
+    /// like a node's name ([`GraphBuilder::node`]).
     pub fn branch(
         mut self,
         key: impl AsRef<str>,
