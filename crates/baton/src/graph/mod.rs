@@ -210,6 +210,16 @@ impl<I> GraphInner<I> {
         self.extras(id)?.callbacks.as_deref()
     }
 
+    /// Prefetches node `id`'s edge lists and its task's data, about to be read (hints;
+    /// reads the node's definition and edge offsets, prefetched when it was made ready).
+    #[inline]
+    pub(crate) fn prefetch_task(&self, id: u32) {
+        self.meta.prefetch_lists_of(id);
+        if let Some(node) = self.nodes.get(id as usize) {
+            crate::run::prefetch(&*node.task);
+        }
+    }
+
     /// Whether node `id` is a task node without policies: the scheduler's fast path.
     pub(crate) fn is_plain(&self, id: u32) -> bool {
         match self.nodes.get(id as usize) {
@@ -234,6 +244,10 @@ pub(crate) struct GraphMeta {
     down_at: Box<[u32]>,
     downs: Box<[u32]>,
     pub(crate) roots: Box<[u32]>,
+    /// Some edge joins nodes that are not neighbours in declaration order: running the
+    /// graph touches per-node entries at scattered places (a chain's, or independent
+    /// nodes', are a stream the hardware prefetches on its own).
+    pub(crate) scattered: bool,
 }
 
 impl GraphMeta {
@@ -253,6 +267,34 @@ impl GraphMeta {
     #[inline]
     pub(crate) fn downstreams(&self, id: u32) -> &[u32] {
         slice_at(&self.down_at, &self.downs, id)
+    }
+
+    /// Prefetches node `id`'s edge offsets (a hint; see `run/prefetch.rs`).
+    #[inline]
+    pub(crate) fn prefetch_edges_of(&self, id: u32) {
+        let i = id as usize;
+        if let Some(at) = self.up_at.get(i) {
+            crate::run::prefetch(at);
+        }
+        if let Some(at) = self.down_at.get(i) {
+            crate::run::prefetch(at);
+        }
+    }
+
+    /// Prefetches the first entries of node `id`'s upstream and downstream lists (a hint;
+    /// reads the edge offsets, which [`prefetch_edges_of`](Self::prefetch_edges_of) asked
+    /// for earlier).
+    #[inline]
+    pub(crate) fn prefetch_lists_of(&self, id: u32) {
+        let i = id as usize;
+        if let (Some(&at), Some(&down)) = (self.up_at.get(i), self.down_at.get(i)) {
+            if let Some(first) = self.ups.get(at as usize) {
+                crate::run::prefetch(first);
+            }
+            if let Some(first) = self.downs.get(down as usize) {
+                crate::run::prefetch(first);
+            }
+        }
     }
 
     /// How many upstreams node `id` declared (0 out of range).

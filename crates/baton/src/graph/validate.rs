@@ -59,9 +59,11 @@ pub(super) fn build<I: 'static>(
     // filled from the back (nodes in reverse), ending at its start: downstreams come out in
     // declaration order.
     let mut down_at = vec![0u32; n + 1];
+    let mut scattered = false;
     for node in 0..n {
         for &u in edges(node) {
             down_at[u as usize] += 1;
+            scattered |= u.abs_diff(node as u32) > 1;
         }
     }
     let mut total = 0u32;
@@ -118,6 +120,7 @@ pub(super) fn build<I: 'static>(
         ups: ups.into_boxed_slice(),
         down_at: down_at.into_boxed_slice(),
         downs: downs.into_boxed_slice(),
+        scattered,
     };
     let inner = GraphInner {
         meta,

@@ -236,6 +236,9 @@ impl<I: Send + Sync + 'static> Driver<I> {
 
     /// Starts node `id`: the fast path when nothing needs the full one.
     fn begin(&mut self) {
+        if self.run.core.prefetch {
+            self.run.graph.prefetch_task(self.id);
+        }
         let start = self.start();
         let run = &self.run;
         let core = &run.core;

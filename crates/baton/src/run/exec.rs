@@ -274,8 +274,13 @@ impl<I: Send + Sync + 'static> Drop for BranchGuard<'_, I> {
 impl<I: Send + Sync + 'static> RunState<I> {
     pub(crate) fn fetch_cx(&self, id: u32) -> super::FetchCx<'_> {
         let meta = &self.graph.meta;
+        let ups = meta.upstreams(id);
+        if self.core.prefetch {
+            // The task reads them one after the other: their misses overlap.
+            self.prefetch_values(id, ups);
+        }
         super::FetchCx {
-            ups: meta.upstreams(id),
+            ups,
             values: &self.core.values,
             names: &meta.names,
         }

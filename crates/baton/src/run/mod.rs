@@ -7,14 +7,16 @@
 //! most as many drivers as the runtime has workers drain (a driver whose node waits hands
 //! the queue to a new one). A node waiting for its upstreams holds no thread and no task, a
 //! ready node costs a queue slot rather than a tokio task, and nothing looks a node up by
-//! name or joins futures per node. See `state.rs` for the invariants and `ready.rs` for the
-//! queue.
+//! name or joins futures per node. On large graphs whose edges jump, what a node touches at
+//! scattered places is prefetched as soon as its address is known (`prefetch.rs`). See
+//! `state.rs` for the invariants and `ready.rs` for the queue.
 
 mod attempt;
 mod driver;
 mod exec;
 mod guarded;
 mod once;
+mod prefetch;
 mod ready;
 mod start;
 mod state;
@@ -30,6 +32,7 @@ use std::time::Duration;
 use sync_wrapper::SyncWrapper;
 use tokio::time::Instant;
 
+pub(crate) use prefetch::prefetch;
 pub use start::StartMode;
 pub(crate) use state::{AttemptGuard, Record, RunBuffers, RunCore, RunState, Settled};
 // Named in the sealed `Upstreams` trait's hidden methods; unnameable outside the crate.
