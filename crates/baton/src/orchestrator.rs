@@ -370,7 +370,8 @@ impl Orchestrator {
             let notified = self.inner.idle.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if self.runs_in_flight() == 0 {
+            // `SeqCst`, not `runs_in_flight`'s acquire: see `leave`.
+            if self.inner.in_flight.load(Ordering::SeqCst) == 0 {
                 return;
             }
             notified.await;
@@ -414,9 +415,18 @@ impl Orchestrator {
         self.leave();
     }
 
+    /// A run admitted by [`admit`](Self::admit) is no longer in flight. Only `shutdown`
+    /// waits for none to be (`idle`), and only after it stopped accepting: while the
+    /// orchestrator accepts, nobody is told (`notify_waiters` takes a lock, on every run
+    /// that ends with no other in flight). Both sides are `SeqCst`: if this reads
+    /// "accepting", the shutdown's store comes later in their total order, and so does its
+    /// read of `in_flight`, which sees this decrement.
     fn leave(&self) {
-        if self.inner.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.inner.idle.notify_waiters();
+        let inner = &self.inner;
+        if inner.in_flight.fetch_sub(1, Ordering::SeqCst) == 1
+            && !inner.accepting.load(Ordering::SeqCst)
+        {
+            inner.idle.notify_waiters();
         }
     }
 

@@ -358,6 +358,41 @@ async fn shutdown_finishes_what_it_can_cancels_the_rest_and_refuses_new_runs() {
     );
 }
 
+/// Shutdown returns as soon as the last run in flight ends, not when its grace period does:
+/// the run that ends last while the orchestrator refuses new runs wakes it. (While it
+/// accepts runs, nobody waits, and runs that end tell nobody.)
+#[tokio::test(start_paused = true)]
+async fn shutdown_returns_when_the_last_run_ends_within_its_grace() {
+    let orch = Orchestrator::new();
+    let mut g = orch.graph::<u64>();
+    let _ = g.node("work").task(|ctx, ()| {
+        let took = *ctx.input();
+        async move {
+            sleep(ms(took)).await;
+            Ok::<_, BoxError>(took)
+        }
+    });
+    let graph = g.build().unwrap();
+    // Runs that end while runs are still accepted, one at a time (the in-flight count
+    // reaches zero after each).
+    for took in [1, 2] {
+        assert!(graph.run(took).await.is_ok());
+    }
+    let runs: Vec<_> = [100, 300]
+        .into_iter()
+        .map(|took| tokio::spawn(graph.run(took)))
+        .collect();
+    tokio::task::yield_now().await;
+    assert_eq!(orch.runs_in_flight(), 2);
+    let start = tokio::time::Instant::now();
+    let report = orch.shutdown(Duration::from_secs(10)).await;
+    assert_eq!(start.elapsed(), ms(300), "woken when the last run ended");
+    assert_eq!((report.finished, report.cancelled), (2, 0));
+    for run in runs {
+        assert!(run.await.unwrap().is_ok());
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn cancel_all_cancels_every_run_in_flight() {
     let orch = Orchestrator::new();

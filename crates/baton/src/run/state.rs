@@ -439,8 +439,9 @@ pub(crate) struct RunCore {
     pub(crate) done: AtomicWaker,
     pub(crate) cancelled: AtomicBool,
     pub(crate) reason: OnceLock<CancelReason>,
-    /// What the run fixed when it started (one cell, set once).
-    started: OnceLock<Started>,
+    /// What the run fixed when it started (one cell, set once; a `WriteOnce`, whose write
+    /// is a compare-and-swap and a store, where `OnceLock::set` runs a `Once`).
+    started: WriteOnce<Started>,
     pub(crate) token: OnceLock<CancellationToken>,
     pub(crate) run_id: RunId,
     pub(crate) mode: FailureMode,
@@ -585,7 +586,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             done: AtomicWaker::new(),
             cancelled: AtomicBool::new(false),
             reason: OnceLock::new(),
-            started: OnceLock::new(),
+            started: WriteOnce::new(),
             token: OnceLock::new(),
             run_id: RunId::next(),
             mode,
