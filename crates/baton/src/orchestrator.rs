@@ -8,7 +8,6 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -21,31 +20,51 @@ use crate::graph::GraphBuilder;
 use crate::observe::stats::Counters;
 use crate::observe::{Event, Observer, Stats};
 use crate::policy::{Bulkhead, CircuitBreaker, RetryBudget};
-use crate::run::{RunId, RunView};
+use crate::run::RunView;
 
 const SHARDS: usize = 16;
 
-/// Runs in flight of one shard, by run sequence number (unique, so not hashed).
-type RunsShard = HashMap<u64, Weak<dyn RunView>, BuildHasherDefault<SeqHasher>>;
-
-/// The identity "hash" of a run's sequence number.
+/// Runs in flight of one shard: a slab, so that admitting a run and ending it cost a push
+/// and a pop (a free slot's index), not a hash-table insert and remove. The run keeps its
+/// slot's index ([`RunKey`]).
 #[derive(Default)]
-struct SeqHasher(u64);
+struct RunsShard {
+    slots: Vec<Option<Weak<dyn RunView>>>,
+    free: Vec<u32>,
+}
 
-impl Hasher for SeqHasher {
-    fn finish(&self) -> u64 {
-        self.0
+impl RunsShard {
+    /// Keeps `run`; its slot's index.
+    fn insert(&mut self, run: Weak<dyn RunView>) -> u32 {
+        if let Some(i) = self.free.pop() {
+            if let Some(slot) = self.slots.get_mut(i as usize) {
+                *slot = Some(run);
+                return i;
+            }
+        }
+        self.slots.push(Some(run));
+        (self.slots.len() - 1) as u32
     }
 
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 << 8) | u64::from(*b);
+    /// Forgets the run in slot `i` (nothing if it is empty).
+    fn remove(&mut self, i: u32) {
+        if let Some(slot) = self.slots.get_mut(i as usize) {
+            if slot.take().is_some() {
+                self.free.push(i);
+            }
         }
     }
 
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
+    fn runs(&self) -> impl Iterator<Item = &Weak<dyn RunView>> {
+        self.slots.iter().flatten()
     }
+}
+
+/// Where the orchestrator keeps an admitted run: its shard and its slot there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RunKey {
+    shard: u32,
+    slot: u32,
 }
 
 /// Owns the breaker, bulkhead and retry-budget registries, the observers, the statistics and
@@ -334,7 +353,7 @@ impl Orchestrator {
         let mut runs = Vec::new();
         for shard in &self.inner.runs {
             let shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
-            runs.extend(shard.values().filter_map(Weak::upgrade));
+            runs.extend(shard.runs().filter_map(Weak::upgrade));
         }
         // Cancelling fires callbacks: never while holding a lock.
         for run in &runs {
@@ -386,29 +405,30 @@ impl Orchestrator {
         &self.inner.counters
     }
 
-    /// Admits a run that is starting; `false` when shutting down (nothing is kept then).
-    pub(crate) fn admit(&self, run: Weak<dyn RunView>, id: RunId, nodes: usize) -> bool {
+    /// Admits a run that is starting: where it is kept, or `None` when shutting down
+    /// (nothing is kept then). `seq` (the run's sequence number) picks the shard.
+    pub(crate) fn admit(&self, run: Weak<dyn RunView>, seq: u64, nodes: usize) -> Option<RunKey> {
         let inner = &self.inner;
-        let key = id.seq();
-        self.shard(key).insert(key, run);
+        let shard = (seq % SHARDS as u64) as u32;
+        let slot = self.shard(shard).insert(run);
+        let key = RunKey { shard, slot };
         inner.in_flight.fetch_add(1, Ordering::SeqCst);
         if !inner.accepting.load(Ordering::SeqCst) {
-            self.shard(key).remove(&key);
+            self.shard(shard).remove(slot);
             self.leave();
             inner.counters.local().runs_rejected.incr();
-            return false;
+            return None;
         }
         let c = inner.counters.local();
         c.runs_started.incr();
         c.runs_in_flight.incr();
         c.nodes_submitted.add(nodes as i64);
-        true
+        Some(key)
     }
 
-    /// A run admitted by [`admit`](Self::admit) ended.
-    pub(crate) fn run_ended(&self, id: RunId) {
-        let key = id.seq();
-        self.shard(key).remove(&key);
+    /// A run admitted by [`admit`](Self::admit), kept at `key`, ended.
+    pub(crate) fn run_ended(&self, key: RunKey) {
+        self.shard(key.shard).remove(key.slot);
         let c = self.inner.counters.local();
         c.runs_finished.incr();
         c.runs_in_flight.decr();
@@ -430,8 +450,8 @@ impl Orchestrator {
         }
     }
 
-    fn shard(&self, key: u64) -> MutexGuard<'_, RunsShard> {
-        self.inner.runs[(key as usize) % SHARDS]
+    fn shard(&self, shard: u32) -> MutexGuard<'_, RunsShard> {
+        self.inner.runs[shard as usize % SHARDS]
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
@@ -445,5 +465,37 @@ pub(crate) fn deliver(observers: &[Arc<dyn Observer>], event: &Event<'_>) {
             let message = crate::error::NodeError::from_panic(panic.as_ref());
             tracing::error!(%message, "observer panicked; event dropped for it");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Weak;
+
+    use super::RunsShard;
+    use crate::run::{RunState, RunView};
+
+    fn run() -> Weak<dyn RunView> {
+        Weak::<RunState<()>>::new() as Weak<dyn RunView>
+    }
+
+    /// A slot freed by a run that ended is the next one taken, each slot is freed once
+    /// however often its run is removed, and only kept runs are listed.
+    #[test]
+    fn the_runs_slab_reuses_freed_slots_once() {
+        let mut shard = RunsShard::default();
+        let (a, b, c) = (
+            shard.insert(run()),
+            shard.insert(run()),
+            shard.insert(run()),
+        );
+        assert_eq!((a, b, c), (0, 1, 2));
+        shard.remove(b);
+        shard.remove(b);
+        shard.remove(7);
+        assert_eq!(shard.runs().count(), 2);
+        assert_eq!(shard.insert(run()), b, "the freed slot");
+        assert_eq!(shard.insert(run()), 3, "no slot freed twice");
+        assert_eq!(shard.runs().count(), 4);
     }
 }

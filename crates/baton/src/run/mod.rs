@@ -24,8 +24,8 @@ mod state;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -348,17 +348,19 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
                 // A run cancelled before it started is over already: nothing to admit.
                 if self.state.core.reason.get().is_none() {
                     let state = &self.state;
-                    let view: Arc<dyn RunView> = Arc::clone(state) as Arc<dyn RunView>;
+                    let view: Weak<dyn RunView> = Arc::downgrade(state) as Weak<dyn RunView>;
                     let admitted = state.graph.orchestrator.admit(
-                        Arc::downgrade(&view),
-                        state.core.run_id,
+                        view,
+                        state.core.run_id.seq(),
                         state.graph.meta.len(),
                     );
-                    drop(view);
-                    if !admitted {
+                    let Some(key) = admitted else {
                         self.phase = Phase::Refused;
                         return Poll::Ready(Err(RunError::ShuttingDown));
-                    }
+                    };
+                    // Read when the run ends (`report_end`), after `start` marked it
+                    // admitted: that compare-and-swap publishes it.
+                    let _ = state.core.key.set(key);
                     // `start` also marks the run admitted, before its first driver.
                     self.embedded = self.state.start(handle).map(SyncWrapper::new);
                 }

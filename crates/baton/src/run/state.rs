@@ -46,6 +46,7 @@ use crate::error::{CancelReason, NodeError};
 use crate::graph::names::Names;
 use crate::graph::{GraphInner, NodeKind};
 use crate::observe::Event;
+use crate::orchestrator::RunKey;
 use crate::report::{AttemptReport, NodeReport, Outcome, Report};
 use crate::task::Value;
 
@@ -455,6 +456,8 @@ pub(crate) struct RunCore {
     /// (see `on_end` and `mark_admitted`: whichever of "admitted" and "ended" comes second
     /// tells the orchestrator the run ended, so it is told exactly once).
     pub(crate) registered: AtomicU8,
+    /// Where the orchestrator keeps the run while it is in flight: set once admitted.
+    pub(crate) key: WriteOnce<RunKey>,
     /// Some node's outcome was recorded before the run was marked admitted, and is not
     /// counted yet (`RunState::report_end`).
     uncounted: AtomicBool,
@@ -593,6 +596,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             inline: start == StartMode::Inline,
             prefetch: n >= PREFETCH_MIN_NODES && meta.scattered,
             registered: AtomicU8::new(NOT_ADMITTED),
+            key: WriteOnce::new(),
             uncounted: AtomicBool::new(false),
             ended: AtomicBool::new(false),
             tokens: Tokens::default(),
@@ -696,7 +700,9 @@ impl<I: Send + Sync + 'static> RunState<I> {
                 });
             }
         }
-        self.graph.orchestrator.run_ended(core.run_id);
+        if let Some(&key) = core.key.get() {
+            self.graph.orchestrator.run_ended(key);
+        }
     }
 
     /// Records how node `id` ended and fires what follows from it: outcome count, callbacks,
