@@ -320,9 +320,8 @@ async fn a_run_resolves_after_its_run_finished_event_and_its_stats() {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn shutdown_finishes_what_it_can_cancels_the_rest_and_refuses_new_runs() {
-    let orch = Orchestrator::new();
+/// One node that sleeps for as many milliseconds as the run's input says.
+fn sleeper(orch: &Orchestrator) -> Graph<u64> {
     let mut g = orch.graph::<u64>();
     let _ = g.node("work").task(|ctx, ()| {
         let took = *ctx.input();
@@ -331,7 +330,13 @@ async fn shutdown_finishes_what_it_can_cancels_the_rest_and_refuses_new_runs() {
             Ok::<_, BoxError>(took)
         }
     });
-    let graph = g.build().unwrap();
+    g.build().unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_finishes_what_it_can_cancels_the_rest_and_refuses_new_runs() {
+    let orch = Orchestrator::new();
+    let graph = sleeper(&orch);
     let quick = tokio::spawn(graph.run(100));
     let slow = tokio::spawn(graph.run(10_000));
     tokio::task::yield_now().await;
@@ -364,15 +369,7 @@ async fn shutdown_finishes_what_it_can_cancels_the_rest_and_refuses_new_runs() {
 #[tokio::test(start_paused = true)]
 async fn shutdown_returns_when_the_last_run_ends_within_its_grace() {
     let orch = Orchestrator::new();
-    let mut g = orch.graph::<u64>();
-    let _ = g.node("work").task(|ctx, ()| {
-        let took = *ctx.input();
-        async move {
-            sleep(ms(took)).await;
-            Ok::<_, BoxError>(took)
-        }
-    });
-    let graph = g.build().unwrap();
+    let graph = sleeper(&orch);
     // Runs that end while runs are still accepted, one at a time (the in-flight count
     // reaches zero after each).
     for took in [1, 2] {

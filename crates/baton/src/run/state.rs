@@ -1272,6 +1272,18 @@ mod tests {
         ready(Ok(()))
     }
 
+    /// A run of `graph` with the default options, not started.
+    fn run_of(graph: &Graph<()>) -> Arc<RunState<()>> {
+        RunState::new(
+            Arc::clone(&graph.inner),
+            (),
+            FailureMode::default(),
+            StartMode::default(),
+            None,
+            None,
+        )
+    }
+
     /// What a node costs per run, beside its join counter (8 bytes), value cell (24) and
     /// ready-queue cell (4): the README's "about 130 bytes per node".
     #[cfg(target_pointer_width = "64")]
@@ -1289,15 +1301,7 @@ mod tests {
     #[test]
     fn only_large_scattered_graphs_prefetch() {
         fn prefetches(graph: &Graph<()>) -> bool {
-            let run = RunState::new(
-                Arc::clone(&graph.inner),
-                (),
-                FailureMode::default(),
-                StartMode::default(),
-                None,
-                None,
-            );
-            run.core.prefetch
+            run_of(graph).core.prefetch
         }
         let n = PREFETCH_MIN_NODES;
         // A chain, then one edge back to the first node (the only scattered edge).
@@ -1345,14 +1349,7 @@ mod tests {
         let h: Node<()> = g.node("h").task(noop);
         let k: Node<()> = g.node("k").after((b, h)).task(noop);
         let graph = g.build().unwrap();
-        let run = RunState::new(
-            Arc::clone(&graph.inner),
-            (),
-            FailureMode::default(),
-            StartMode::default(),
-            None,
-            None,
-        );
+        let run = run_of(&graph);
         let t = Instant::now();
         assert_eq!(run.ready_at(a.index, b.index, t), Some(t), "a chain");
         assert_eq!(run.ready_at(c.index, d.index, t), None, "callbacks ran");
