@@ -83,7 +83,15 @@ struct Inner {
     counters: Counters,
     accepting: AtomicBool,
     runs: [Mutex<RunsShard>; SHARDS],
+    /// Runs being admitted or admitted, and not ended: what `shutdown` waits on (`idle`).
+    /// A run counts here before the orchestrator checks that it accepts runs (see `leave`),
+    /// so a run it refuses counts for a moment too.
     in_flight: AtomicUsize,
+    /// Admitted runs that ended while the orchestrator refused new runs, and those of them
+    /// that a shutdown cancelled: what [`ShutdownReport`] counts, as the difference over one
+    /// shutdown. Counted only then, so that a run's end costs no shared write otherwise.
+    ended_in_shutdown: AtomicUsize,
+    ended_by_shutdown: AtomicUsize,
     idle: Notify,
 }
 
@@ -151,6 +159,8 @@ impl OrchestratorBuilder {
                 accepting: AtomicBool::new(true),
                 runs: std::array::from_fn(|_| Mutex::default()),
                 in_flight: AtomicUsize::new(0),
+                ended_in_shutdown: AtomicUsize::new(0),
+                ended_by_shutdown: AtomicUsize::new(0),
                 idle: Notify::new(),
             }),
         }
@@ -171,9 +181,12 @@ pub struct NameTaken {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ShutdownReport {
-    /// Runs in flight when the shutdown began that finished within the grace period.
+    /// Runs in flight when the shutdown began that ended without being cancelled by it
+    /// (within the grace period, or as the cancel came).
     pub finished: usize,
-    /// Runs still in flight when the grace period ended; they were cancelled.
+    /// Runs still in flight when the grace period ended that the shutdown cancelled: their
+    /// futures end with [`RunError::Cancelled`](crate::RunError::Cancelled), reason
+    /// [`CancelReason::Shutdown`].
     pub cancelled: usize,
 }
 
@@ -324,7 +337,8 @@ impl Orchestrator {
         self.inner.counters.reset();
     }
 
-    /// How many runs have started and not finished.
+    /// How many runs have started and not finished. (During a shutdown, a run being
+    /// refused counts for an instant; it is in no [`ShutdownReport`] count.)
     #[must_use]
     pub fn runs_in_flight(&self) -> usize {
         self.inner.in_flight.load(Ordering::Acquire)
@@ -368,18 +382,33 @@ impl Orchestrator {
     ///
     /// Cancel-safe: dropping the future leaves the orchestrator refusing new runs, with the
     /// runs in flight running on.
+    ///
+    /// The report counts the runs that ended during the call: cancelled by it, or not. (A
+    /// run refused meanwhile is in neither count.)
     pub async fn shutdown(&self, grace: Duration) -> ShutdownReport {
-        self.inner.accepting.store(false, Ordering::SeqCst);
-        let at_start = self.runs_in_flight();
+        let inner = &self.inner;
+        let ended = inner.ended_in_shutdown.load(Ordering::SeqCst);
+        let by_shutdown = inner.ended_by_shutdown.load(Ordering::SeqCst);
+        inner.accepting.store(false, Ordering::SeqCst);
         let _ = tokio::time::timeout(grace, self.idle()).await;
-        let left = self.runs_in_flight();
-        if left > 0 {
+        if inner.in_flight.load(Ordering::SeqCst) > 0 {
             self.cancel_runs(CancelReason::Shutdown);
             self.idle().await;
         }
+        // Every run admitted before the store above has ended (`idle`) and counted itself
+        // first (`run_ended`): a run that ended after the store saw it, one that did not
+        // ended before the shutdown began.
+        let ended = inner
+            .ended_in_shutdown
+            .load(Ordering::SeqCst)
+            .wrapping_sub(ended);
+        let cancelled = inner
+            .ended_by_shutdown
+            .load(Ordering::SeqCst)
+            .wrapping_sub(by_shutdown);
         ShutdownReport {
-            finished: at_start.saturating_sub(left),
-            cancelled: left,
+            finished: ended.saturating_sub(cancelled),
+            cancelled,
         }
     }
 
@@ -426,10 +455,19 @@ impl Orchestrator {
         Some(key)
     }
 
-    /// A run admitted by [`admit`](Self::admit), kept at `key`, ended.
-    pub(crate) fn run_ended(&self, key: RunKey) {
+    /// A run admitted by [`admit`](Self::admit), kept at `key`, ended; `by_shutdown`: it
+    /// was cancelled by a shutdown. Counted before `leave`, so that a shutdown that sees no
+    /// run in flight finds it counted.
+    pub(crate) fn run_ended(&self, key: RunKey, by_shutdown: bool) {
+        let inner = &self.inner;
         self.shard(key.shard).remove(key.slot);
-        let c = self.inner.counters.local();
+        if !inner.accepting.load(Ordering::SeqCst) {
+            if by_shutdown {
+                inner.ended_by_shutdown.fetch_add(1, Ordering::SeqCst);
+            }
+            inner.ended_in_shutdown.fetch_add(1, Ordering::SeqCst);
+        }
+        let c = inner.counters.local();
         c.runs_finished.incr();
         c.runs_in_flight.decr();
         self.leave();

@@ -701,7 +701,16 @@ impl<I: Send + Sync + 'static> RunState<I> {
             }
         }
         if let Some(&key) = core.key.get() {
-            self.graph.orchestrator.run_ended(key);
+            // Ended `Cancelled` by a shutdown, as the run's future will tell its caller (a
+            // cancel that raced with the last node's end cancelled nothing: see
+            // `Run::result`). Rare: the records are read only then.
+            let by_shutdown = core.reason.get() == Some(&CancelReason::Shutdown)
+                && core.slots.iter().any(|slot| {
+                    slot.record
+                        .get()
+                        .is_some_and(|r| r.outcome == Outcome::Cancelled)
+                });
+            self.graph.orchestrator.run_ended(key, by_shutdown);
         }
     }
 
