@@ -308,6 +308,14 @@ impl GraphMeta {
     }
 }
 
+/// Whether nodes `a` and `b` are neighbours in declaration order: an edge between them
+/// does not make a graph scattered ([`GraphMeta::scattered`]), and the scheduler leaves
+/// their per-node entries to the hardware, which sees the stream.
+#[inline]
+pub(crate) fn neighbours(a: u32, b: u32) -> bool {
+    a.abs_diff(b) <= 1
+}
+
 /// `items[at[id]..at[id + 1]]` (empty out of range). Inlined: on every node's path.
 #[inline]
 fn slice_at<'a>(at: &[u32], items: &'a [u32], id: u32) -> &'a [u32] {

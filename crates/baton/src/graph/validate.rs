@@ -63,7 +63,7 @@ pub(super) fn build<I: 'static>(
     for node in 0..n {
         for &u in edges(node) {
             down_at[u as usize] += 1;
-            scattered |= u.abs_diff(node as u32) > 1;
+            scattered |= !super::neighbours(u, node as u32);
         }
     }
     let mut total = 0u32;

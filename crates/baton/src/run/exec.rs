@@ -272,6 +272,8 @@ impl<I: Send + Sync + 'static> Drop for BranchGuard<'_, I> {
 }
 
 impl<I: Send + Sync + 'static> RunState<I> {
+    /// What node `id`'s task reads its upstreams' values from. Inline: on every node's path.
+    #[inline]
     pub(crate) fn fetch_cx(&self, id: u32) -> super::FetchCx<'_> {
         let meta = &self.graph.meta;
         let ups = meta.upstreams(id);

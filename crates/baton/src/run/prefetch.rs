@@ -4,15 +4,73 @@
 //! them: its definition, its slot, its edges, its upstreams' values, its downstreams' join
 //! counters. Plain loads of them wait for each other behind the locked instructions that
 //! follow (a reference count, a join counter); prefetch hints do not, so the misses overlap.
+//! Each hint is issued as soon as its address is known: when a node is made ready
+//! ([`RunState::prefetch_node`]), when it starts (`GraphInner::prefetch_task`), when it
+//! reads its upstreams ([`RunState::prefetch_values`]) and when it ends
+//! ([`RunState::prefetch_counters`]). Only runs of large, scattered graphs issue them
+//! (`RunCore::prefetch`); hints change nothing observable, so the tests that check the
+//! values of such graphs (`tests/ready_queue.rs`, 4 900 nodes in layers; `tests/schedule.rs`,
+//! a fan-out of 10 000) check these paths.
 
 #![allow(unsafe_code)]
+
+use super::state::RunState;
+use crate::graph::neighbours;
+
+/// The most edges of one node whose far ends are prefetched: a hub's thousands of hints
+/// would only evict each other.
+const MAX_EDGES: usize = 16;
+
+impl<I> RunState<I> {
+    /// Prefetches the values of node `id`'s upstreams `ups` (the first [`MAX_EDGES`]).
+    #[inline]
+    pub(crate) fn prefetch_values(&self, id: u32, ups: &[u32]) {
+        for &u in ups.iter().take(MAX_EDGES) {
+            if let (false, Some(v)) = (neighbours(u, id), self.core.values.get(u as usize)) {
+                prefetch(v);
+            }
+        }
+    }
+
+    /// Prefetches the join counters of node `id`'s downstreams `downs` (the first
+    /// [`MAX_EDGES`]), which its end decrements.
+    #[inline]
+    pub(crate) fn prefetch_counters(&self, id: u32, downs: &[u32]) {
+        for &d in downs.iter().take(MAX_EDGES) {
+            if let (false, Some(h)) = (neighbours(d, id), self.core.hot(d)) {
+                prefetch(h);
+            }
+        }
+    }
+
+    /// Prefetches what node `id`, just made ready, will read first: its definition, its
+    /// slot (every line of it), its edge offsets, its value's cell.
+    #[inline]
+    pub(crate) fn prefetch_node(&self, id: u32) {
+        let i = id as usize;
+        if let Some(n) = self.graph.nodes.get(i) {
+            prefetch(n);
+        }
+        if let Some(s) = self.core.slots.get(i) {
+            prefetch_all(s);
+        }
+        if let Some(v) = self.core.values.get(i) {
+            prefetch(v);
+        }
+        self.graph.meta.prefetch_edges_of(id);
+    }
+}
 
 /// Asks the CPU to bring the cache line holding `*at` into its caches. A hint only: it
 /// changes nothing the program can observe, and does nothing where it is not supported
 /// (targets other than x86-64).
+/// A zero-sized value (a closure that captures nothing) has no line to bring in: its address
+/// may dangle, so it gets no hint.
 #[inline(always)]
 pub(crate) fn prefetch<T: ?Sized>(at: &T) {
-    prefetch_ptr(std::ptr::from_ref(at).cast::<u8>());
+    if size_of_val(at) != 0 {
+        prefetch_ptr(std::ptr::from_ref(at).cast::<u8>());
+    }
 }
 
 /// The hint for the line holding the byte at `at`, which may point anywhere: the hint never
@@ -22,7 +80,7 @@ fn prefetch_ptr(at: *const u8) {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse"))]
     // SAFETY: `_mm_prefetch` needs SSE, which the `cfg` above guarantees. The hint reads no
     // memory the program can observe and cannot fault, whatever the address (here it is
-    // inside, or one line past the start of, a live value).
+    // always inside a live value of non-zero size).
     unsafe {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
         _mm_prefetch::<_MM_HINT_T0>(at.cast::<i8>());
@@ -54,7 +112,9 @@ const LINE: usize = 64;
 mod tests {
     use super::{prefetch, prefetch_all};
 
-    /// The hint leaves what it points at as it was, whatever the type.
+    /// The hint leaves what it points at as it was, whatever the type. (Hints change nothing
+    /// observable, so this can fail only under Miri or a sanitizer, which check the
+    /// `unsafe` call's address; it is here for them.)
     #[test]
     fn a_prefetch_changes_nothing() {
         let values: Vec<u64> = (0..1024).collect();

@@ -39,12 +39,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::once::WriteOnce;
-use super::prefetch::{prefetch, prefetch_all};
 use super::ready::ReadyQueue;
 use super::{FailureMode, RunId, StartMode};
 use crate::error::{CancelReason, NodeError};
 use crate::graph::names::Names;
-use crate::graph::{GraphInner, NodeKind};
+use crate::graph::{GraphInner, NodeKind, neighbours};
 use crate::observe::Event;
 use crate::orchestrator::RunKey;
 use crate::report::{AttemptReport, NodeReport, Outcome, Report};
@@ -315,13 +314,6 @@ impl RunBuffers {
     }
 }
 
-/// Whether nodes `a` and `b` are neighbours, whose per-node entries the hardware prefetches
-/// on its own.
-#[inline]
-fn near(a: u32, b: u32) -> bool {
-    a.abs_diff(b) <= 1
-}
-
 /// Attempt tokens: created only when a task asks for one (rare), so they live beside the
 /// slots, not in them. At most one per node (its current attempt's): O(1) either way.
 #[derive(Debug, Default)]
@@ -449,8 +441,9 @@ pub(crate) struct RunCore {
     /// [`StartMode::Inline`]: the run schedules as on a one-worker runtime, starting in the
     /// task that awaits it (`start`).
     inline: bool,
-    /// The graph is large enough for its per-node arrays to outgrow the caches: the
-    /// scheduler prefetches what a node touches at scattered places (`prefetch.rs`).
+    /// The graph is large enough for its per-node arrays to outgrow the caches, and
+    /// scattered (one edge between nodes that are not neighbours is enough): the scheduler
+    /// prefetches what a node touches at scattered places (`prefetch.rs`).
     pub(crate) prefetch: bool,
     /// The run's standing with its orchestrator: `NOT_ADMITTED`, `ADMITTED`, or `ENDED`
     /// (see `on_end` and `mark_admitted`: whichever of "admitted" and "ended" comes second
@@ -891,11 +884,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         let downstreams = self.graph.meta.downstreams(id);
         if core.prefetch {
             // Their counters' misses overlap each other and the record's writes.
-            for &d in downstreams {
-                if let (false, Some(h)) = (near(d, id), core.hot(d)) {
-                    prefetch(h);
-                }
-            }
+            self.prefetch_counters(id, downstreams);
         }
         self.record(id, record, true);
         let mut next = None;
@@ -915,7 +904,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
                     .compare_exchange(PENDING, RUNNING, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
             {
-                if core.prefetch && !near(d, id) {
+                if core.prefetch && !neighbours(d, id) {
                     self.prefetch_node(d);
                 }
                 match (next, local.as_deref_mut()) {
@@ -964,34 +953,6 @@ impl<I: Send + Sync + 'static> RunState<I> {
     pub(crate) fn quiet_after(&self, id: u32) -> bool {
         let graph = &self.graph;
         !self.observed() && graph.callbacks(id).is_none() && graph.meta.downstreams(id).len() <= 2
-    }
-
-    /// Prefetches the values of node `id`'s upstreams `ups` (a chain's neighbour is left to
-    /// the hardware, which sees the stream).
-    #[inline]
-    pub(crate) fn prefetch_values(&self, id: u32, ups: &[u32]) {
-        for &u in ups {
-            if let (false, Some(v)) = (near(u, id), self.core.values.get(u as usize)) {
-                prefetch(v);
-            }
-        }
-    }
-
-    /// Prefetches what node `id`, just made ready, will read first: its definition, its
-    /// slot, its edge offsets, its value's cell.
-    #[inline]
-    pub(crate) fn prefetch_node(&self, id: u32) {
-        let i = id as usize;
-        if let Some(n) = self.graph.nodes.get(i) {
-            prefetch(n);
-        }
-        if let Some(s) = self.core.slots.get(i) {
-            prefetch_all(s);
-        }
-        if let Some(v) = self.core.values.get(i) {
-            prefetch(v);
-        }
-        self.graph.meta.prefetch_edges_of(id);
     }
 
     /// Whether node `id` has no upstreams: ready from the run's start.
