@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
@@ -26,7 +26,8 @@ const SHARDS: usize = 16;
 
 /// Runs in flight of one shard: a slab, so that admitting a run and ending it cost a push
 /// and a pop (a free slot's index), not a hash-table insert and remove. The run keeps its
-/// slot's index ([`RunKey`]).
+/// slot's index ([`RunKey`]). It keeps the size of its busiest moment (as the hash table
+/// did): `cancel_all` and `shutdown` scan that many slots.
 #[derive(Default)]
 struct RunsShard {
     slots: Vec<Option<Weak<dyn RunView>>>,
@@ -87,11 +88,12 @@ struct Inner {
     /// A run counts here before the orchestrator checks that it accepts runs (see `leave`),
     /// so a run it refuses counts for a moment too.
     in_flight: AtomicUsize,
-    /// Admitted runs that ended while the orchestrator refused new runs, and those of them
-    /// that a shutdown cancelled: what [`ShutdownReport`] counts, as the difference over one
-    /// shutdown. Counted only then, so that a run's end costs no shared write otherwise.
-    ended_in_shutdown: AtomicUsize,
-    ended_by_shutdown: AtomicUsize,
+    /// Admitted runs that ended while the orchestrator refused new runs (the low 32 bits),
+    /// and those of them that a shutdown cancelled (the high 32 bits): what
+    /// [`ShutdownReport`] counts, as the difference over one shutdown. One word, so that a
+    /// shutdown reads both counts at once; counted only then, so that a run's end costs no
+    /// shared write otherwise.
+    ended_in_shutdown: AtomicU64,
     idle: Notify,
 }
 
@@ -159,8 +161,7 @@ impl OrchestratorBuilder {
                 accepting: AtomicBool::new(true),
                 runs: std::array::from_fn(|_| Mutex::default()),
                 in_flight: AtomicUsize::new(0),
-                ended_in_shutdown: AtomicUsize::new(0),
-                ended_by_shutdown: AtomicUsize::new(0),
+                ended_in_shutdown: AtomicU64::new(0),
                 idle: Notify::new(),
             }),
         }
@@ -184,8 +185,9 @@ pub struct ShutdownReport {
     /// Runs in flight when the shutdown began that ended without being cancelled by it
     /// (within the grace period, or as the cancel came).
     pub finished: usize,
-    /// Runs still in flight when the grace period ended that the shutdown cancelled: their
-    /// futures end with [`RunError::Cancelled`](crate::RunError::Cancelled), reason
+    /// Runs still in flight when the grace period ended that the shutdown cancelled (or a
+    /// shutdown overlapping it did): their futures end with
+    /// [`RunError::Cancelled`](crate::RunError::Cancelled), reason
     /// [`CancelReason::Shutdown`].
     pub cancelled: usize,
 }
@@ -337,8 +339,9 @@ impl Orchestrator {
         self.inner.counters.reset();
     }
 
-    /// How many runs have started and not finished. (During a shutdown, a run being
-    /// refused counts for an instant; it is in no [`ShutdownReport`] count.)
+    /// How many runs have started and not finished. (A run being admitted counts for an
+    /// instant before the orchestrator checks that it accepts runs, and may still be
+    /// refused; a refused run is in no [`ShutdownReport`] count.)
     #[must_use]
     pub fn runs_in_flight(&self) -> usize {
         self.inner.in_flight.load(Ordering::Acquire)
@@ -353,8 +356,9 @@ impl Orchestrator {
 
     /// Cancels every run in flight (each ends with
     /// [`RunError::Cancelled`](crate::RunError::Cancelled), reason
-    /// [`CancelReason::CancelAll`]); returns how many it cancelled. New runs are still
-    /// accepted.
+    /// [`CancelReason::CancelAll`]); returns how many runs it found in flight (a run that
+    /// ended meanwhile, or was being refused during a shutdown, is among them). New runs
+    /// are still accepted.
     #[allow(
         clippy::must_use_candidate,
         reason = "cancelling is the point; the count is informational"
@@ -383,12 +387,14 @@ impl Orchestrator {
     /// Cancel-safe: dropping the future leaves the orchestrator refusing new runs, with the
     /// runs in flight running on.
     ///
-    /// The report counts the runs that ended during the call: cancelled by it, or not. (A
-    /// run refused meanwhile is in neither count.)
+    /// The report counts the runs that ended after the orchestrator stopped accepting runs
+    /// and before the call returned: cancelled by a shutdown, or not. A run refused
+    /// meanwhile is in neither count. Two shutdowns that overlap both count the runs
+    /// either cancelled. The call returns only when every run has ended: a node that
+    /// never yields after the cancel holds it up.
     pub async fn shutdown(&self, grace: Duration) -> ShutdownReport {
         let inner = &self.inner;
-        let ended = inner.ended_in_shutdown.load(Ordering::SeqCst);
-        let by_shutdown = inner.ended_by_shutdown.load(Ordering::SeqCst);
+        let before = inner.ended_in_shutdown.load(Ordering::SeqCst);
         inner.accepting.store(false, Ordering::SeqCst);
         let _ = tokio::time::timeout(grace, self.idle()).await;
         if inner.in_flight.load(Ordering::SeqCst) > 0 {
@@ -398,17 +404,12 @@ impl Orchestrator {
         // Every run admitted before the store above has ended (`idle`) and counted itself
         // first (`run_ended`): a run that ended after the store saw it, one that did not
         // ended before the shutdown began.
-        let ended = inner
-            .ended_in_shutdown
-            .load(Ordering::SeqCst)
-            .wrapping_sub(ended);
-        let cancelled = inner
-            .ended_by_shutdown
-            .load(Ordering::SeqCst)
-            .wrapping_sub(by_shutdown);
+        let after = inner.ended_in_shutdown.load(Ordering::SeqCst);
+        let ended = (after & u64::from(u32::MAX)).wrapping_sub(before & u64::from(u32::MAX));
+        let cancelled = (after >> 32).wrapping_sub(before >> 32);
         ShutdownReport {
-            finished: ended.saturating_sub(cancelled),
-            cancelled,
+            finished: usize::try_from(ended.saturating_sub(cancelled)).unwrap_or(usize::MAX),
+            cancelled: usize::try_from(cancelled).unwrap_or(usize::MAX),
         }
     }
 
@@ -462,10 +463,10 @@ impl Orchestrator {
         let inner = &self.inner;
         self.shard(key.shard).remove(key.slot);
         if !inner.accepting.load(Ordering::SeqCst) {
-            if by_shutdown {
-                inner.ended_by_shutdown.fetch_add(1, Ordering::SeqCst);
-            }
-            inner.ended_in_shutdown.fetch_add(1, Ordering::SeqCst);
+            let by_shutdown = if by_shutdown { 1 << 32 } else { 0 };
+            inner
+                .ended_in_shutdown
+                .fetch_add(1 | by_shutdown, Ordering::SeqCst);
         }
         let c = inner.counters.local();
         c.runs_finished.incr();
@@ -517,8 +518,10 @@ mod tests {
         Weak::<RunState<()>>::new() as Weak<dyn RunView>
     }
 
-    /// A slot freed by a run that ended is the next one taken, each slot is freed once
-    /// however often its run is removed, and only kept runs are listed.
+    /// A slot freed by a run that ended is the next one taken, removing an empty slot (or
+    /// one out of range) changes nothing, so no slot is on the free list twice, and only
+    /// kept runs are listed. (The scheduler removes each run once: a second removal after
+    /// the slot was reused would take another run's.)
     #[test]
     fn the_runs_slab_reuses_freed_slots_once() {
         let mut shard = RunsShard::default();

@@ -360,7 +360,8 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
                     };
                     // Read when the run ends (`report_end`), after `start` marked it
                     // admitted: that compare-and-swap publishes it.
-                    let _ = state.core.key.set(key);
+                    let set = state.core.key.set(key);
+                    debug_assert!(set.is_ok(), "a run is admitted once");
                     // `start` also marks the run admitted, before its first driver.
                     self.embedded = self.state.start(handle).map(SyncWrapper::new);
                 }
