@@ -464,18 +464,23 @@ fn child_main(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// `--profile-run SHAPE IMP SIZE THREADS RUNS`: builds once and runs `RUNS` times with no
-/// calibration, for profilers (`valgrind --tool=callgrind --toggle-collect='*run_once*'`,
-/// `valgrind --tool=dhat`: compare `RUNS` = 0 with `RUNS` = k for the per-run counts).
+/// `--profile-run SHAPE IMP SIZE THREADS RUNS [TASKS]`: builds once and runs `RUNS` times
+/// with no calibration, for profilers (`valgrind --tool=callgrind --toggle-collect='*run_once*'`,
+/// `valgrind --tool=dhat`: compare `RUNS` = 0 with `RUNS` = k for the per-run counts). With
+/// `TASKS` > 1 (baton's modes only), that many tasks run the one graph `RUNS` times each, at
+/// once, as a server's requests would.
 fn profile_main(args: &[String]) -> Result<(), String> {
-    let [shape, imp, size, threads, runs] = args else {
-        return Err("--profile-run SHAPE IMP SIZE THREADS RUNS".to_owned());
+    let (shape, imp, size, threads, runs, tasks) = match args {
+        [shape, imp, size, threads, runs] => (shape, imp, size, threads, runs, "1"),
+        [shape, imp, size, threads, runs, tasks] => (shape, imp, size, threads, runs, &**tasks),
+        _ => return Err("--profile-run SHAPE IMP SIZE THREADS RUNS [TASKS]".to_owned()),
     };
     let shape: Shape = shape.parse()?;
     let imp: Imp = imp.parse()?;
     let dag = Arc::new(Dag::new(shape, parse_size(size)?));
     let threads: usize = threads.parse().map_err(|e| format!("{e}"))?;
     let runs: u32 = runs.parse().map_err(|e| format!("{e}"))?;
+    let tasks: u32 = tasks.parse().map_err(|e| format!("{e}"))?;
     let rt = runtime(threads);
     let n = dag.len();
     let probe = Probe::none();
@@ -483,18 +488,38 @@ fn profile_main(args: &[String]) -> Result<(), String> {
         .block_on(rt.spawn(async move {
             let mut built = imps::build(imp, &dag, &probe);
             let start = Instant::now();
-            for _ in 0..runs {
-                imps::run_once(imp, &mut built, &dag, &probe).await?;
+            if tasks > 1 {
+                let imps::Built::Baton(graph) = &built else {
+                    return Err(format!("{imp}: only baton runs in several tasks"));
+                };
+                let mut handles = Vec::new();
+                for _ in 0..tasks {
+                    let graph = graph.clone();
+                    handles.push(tokio::spawn(async move {
+                        for _ in 0..runs {
+                            imps::baton_impl::run(&graph).await?;
+                        }
+                        Ok::<_, String>(())
+                    }));
+                }
+                for handle in handles {
+                    handle.await.map_err(|e| e.to_string())??;
+                }
+            } else {
+                for _ in 0..runs {
+                    imps::run_once(imp, &mut built, &dag, &probe).await?;
+                }
             }
             let elapsed = start.elapsed();
             drop(built);
             Ok::<_, String>(elapsed)
         }))
         .map_err(|e| e.to_string())??;
+    let total = f64::from(runs.max(1)) * f64::from(tasks.max(1));
     report::note(&format!(
-        "{imp} {shape} n={n} threads={threads}: {runs} runs in {:.3} s, {:.0} ns/node",
+        "{imp} {shape} n={n} threads={threads} tasks={tasks}: {runs} runs each in {:.3} s, {:.0} ns/node",
         elapsed.as_secs_f64(),
-        elapsed.as_secs_f64() * 1e9 / (f64::from(runs.max(1)) * n as f64)
+        elapsed.as_secs_f64() * 1e9 / (total * n as f64)
     ));
     Ok(())
 }

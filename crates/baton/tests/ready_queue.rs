@@ -155,12 +155,22 @@ async fn stress_concurrent_runs_of_one_graph() {
     }
 }
 
-/// Large graphs (>= 4096 nodes) reuse their arrays, queue included: runs one after the
-/// other, concurrently, and after a run whose runtime was dropped mid-way.
+/// Graphs reuse their runs' arrays, queue included: runs one after the other, concurrently,
+/// and after a run whose runtime was dropped mid-way. A large graph keeps one set of arrays,
+/// a small one a set per thread stripe.
 #[test]
 fn large_graph_reuses_its_queue_across_runs_and_aborted_runs() {
-    let (graph, nodes, expect) = layered(700, 7, 42); // 4900 nodes
-    assert!(graph.len() >= 4096);
+    reuses_its_arrays_across_runs_and_aborted_runs(layered(700, 7, 42)); // 4900 nodes
+}
+
+#[test]
+fn small_graph_reuses_its_queue_across_runs_and_aborted_runs() {
+    reuses_its_arrays_across_runs_and_aborted_runs(layered(4, 3, 7)); // 12 nodes
+}
+
+fn reuses_its_arrays_across_runs_and_aborted_runs(
+    (graph, nodes, expect): (Graph<()>, Vec<Node<u64>>, Vec<u64>),
+) {
     let check = |report: &baton::Report| {
         for (n, e) in nodes.iter().zip(&expect) {
             assert_eq!(report.get(*n), Some(e));

@@ -1,14 +1,17 @@
-//! A large graph reuses the per-run arrays of its last ended run: every run still starts
-//! from fresh counters, and nothing of an ended run (values, records) outlives it.
+//! A graph reuses the per-run arrays of its ended runs: every run still starts from fresh
+//! counters, and nothing of an ended run (values, records) outlives it. Large graphs keep
+//! one set of arrays, small ones (64 nodes or fewer) a set per thread stripe: both kinds
+//! are checked.
 
 use std::sync::Arc;
 
 use baton::{BoxError, Graph, Node, Outcome};
 
-/// Larger than the size from which runs' arrays are reused.
-const N: usize = 5_000;
+/// A large graph (one set of arrays) and a small one (a set per stripe).
+const SIZES: [usize; 2] = [5_000, 8];
 
-fn chain_with_fan_in() -> (Graph<u64>, Node<u64>, Arc<Vec<u8>>) {
+/// `first`, then a chain of `n` nodes that each also read `first`'s value.
+fn chain_with_fan_in(n: usize) -> (Graph<u64>, Node<u64>, Arc<Vec<u8>>) {
     let probe = Arc::new(vec![0u8; 16]);
     let mut g = Graph::<u64>::builder();
     let p = Arc::clone(&probe);
@@ -20,7 +23,7 @@ fn chain_with_fan_in() -> (Graph<u64>, Node<u64>, Arc<Vec<u8>>) {
         .node("n0")
         .after(first)
         .task(|ctx, _probe| async move { Ok::<_, BoxError>(*ctx.input()) });
-    for i in 1..N {
+    for i in 1..n {
         prev = g
             .node(format!("n{i}"))
             .after((prev, first))
@@ -32,13 +35,19 @@ fn chain_with_fan_in() -> (Graph<u64>, Node<u64>, Arc<Vec<u8>>) {
 /// On one thread, so that every driver has dropped its handle to the run when the run
 /// resolves (on several, the last one may still be doing so).
 #[tokio::test]
-async fn every_run_of_a_large_graph_starts_afresh_and_keeps_nothing() {
-    let (graph, last, probe) = chain_with_fan_in();
+async fn every_run_starts_afresh_and_keeps_nothing() {
+    for n in SIZES {
+        every_run_of(n).await;
+    }
+}
+
+async fn every_run_of(n: usize) {
+    let (graph, last, probe) = chain_with_fan_in(n);
     for input in [10u64, 1_000, 7] {
         let report = graph.run(input).await.unwrap();
-        assert_eq!(report.len(), N + 1);
+        assert_eq!(report.len(), n + 1);
         assert!(report.nodes().all(|n| n.outcome() == Outcome::Succeeded));
-        assert_eq!(report.get(last), Some(&(input + N as u64 - 1)));
+        assert_eq!(report.get(last), Some(&(input + n as u64 - 1)));
         assert!(report.nodes().all(|n| n.attempts() == 1));
         assert!(Arc::strong_count(&probe) > 2, "the report holds the value");
         drop(report);
@@ -52,8 +61,14 @@ async fn every_run_of_a_large_graph_starts_afresh_and_keeps_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_runs_of_a_large_graph_do_not_share_state() {
-    let (graph, last, _probe) = chain_with_fan_in();
+async fn concurrent_runs_do_not_share_state() {
+    for n in SIZES {
+        concurrent_runs_of(n).await;
+    }
+}
+
+async fn concurrent_runs_of(n: usize) {
+    let (graph, last, _probe) = chain_with_fan_in(n);
     let runs: Vec<_> = (0..4u64)
         .map(|k| {
             let graph = graph.clone();
@@ -62,8 +77,8 @@ async fn concurrent_runs_of_a_large_graph_do_not_share_state() {
         .collect();
     for run in runs {
         let (k, report) = run.await.unwrap();
-        assert_eq!(report.get(last), Some(&(k * 100 + N as u64 - 1)));
+        assert_eq!(report.get(last), Some(&(k * 100 + n as u64 - 1)));
     }
     let report = graph.run(1).await.unwrap();
-    assert_eq!(report.get(last), Some(&(N as u64)));
+    assert_eq!(report.get(last), Some(&(n as u64)));
 }

@@ -1,7 +1,7 @@
 //! The implementations under test: one `sample` entry point that builds, runs and drops a
 //! shape with each, timing the three phases separately.
 
-mod baton_impl;
+pub(crate) mod baton_impl;
 mod dagrs_impl;
 mod dagx_impl;
 mod tokio_impl;

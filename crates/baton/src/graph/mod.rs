@@ -178,9 +178,8 @@ pub(crate) struct GraphInner<I> {
     pub(crate) orchestrator: Orchestrator,
     pub(crate) mode: FailureMode,
     pub(crate) start: StartMode,
-    /// The per-run arrays of an ended run, kept for the next run of a large graph (see
-    /// [`RunBuffers`](crate::run::RunBuffers)).
-    pub(crate) spare: std::sync::Mutex<Option<crate::run::RunBuffers>>,
+    /// The per-run arrays of ended runs, kept for the next runs.
+    pub(crate) spare: crate::run::Spares,
 }
 
 static TASK: NodeKind = NodeKind::Task;

@@ -128,7 +128,7 @@ pub(super) fn build<I: 'static>(
         orchestrator: orchestrator.clone(),
         mode,
         start,
-        spare: std::sync::Mutex::new(None),
+        spare: crate::run::Spares::new(n),
     };
     if by_name {
         if let Some(path) = find_cycle(&inner) {

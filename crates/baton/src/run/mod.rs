@@ -18,6 +18,7 @@ mod guarded;
 mod once;
 mod prefetch;
 mod ready;
+mod spare;
 mod start;
 mod state;
 
@@ -33,8 +34,9 @@ use sync_wrapper::SyncWrapper;
 use tokio::time::Instant;
 
 pub(crate) use prefetch::prefetch;
+pub(crate) use spare::Spares;
 pub use start::StartMode;
-pub(crate) use state::{AttemptGuard, Record, RunBuffers, RunCore, RunState, Settled};
+pub(crate) use state::{AttemptGuard, Record, RunCore, RunState, Settled};
 // Named in the sealed `Upstreams` trait's hidden methods; unnameable outside the crate.
 #[allow(unreachable_pub)]
 pub use state::FetchCx;

@@ -249,13 +249,11 @@ impl Slot {
 
 /// The per-run arrays of one run: join counters and states, slots, values.
 ///
-/// A large graph keeps those of its last ended run (cleared: no value or record survives
-/// its run) for its next run, which then writes its initial counters into memory it already
-/// has instead of allocating, and faulting in, a fresh hundred bytes or so per node. Small
-/// graphs allocate afresh: their arrays come from the allocator's caches.
+/// The graph keeps those of its ended runs, cleared (no value or record survives its run),
+/// for its next runs (`spare.rs`).
 #[derive(Debug)]
 pub(crate) struct RunBuffers {
-    hot: Box<[Hot]>,
+    pub(super) hot: Box<[Hot]>,
     slots: Box<[Slot]>,
     values: Box<[WriteOnce<Value>]>,
     queue: Box<[AtomicU32]>,
@@ -267,12 +265,9 @@ pub(crate) struct RunBuffers {
 /// the hints would only add instructions.
 const PREFETCH_MIN_NODES: usize = 4096;
 
-/// Graphs of at least this many nodes reuse their runs' arrays.
-const REUSE_MIN_NODES: usize = 4096;
-
 impl RunBuffers {
     /// Fresh arrays for a graph whose node `i` has `in_degree(i)` upstreams.
-    fn new(n: usize, in_degree: impl Fn(u32) -> u32) -> Self {
+    pub(super) fn new(n: usize, in_degree: impl Fn(u32) -> u32) -> Self {
         RunBuffers {
             hot: (0..n as u32)
                 .map(|i| Hot {
@@ -551,16 +546,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         let meta = &graph.meta;
         let n = meta.len();
         let in_degree = |i| meta.in_degree(i);
-        let spare = if n >= REUSE_MIN_NODES {
-            graph
-                .spare
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take()
-                .filter(|b| b.hot.len() == n)
-        } else {
-            None
-        };
+        let spare = graph.spare.take().filter(|b| b.hot.len() == n);
         let RunBuffers {
             hot,
             slots,
@@ -1207,9 +1193,9 @@ impl FetchCx<'_> {
 }
 
 impl<I> Drop for RunState<I> {
-    /// Hands a large graph's per-run arrays, cleared, to its next run.
+    /// Hands the run's per-run arrays, cleared, to the graph's next run.
     fn drop(&mut self) {
-        if self.core.hot.len() < REUSE_MIN_NODES {
+        if self.core.hot.is_empty() {
             return;
         }
         let ready = std::mem::replace(&mut self.core.ready, ReadyQueue::new(Box::new([])));
@@ -1220,14 +1206,7 @@ impl<I> Drop for RunState<I> {
             queue: ready.into_slots(),
         };
         buffers.clear();
-        let mut spare = self
-            .graph
-            .spare
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if spare.is_none() {
-            *spare = Some(buffers);
-        }
+        self.graph.spare.put(buffers);
     }
 }
 
