@@ -4,8 +4,9 @@
 //! hundred bytes or so per node), and its end frees nothing.
 //!
 //! A small graph, run by many requests at once, keeps one set per thread stripe
-//! ([`STRIPES`]): each worker mostly takes back the set it put, from its own cache, and
-//! never fights another over one lock. A larger graph keeps one set, whose allocations would
+//! ([`STRIPES`]): a run takes the set of the stripe of the thread it starts on, its home,
+//! and gives it back there when it ends, wherever that is; so workers that each start runs
+//! of one handler's graph do not fight over one lock. A larger graph keeps one set, whose allocations would
 //! cost little beside its nodes anyway. Whoever finds the set's lock held at that instant
 //! allocates, or frees, its own: no run waits for another.
 
@@ -37,23 +38,30 @@ impl Spares {
         }
     }
 
-    /// This thread's spare set, if there is one and no other run holds its lock now.
-    pub(crate) fn take(&self) -> Option<RunBuffers> {
-        self.lock()?.take()
+    /// The set a run started on this thread takes, and gives back when it ends, on
+    /// whichever thread that is (a run spread over the workers often ends on another): its
+    /// stripe's.
+    pub(crate) fn home(&self) -> usize {
+        stripe() % self.sets.len().max(1)
     }
 
-    /// Keeps `buffers` (cleared) for a later run on this thread's stripe, unless the stripe
-    /// holds a set already or another run holds its lock now (`buffers` are then dropped).
-    pub(crate) fn put(&self, buffers: RunBuffers) {
-        if let Some(mut set) = self.lock() {
+    /// Set `home`'s arrays, if it has them and no other run holds its lock now.
+    pub(crate) fn take(&self, home: usize) -> Option<RunBuffers> {
+        self.lock(home)?.take()
+    }
+
+    /// Keeps `buffers` (cleared) in set `home` for a later run, unless it holds arrays
+    /// already or another run holds its lock now (`buffers` are then dropped).
+    pub(crate) fn put(&self, home: usize, buffers: RunBuffers) {
+        if let Some(mut set) = self.lock(home) {
             if set.is_none() {
                 *set = Some(buffers);
             }
         }
     }
 
-    fn lock(&self) -> Option<MutexGuard<'_, Option<RunBuffers>>> {
-        let set = self.sets.get(stripe() % self.sets.len().max(1))?;
+    fn lock(&self, home: usize) -> Option<MutexGuard<'_, Option<RunBuffers>>> {
+        let set = self.sets.get(home)?;
         match set.0.try_lock() {
             Ok(guard) => Some(guard),
             // (Nothing panics while holding it; a poisoned set is as good as any.)
@@ -81,23 +89,28 @@ mod tests {
     #[test]
     fn a_set_put_is_taken_back_once_and_a_second_is_dropped() {
         let spares = Spares::new(3);
-        assert!(spares.take().is_none());
-        spares.put(buffers(3));
+        let home = spares.home();
+        assert!(spares.take(home).is_none());
+        spares.put(home, buffers(3));
         // The stripe holds a set: this one is dropped.
-        spares.put(buffers(5));
-        let taken = spares.take().map(|b| b.hot.len());
+        spares.put(home, buffers(5));
+        let other = (home + 1) % STRIPES;
+        assert!(spares.take(other).is_none(), "another stripe's set");
+        let taken = spares.take(home).map(|b| b.hot.len());
         assert_eq!(taken, Some(3));
-        assert!(spares.take().is_none());
+        assert!(spares.take(home).is_none());
     }
 
     #[test]
     fn a_held_lock_makes_take_and_put_give_up_without_waiting() {
         let spares = Spares::new(100);
-        spares.put(buffers(1));
+        assert_eq!(spares.home(), 0);
+        spares.put(0, buffers(1));
         let held = spares.sets[0].0.lock().unwrap_or_else(|p| p.into_inner());
-        assert!(spares.take().is_none());
-        spares.put(buffers(2));
+        assert!(spares.take(0).is_none());
+        spares.put(0, buffers(2));
         drop(held);
-        assert_eq!(spares.take().map(|b| b.hot.len()), Some(1));
+        assert_eq!(spares.take(0).map(|b| b.hot.len()), Some(1));
+        assert!(spares.take(1).is_none(), "out of range");
     }
 }

@@ -440,6 +440,9 @@ pub(crate) struct RunCore {
     /// scattered (one edge between nodes that are not neighbours is enough): the scheduler
     /// prefetches what a node touches at scattered places (`prefetch.rs`).
     pub(crate) prefetch: bool,
+    /// The graph's set of spare arrays this run took, or would have taken, and gives its
+    /// own back to when it ends (`spare.rs`).
+    home: usize,
     /// The run's standing with its orchestrator: `NOT_ADMITTED`, `ADMITTED`, or `ENDED`
     /// (see `on_end` and `mark_admitted`: whichever of "admitted" and "ended" comes second
     /// tells the orchestrator the run ended, so it is told exactly once).
@@ -546,7 +549,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
         let meta = &graph.meta;
         let n = meta.len();
         let in_degree = |i| meta.in_degree(i);
-        let spare = graph.spare.take().filter(|b| b.hot.len() == n);
+        let home = graph.spare.home();
+        let spare = graph.spare.take(home).filter(|b| b.hot.len() == n);
         let RunBuffers {
             hot,
             slots,
@@ -574,6 +578,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             mode,
             inline: start == StartMode::Inline,
             prefetch: n >= PREFETCH_MIN_NODES && meta.scattered,
+            home,
             registered: AtomicU8::new(NOT_ADMITTED),
             key: WriteOnce::new(),
             uncounted: AtomicBool::new(false),
@@ -1206,7 +1211,7 @@ impl<I> Drop for RunState<I> {
             queue: ready.into_slots(),
         };
         buffers.clear();
-        self.graph.spare.put(buffers);
+        self.graph.spare.put(self.core.home, buffers);
     }
 }
 
