@@ -481,6 +481,9 @@ fn profile_main(args: &[String]) -> Result<(), String> {
     let threads: usize = threads.parse().map_err(|e| format!("{e}"))?;
     let runs: u32 = runs.parse().map_err(|e| format!("{e}"))?;
     let tasks: u32 = tasks.parse().map_err(|e| format!("{e}"))?;
+    if tasks == 0 {
+        return Err("--profile-run: TASKS must be at least 1".to_owned());
+    }
     let rt = runtime(threads);
     let n = dag.len();
     let probe = Probe::none();
@@ -515,11 +518,19 @@ fn profile_main(args: &[String]) -> Result<(), String> {
             Ok::<_, String>(elapsed)
         }))
         .map_err(|e| e.to_string())??;
-    let total = f64::from(runs.max(1)) * f64::from(tasks.max(1));
+    let total = f64::from(runs) * f64::from(tasks);
+    // (No rate without runs.)
+    let rate = if runs == 0 {
+        "no runs".to_owned()
+    } else {
+        format!(
+            "{:.0} ns/node",
+            elapsed.as_secs_f64() * 1e9 / (total * n as f64)
+        )
+    };
     report::note(&format!(
-        "{imp} {shape} n={n} threads={threads} tasks={tasks}: {runs} runs each in {:.3} s, {:.0} ns/node",
+        "{imp} {shape} n={n} threads={threads} tasks={tasks}: {runs} runs each in {:.3} s, {rate}",
         elapsed.as_secs_f64(),
-        elapsed.as_secs_f64() * 1e9 / (total * n as f64)
     ));
     Ok(())
 }

@@ -397,6 +397,10 @@ impl<I: Send + Sync + 'static> Drop for Run<I> {
 }
 
 /// Cancels one run; get it from [`Run::canceller`]. Cloneable, `Send + Sync`.
+///
+/// Like a [`Report`], it holds the run's state: the run's values and records (and the
+/// per-run arrays its graph would reuse) stay alive until every canceller and report of the
+/// run is dropped. Keep it no longer than the run.
 #[derive(Clone)]
 pub struct RunCanceller {
     run: Arc<dyn RunView>,
