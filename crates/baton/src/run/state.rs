@@ -247,7 +247,8 @@ impl Slot {
     };
 }
 
-/// The per-run arrays of one run: join counters and states, slots, values.
+/// The per-run arrays of one run: join counters and states, slots, values, ready-queue
+/// slots.
 ///
 /// The graph keeps those of its ended runs, cleared (no value or record survives its run),
 /// for its next runs (`spare.rs`).
@@ -1247,6 +1248,40 @@ mod tests {
         assert_eq!(std::mem::size_of::<Slot>(), 96);
         assert_eq!(std::mem::size_of::<Hot>(), 8);
         assert_eq!(std::mem::size_of::<WriteOnce<Value>>(), 24);
+    }
+
+    /// A run's arrays go back to the set of the thread that created it, not to that of the
+    /// thread that drops it (a run spread over the workers often ends on another): the next
+    /// run created here finds them.
+    #[test]
+    fn a_run_gives_its_arrays_back_to_its_home_set() {
+        let mut g = Graph::<()>::builder();
+        let _a: Node<()> = g.node("a").task(noop);
+        let graph = g.build().unwrap();
+        let home = graph.inner.spare.home();
+        let mut run = Some(run_of(&graph));
+        let mut elsewhere = None;
+        // New threads take new stripes: one of the next few is not this thread's.
+        for _ in 0..=crate::observe::striped::STRIPES {
+            let Some(r) = run.take() else { break };
+            let inner = Arc::clone(&graph.inner);
+            let (back, other) = std::thread::spawn(move || {
+                let other = inner.spare.home();
+                if other == home {
+                    (Some(r), None)
+                } else {
+                    drop(r);
+                    (None, Some(other))
+                }
+            })
+            .join()
+            .unwrap();
+            run = back;
+            elsewhere = other;
+        }
+        let other = elsewhere.expect("a thread of another stripe dropped the run");
+        assert!(graph.inner.spare.take(other).is_none(), "the dropper's set");
+        assert!(graph.inner.spare.take(home).is_some(), "the home set");
     }
 
     /// A run prefetches only on a graph that is both large (its arrays outgrow the caches)
