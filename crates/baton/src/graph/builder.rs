@@ -10,6 +10,7 @@ use std::time::Duration;
 use super::handle::Node;
 use super::names::Names;
 use super::router::RouterBuilder;
+use super::tasks::{TaskRef, Tasks};
 use super::upstreams::{Named, UpstreamRef, Upstreams};
 use super::{Extras, Graph, NodeDef, NodeKind, validate};
 use crate::error::{BoxError, BuildError, NodeError};
@@ -18,7 +19,7 @@ use crate::orchestrator::Orchestrator;
 use crate::policy::{Bulkhead, CircuitBreaker, Fallback, PolicyRef, PolicySpec, Retry};
 use crate::report::NodeReport;
 use crate::run::{FailureMode, StartMode};
-use crate::task::{BlockingTask, Ctx, ErasedTask, TypedTask};
+use crate::task::{BlockingTask, Ctx, TypedTask};
 
 static NEXT_GRAPH_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -63,7 +64,8 @@ pub(super) struct NameRef {
 /// A node as `NodeBuilder::finish` hands it to `GraphBuilder::add`.
 /// Its name is the builder's pending name ([`Names::begin`]).
 pub(super) struct NewNode<I> {
-    pub(super) task: Box<dyn ErasedTask<I>>,
+    /// Its task, stored in the builder's [`Tasks`].
+    pub(super) task: TaskRef<I>,
     /// Policies, callbacks, kind; `None` for a plain task node.
     pub(super) extras: Option<Box<Extras<PolicySpec>>>,
 }
@@ -82,6 +84,8 @@ pub struct GraphBuilder<I> {
     /// The nodes (each task knows the type of the value it produces), by index, with
     /// their policies as declared, one record shared by the nodes declared alike.
     pub(super) nodes: Vec<NodeDef<I, Arc<PolicySpec>>>,
+    /// What the nodes' tasks point to (`tasks.rs`).
+    pub(super) tasks: Tasks,
     /// The last few distinct declarations of policies (the most recent last), which a node
     /// declared alike shares (graphs are built in loops, node after node alike).
     recent_policies: Vec<Arc<PolicySpec>>,
@@ -134,6 +138,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
         GraphBuilder {
             id: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed),
             nodes: Vec::new(),
+            tasks: Tasks::default(),
             names: Names::default(),
             up_at: vec![0],
             ups: Vec::new(),
@@ -333,6 +338,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
         let inner = validate::build(
             self.id,
             self.nodes,
+            self.tasks,
             self.names,
             self.up_at,
             self.ups,
@@ -652,9 +658,9 @@ where
         E: Into<BoxError> + 'static,
     {
         let task = TypedTask::<U, _, _, _, _>::new(task);
-        self.finish(|fallback| match fallback {
-            None => Box::new(task),
-            Some(fallback) => Box::new(task.with_fallback(fallback)),
+        self.finish(|tasks, fallback| match fallback {
+            None => tasks.push(task),
+            Some(fallback) => tasks.push(task.with_fallback(fallback)),
         })
     }
 
@@ -673,10 +679,11 @@ where
         F: Fn(Ctx<I>, U::Values) -> Result<T, E> + Send + Sync + 'static,
         E: Into<BoxError> + 'static,
     {
-        self.finish(|fallback| Box::new(BlockingTask::<U, _, _, _>::new(task, fallback)))
+        self.finish(|tasks, fallback| tasks.push(BlockingTask::<U, _, _, _>::new(task, fallback)))
     }
 
-    fn finish(self, make: impl FnOnce(Option<Fallback<T>>) -> Box<dyn ErasedTask<I>>) -> Node<T> {
+    /// Adds the node, its task stored by `store` (given the node's fallback, if any).
+    fn finish(self, store: impl FnOnce(&mut Tasks, Option<Fallback<T>>) -> TaskRef<I>) -> Node<T> {
         let NodeBuilder {
             builder,
             upstreams,
@@ -686,7 +693,7 @@ where
         let graph = builder.id;
         builder.declare(&upstreams);
         let node = NewNode {
-            task: make(fallback),
+            task: store(&mut builder.tasks, fallback),
             extras,
         };
         let index = builder.add(node);

@@ -10,6 +10,7 @@ mod builder;
 mod handle;
 pub(crate) mod names;
 mod router;
+mod tasks;
 mod upstreams;
 mod validate;
 
@@ -26,6 +27,7 @@ use crate::orchestrator::Orchestrator;
 use crate::policy::NodePolicy;
 use crate::run::{FailureMode, Run, RunOptions, StartMode};
 use crate::task::ErasedTask;
+use tasks::{TaskRef, Tasks};
 
 /// An immutable, validated graph of nodes; cheap to clone (`Arc`), runs any number of times,
 /// concurrently.
@@ -138,13 +140,14 @@ pub(crate) enum NodeKind {
     Branch,
 }
 
-/// One node as the scheduler sees it: its task, and, boxed, what only some nodes have.
-/// Three words wide, so that a graph of a million plain nodes stays small and the scheduler
-/// reads one cache line per node.
+/// One node as the scheduler sees it: its task (in its type's column, `tasks.rs`), and,
+/// boxed, what only some nodes have. Three words wide, so that a graph of a million plain
+/// nodes stays small and the scheduler reads one cache line per node.
 /// `P` is the policy as declared (in the builder) or as resolved (in the graph); both
 /// forms have the same layout, so `build()` converts the builder's nodes in place.
 pub(crate) struct NodeDef<I, P = Arc<NodePolicy>> {
-    pub(crate) task: Box<dyn ErasedTask<I>>,
+    /// Valid while the [`Tasks`] next to it are: the builder's, then the graph's.
+    pub(crate) task: TaskRef<I>,
     /// `None` for a plain task node: no policy, no callbacks, not a router or a branch.
     pub(crate) extras: Option<Box<Extras<P>>>,
 }
@@ -175,6 +178,11 @@ pub(crate) struct Extras<P> {
 pub(crate) struct GraphInner<I> {
     pub(crate) meta: GraphMeta,
     pub(crate) nodes: Box<[NodeDef<I>]>,
+    /// What the nodes' [`TaskRef`]s point to: declared after `nodes`, so dropped after them
+    /// (no `TaskRef` is read while it drops, but none then points to freed memory). Only
+    /// owned, never read: the nodes reach their tasks directly.
+    #[expect(dead_code, reason = "owns the tasks the nodes point to")]
+    pub(crate) tasks: Tasks,
     pub(crate) orchestrator: Orchestrator,
     pub(crate) mode: FailureMode,
     pub(crate) start: StartMode,
@@ -191,7 +199,14 @@ impl<I> GraphInner<I> {
 
     /// Node `id`'s task.
     pub(crate) fn task(&self, id: u32) -> Option<&dyn ErasedTask<I>> {
-        self.nodes.get(id as usize).map(|n| &*n.task)
+        let node = self.nodes.get(id as usize)?;
+        // SAFETY: the graph's nodes and `tasks` come from one builder, whose `Tasks` made
+        // every node's `TaskRef` (`validate::build` moves both here), and `tasks` is
+        // dropped only with the graph: the reference, borrowed from `self`, cannot outlive
+        // it.
+        #[allow(unsafe_code)]
+        let task = unsafe { node.task.get() };
+        Some(task)
     }
 
     /// Node `id`'s kind (`Task` out of range).
@@ -214,8 +229,8 @@ impl<I> GraphInner<I> {
     #[inline]
     pub(crate) fn prefetch_task(&self, id: u32) {
         self.meta.prefetch_lists_of(id);
-        if let Some(node) = self.nodes.get(id as usize) {
-            crate::run::prefetch(&*node.task);
+        if let Some(task) = self.task(id) {
+            crate::run::prefetch(task);
         }
     }
 

@@ -87,7 +87,7 @@ where
             _value: PhantomData,
         };
         let node = NewNode {
-            task: Box::new(task),
+            task: self.builder.tasks.push(task),
             extras: Some(Box::new(Extras {
                 kind: NodeKind::Router {
                     branches: Box::new([]),

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::builder::{NameRef, Up};
 use super::names::Names;
+use super::tasks::Tasks;
 use super::{Extras, GraphInner, GraphMeta, NodeDef, NodeKind};
 use crate::error::BuildError;
 use crate::orchestrator::Orchestrator;
@@ -17,6 +18,7 @@ use crate::run::{FailureMode, StartMode};
 pub(super) fn build<I: 'static>(
     id: u64,
     nodes: Vec<NodeDef<I, Arc<PolicySpec>>>,
+    mut tasks: Tasks,
     names: Names,
     mut up_at: Vec<u32>,
     declared: Vec<u32>,
@@ -125,6 +127,10 @@ pub(super) fn build<I: 'static>(
     let inner = GraphInner {
         meta,
         nodes: nodes.into_boxed_slice(),
+        tasks: {
+            tasks.freeze();
+            tasks
+        },
         orchestrator: orchestrator.clone(),
         mode,
         start,
@@ -164,10 +170,15 @@ fn resolve_names<I: 'static>(
                             upstream: r.name.clone(),
                         });
                     };
-                    let (found, found_name) = match nodes.get(index as usize) {
-                        Some(node) => node.task.value_type(),
-                        None => continue,
+                    let Some(node) = nodes.get(index as usize) else {
+                        continue;
                     };
+                    // SAFETY: the builder's `Tasks`, which made the node's `TaskRef`, are
+                    // alive: `build` holds them (and moves them into the graph after this
+                    // check).
+                    #[allow(unsafe_code)]
+                    let task = unsafe { node.task.get() };
+                    let (found, found_name) = task.value_type();
                     if found != r.type_id {
                         return Err(BuildError::TypeMismatch {
                             node: node_name(),
