@@ -91,7 +91,7 @@ type Types<U, T, E, Fut> = PhantomData<fn() -> (U, T, E, Fut)>;
 
 /// Where a task keeps its fallback: `()` for none (most nodes), or a box. A type, not an
 /// `Option`, so that a task without one is its closure alone, and a closure that captures
-/// nothing costs no allocation when the graph boxes the task.
+/// nothing takes no room in the graph's task storage (`graph/tasks.rs`).
 pub(crate) trait FallbackSlot<T>: Send + Sync + 'static {
     fn get(&self) -> Option<&Fallback<T>>;
 }
@@ -444,8 +444,9 @@ impl fmt::Display for IdempotencyKey {
 mod tests {
     use super::*;
 
-    /// A task without a fallback is its closure alone: one that captures nothing is boxed
-    /// without an allocation. With a fallback, the task holds it behind one pointer.
+    /// A task without a fallback is its closure alone: one that captures nothing is a
+    /// zero-sized value (stored without memory). With a fallback, the task holds it behind
+    /// one pointer.
     #[test]
     fn a_task_without_a_fallback_is_its_closure_alone() {
         fn typed<F, Fut>(task: F) -> TypedTask<(), F, u32, BoxError, Fut>

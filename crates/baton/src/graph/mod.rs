@@ -179,9 +179,7 @@ pub(crate) struct GraphInner<I> {
     pub(crate) meta: GraphMeta,
     pub(crate) nodes: Box<[NodeDef<I>]>,
     /// What the nodes' [`TaskRef`]s point to: declared after `nodes`, so dropped after them
-    /// (no `TaskRef` is read while it drops, but none then points to freed memory). Only
-    /// owned, never read: the nodes reach their tasks directly.
-    #[expect(dead_code, reason = "owns the tasks the nodes point to")]
+    /// (no `TaskRef` is read while it drops, but none then points to freed memory).
     pub(crate) tasks: Tasks,
     pub(crate) orchestrator: Orchestrator,
     pub(crate) mode: FailureMode,
@@ -201,11 +199,10 @@ impl<I> GraphInner<I> {
     pub(crate) fn task(&self, id: u32) -> Option<&dyn ErasedTask<I>> {
         let node = self.nodes.get(id as usize)?;
         // SAFETY: the graph's nodes and `tasks` come from one builder, whose `Tasks` made
-        // every node's `TaskRef` (`validate::build` moves both here), and `tasks` is
-        // dropped only with the graph: the reference, borrowed from `self`, cannot outlive
-        // it.
+        // every node's `TaskRef` (`validate::build` moves both here, and nothing else
+        // makes a `GraphInner`).
         #[allow(unsafe_code)]
-        let task = unsafe { node.task.get() };
+        let task = unsafe { node.task.get(&self.tasks) };
         Some(task)
     }
 

@@ -33,7 +33,7 @@ pub(super) fn build<I: 'static>(
     // cannot have a cycle either.
     let by_name = !name_refs.is_empty();
     let ups: Vec<u32> = if by_name {
-        resolve_names(&nodes, &names, &up_at, &declared, &name_refs)?
+        resolve_names(&nodes, &tasks, &names, &up_at, &declared, &name_refs)?
     } else {
         declared
     };
@@ -148,6 +148,7 @@ pub(super) fn build<I: 'static>(
 /// produces the type its downstream expects.
 fn resolve_names<I: 'static>(
     nodes: &[NodeDef<I, Arc<PolicySpec>>],
+    tasks: &Tasks,
     names: &Names,
     up_at: &[u32],
     declared: &[u32],
@@ -173,11 +174,10 @@ fn resolve_names<I: 'static>(
                     let Some(node) = nodes.get(index as usize) else {
                         continue;
                     };
-                    // SAFETY: the builder's `Tasks`, which made the node's `TaskRef`, are
-                    // alive: `build` holds them (and moves them into the graph after this
-                    // check).
+                    // SAFETY: `tasks` are the builder's, which made every node's `TaskRef`
+                    // (`GraphBuilder::add` takes only tasks its own `Tasks` stored).
                     #[allow(unsafe_code)]
-                    let task = unsafe { node.task.get() };
+                    let task = unsafe { node.task.get(tasks) };
                     let (found, found_name) = task.value_type();
                     if found != r.type_id {
                         return Err(BuildError::TypeMismatch {

@@ -40,7 +40,7 @@ pub enum StartMode {
     /// own (a few drivers, not one task per node), so nodes that compute run in parallel on
     /// the workers, and never in the task that awaits the run: a timeout around the run
     /// fires while a node computes, and the futures that task joins go on. Starting costs
-    /// spawns and wake-ups of the other workers: about 130–230 k runs per second of the
+    /// spawns and wake-ups of the other workers: about 130–300 k runs per second of the
     /// 5-node order graph on two workers of the benchmark machine.
     #[default]
     Spread,
@@ -52,7 +52,7 @@ pub enum StartMode {
     /// made ready together are run one after another by the task that holds them, not
     /// spread over the workers (the awaiting task hands what is left to a spawned task
     /// after 128 nodes, or when its coop budget is spent). The order graph runs about
-    /// 390–650 k times per second on two workers.
+    /// 390–730 k times per second on two workers.
     ///
     /// The price, as with `join!`: nodes that compute in their poll and are ready together
     /// run one after the other, not in parallel, and while one computes in the awaiting
