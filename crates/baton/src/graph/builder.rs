@@ -83,7 +83,7 @@ pub struct GraphBuilder<I> {
     pub(super) id: u64,
     /// The nodes (each task knows the type of the value it produces), by index, with
     /// their policies as declared, one record shared by the nodes declared alike.
-    pub(super) nodes: Vec<NodeDef<I, Arc<PolicySpec>>>,
+    pub(super) nodes: Vec<NodeDef<I, Box<Extras<Arc<PolicySpec>>>>>,
     /// What the nodes' tasks point to (`tasks.rs`).
     pub(super) tasks: Tasks,
     /// The last few distinct declarations of policies (the most recent last), which a node

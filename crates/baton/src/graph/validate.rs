@@ -17,7 +17,7 @@ use crate::run::{FailureMode, StartMode};
 #[allow(clippy::too_many_arguments)]
 pub(super) fn build<I: 'static>(
     id: u64,
-    nodes: Vec<NodeDef<I, Arc<PolicySpec>>>,
+    nodes: Vec<NodeDef<I, Box<Extras<Arc<PolicySpec>>>>>,
     mut tasks: Tasks,
     names: Names,
     mut up_at: Vec<u32>,
@@ -85,8 +85,11 @@ pub(super) fn build<I: 'static>(
         .map(|i| i as u32)
         .collect();
 
-    // Nodes that share a declared record share the resolved one.
+    // Nodes that share a declared record share the resolved one, and plain tasks or
+    // branches with the same resolved policy and no callbacks share one extras block.
     let mut resolved = Resolved::default();
+    let mut shared: rustc_hash::FxHashMap<(*const NodePolicy, bool), Arc<Extras<Arc<NodePolicy>>>> =
+        rustc_hash::FxHashMap::default();
     // In place: both forms of a node have the same layout.
     let nodes = nodes
         .into_iter()
@@ -104,11 +107,22 @@ pub(super) fn build<I: 'static>(
                         None => None,
                         Some(spec) => resolved.get(names.get(i as u32), spec, orchestrator)?,
                     };
-                    Some(Box::new(Extras {
-                        kind,
-                        policy,
-                        callbacks,
-                    }))
+                    let key = match (&kind, &policy, &callbacks) {
+                        (NodeKind::Task, Some(p), None) => Some((Arc::as_ptr(p), false)),
+                        (NodeKind::Branch, Some(p), None) => Some((Arc::as_ptr(p), true)),
+                        _ => None,
+                    };
+                    let make = || {
+                        Arc::new(Extras {
+                            kind,
+                            policy,
+                            callbacks,
+                        })
+                    };
+                    Some(match key {
+                        Some(key) => Arc::clone(shared.entry(key).or_insert_with(make)),
+                        None => make(),
+                    })
                 }
             };
             Ok(NodeDef { task, extras })
@@ -147,7 +161,7 @@ pub(super) fn build<I: 'static>(
 /// Resolves the upstreams given by name to node indices, checking that each exists and
 /// produces the type its downstream expects.
 fn resolve_names<I: 'static>(
-    nodes: &[NodeDef<I, Arc<PolicySpec>>],
+    nodes: &[NodeDef<I, Box<Extras<Arc<PolicySpec>>>>],
     tasks: &Tasks,
     names: &Names,
     up_at: &[u32],
@@ -506,6 +520,57 @@ mod tests {
         assert_eq!(r[7], None, "a plain node has no policy");
         let distinct: std::collections::HashSet<_> = r.iter().flatten().collect();
         assert_eq!(distinct.len(), 6);
+    }
+
+    /// Task nodes with the same resolved policy and no callbacks share one extras block;
+    /// a node with callbacks, a router's branch and a node declared otherwise get their own.
+    #[test]
+    fn nodes_with_the_same_policy_share_one_extras_block() {
+        let second = Duration::from_secs(1);
+        let mut g = Graph::<()>::builder();
+        let _ = g.node("a").timeout(second).task(|_, ()| ok());
+        let _ = g.node("b").timeout(second).task(|_, ()| ok());
+        let _ = g
+            .node("watched")
+            .timeout(second)
+            .on_success(|_: &u32| {})
+            .task(|_, ()| ok());
+        let _ = g.node("longer").timeout(2 * second).task(|_, ()| ok());
+        let _ = g
+            .router("r")
+            .select(|_, ()| "x")
+            .branch("x", |b| b.timeout(second).task(|_, ()| ok()))
+            .finish();
+        let _ = g.node("c").timeout(second).task(|_, ()| ok());
+        let graph = g.build().unwrap();
+        let block = |name: &str| {
+            let id = graph
+                .inner
+                .meta
+                .names
+                .find(name)
+                .expect("a node of that name");
+            let node = &graph.inner.nodes[id as usize];
+            node.extras.as_ref().map(Arc::as_ptr).expect("has extras")
+        };
+        assert_eq!(block("a"), block("b"), "declared alike: one block");
+        assert_eq!(block("a"), block("c"), "after other declarations too");
+        assert_ne!(block("a"), block("watched"), "its callbacks are its own");
+        assert_ne!(block("a"), block("longer"), "another policy");
+        assert_ne!(block("a"), block("x"), "a branch is another kind");
+        assert_ne!(block("x"), block("r"));
+        // What each node reads from the shared block is what it declared.
+        let kind = |name: &str| {
+            let id = graph
+                .inner
+                .meta
+                .names
+                .find(name)
+                .expect("a node of that name");
+            graph.inner.kind(id).clone()
+        };
+        assert!(matches!(kind("a"), super::NodeKind::Task));
+        assert!(matches!(kind("x"), super::NodeKind::Branch));
     }
 
     /// More distinct declarations than are remembered, in turns: every node still gets the
