@@ -543,14 +543,12 @@ mod tests {
             .finish();
         let _ = g.node("c").timeout(second).task(|_, ()| ok());
         let graph = g.build().unwrap();
+        let id = |name: &str| {
+            let names = &graph.inner.meta.names;
+            names.find(name).expect("a node of that name")
+        };
         let block = |name: &str| {
-            let id = graph
-                .inner
-                .meta
-                .names
-                .find(name)
-                .expect("a node of that name");
-            let node = &graph.inner.nodes[id as usize];
+            let node = &graph.inner.nodes[id(name) as usize];
             node.extras.as_ref().map(Arc::as_ptr).expect("has extras")
         };
         assert_eq!(block("a"), block("b"), "declared alike: one block");
@@ -560,15 +558,7 @@ mod tests {
         assert_ne!(block("a"), block("x"), "a branch is another kind");
         assert_ne!(block("x"), block("r"));
         // What each node reads from the shared block is what it declared.
-        let kind = |name: &str| {
-            let id = graph
-                .inner
-                .meta
-                .names
-                .find(name)
-                .expect("a node of that name");
-            graph.inner.kind(id).clone()
-        };
+        let kind = |name: &str| graph.inner.kind(id(name)).clone();
         assert!(matches!(kind("a"), super::NodeKind::Task));
         assert!(matches!(kind("x"), super::NodeKind::Branch));
     }
