@@ -60,6 +60,8 @@ struct Options {
     quick: bool,
     /// Check every implementation's executions (once per point) before timing it.
     verify: bool,
+    /// Every node waits (`Probe::step`) instead of ending on its first poll.
+    waits: bool,
 }
 
 impl Default for Options {
@@ -76,6 +78,7 @@ impl Default for Options {
             markdown: None,
             quick: false,
             verify: false,
+            waits: false,
         }
     }
 }
@@ -84,12 +87,17 @@ const USAGE: &str = "\
 usage: baton-bench [--shapes a,b] [--sizes 10,1k,1M] [--threads 1,2] [--samples N]
                    [--imps baton,tokio,...] [--min-sample-ms MS] [--budget-s S]
                    [--mem-min-size N | --no-mem] [--markdown PATH] [--quick] [--verify]
+                   [--waits]
 shapes: chain binary-tree parallel wavefront random order
 imps:   baton baton-policies baton-inline tokio tokio-oneshot tokio-join tokio-spawn dagx dagrs seq
 --quick: every shape at 10 and 100 nodes, 1 and 2 threads, 3 short samples, no memory
          figures, and --verify (a smoke run for CI: a few seconds).
 --verify: before timing, run each implementation with a recording body and check that
-         every node ran exactly once, after its upstreams.";
+         every node ran exactly once, after its upstreams.
+--waits: every node's body waits (returns Pending on its first two polls, waking its task
+         each time, as a node whose I/O comes back at once) instead of ending at once.
+--profile-run SHAPE IMP SIZE THREADS RUNS [TASKS] [--waits]: build once, run RUNS times,
+         no calibration (for perf and callgrind).";
 
 fn parse_size(s: &str) -> Result<usize, String> {
     let s = s.trim();
@@ -149,6 +157,7 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
             "--markdown" => o.markdown = Some(value()?),
             "--quick" => o.quick = true,
             "--verify" => o.verify = true,
+            "--waits" => o.waits = true,
             "-h" | "--help" => return Err(USAGE.to_owned()),
             other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
         }
@@ -190,8 +199,9 @@ fn measure(
     imp: Imp,
     dag: &Arc<Dag>,
     reps: u32,
+    waits: bool,
 ) -> Result<Timing, String> {
-    let fut = imps::sample(imp, Arc::clone(dag), reps, Probe::none());
+    let fut = imps::sample(imp, Arc::clone(dag), reps, Probe::none().waiting(waits));
     match rt.block_on(rt.spawn(fut)) {
         Ok(r) => r,
         Err(e) => Err(format!("{imp} panicked: {e}")),
@@ -200,9 +210,15 @@ fn measure(
 
 /// Runs `dag` twice with a recording body and checks that every node ran once per run,
 /// after its upstreams.
-fn verify(rt: &tokio::runtime::Runtime, imp: Imp, dag: &Arc<Dag>) -> Result<(), String> {
+fn verify(
+    rt: &tokio::runtime::Runtime,
+    imp: Imp,
+    dag: &Arc<Dag>,
+    waits: bool,
+) -> Result<(), String> {
     let recorder = Arc::new(probe::Recorder::new(dag.len()));
-    let fut = imps::sample(imp, Arc::clone(dag), 2, Probe::recording(&recorder));
+    let probe = Probe::recording(&recorder).waiting(waits);
+    let fut = imps::sample(imp, Arc::clone(dag), 2, probe);
     match rt.block_on(rt.spawn(fut)) {
         Ok(r) => r?,
         Err(e) => return Err(format!("{imp} panicked: {e}")),
@@ -263,7 +279,7 @@ fn measure_point(
     let budget = secs(o.budget);
     for &imp in o.imps.iter().filter(|i| i.supports(shape)) {
         if o.verify
-            && let Err(e) = verify(rt, imp, dag)
+            && let Err(e) = verify(rt, imp, dag, o.waits)
         {
             rows.push(Row {
                 shape,
@@ -302,7 +318,7 @@ fn measure_point(
             continue;
         }
         // Warm-up and calibration.
-        let first = match measure(rt, imp, dag, 1) {
+        let first = match measure(rt, imp, dag, 1, o.waits) {
             Ok(t) => t,
             Err(e) => {
                 rows.push(row(Cell::Failed(e)));
@@ -327,7 +343,7 @@ fn measure_point(
         let mut per_run = one;
         if reps > 1 {
             // Second warm-up at the real repetition count, and a finer calibration.
-            match measure(rt, imp, dag, reps) {
+            match measure(rt, imp, dag, reps, o.waits) {
                 Ok(t) => {
                     let per = secs(t.total()).max(1e-9) / f64::from(reps);
                     per_run = per;
@@ -357,7 +373,7 @@ fn measure_point(
             if failed.contains_key(&imp) || s >= wanted {
                 continue;
             }
-            match measure(rt, imp, dag, reps) {
+            match measure(rt, imp, dag, reps, o.waits) {
                 Ok(t) => samples.entry(imp).or_default().push(t),
                 Err(e) => {
                     failed.insert(imp, e);
@@ -470,10 +486,12 @@ fn child_main(args: &[String]) -> Result<(), String> {
 /// `TASKS` > 1 (baton's modes only), that many tasks run the one graph `RUNS` times each, at
 /// once, as a server's requests would.
 fn profile_main(args: &[String]) -> Result<(), String> {
-    let (shape, imp, size, threads, runs, tasks) = match args {
+    let waits = args.iter().any(|a| a == "--waits");
+    let args: Vec<String> = args.iter().filter(|a| *a != "--waits").cloned().collect();
+    let (shape, imp, size, threads, runs, tasks) = match &args[..] {
         [shape, imp, size, threads, runs] => (shape, imp, size, threads, runs, "1"),
         [shape, imp, size, threads, runs, tasks] => (shape, imp, size, threads, runs, &**tasks),
-        _ => return Err("--profile-run SHAPE IMP SIZE THREADS RUNS [TASKS]".to_owned()),
+        _ => return Err("--profile-run SHAPE IMP SIZE THREADS RUNS [TASKS] [--waits]".to_owned()),
     };
     let shape: Shape = shape.parse()?;
     let imp: Imp = imp.parse()?;
@@ -486,7 +504,7 @@ fn profile_main(args: &[String]) -> Result<(), String> {
     }
     let rt = runtime(threads);
     let n = dag.len();
-    let probe = Probe::none();
+    let probe = Probe::none().waiting(waits);
     let elapsed = rt
         .block_on(rt.spawn(async move {
             let mut built = imps::build(imp, &dag, &probe);
@@ -583,17 +601,28 @@ fn main() -> ExitCode {
         }
     };
     report::note(&format!(
-        "baton-bench: shapes {:?}, sizes {:?}, threads {:?}, {} samples >= {} ms, budget {} s, load {}",
+        "baton-bench: shapes {:?}, sizes {:?}, threads {:?}, {} samples >= {} ms, budget {} s, {}, load {}",
         o.shapes.iter().map(|s| s.name()).collect::<Vec<_>>(),
         o.sizes,
         o.threads,
         o.samples,
         o.min_sample.as_millis(),
         secs(o.budget),
+        if o.waits {
+            "every node waits"
+        } else {
+            "no-op nodes"
+        },
         load()
     ));
     let rows = run(&o);
-    let md = report::markdown(&rows, &o.imps);
+    let mut md = report::markdown(&rows, &o.imps);
+    if o.waits {
+        md.insert_str(
+            0,
+            "Every node's body waits (`--waits`): `Pending` on its first two polls, waking its task each time.\n\n",
+        );
+    }
     report::print(&md);
     if let Some(path) = &o.markdown
         && let Err(e) = std::fs::write(path, &md)
@@ -621,11 +650,15 @@ mod tests {
     use crate::probe::Recorder;
 
     fn check(shape: Shape, size: usize, threads: usize) {
+        check_bodies(shape, size, threads, false);
+    }
+
+    fn check_bodies(shape: Shape, size: usize, threads: usize, waits: bool) {
         let rt = runtime(threads);
         let dag = Arc::new(Dag::new(shape, size));
         for imp in Imp::ALL.into_iter().filter(|i| i.supports(shape)) {
             let recorder = Arc::new(Recorder::new(dag.len()));
-            let probe = Probe::recording(&recorder);
+            let probe = Probe::recording(&recorder).waiting(waits);
             let runs = 3;
             let d = Arc::clone(&dag);
             let t = rt
@@ -649,6 +682,27 @@ mod tests {
                 check(shape, 200, threads);
             }
         }
+    }
+
+    #[test]
+    fn bodies_that_wait_run_every_node_once_in_order() {
+        for shape in Shape::ALL {
+            for threads in [1, 2] {
+                check_bodies(shape, 100, threads, true);
+            }
+        }
+    }
+
+    #[test]
+    fn a_waiting_body_returns_pending_twice() {
+        let probe = Probe::none().waiting(true);
+        let mut step = std::pin::pin!(probe.step(0));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(step.as_mut().poll(&mut cx).is_pending());
+        assert!(step.as_mut().poll(&mut cx).is_pending());
+        assert!(step.as_mut().poll(&mut cx).is_ready());
+        let mut plain = std::pin::pin!(Probe::none().step(0));
+        assert!(plain.as_mut().poll(&mut cx).is_ready());
     }
 
     #[test]

@@ -30,7 +30,7 @@ impl Action for NoOp {
         _env: Arc<EnvVar>,
     ) -> Output {
         let _ = input.map(|content| content.is_ok()).await;
-        self.probe.hit(self.id);
+        self.probe.step(self.id).await;
         let _ = output.broadcast(Content::new(())).await;
         Output::empty()
     }

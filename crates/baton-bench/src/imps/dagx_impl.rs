@@ -21,7 +21,7 @@ macro_rules! dagx_node {
         impl $name {
             async fn run(&self $(, $arg: &u32)*) -> u32 {
                 $( let _ = $arg; )*
-                self.probe.hit(self.id);
+                self.probe.step(self.id).await;
                 self.id
             }
         }

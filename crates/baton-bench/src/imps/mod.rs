@@ -187,7 +187,11 @@ pub(crate) async fn run_once(
         (Imp::Dagrs, Built::Dagrs(d)) => dagrs_impl::run(d).await,
         (Imp::Seq, _) => {
             for i in 0..dag.len() as u32 {
-                probe.hit(i);
+                if probe.waits() {
+                    probe.step(i).await;
+                } else {
+                    probe.hit(i);
+                }
             }
             Ok(())
         }

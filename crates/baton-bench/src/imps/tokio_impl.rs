@@ -42,7 +42,11 @@ struct CounterRun {
 /// one that reaches zero, and the last node to finish wakes the caller.
 fn spawn_node(run: Arc<CounterRun>, id: u32) {
     tokio::spawn(async move {
-        run.probe.hit(id);
+        if run.probe.waits() {
+            run.probe.step(id).await;
+        } else {
+            run.probe.hit(id);
+        }
         for &d in run.plan.dag.downs(id as usize) {
             if run.pending[d as usize].fetch_sub(1, Ordering::AcqRel) == 1 {
                 spawn_node(Arc::clone(&run), d);
@@ -101,7 +105,7 @@ pub(crate) async fn run_oneshot(plan: &Arc<Plan>, probe: &Probe) -> Result<(), S
                     return Err("an upstream dropped its sender".to_owned());
                 }
             }
-            probe.hit(i as u32);
+            probe.step(i as u32).await;
             for tx in txs {
                 let _ = tx.send(());
             }
@@ -115,7 +119,11 @@ pub(crate) async fn run_oneshot(plan: &Arc<Plan>, probe: &Probe) -> Result<(), S
 }
 
 async fn step(probe: &Probe, id: u32) {
-    probe.hit(id);
+    if probe.waits() {
+        probe.step(id).await;
+    } else {
+        probe.hit(id);
+    }
 }
 
 /// The order graph as plain async code: `join!` the independent calls, then the chain.
@@ -131,8 +139,8 @@ pub(crate) async fn order_join(probe: &Probe) {
 pub(crate) async fn order_spawn(probe: &Probe) -> Result<(), String> {
     let (p0, p1) = (probe.clone(), probe.clone());
     let (a, b) = tokio::join!(
-        tokio::spawn(async move { p0.hit(0) }),
-        tokio::spawn(async move { p1.hit(1) })
+        tokio::spawn(async move { step(&p0, 0).await }),
+        tokio::spawn(async move { step(&p1, 1).await })
     );
     a.map_err(|e| e.to_string())?;
     b.map_err(|e| e.to_string())?;
