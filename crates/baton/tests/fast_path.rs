@@ -1,6 +1,7 @@
-//! The scheduler's fast path for nodes with policies: a first attempt that succeeds on its
-//! first poll ends the node there; any other first attempt is handed to the full path with
-//! its breaker permit, and the series goes on exactly as if the full path had started it.
+//! The scheduler's fast path for nodes with policies: a first attempt that succeeds, on its
+//! first poll or after waiting within its cut, ends the node there; a first attempt that
+//! fails, panics or is cut is handed to the full path with its breaker permit, and the
+//! series goes on exactly as if the full path had started it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -53,6 +54,81 @@ async fn idle_policies_succeed_in_one_attempt_and_tell_the_breaker() {
     assert!(node.error().is_none());
     b.try_acquire().unwrap().failure(ms(1));
     assert_eq!(b.state(), BreakerState::Closed);
+}
+
+/// A first attempt that waits (on a timer here, as on I/O) and succeeds within its timeout
+/// ends the node on the fast path exactly as the full path would: one attempt, no log, its
+/// start and end where the wait put them, and the breaker told of one success (a later
+/// failure alone does not trip a threshold of two; a permit dropped uncounted would leave
+/// the first failure standing, and a second would trip it).
+#[tokio::test(start_paused = true)]
+async fn a_first_attempt_that_waits_and_succeeds_tells_the_breaker() {
+    let b = breaker(2);
+    b.try_acquire().unwrap().failure(ms(1));
+    let mut g = Graph::<()>::builder();
+    let stock = g
+        .node("stock")
+        .timeout(ms(50))
+        .retry(Retry::new(3))
+        .breaker(&b)
+        .task(|_ctx, ()| async {
+            sleep(ms(30)).await;
+            Ok::<_, BoxError>(7u32)
+        });
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let node = report.node(stock).unwrap();
+    assert_eq!(node.outcome(), Outcome::Succeeded);
+    assert_eq!(report.get(stock), Some(&7));
+    assert_eq!(node.attempts(), 1);
+    assert!(node.attempt_log().is_empty());
+    assert_eq!(node.duration(), ms(30));
+    b.try_acquire().unwrap().failure(ms(1));
+    assert_eq!(
+        b.state(),
+        BreakerState::Closed,
+        "the success reset the count"
+    );
+}
+
+/// A first attempt that waits past its timeout is cut exactly at the timeout, counted from
+/// the node's start (the timer the fast path makes at the first wait), and the series goes
+/// on in the full path: the second attempt succeeds, and the breaker is told of one success.
+#[tokio::test(start_paused = true)]
+async fn a_waiting_first_attempt_is_cut_at_its_timeout_and_retried() {
+    let b = breaker(1);
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = Arc::clone(&calls);
+    let mut g = Graph::<()>::builder();
+    let stock = g
+        .node("stock")
+        .timeout(ms(40))
+        .retry(Retry::new(2))
+        .breaker(&b)
+        .task(move |_ctx, ()| {
+            let first = c.fetch_add(1, Ordering::SeqCst) == 0;
+            async move {
+                sleep(ms(if first { 5_000 } else { 10 })).await;
+                Ok::<_, BoxError>(if first { 1u32 } else { 7 })
+            }
+        });
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let node = report.node(stock).unwrap();
+    assert_eq!(node.outcome(), Outcome::Succeeded);
+    assert_eq!(report.get(stock), Some(&7));
+    assert_eq!(node.attempts(), 2);
+    let log = node.attempt_log();
+    assert_eq!(log.len(), 2, "{log:?}");
+    assert!(
+        log[0]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("timed out")),
+        "{log:?}"
+    );
+    assert_eq!(log[0].end - log[0].start, ms(40), "{log:?}");
+    // The cut, the backoff before the retry, the second attempt.
+    assert_eq!(node.duration(), ms(40) + log[1].delay_before + ms(10));
+    assert_eq!(b.state(), BreakerState::Closed, "one series, one success");
 }
 
 /// A first attempt that fails at once is retried by the full path; the series' single

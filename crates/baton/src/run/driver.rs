@@ -392,6 +392,23 @@ impl<I: Send + Sync + 'static> Driver<I> {
         self.end(record);
     }
 
+    /// The current attempt waits: the task's waker goes into the node's slot (a cancel
+    /// wakes it) and the driver suspends; whether it did (`false`: the run was cancelled
+    /// meanwhile, and the node ended `Cancelled`; the caller goes on).
+    fn wait_for_attempt(&mut self, cx: &mut Context<'_>) -> bool {
+        let core = &self.run.core;
+        if let Some(slot) = core.slot(self.id) {
+            slot.waker.register(cx.waker());
+        }
+        // `cancel` sets the flag, then wakes: re-check after registering.
+        if core.is_cancelled() {
+            self.cancelled(true);
+            return false;
+        }
+        self.suspend();
+        true
+    }
+
     /// The first attempt of a policy node is abandoned: its breaker permit is released.
     fn release_held(&mut self) {
         if let State::Attempt(held) = &mut self.state {
@@ -513,50 +530,58 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                     }
                     // Taken out of the state: from here on, only the permit made of it holds
                     // the breaker's ticket (`release_held` must not give it back too).
-                    if let Some(held) = held.take() {
-                        // A policy node: the onion goes on with an attempt that did not
-                        // succeed at once.
+                    if let Some(mut h) = held.take() {
+                        // A policy node: it goes on here while its attempt succeeds or
+                        // waits within its cut; the onion takes it over otherwise.
                         let attempt = match polled {
                             Ok(Poll::Ready(Ok(value))) => {
                                 let end = core.now();
-                                guarded::succeeded(&this.run, this.id, held, this.start, end);
+                                guarded::succeeded(&this.run, this.id, h, this.start, end);
                                 let record =
                                     Record::ended(Outcome::Succeeded, Some(value), this.start, end);
                                 this.end(record);
                                 continue;
                             }
-                            Ok(Poll::Pending) => match this.attempt.take() {
-                                Some(fut) => FirstAttempt::Running(fut),
-                                None => FirstAttempt::NotStarted(NodeError::Internal {
-                                    message: "the driver lost its attempt",
-                                }),
-                            },
+                            Ok(Poll::Pending) if this.embedded => {
+                                // The driver spawned for it polls it next, on this path.
+                                *held = Some(h);
+                                this.migrate();
+                                continue;
+                            }
+                            Ok(Poll::Pending) => {
+                                let start = *this.start.get_or_insert_with(Instant::now);
+                                match guarded::wait(&this.run, this.id, start, &mut h, cx) {
+                                    Poll::Pending => {
+                                        *held = Some(h);
+                                        if this.wait_for_attempt(cx) {
+                                            return Poll::Pending;
+                                        }
+                                        continue;
+                                    }
+                                    // The cut passed: the onion polls it once more, then
+                                    // reports it cut.
+                                    Poll::Ready(()) => match this.attempt.take() {
+                                        Some(fut) => FirstAttempt::Running(fut),
+                                        None => FirstAttempt::NotStarted(NodeError::Internal {
+                                            message: "the driver lost its attempt",
+                                        }),
+                                    },
+                                }
+                            }
                             Ok(Poll::Ready(Err(error))) => FirstAttempt::Ended(Ok(Err(error))),
                             Err(panic) => FirstAttempt::Ended(Err(panic)),
                         };
-                        let waits = matches!(attempt, FirstAttempt::Running(_));
-                        let first = guarded::hand_over(&this.run, this.id, held, attempt);
+                        let first = guarded::hand_over(&this.run, this.id, h, attempt);
                         let span = trace::node_span(core, || this.run.graph.meta.name(this.id));
                         this.full(span, Some(first));
-                        if waits && this.embedded {
-                            // The attempt waits: the driver spawned for it polls it next.
-                            this.migrate();
-                        }
                         continue;
                     }
                     match polled {
                         Ok(Poll::Pending) if this.embedded => this.migrate(),
                         Ok(Poll::Pending) => {
-                            if let Some(slot) = core.slot(this.id) {
-                                slot.waker.register(cx.waker());
+                            if this.wait_for_attempt(cx) {
+                                return Poll::Pending;
                             }
-                            // `cancel` sets the flag, then wakes: re-check after registering.
-                            if core.is_cancelled() {
-                                this.cancelled(true);
-                                continue;
-                            }
-                            this.suspend();
-                            return Poll::Pending;
                         }
                         // The attempt's token (if it asked for one) ends when the node's
                         // record is written, before its callbacks run.

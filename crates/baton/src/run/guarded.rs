@@ -5,18 +5,23 @@
 //! The driver prepares the first attempt here, exactly as the onion would (deadline check,
 //! breaker permit, retry-budget deposit, its cut computed), then counts and calls it and
 //! polls it as it does a bare node's attempt, holding the breaker's permit as a [`Held`]
-//! ticket. When the attempt succeeds at once, the node is done: the breaker is told, the
-//! record is written. Otherwise the attempt, still running or ended, is handed to the onion
-//! with the permit ([`First`]), and the series goes on there as if the onion had started it:
-//! timeouts and deadlines, retries, the breaker's verdict, the fallback.
+//! ticket. An attempt that waits (returns `Pending`) is waited for there too, as a bare
+//! node's is, under a timer for its cut made at its first wait ([`wait`]), as the onion's
+//! `Deadline` would. When the attempt succeeds, the node is done: the breaker is told, the
+//! record is written. Otherwise (it failed, panicked, or its cut passed) the attempt, still
+//! running or ended, is handed to the onion with the permit ([`First`]), and the series goes
+//! on there as if the onion had started it: the timeout or deadline error, retries, the
+//! breaker's verdict, the fallback.
 //!
 //! Not taken for routers, branches, nodes with a bulkhead (whose permit is awaited), nodes
 //! whose deadline leaves less than the minimum attempt time, an open breaker (the onion
 //! reports it), or when `tracing` spans are made.
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 use super::state::RunState;
 use crate::graph::NodeKind;
@@ -24,12 +29,14 @@ use crate::policy::breaker::Ticket;
 use crate::policy::onion::{self, First, FirstAttempt};
 
 /// What the driver holds for a policy node's first attempt while it polls it: the breaker
-/// permit's ticket, when the node has a breaker. A ticket issued by a closed breaker owns
-/// nothing; a half-open probe's must be given back ([`release`]) if the attempt is
-/// abandoned.
+/// permit's ticket, when the node has a breaker, and once the attempt has waited, the timer
+/// of its cut. A ticket issued by a closed breaker owns nothing; a half-open probe's must be
+/// given back ([`release`]) if the attempt is abandoned. The timer is deregistered when the
+/// `Held` is dropped.
 #[derive(Debug)]
 pub(super) struct Held {
     ticket: Option<Ticket>,
+    timer: Option<Pin<Box<Sleep>>>,
 }
 
 /// Prepares node `id`'s first attempt, starting at `start`: takes the breaker's permit and
@@ -50,11 +57,8 @@ pub(super) fn prepare<I: Send + Sync + 'static>(
     }
     let policy = graph.policy(id)?;
     let run_deadline = run.core.deadline();
-    // The same deadline, check and cut as the onion's first attempt; with no budget and no
-    // run deadline, the cut is the timeout alone.
-    let until = if policy.simple && run_deadline.is_none() {
-        policy.timeout.and_then(|t| start.checked_add(t))
-    } else {
+    // The same deadline, check and cut as the onion's first attempt.
+    if !(policy.simple && run_deadline.is_none()) {
         if policy.bulkhead.is_some() {
             return None;
         }
@@ -62,8 +66,8 @@ pub(super) fn prepare<I: Send + Sync + 'static>(
         if onion::too_late(policy, deadline, start) {
             return None;
         }
-        onion::Cut::new(policy, start, deadline).until
-    };
+    }
+    let until = cut_with(policy, run_deadline, start);
     let ticket = match &policy.breaker {
         None => None,
         Some(breaker) => Some(breaker.try_ticket()?),
@@ -71,11 +75,65 @@ pub(super) fn prepare<I: Send + Sync + 'static>(
     if !policy.simple {
         onion::deposit(policy);
     }
-    Some((until, Held { ticket }))
+    Some((
+        until,
+        Held {
+            ticket,
+            timer: None,
+        },
+    ))
 }
 
-/// Node `id`'s first attempt, started at `start`, succeeded on its first poll, at `end`:
-/// tells the breaker.
+/// Node `id`'s first attempt, started at `start`, returned `Pending`: waits for its cut,
+/// as the onion's `Deadline` does after its inner future. At the first wait, the timer is
+/// made for the cut [`prepare`] computed (the same function of `start`, the policy and the
+/// run's deadline), and registered with tokio's by polling it. `Ready` when the cut has
+/// passed: the driver then hands the attempt, still running, to the onion, which polls it
+/// once more, then reports the timeout (or deadline) and goes on as for any cut attempt.
+/// `Pending` otherwise (also for a node without a cut), with the task's waker registered
+/// with the timer.
+pub(super) fn wait<I: Send + Sync + 'static>(
+    run: &RunState<I>,
+    id: u32,
+    start: Instant,
+    held: &mut Held,
+    cx: &mut Context<'_>,
+) -> Poll<()> {
+    let timer = match &mut held.timer {
+        Some(timer) => timer,
+        None => {
+            let Some(until) = cut(run, id, start) else {
+                return Poll::Pending;
+            };
+            held.timer.insert(Box::pin(tokio::time::sleep_until(until)))
+        }
+    };
+    timer.as_mut().poll(cx)
+}
+
+/// When node `id`'s first attempt, started at `start`, is cut, as [`prepare`] computed it.
+fn cut<I: Send + Sync + 'static>(run: &RunState<I>, id: u32, start: Instant) -> Option<Instant> {
+    cut_with(run.graph.policy(id)?, run.core.deadline(), start)
+}
+
+/// The cut of a first attempt started at `start`, as the onion computes it; with no budget
+/// and no run deadline, the timeout alone.
+#[inline]
+fn cut_with(
+    policy: &crate::policy::NodePolicy,
+    run_deadline: Option<Instant>,
+    start: Instant,
+) -> Option<Instant> {
+    if policy.simple && run_deadline.is_none() {
+        policy.timeout.and_then(|t| start.checked_add(t))
+    } else {
+        let deadline = onion::node_deadline(run_deadline, policy, start);
+        onion::Cut::new(policy, start, deadline).until
+    }
+}
+
+/// Node `id`'s first attempt, started at `start`, succeeded at `end` (on its first poll, or
+/// after waiting within its cut): tells the breaker.
 #[inline]
 pub(super) fn succeeded<I: Send + Sync + 'static>(
     run: &RunState<I>,
@@ -95,13 +153,14 @@ pub(super) fn succeeded<I: Send + Sync + 'static>(
     breaker.resume(ticket).success(elapsed);
 }
 
-/// Node `id`'s first attempt did not succeed on its first poll: what the onion goes on with.
+/// Node `id`'s first attempt failed, panicked, or was cut: what the onion goes on with.
 pub(super) fn hand_over<I: Send + Sync + 'static>(
     run: &RunState<I>,
     id: u32,
     held: Held,
     attempt: FirstAttempt,
 ) -> First {
+    // (The timer, if any, is dropped here: the onion makes its own for the cut.)
     let permit = match (held.ticket, breaker(run, id)) {
         (Some(ticket), Some(breaker)) => Some(breaker.resume(ticket).into_owned(breaker)),
         _ => None,

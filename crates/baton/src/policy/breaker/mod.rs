@@ -249,7 +249,7 @@ impl CircuitBreaker {
 
 /// A [`BreakerPermit`] that owns (a handle to) its breaker instead of borrowing it: how a
 /// permit taken on the scheduler's fast path is handed to the full path when the first
-/// attempt did not simply succeed. Dropped without being taken, it releases the permit
+/// attempt failed, panicked or was cut. Dropped without being taken, it releases the permit
 /// uncounted, like a dropped `BreakerPermit`.
 pub(crate) struct OwnedPermit {
     breaker: CircuitBreaker,
