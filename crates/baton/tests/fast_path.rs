@@ -345,3 +345,28 @@ async fn a_probe_is_given_back_when_the_run_is_cancelled_before_the_first_poll()
     let probe = b.try_acquire().expect("the probe's slot was given back");
     assert!(probe.is_probe());
 }
+
+/// The timer a run on a runtime with several workers registers at its first waiting policy
+/// attempt's cut (and keeps until the run is dropped, with its report) outlives the runtime
+/// harmlessly: the report is read and dropped after the runtime has shut down, on a thread
+/// outside it. (The task waits by yielding: no clock is involved.)
+#[test]
+fn a_report_outlives_the_runtime_of_its_waiting_policy_nodes() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut g = Graph::<()>::builder();
+    let stock = g.node("stock").timeout(ms(60_000)).task(|_ctx, ()| async {
+        tokio::task::yield_now().await;
+        Ok::<_, BoxError>(7u32)
+    });
+    let graph = g.build().unwrap();
+    let report = rt.block_on(graph.run(())).unwrap();
+    drop(rt);
+    assert_eq!(report.get(stock), Some(&7));
+    assert_eq!(report.node(stock).unwrap().outcome(), Outcome::Succeeded);
+    drop(report);
+    drop(graph);
+}

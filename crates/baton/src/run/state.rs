@@ -400,8 +400,11 @@ struct Started {
     deadline: Option<Instant>,
     /// The runtime its drivers are spawned on.
     handle: Handle,
-    /// The runtime's worker threads: at most this many drivers drain the ready queue.
+    /// The runtime's worker threads: at most this many drivers drain the ready queue (one
+    /// for an inline run).
     workers: usize,
+    /// The runtime has more than one worker thread, whatever the start mode.
+    several_workers: bool,
     span: tracing::Span,
 }
 
@@ -458,6 +461,9 @@ pub(crate) struct RunCore {
     pub(crate) tokens: Tokens,
     timeout: Option<Duration>,
     fixed_deadline: Option<Instant>,
+    /// A timer at the cut of the run's first policy attempt that waited, registered with
+    /// tokio's and never polled again (`guarded::floor`).
+    pub(crate) timer_floor: WriteOnce<std::pin::Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl RunCore {
@@ -478,6 +484,12 @@ impl RunCore {
         self.started.get().map_or(Duration::ZERO, |s| {
             Instant::now().saturating_duration_since(s.origin)
         })
+    }
+
+    /// Whether the run's runtime has more than one worker thread: while one runs the run's
+    /// nodes, another may be parked in tokio's drivers.
+    pub(crate) fn several_workers(&self) -> bool {
+        self.started.get().is_some_and(|s| s.several_workers)
     }
 
     /// The run's deadline (from its options), once it started.
@@ -587,6 +599,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             tokens: Tokens::default(),
             timeout,
             fixed_deadline,
+            timer_floor: WriteOnce::new(),
         };
         Arc::new_cyclic(|me| RunState {
             graph,
@@ -1073,11 +1086,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
         // An inline run counts one worker: at most one driver at a time drains the ready
         // queue, and every driver keeps the nodes it makes ready for itself (a driver whose
         // node waited runs, wherever it resumes, what that node releases).
-        let workers = if core.inline {
-            1
-        } else {
-            handle.metrics().num_workers().max(1)
-        };
+        let runtime_workers = handle.metrics().num_workers().max(1);
+        let workers = if core.inline { 1 } else { runtime_workers };
         // Whether one thread runs every task, the caller's included, so that a node run in
         // the task that awaits the run holds nothing another worker could have run. Tokio
         // does not say which thread is a worker: this is a current-thread runtime, or one
@@ -1093,6 +1103,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             deadline,
             handle,
             workers,
+            several_workers: runtime_workers > 1,
             span: crate::observe::trace::run_span(core.run_id, self.graph.meta.len()),
         });
         if self.observed() {
