@@ -370,3 +370,29 @@ fn a_report_outlives_the_runtime_of_its_waiting_policy_nodes() {
     drop(report);
     drop(graph);
 }
+
+/// On a runtime built without timers, a policy node whose attempt waits cannot have its
+/// timeout (tokio panics making the timer): the node fails with that panic's message, as
+/// on the policy path, and the run ends; the driver does not die with the panic (the node
+/// would be reported `Cancelled`).
+#[test]
+fn a_waiting_policy_node_fails_cleanly_without_timers() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let mut g = Graph::<()>::builder();
+    let stock = g.node("stock").timeout(ms(60_000)).task(|_ctx, ()| async {
+        tokio::task::yield_now().await;
+        Ok::<_, BoxError>(7u32)
+    });
+    let graph = g.build().unwrap();
+    let report = match rt.block_on(graph.run(())) {
+        Ok(report) => report,
+        Err(err) => err.into_report().expect("a report of the run"),
+    };
+    let node = report.node(stock).unwrap();
+    assert_eq!(node.outcome(), Outcome::Failed);
+    let message = node.error().map(ToString::to_string).unwrap_or_default();
+    assert!(message.contains("timers are disabled"), "{message}");
+}

@@ -550,8 +550,17 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                             }
                             Ok(Poll::Pending) => {
                                 let start = *this.start.get_or_insert_with(Instant::now);
-                                match guarded::wait(&this.run, this.id, start, &mut h, cx) {
-                                    Poll::Pending => {
+                                // (Tokio panics making a timer on a runtime without them:
+                                // the attempt then ends with that panic, as in the onion.)
+                                let waited = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                                    guarded::wait(&this.run, this.id, start, &mut h, cx)
+                                }));
+                                match waited {
+                                    Err(panic) => {
+                                        this.attempt = None;
+                                        FirstAttempt::Ended(Err(panic))
+                                    }
+                                    Ok(Poll::Pending) => {
                                         *held = Some(h);
                                         if this.wait_for_attempt(cx) {
                                             return Poll::Pending;
@@ -560,7 +569,7 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                                     }
                                     // The cut passed: the onion polls it once more, then
                                     // reports it cut.
-                                    Poll::Ready(()) => match this.attempt.take() {
+                                    Ok(Poll::Ready(())) => match this.attempt.take() {
                                         Some(fut) => FirstAttempt::Running(fut),
                                         None => FirstAttempt::NotStarted(NodeError::Internal {
                                             message: "the driver lost its attempt",
