@@ -371,6 +371,41 @@ fn a_report_outlives_the_runtime_of_its_waiting_policy_nodes() {
     drop(graph);
 }
 
+/// The same on the policy path: the first attempt fails at once, and the retry, run by the
+/// onion under its timeout, waits; the timer floor is then set there.
+#[test]
+fn a_report_outlives_the_runtime_of_its_retried_waiting_nodes() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = Arc::clone(&calls);
+    let mut g = Graph::<()>::builder();
+    let stock = g
+        .node("stock")
+        .timeout(ms(60_000))
+        .retry(Retry::new(2).backoff(baton::Backoff::constant(Duration::ZERO)))
+        .task(move |_ctx, ()| {
+            let first = c.fetch_add(1, Ordering::SeqCst) == 0;
+            async move {
+                if first {
+                    return Err::<u32, BoxError>("refused".into());
+                }
+                tokio::task::yield_now().await;
+                Ok(7u32)
+            }
+        });
+    let graph = g.build().unwrap();
+    let report = rt.block_on(graph.run(())).unwrap();
+    drop(rt);
+    assert_eq!(report.get(stock), Some(&7));
+    assert_eq!(report.node(stock).unwrap().attempts(), 2);
+    drop(report);
+    drop(graph);
+}
+
 /// On a runtime built without timers, a policy node whose attempt waits cannot have its
 /// timeout (tokio panics making the timer): the node fails with that panic's message, as
 /// on the policy path, and the run ends; the driver does not die with the panic (the node

@@ -9,28 +9,45 @@ use std::task::{Context, Poll};
 
 use tokio::time::{Instant, Sleep};
 
+use crate::run::RunCore;
+
 pin_project_lite::pin_project! {
     /// Resolves to `Some(output)`, or `None` when `until` passed first.
-    pub(crate) struct Deadline<F> {
+    pub(crate) struct Deadline<'a, F> {
         #[pin]
         fut: F,
         until: Instant,
         #[pin]
         sleep: Option<Sleep>,
+        // The run whose timer floor is set before the timer is made, if any.
+        floor: Option<&'a RunCore>,
     }
 }
 
-impl<F> Deadline<F> {
+impl<F> Deadline<'static, F> {
     pub(crate) fn new(fut: F, until: Instant) -> Self {
         Deadline {
             fut,
             until,
             sleep: None,
+            floor: None,
         }
     }
 }
 
-impl<F: Future> Future for Deadline<F> {
+impl<'a, F> Deadline<'a, F> {
+    /// Sets `run`'s timer floor ([`RunCore::floor_timers`]) before making the timer.
+    pub(crate) fn with_floor(self, run: &'a RunCore) -> Deadline<'a, F> {
+        Deadline {
+            fut: self.fut,
+            until: self.until,
+            sleep: self.sleep,
+            floor: Some(run),
+        }
+    }
+}
+
+impl<F: Future> Future for Deadline<'_, F> {
     type Output = Option<F::Output>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -39,6 +56,9 @@ impl<F: Future> Future for Deadline<F> {
             return Poll::Ready(Some(out));
         }
         if this.sleep.is_none() {
+            if let Some(run) = this.floor {
+                run.floor_timers(*this.until);
+            }
             this.sleep.set(Some(tokio::time::sleep_until(*this.until)));
         }
         match this.sleep.as_pin_mut() {

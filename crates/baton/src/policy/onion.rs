@@ -490,7 +490,7 @@ async fn call<I: Send + Sync + 'static>(
     let fut = AssertUnwindSafe(fut).catch_unwind();
     let out = match cut.until {
         None => fut.await,
-        Some(until) => match Deadline::new(fut, until).await {
+        Some(until) => match Deadline::new(fut, until).with_floor(&run.core).await {
             Some(out) => out,
             None => return Err(cut_error(node, policy, number, cut, started)),
         },

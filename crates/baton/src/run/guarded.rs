@@ -17,7 +17,6 @@
 //! whose deadline leaves less than the minimum attempt time, an open breaker (the onion
 //! reports it), or when `tracing` spans are made.
 
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -106,38 +105,11 @@ pub(super) fn wait<I: Send + Sync + 'static>(
             let Some(until) = cut(run, id, start) else {
                 return Poll::Pending;
             };
-            floor(run, until);
+            run.core.floor_timers(until);
             held.timer.insert(Box::pin(tokio::time::sleep_until(until)))
         }
     };
     timer.as_mut().poll(cx)
-}
-
-/// Registers, once per run, a timer at `until` (the cut of the run's first policy attempt
-/// that waits) that nobody waits for: it keeps tokio's timer from being woken for each later
-/// attempt's timer.
-///
-/// Tokio wakes the worker parked in its time driver whenever a timer is registered that is
-/// due before any the driver knows of: with nothing else registered, that is every attempt's
-/// timer, removed again a few microseconds later when its attempt ends, so each waiting
-/// policy node cost a write to the driver's eventfd and a context switch on a second worker
-/// (`perf stat`: one `write` per node). With this floor registered, an attempt whose cut is
-/// not earlier (with one timeout for the graph's nodes, every later one) registers its timer
-/// without waking anyone. It fires at its cut, waking no task, and is dropped with the run.
-/// A runtime with one worker has no other thread to wake: no floor (it would cost a timer
-/// per run for nothing).
-fn floor<I: Send + Sync + 'static>(run: &RunState<I>, until: Instant) {
-    let floor = &run.core.timer_floor;
-    if floor.get().is_some() || !run.core.several_workers() {
-        return;
-    }
-    let mut timer = Box::pin(tokio::time::sleep_until(until));
-    // Registered by its first poll; the waker it keeps is a no-op.
-    let _ = timer
-        .as_mut()
-        .poll(&mut Context::from_waker(std::task::Waker::noop()));
-    // (Another driver's, set meanwhile, does as well: this one is dropped.)
-    let _ = floor.set(timer);
 }
 
 /// When node `id`'s first attempt, started at `start`, is cut, as [`prepare`] computed it.

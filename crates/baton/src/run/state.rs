@@ -462,7 +462,7 @@ pub(crate) struct RunCore {
     timeout: Option<Duration>,
     fixed_deadline: Option<Instant>,
     /// A timer at the cut of the run's first policy attempt that waited, registered with
-    /// tokio's and never polled again (`guarded::floor`).
+    /// tokio's and never polled again ([`floor_timers`](Self::floor_timers)).
     pub(crate) timer_floor: WriteOnce<std::pin::Pin<Box<tokio::time::Sleep>>>,
 }
 
@@ -490,6 +490,39 @@ impl RunCore {
     /// nodes, another may be parked in tokio's drivers.
     pub(crate) fn several_workers(&self) -> bool {
         self.started.get().is_some_and(|s| s.several_workers)
+    }
+
+    /// Registers, once per run, a timer at `until` (the cut of the run's first policy
+    /// attempt that waits) that nobody waits for: it keeps tokio's timer from being woken for
+    /// each later attempt's timer. Called where an attempt's timer is made (the fast path's
+    /// `guarded::wait`, the policy path's `Deadline`), just before.
+    ///
+    /// Tokio wakes the worker parked in its time driver whenever a timer is registered that
+    /// is due before any the driver knows of: with nothing else registered, that is every
+    /// attempt's timer, removed again a few microseconds later when its attempt ends, so each
+    /// waiting policy node cost a write to the driver's eventfd and a context switch on a
+    /// second worker (`perf stat`: one `write` per node). With this floor registered, an
+    /// attempt whose cut is not earlier (with one timeout for the graph's nodes, every later
+    /// one) registers its timer without waking anyone. It fires at its cut, waking no task,
+    /// and is dropped with the run. A runtime with one worker has no other thread to wake:
+    /// no floor (it would cost a timer per run for nothing).
+    ///
+    /// # Panics
+    ///
+    /// On a runtime built without timers, as `tokio::time::sleep_until` does: its callers
+    /// make a timer right after, which would panic the same way, and catch it.
+    pub(crate) fn floor_timers(&self, until: Instant) {
+        if self.timer_floor.get().is_some() || !self.several_workers() {
+            return;
+        }
+        let mut timer = Box::pin(tokio::time::sleep_until(until));
+        // Registered by its first poll; the waker it keeps is a no-op.
+        let _ = std::future::Future::poll(
+            timer.as_mut(),
+            &mut std::task::Context::from_waker(std::task::Waker::noop()),
+        );
+        // (Another driver's, set meanwhile, does as well: this one is dropped.)
+        let _ = self.timer_floor.set(timer);
     }
 
     /// The run's deadline (from its options), once it started.
