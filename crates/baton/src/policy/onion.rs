@@ -38,9 +38,10 @@ pub(crate) struct Execution {
     pub(crate) attempts: Vec<AttemptReport>,
 }
 
-/// The first attempt of a node as the scheduler's fast path hands it over, when it did not
-/// succeed on its first poll: the fast path already took the breaker permit, counted the
-/// attempt and deposited in the retry budget; the onion goes on from there.
+/// The first attempt of a node as the scheduler's fast path hands it over, when it failed,
+/// panicked or reached its cut (a first attempt that succeeds, at once or after waiting,
+/// never comes here): the fast path already took the breaker permit, counted the attempt
+/// and deposited in the retry budget; the onion goes on from there.
 pub(crate) struct First {
     pub(crate) attempt: FirstAttempt,
     pub(crate) permit: Option<OwnedPermit>,
@@ -48,9 +49,10 @@ pub(crate) struct First {
 
 /// Where the handed-over first attempt is.
 pub(crate) enum FirstAttempt {
-    /// Still running (its future returned `Pending` once).
+    /// Still running at its cut (the onion polls it once more, then reports it cut).
     Running(AttemptFuture),
-    /// It ended on its first poll: its output, or its panic.
+    /// It ended, at once or after waiting, with an error or a panic (or its timer could
+    /// not be made: that panic).
     Ended(std::thread::Result<Result<Value, BoxError>>),
     /// The task panicked before returning its future.
     NotStarted(NodeError),
