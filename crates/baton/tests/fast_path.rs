@@ -408,26 +408,69 @@ fn a_report_outlives_the_runtime_of_its_retried_waiting_nodes() {
 
 /// On a runtime built without timers, a policy node whose attempt waits cannot have its
 /// timeout (tokio panics making the timer): the node fails with that panic's message, as
-/// on the policy path, and the run ends; the driver does not die with the panic (the node
-/// would be reported `Cancelled`).
+/// on the policy path; its breaker's permit goes back uncounted (a half-open probe is free
+/// again, a closed breaker one failure from opening stays closed); the other node runs and
+/// the run ends. (The driver must not die with the panic: the run would end
+/// `Cancelled`, and the probe would be lost.) One worker and two.
 #[test]
 fn a_waiting_policy_node_fails_cleanly_without_timers() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .build()
+    for workers in [1, 2] {
+        let rt = match workers {
+            1 => tokio::runtime::Builder::new_current_thread().build(),
+            _ => tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(workers)
+                .build(),
+        }
         .unwrap();
-    let mut g = Graph::<()>::builder();
-    let stock = g.node("stock").timeout(ms(60_000)).task(|_ctx, ()| async {
-        tokio::task::yield_now().await;
-        Ok::<_, BoxError>(7u32)
-    });
-    let graph = g.build().unwrap();
-    let report = match rt.block_on(graph.run(())) {
-        Ok(report) => report,
-        Err(err) => err.into_report().expect("a report of the run"),
-    };
-    let node = report.node(stock).unwrap();
-    assert_eq!(node.outcome(), Outcome::Failed);
-    let message = node.error().map(ToString::to_string).unwrap_or_default();
-    assert!(message.contains("timers are disabled"), "{message}");
+        // Half-open by hand: no clock to advance here. A breaker that opens for nothing
+        // lets the next call probe at once.
+        let b = CircuitBreaker::builder("stock")
+            .consecutive_failures(1)
+            .open_duration(Duration::ZERO)
+            .build()
+            .unwrap();
+        b.try_acquire().unwrap().failure(ms(1));
+        let mut g = Graph::<()>::builder();
+        let stock = g
+            .node("stock")
+            .timeout(ms(60_000))
+            .breaker(&b)
+            .task(|_ctx, ()| async {
+                tokio::task::yield_now().await;
+                tokio::task::yield_now().await;
+                Ok::<_, BoxError>(7u32)
+            });
+        // A closed breaker one failure from opening: the panic must not count as one.
+        let closed = CircuitBreaker::builder("price")
+            .consecutive_failures(2)
+            .build()
+            .unwrap();
+        closed.try_acquire().unwrap().failure(ms(1));
+        let price = g
+            .node("price")
+            .timeout(ms(60_000))
+            .breaker(&closed)
+            .task(|_ctx, ()| async {
+                tokio::task::yield_now().await;
+                tokio::task::yield_now().await;
+                Ok::<_, BoxError>(3u32)
+            });
+        let other = g.node("other").task(|_ctx, ()| async {
+            tokio::task::yield_now().await;
+            Ok::<_, BoxError>(2u32)
+        });
+        let graph = g.build().unwrap();
+        let report = rt
+            .block_on(graph.run(()))
+            .unwrap_or_else(|e| panic!("{workers} worker(s): the run ended early: {e}"));
+        let node = report.node(stock).unwrap();
+        assert_eq!(node.outcome(), Outcome::Failed, "{workers} worker(s)");
+        let message = node.error().map(ToString::to_string).unwrap_or_default();
+        assert!(message.contains("timers are disabled"), "{message}");
+        assert_eq!(report.get(other), Some(&2));
+        assert_eq!(report.node(price).unwrap().outcome(), Outcome::Failed);
+        assert_eq!(closed.state(), BreakerState::Closed, "released uncounted");
+        let probe = b.try_acquire().expect("the probe was given back");
+        assert!(probe.is_probe());
+    }
 }

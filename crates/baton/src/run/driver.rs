@@ -21,8 +21,9 @@
 //! polled under `catch_unwind`; the driver writes its next node's attempt into the same box
 //! when the two futures have the same layout, so a run of such nodes allocates one box per
 //! driver, not one per node); nodes with policies start their first attempt on a fast path
-//! of their own (`guarded.rs`) and take the full path of `exec.rs`, boxed, only when it
-//! does not succeed at once; routers and traced nodes take the full path from the start.
+//! of their own (`guarded.rs`), waited for here too when it returns `Pending`, and take the
+//! full path of `exec.rs`, boxed, only when that attempt fails, panics or reaches its cut;
+//! routers and traced nodes take the full path from the start.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -550,15 +551,23 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                             }
                             Ok(Poll::Pending) => {
                                 let start = *this.start.get_or_insert_with(Instant::now);
-                                // (Tokio panics making a timer on a runtime without them:
-                                // the attempt then ends with that panic, as in the onion.)
+                                // (Tokio panics making a timer on a runtime without them.)
                                 let waited = std::panic::catch_unwind(AssertUnwindSafe(|| {
                                     guarded::wait(&this.run, this.id, start, &mut h, cx)
                                 }));
                                 match waited {
+                                    // As when the policy path's own timer panics: the
+                                    // breaker's permit goes back uncounted, and the node
+                                    // fails with the panic (no retry, no fallback).
                                     Err(panic) => {
+                                        guarded::release(&this.run, this.id, h);
                                         this.attempt = None;
-                                        FirstAttempt::Ended(Err(panic))
+                                        this.state = State::Done;
+                                        this.run.core.tokens.end(this.id, u32::MAX);
+                                        let start = this.start();
+                                        let error = NodeError::from_panic(panic.as_ref());
+                                        this.attempt_failed(start, error);
+                                        continue;
                                     }
                                     Ok(Poll::Pending) => {
                                         *held = Some(h);

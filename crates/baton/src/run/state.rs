@@ -497,15 +497,19 @@ impl RunCore {
     /// each later attempt's timer. Called where an attempt's timer is made (the fast path's
     /// `guarded::wait`, the policy path's `Deadline`), just before.
     ///
-    /// Tokio wakes the worker parked in its time driver whenever a timer is registered that
-    /// is due before any the driver knows of: with nothing else registered, that is every
-    /// attempt's timer, removed again a few microseconds later when its attempt ends, so each
-    /// waiting policy node cost a write to the driver's eventfd and a context switch on a
-    /// second worker (`perf stat`: one `write` per node). With this floor registered, an
-    /// attempt whose cut is not earlier (with one timeout for the graph's nodes, every later
-    /// one) registers its timer without waking anyone. It fires at its cut, waking no task,
-    /// and is dropped with the run. A runtime with one worker has no other thread to wake:
-    /// no floor (it would cost a timer per run for nothing).
+    /// Tokio's timer (the default one, in tokio 1.x) wakes the worker parked in its drivers
+    /// whenever a timer is registered that is due before any the parked worker knows of:
+    /// with nothing else registered, that is every attempt's timer, removed again a few
+    /// microseconds later when its attempt ends, so each waiting policy node cost a wake-up
+    /// of a second worker (with I/O enabled, a write to the driver's eventfd: `perf stat`,
+    /// one `write` per node). With this floor registered, an attempt whose cut is not earlier
+    /// (with one timeout for the graph's nodes, every later one) registers its timer without
+    /// waking anyone, until the floor's own instant passes: in a run that lasts longer than
+    /// its first cut, later timers wake the worker again (and a floor made at a cut already
+    /// past does nothing). The floor's own registration costs one wake-up per run; it fires at
+    /// its cut, waking no task, and is dropped with the run (its report), which takes the
+    /// timer's lock once more. A runtime with one worker has no other thread to wake: no
+    /// floor (it would cost a timer per run for nothing).
     ///
     /// # Panics
     ///
