@@ -261,9 +261,9 @@ pub(crate) fn markdown(rows: &[Row], imps: &[Imp]) -> String {
         rule.push_str("---:|");
     }
     head.push_str(
-        " baton/tokio | inline/tokio | baton/dagx | baton/dagrs | policies/baton | baton graphs/s | noise | load |",
+        " baton/tokio | inline/tokio | baton/dagx | baton/dagrs | policies/baton | policies/tokio-timeout | baton graphs/s | noise | load |",
     );
-    rule.push_str("---:|---:|---:|---:|---:|---:|---:|---|");
+    rule.push_str("---:|---:|---:|---:|---:|---:|---:|---:|---|");
     let _ = writeln!(md, "{head}\n{rule}");
     for p in pts.iter().filter(|p| p[0].shape != Shape::Order) {
         let r0 = p[0];
@@ -288,7 +288,7 @@ pub(crate) fn markdown(rows: &[Row], imps: &[Imp]) -> String {
             .fold(0.0f64, f64::max);
         let _ = writeln!(
             line,
-            " {} | {} | {} | {} | {} | {} | ±{:.0}% | {} |",
+            " {} | {} | {} | {} | {} | {} | {} | ±{:.0}% | {} |",
             ratio(b, stats(p, Imp::Tokio).map(|s| s.run_node)),
             ratio(
                 stats(p, Imp::BatonInline).map(|s| s.run_node),
@@ -297,6 +297,10 @@ pub(crate) fn markdown(rows: &[Row], imps: &[Imp]) -> String {
             ratio(b, stats(p, Imp::Dagx).map(|s| s.run_node)),
             ratio(b, stats(p, Imp::Dagrs).map(|s| s.run_node)),
             ratio(stats(p, Imp::BatonPolicies).map(|s| s.run_node), b),
+            ratio(
+                stats(p, Imp::BatonPolicies).map(|s| s.run_node),
+                stats(p, Imp::TokioTimeout).map(|s| s.run_node)
+            ),
             graphs,
             50.0 * noise,
             r0.load

@@ -32,6 +32,10 @@ pub(crate) enum Imp {
     /// Hand-written tokio: per-run join counters (one atomic per node, shared through one
     /// `Arc`), a task spawned for every node when its counter reaches zero.
     Tokio,
+    /// `Tokio` with every node's body under `tokio::time::timeout` (1 s, as
+    /// `BatonPolicies`' timeout): what hand-written timeouts cost, to set idle policies
+    /// against (the `policies/tokio-timeout` column).
+    TokioTimeout,
     /// Hand-written tokio: every node spawned up front, awaiting one `oneshot` per upstream
     /// edge; the run awaits every `JoinHandle`.
     TokioOneshot,
@@ -52,11 +56,12 @@ pub(crate) enum Imp {
 }
 
 impl Imp {
-    pub(crate) const ALL: [Imp; 10] = [
+    pub(crate) const ALL: [Imp; 11] = [
         Imp::Baton,
         Imp::BatonPolicies,
         Imp::BatonInline,
         Imp::Tokio,
+        Imp::TokioTimeout,
         Imp::TokioOneshot,
         Imp::TokioJoin,
         Imp::TokioSpawn,
@@ -71,6 +76,7 @@ impl Imp {
             Imp::BatonPolicies => "baton-policies",
             Imp::BatonInline => "baton-inline",
             Imp::Tokio => "tokio",
+            Imp::TokioTimeout => "tokio-timeout",
             Imp::TokioOneshot => "tokio-oneshot",
             Imp::TokioJoin => "tokio-join",
             Imp::TokioSpawn => "tokio-spawn",
@@ -155,7 +161,9 @@ pub(crate) fn build(imp: Imp, dag: &Dag, probe: &Probe) -> Built {
         Imp::Baton => Built::Baton(baton_impl::build(dag, probe, false, StartMode::Spread)),
         Imp::BatonPolicies => Built::Baton(baton_impl::build(dag, probe, true, StartMode::Spread)),
         Imp::BatonInline => Built::Baton(baton_impl::build(dag, probe, false, StartMode::Inline)),
-        Imp::Tokio | Imp::TokioOneshot => Built::Tokio(Arc::new(tokio_impl::Plan::new(dag))),
+        Imp::Tokio | Imp::TokioTimeout | Imp::TokioOneshot => {
+            Built::Tokio(Arc::new(tokio_impl::Plan::new(dag)))
+        }
         Imp::Dagx => Built::Dagx(Box::new(dagx_impl::build(dag, probe))),
         Imp::Dagrs => Built::Dagrs(Box::new(dagrs_impl::build(dag, probe))),
         Imp::TokioJoin | Imp::TokioSpawn | Imp::Seq => Built::None,
@@ -174,7 +182,11 @@ pub(crate) async fn run_once(
             baton_impl::run(g).await
         }
         (Imp::Tokio, Built::Tokio(plan)) => {
-            tokio_impl::run_counters(plan, probe).await;
+            tokio_impl::run_counters(plan, probe, None).await;
+            Ok(())
+        }
+        (Imp::TokioTimeout, Built::Tokio(plan)) => {
+            tokio_impl::run_counters(plan, probe, Some(tokio_impl::TIMEOUT)).await;
             Ok(())
         }
         (Imp::TokioOneshot, Built::Tokio(plan)) => tokio_impl::run_oneshot(plan, probe).await,

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use tokio::sync::{Notify, oneshot};
 
@@ -29,10 +30,15 @@ impl Plan {
     }
 }
 
+/// The per-node timeout of `tokio-timeout`: `baton-policies`' (`baton_impl.rs`).
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(1);
+
 /// Per-run state of the join-counter baseline.
 struct CounterRun {
     plan: Arc<Plan>,
     probe: Probe,
+    /// Every body runs under `tokio::time::timeout` of this (`tokio-timeout`).
+    timeout: Option<Duration>,
     pending: Box<[AtomicU32]>,
     left: AtomicUsize,
     done: Notify,
@@ -42,7 +48,10 @@ struct CounterRun {
 /// one that reaches zero, and the last node to finish wakes the caller.
 fn spawn_node(run: Arc<CounterRun>, id: u32) {
     tokio::spawn(async move {
-        if run.probe.waits() {
+        if let Some(limit) = run.timeout {
+            // A body cut by its timeout counts as run: the no-op bodies never are.
+            let _ = tokio::time::timeout(limit, run.probe.step(id)).await;
+        } else if run.probe.waits() {
             run.probe.step(id).await;
         } else {
             run.probe.hit(id);
@@ -58,8 +67,9 @@ fn spawn_node(run: Arc<CounterRun>, id: u32) {
     });
 }
 
-/// One run with join counters: a task per node, spawned when it becomes ready.
-pub(crate) async fn run_counters(plan: &Arc<Plan>, probe: &Probe) {
+/// One run with join counters: a task per node, spawned when it becomes ready; with
+/// `timeout`, each body under `tokio::time::timeout`.
+pub(crate) async fn run_counters(plan: &Arc<Plan>, probe: &Probe, timeout: Option<Duration>) {
     let n = plan.in_degree.len();
     if n == 0 {
         return;
@@ -67,6 +77,7 @@ pub(crate) async fn run_counters(plan: &Arc<Plan>, probe: &Probe) {
     let run = Arc::new(CounterRun {
         plan: Arc::clone(plan),
         probe: probe.clone(),
+        timeout,
         pending: plan.in_degree.iter().map(|&d| AtomicU32::new(d)).collect(),
         left: AtomicUsize::new(n),
         done: Notify::new(),
