@@ -8,7 +8,8 @@
 //! 3. `fan_10k`: one root → 10 000 independent nodes → one sink over a `Vec<Node<_>>`.
 //! 4. `policy_1k`: a 1 000-node fan-out whose nodes have timeout + retry + breaker + fallback
 //!    configured but never triggered, beside the same fan-out of bare nodes (the policy
-//!    path's cost).
+//!    path's cost); `policy_chain_1k` the same as a chain; `policy_wait_chain_1k` that chain
+//!    with tasks that wait (yield twice), where each policy node's timeout is a timer.
 //! 5. `build_10k`: building (and dropping) a 10 000-node chain, names included; beside it the
 //!    tokio baseline's build (downstream lists and in-degrees). Build and drop dominate the
 //!    1M-node "build, run, drop" figures.
@@ -277,14 +278,23 @@ fn fan(c: &mut Criterion) {
 }
 
 fn policy(c: &mut Criterion) {
-    policy_shape(c, "policy_1k", false);
-    policy_shape(c, "policy_chain_1k", true);
+    policy_shape(c, "policy_1k", false, false);
+    policy_shape(c, "policy_chain_1k", true, false);
+    policy_shape(c, "policy_wait_chain_1k", true, true);
+}
+
+/// A task that waits: it yields twice (`Pending`, woken at once), as a node whose I/O comes
+/// back at once.
+async fn waiting<V>(_ctx: Ctx<()>, _values: V) -> Result<(), BoxError> {
+    tokio::task::yield_now().await;
+    tokio::task::yield_now().await;
+    Ok(())
 }
 
 /// 1 000 nodes with timeout + retry + breaker + fallback configured but never triggered,
 /// against the same nodes bare: a fan-out from one root sharing one breaker (`chain` false)
-/// or a chain (the policy fast path without spawns).
-fn policy_shape(c: &mut Criterion, name: &str, chain: bool) {
+/// or a chain (the policy fast path without spawns); with `wait`, tasks that wait.
+fn policy_shape(c: &mut Criterion, name: &str, chain: bool, wait: bool) {
     const N: usize = 1_000;
     let rt = runtime();
     let build = |policies: bool| {
@@ -299,12 +309,16 @@ fn policy_shape(c: &mut Criterion, name: &str, chain: bool) {
             let node = g
                 .node(format!("n{i}"))
                 .after(if chain { prev } else { root });
-            prev = if policies {
+            let node = if policies {
                 node.timeout(Duration::from_secs(1))
                     .retry(Retry::new(3))
                     .breaker(&breaker)
                     .fallback(Fallback::value(()))
-                    .task(noop)
+            } else {
+                node
+            };
+            prev = if wait {
+                node.task(waiting)
             } else {
                 node.task(noop)
             };
@@ -332,12 +346,15 @@ fn policy_shape(c: &mut Criterion, name: &str, chain: bool) {
             })
         });
     }
-    group.bench_function("tokio", |b| {
-        b.iter_custom(|iters| {
-            let plan = Arc::clone(&plan);
-            timed(&rt, iters, move || run_tokio(Arc::clone(&plan)))
-        })
-    });
+    // (The baseline's tasks do not wait: it is shown beside no-op nodes only.)
+    if !wait {
+        group.bench_function("tokio", |b| {
+            b.iter_custom(|iters| {
+                let plan = Arc::clone(&plan);
+                timed(&rt, iters, move || run_tokio(Arc::clone(&plan)))
+            })
+        });
+    }
     group.finish();
 }
 
