@@ -90,47 +90,6 @@ async fn a_first_attempt_that_waits_and_succeeds_tells_the_breaker() {
     );
 }
 
-/// A first attempt that waits past its timeout is cut exactly at the timeout, counted from
-/// the node's start (the timer the fast path makes at the first wait), and the series goes
-/// on in the full path: the second attempt succeeds, and the breaker is told of one success.
-#[tokio::test(start_paused = true)]
-async fn a_waiting_first_attempt_is_cut_at_its_timeout_and_retried() {
-    let b = breaker(1);
-    let calls = Arc::new(AtomicU32::new(0));
-    let c = Arc::clone(&calls);
-    let mut g = Graph::<()>::builder();
-    let stock = g
-        .node("stock")
-        .timeout(ms(40))
-        .retry(Retry::new(2))
-        .breaker(&b)
-        .task(move |_ctx, ()| {
-            let first = c.fetch_add(1, Ordering::SeqCst) == 0;
-            async move {
-                sleep(ms(if first { 5_000 } else { 10 })).await;
-                Ok::<_, BoxError>(if first { 1u32 } else { 7 })
-            }
-        });
-    let report = g.build().unwrap().run(()).await.unwrap();
-    let node = report.node(stock).unwrap();
-    assert_eq!(node.outcome(), Outcome::Succeeded);
-    assert_eq!(report.get(stock), Some(&7));
-    assert_eq!(node.attempts(), 2);
-    let log = node.attempt_log();
-    assert_eq!(log.len(), 2, "{log:?}");
-    assert!(
-        log[0]
-            .error
-            .as_deref()
-            .is_some_and(|e| e.contains("timed out")),
-        "{log:?}"
-    );
-    assert_eq!(log[0].end - log[0].start, ms(40), "{log:?}");
-    // The cut, the backoff before the retry, the second attempt.
-    assert_eq!(node.duration(), ms(40) + log[1].delay_before + ms(10));
-    assert_eq!(b.state(), BreakerState::Closed, "one series, one success");
-}
-
 /// A first attempt that fails at once is retried by the full path; the series' single
 /// result goes to the breaker.
 #[tokio::test(start_paused = true)]
@@ -260,7 +219,8 @@ async fn a_node_cancelled_during_its_first_attempt_has_started() {
 
 /// Policies without a budget (the fast path's shortest form: the attempt's cut is its
 /// timeout alone): the task sees that cut as its deadline, a first attempt still running at
-/// the timeout is cut and retried, and the breaker hears one success for the series.
+/// the timeout is cut, exactly then, and retried, and the breaker hears one success for the
+/// series.
 #[tokio::test(start_paused = true)]
 async fn without_a_budget_the_first_attempt_is_cut_by_its_timeout() {
     let b = breaker(1);
@@ -296,6 +256,11 @@ async fn without_a_budget_the_first_attempt_is_cut_by_its_timeout() {
         node.attempt_log()
     );
     assert_eq!(calls.load(Ordering::SeqCst), 2);
+    // Cut exactly at the timeout, counted from the node's start (the fast path's timer, made
+    // at the attempt's first wait); then the backoff, then a second attempt that ends at once.
+    let log = node.attempt_log();
+    assert_eq!(log[0].end - log[0].start, ms(50), "{log:?}");
+    assert_eq!(node.duration(), ms(50) + log[1].delay_before, "{log:?}");
     assert_eq!(b.state(), BreakerState::Closed, "one series, one success");
     b.try_acquire().unwrap().failure(ms(1));
     assert_eq!(
