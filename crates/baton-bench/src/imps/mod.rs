@@ -33,8 +33,10 @@ pub(crate) enum Imp {
     /// `Arc`), a task spawned for every node when its counter reaches zero.
     Tokio,
     /// `Tokio` with every node's body under `tokio::time::timeout` (1 s, as
-    /// `BatonPolicies`' timeout): what hand-written timeouts cost, to set idle policies
-    /// against (the `policies/tokio-timeout` column).
+    /// `BatonPolicies`' timeout): the hand-written code with timeouts. The
+    /// `policies/tokio-timeout` column compares the two whole systems (scheduler included);
+    /// what the policies alone cost is `policies/baton` beside `tokio-timeout`'s time over
+    /// `tokio`'s.
     TokioTimeout,
     /// Hand-written tokio: every node spawned up front, awaiting one `oneshot` per upstream
     /// edge; the run awaits every `JoinHandle`.

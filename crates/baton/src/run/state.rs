@@ -514,7 +514,9 @@ impl RunCore {
     /// # Panics
     ///
     /// On a runtime built without timers, as `tokio::time::sleep_until` does: its callers
-    /// make a timer right after, which would panic the same way, and catch it.
+    /// make a timer right after, which would panic the same way; the driver catches either
+    /// (the fast path's wait under its own `catch_unwind`, the policy path's `Deadline` under
+    /// the one around the whole boxed path) and fails the node.
     pub(crate) fn floor_timers(&self, until: Instant) {
         if self.timer_floor.get().is_some() || !self.several_workers() {
             return;
@@ -1285,6 +1287,54 @@ mod tests {
             None,
             None,
         )
+    }
+
+    /// Runs `graph` once on a runtime with `workers` worker threads (from outside it) and
+    /// says whether the run set its timer floor.
+    fn sets_a_floor(graph: &Graph<()>, workers: usize) -> bool {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let run = graph.run(());
+        let state = Arc::clone(&run.state);
+        let report = rt.block_on(run).expect("the run succeeds");
+        drop(report);
+        state.core.timer_floor.get().is_some()
+    }
+
+    /// A node with a timeout whose attempts wait (yield), and that fails its first attempt
+    /// at once when `retried`: its waiting attempt then runs on the policy path.
+    fn waiting_graph(retried: bool) -> Graph<()> {
+        let calls = Arc::new(AtomicU32::new(0));
+        let mut g = Graph::<()>::builder();
+        let _: Node<()> = g
+            .node("n")
+            .timeout(Duration::from_secs(60))
+            .retry(crate::Retry::new(2).backoff(crate::Backoff::constant(Duration::ZERO)))
+            .task(move |_ctx, ()| {
+                let first = calls.fetch_add(1, Ordering::SeqCst) == 0;
+                async move {
+                    if first && retried {
+                        return Err::<(), BoxError>("refused".into());
+                    }
+                    tokio::task::yield_now().await;
+                    Ok(())
+                }
+            });
+        g.build().expect("a valid graph")
+    }
+
+    /// The timer floor (`RunCore::floor_timers`) is set where a policy node's attempt waits,
+    /// on the fast path and on the policy path alike, on a runtime with several workers, and
+    /// not on one with a single worker, where no other thread parks.
+    #[test]
+    fn waiting_policy_attempts_set_the_timer_floor_on_several_workers() {
+        assert!(sets_a_floor(&waiting_graph(false), 2), "fast path");
+        assert!(sets_a_floor(&waiting_graph(true), 2), "policy path");
+        assert!(!sets_a_floor(&waiting_graph(false), 1), "one worker");
+        assert!(!sets_a_floor(&waiting_graph(true), 1), "one worker");
     }
 
     /// What a node costs per run, beside its join counter (8 bytes), value cell (24) and
