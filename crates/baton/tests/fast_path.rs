@@ -3,6 +3,7 @@
 //! fails, panics or is cut is handed to the full path with its breaker permit, and the
 //! series goes on exactly as if the full path had started it.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -268,6 +269,88 @@ async fn without_a_budget_the_first_attempt_is_cut_by_its_timeout() {
         BreakerState::Open,
         "threshold 1: the series did not count as a failure"
     );
+}
+
+/// One driver runs a chain of policy nodes whose first attempts wait, and keeps one timer
+/// for their cuts, moved at each attempt's first wait: each attempt is cut at its own cut,
+/// never later. `b`'s cut is earlier than `a`'s (the timer is moved back, and cuts `b` at
+/// exactly 50 ms, where `a`'s instant would let it run on and succeed); `x` waits after
+/// `b`'s cut fired; `c`'s cut is later than `x`'s (moved on); `u` has no timeout and waits
+/// past `c`'s cut, which wakes the driver for nothing. (A timer left earlier than a cut only
+/// hands the attempt to the policy path early, which cuts it at its own cut: outcomes
+/// cannot show that, the benchmarks do.)
+#[tokio::test(start_paused = true)]
+async fn one_driver_cuts_each_waiting_attempt_at_its_own_cut() {
+    fn waits(d: Duration) -> impl Fn(baton::Ctx<()>, Arc<u32>) -> Attempt + Clone {
+        let calls = Arc::new(AtomicU32::new(0));
+        move |_ctx, _up| {
+            let n = calls.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                if n == 0 {
+                    sleep(d).await;
+                }
+                Ok(n)
+            })
+        }
+    }
+    type Attempt = std::pin::Pin<Box<dyn Future<Output = Result<u32, BoxError>> + Send>>;
+    let mut g = Graph::<()>::builder();
+    let a = g
+        .node("a")
+        .timeout(ms(1_000))
+        .retry(Retry::new(2))
+        .task(|_ctx, ()| async {
+            sleep(ms(10)).await;
+            Ok::<_, BoxError>(0u32)
+        });
+    let b = g
+        .node("b")
+        .after(a)
+        .timeout(ms(50))
+        .retry(Retry::new(2))
+        .task(waits(ms(80)));
+    let x = g
+        .node("x")
+        .after(b)
+        .timeout(ms(2_000))
+        .retry(Retry::new(2))
+        .task(waits(ms(1_500)));
+    let c = g
+        .node("c")
+        .after(x)
+        .timeout(ms(1_000))
+        .retry(Retry::new(2))
+        .task(waits(ms(100)));
+    let u = g
+        .node("u")
+        .after(c)
+        .breaker(breaker(1))
+        .task(waits(ms(2_000)));
+    let report = g.build().unwrap().run(()).await.unwrap();
+    for (node, attempts, took) in [
+        (a, 1, ms(10)),
+        (x, 1, ms(1_500)),
+        (c, 1, ms(100)),
+        (u, 1, ms(2_000)),
+    ] {
+        let r = report.node(node).unwrap();
+        assert_eq!(r.outcome(), Outcome::Succeeded, "{r:?}");
+        assert_eq!((r.attempts(), r.duration()), (attempts, took), "{r:?}");
+    }
+    let r = report.node(b).unwrap();
+    assert_eq!(
+        (r.outcome(), r.attempts()),
+        (Outcome::Succeeded, 2),
+        "{r:?}"
+    );
+    let log = r.attempt_log();
+    assert!(
+        log[0]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("timed out"))
+    );
+    assert_eq!(log[0].end - log[0].start, ms(50), "{log:?}");
 }
 
 /// A half-open probe taken by the fast path for an attempt that succeeds at once closes

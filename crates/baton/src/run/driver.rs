@@ -21,9 +21,10 @@
 //! polled under `catch_unwind`; the driver writes its next node's attempt into the same box
 //! when the two futures have the same layout, so a run of such nodes allocates one box per
 //! driver, not one per node); nodes with policies start their first attempt on a fast path
-//! of their own (`guarded.rs`), waited for here too when it returns `Pending`, and take the
-//! full path of `exec.rs`, boxed, only when that attempt fails, panics or reaches its cut;
-//! routers and traced nodes take the full path from the start.
+//! of their own (`guarded.rs`), waited for here too when it returns `Pending` (under the
+//! driver's timer, kept from one such attempt to the next), and take the full path of
+//! `exec.rs`, boxed, only when that attempt fails, panics or reaches its cut; routers and
+//! traced nodes take the full path from the start.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -32,7 +33,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 use super::guarded::{self, Held};
 use super::ready::Pop;
@@ -68,8 +69,9 @@ pub(crate) struct Driver<I: Send + Sync + 'static> {
     /// Counted in the queue's active drivers: it looks at the queue again before it ends
     /// or waits.
     active: bool,
-    /// Nodes this driver finished, released from `live` with the driver itself.
-    finished: usize,
+    /// Nodes this driver finished, released from `live` with the driver itself (a graph
+    /// has at most `u32::MAX` nodes).
+    finished: u32,
     /// When the current node started, once read. `Idle`: the end of the node it just
     /// finished (still `id`) if that node produced a value (so `finish` skipped nothing),
     /// until it takes its next node in the same poll; when that node is a root (ready from
@@ -95,6 +97,9 @@ pub(crate) struct Driver<I: Send + Sync + 'static> {
     /// The fast path's attempt future: the current node's in `State::Attempt`, else the
     /// last one, ended, whose box the next attempt reuses when their layouts match.
     attempt: Option<AttemptFuture>,
+    /// The timer for the cut of a policy node's first attempt that waits, kept from one
+    /// such attempt to the next (`guarded::wait`); deregistered when the driver ends.
+    timer: Option<Pin<Box<Sleep>>>,
     state: State,
 }
 
@@ -118,6 +123,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
             local: VecDeque::new(),
             from_queue: false,
             attempt: None,
+            timer: None,
             state: if id.is_some() {
                 State::Begin
             } else {
@@ -553,7 +559,14 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                                 let start = *this.start.get_or_insert_with(Instant::now);
                                 // (Tokio panics making a timer on a runtime without them.)
                                 let waited = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                                    guarded::wait(&this.run, this.id, start, &mut h, cx)
+                                    guarded::wait(
+                                        &this.run,
+                                        this.id,
+                                        start,
+                                        &mut h,
+                                        &mut this.timer,
+                                        cx,
+                                    )
                                 }));
                                 match waited {
                                     // As when the policy path's own timer panics: the
@@ -659,7 +672,7 @@ impl<I: Send + Sync + 'static> Drop for Driver<I> {
             self.active = false;
             self.run.core.ready.leave(0);
         }
-        self.run.release(1 + self.finished);
+        self.run.release(1 + self.finished as usize);
     }
 }
 

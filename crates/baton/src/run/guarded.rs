@@ -6,8 +6,8 @@
 //! breaker permit, retry-budget deposit, its cut computed), then counts and calls it and
 //! polls it as it does a bare node's attempt, holding the breaker's permit as a [`Held`]
 //! ticket. An attempt that waits (returns `Pending`) is waited for there too, as a bare
-//! node's is, under a timer for its cut made at its first wait ([`wait`]), as the onion's
-//! `Deadline` would. When the attempt succeeds, the node is done: the breaker is told, the
+//! node's is, under a timer set for its cut at its first wait ([`wait`]; a driver keeps one
+//! timer from one such attempt to the next), as the onion's `Deadline` would. When the attempt succeeds, the node is done: the breaker is told, the
 //! record is written. Otherwise (it failed, panicked, or its cut passed) the attempt, still
 //! running or ended, is handed to the onion with the permit ([`First`]), and the series goes
 //! on there as if the onion had started it: the timeout or deadline error, retries, the
@@ -29,14 +29,25 @@ use crate::policy::breaker::Ticket;
 use crate::policy::onion::{self, First, FirstAttempt};
 
 /// What the driver holds for a policy node's first attempt while it polls it: the breaker
-/// permit's ticket, when the node has a breaker, and once the attempt has waited, the timer
-/// of its cut. A ticket issued by a closed breaker owns nothing; a half-open probe's must be
-/// given back ([`release`]) if the attempt is abandoned. The timer is deregistered when the
-/// `Held` is dropped.
+/// permit's ticket, when the node has a breaker, and whether the driver's timer is set for
+/// the attempt's cut. A ticket issued by a closed breaker owns nothing; a half-open probe's
+/// must be given back ([`release`]) if the attempt is abandoned.
 #[derive(Debug)]
 pub(super) struct Held {
     ticket: Option<Ticket>,
-    timer: Option<Pin<Box<Sleep>>>,
+    armed: Armed,
+}
+
+/// Whether the driver's timer is set for this attempt's cut ([`wait`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Armed {
+    /// The attempt has not waited yet: the timer, if the driver has one, is another
+    /// attempt's (ended, or handed to the onion), and its instant means nothing here.
+    No,
+    /// The attempt has no cut (no timeout, no deadline, no budget): it waits untimed.
+    Untimed,
+    /// The timer is set for this attempt's cut.
+    Yes,
 }
 
 /// Prepares node `id`'s first attempt, starting at `start`: takes the breaker's permit and
@@ -79,37 +90,60 @@ pub(super) fn prepare<I: Send + Sync + 'static>(
         until,
         Held {
             ticket,
-            timer: None,
+            armed: Armed::No,
         },
     ))
 }
 
 /// Node `id`'s first attempt, started at `start`, returned `Pending`: waits for its cut,
-/// as the onion's `Deadline` does after its inner future. At the first wait, the timer is
-/// made for the cut [`prepare`] computed (the same function of `start`, the policy and the
-/// run's deadline), and registered with tokio's by polling it. `Ready` when the cut has
-/// passed: the driver then hands the attempt, still running, to the onion, which polls it
-/// once more, then reports the timeout (or deadline) and goes on as for any cut attempt.
-/// `Pending` otherwise (also for a node without a cut), with the task's waker registered
-/// with the timer.
+/// as the onion's `Deadline` does after its inner future. At the attempt's first wait, the
+/// driver's `timer` is set for the cut [`prepare`] computed (the same function of `start`,
+/// the policy and the run's deadline) and registered with tokio's by polling it: made then
+/// if the driver has none, else moved ([`Sleep::reset`]). A driver keeps its timer from
+/// one attempt to the next, because moving a registered timer to a later instant, as a
+/// later attempt's cut nearly always is, only writes its new instant (an atomic
+/// compare-and-swap in tokio's timer entry), where making one allocates it and takes the
+/// lock of tokio's timer wheel twice (to insert and, when the attempt ends, to remove
+/// it). A timer left at an ended attempt's cut may wake the driver once, for nothing; its
+/// futures are polled then as after any spurious wake-up.
+///
+/// `Ready` when the cut has passed: the driver then hands the attempt, still running, to
+/// the onion, which polls it once more, then reports the timeout (or deadline) and goes on
+/// as for any cut attempt. `Pending` otherwise (also for a node without a cut), with the
+/// task's waker registered with the timer.
+///
+/// # Panics
+///
+/// Tokio panics making or moving a timer on a runtime built without timers; the driver
+/// catches it and fails the node.
 pub(super) fn wait<I: Send + Sync + 'static>(
     run: &RunState<I>,
     id: u32,
     start: Instant,
     held: &mut Held,
+    timer: &mut Option<Pin<Box<Sleep>>>,
     cx: &mut Context<'_>,
 ) -> Poll<()> {
-    let timer = match &mut held.timer {
-        Some(timer) => timer,
-        None => {
+    match held.armed {
+        Armed::Untimed => return Poll::Pending,
+        Armed::Yes => {}
+        Armed::No => {
             let Some(until) = cut(run, id, start) else {
+                held.armed = Armed::Untimed;
                 return Poll::Pending;
             };
             run.core.floor_timers(until);
-            held.timer.insert(Box::pin(tokio::time::sleep_until(until)))
+            match timer {
+                Some(timer) => timer.as_mut().reset(until),
+                None => *timer = Some(Box::pin(tokio::time::sleep_until(until))),
+            }
+            held.armed = Armed::Yes;
         }
-    };
-    timer.as_mut().poll(cx)
+    }
+    match timer {
+        Some(timer) => timer.as_mut().poll(cx),
+        None => Poll::Pending,
+    }
 }
 
 /// When node `id`'s first attempt, started at `start`, is cut, as [`prepare`] computed it.
@@ -161,7 +195,7 @@ pub(super) fn hand_over<I: Send + Sync + 'static>(
     held: Held,
     attempt: FirstAttempt,
 ) -> First {
-    // (The timer, if any, is dropped here: the onion makes its own for the cut.)
+    // (The driver keeps its timer for its next attempt that waits: the onion makes its own.)
     let permit = match (held.ticket, breaker(run, id)) {
         (Some(ticket), Some(breaker)) => Some(breaker.resume(ticket).into_owned(breaker)),
         _ => None,
