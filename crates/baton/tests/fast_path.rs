@@ -353,6 +353,73 @@ async fn one_driver_cuts_each_waiting_attempt_at_its_own_cut() {
     assert_eq!(log[0].end - log[0].start, ms(50), "{log:?}");
 }
 
+/// A waiting first attempt goes to the policy path at its own cut and never before, whatever
+/// the driver's timer was left at: the policy path polls an attempt it takes over once more,
+/// so poll counts show a hand-over that outcomes cannot (the policy path would still cut
+/// the attempt at its own cut). `b` is cut (its timer fires and stays elapsed); `u` has no
+/// timeout and must not look at that timer; `c`'s cut is later than the timer's instant,
+/// which must be moved on.
+#[tokio::test(start_paused = true)]
+async fn a_waiting_attempt_is_handed_over_only_at_its_own_cut() {
+    type Attempt = std::pin::Pin<Box<dyn Future<Output = Result<u32, BoxError>> + Send>>;
+    /// A first attempt that yields once, then sleeps `d`, its polls counted; later attempts
+    /// end at once.
+    fn counted<U>(
+        d: Duration,
+        polls: &Arc<AtomicU32>,
+    ) -> impl Fn(baton::Ctx<()>, U) -> Attempt + Clone + use<U> {
+        let calls = Arc::new(AtomicU32::new(0));
+        let polls = Arc::clone(polls);
+        move |_ctx, _up| {
+            let n = calls.fetch_add(1, Ordering::SeqCst);
+            let polls = Arc::clone(&polls);
+            let mut wait = Box::pin(async move {
+                tokio::task::yield_now().await;
+                sleep(d).await;
+            });
+            Box::pin(std::future::poll_fn(move |cx| {
+                if n > 0 {
+                    return std::task::Poll::Ready(Ok(n));
+                }
+                polls.fetch_add(1, Ordering::SeqCst);
+                wait.as_mut().poll(cx).map(|()| Ok(n))
+            }))
+        }
+    }
+    let polls: [Arc<AtomicU32>; 4] = std::array::from_fn(|_| Arc::new(AtomicU32::new(0)));
+    let [pa, pb, pu, pc] = &polls;
+    let mut g = Graph::<()>::builder();
+    let a = g
+        .node("a")
+        .timeout(ms(100))
+        .retry(Retry::new(2))
+        .task(counted(ms(10), pa));
+    let b = g
+        .node("b")
+        .after(a)
+        .timeout(ms(50))
+        .retry(Retry::new(2))
+        .task(counted(ms(80), pb));
+    let u = g
+        .node("u")
+        .after(b)
+        .breaker(breaker(1))
+        .task(counted(ms(300), pu));
+    let c = g
+        .node("c")
+        .after(u)
+        .timeout(ms(1_000))
+        .retry(Retry::new(2))
+        .task(counted(ms(100), pc));
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let attempts = [a, b, u, c].map(|n| report.node(n).unwrap().attempts());
+    assert_eq!(attempts, [1, 2, 1, 1], "a b u c");
+    // Yield, sleep, end: three polls each; `b`'s third poll is at its cut, and the policy
+    // path's one more is the fourth.
+    let polls = polls.each_ref().map(|p| p.load(Ordering::SeqCst));
+    assert_eq!(polls, [3, 4, 3, 3], "polls of a b u c");
+}
+
 /// A half-open probe taken by the fast path for an attempt that succeeds at once closes
 /// the breaker.
 #[tokio::test(start_paused = true)]

@@ -51,8 +51,8 @@ pub(crate) struct First {
 pub(crate) enum FirstAttempt {
     /// Still running at its cut (the onion polls it once more, then reports it cut).
     Running(AttemptFuture),
-    /// It ended, at once or after waiting, with an error or a panic (or its timer could
-    /// not be made: that panic).
+    /// It ended, at once or after waiting, with an error or a panic. (A panic making or
+    /// moving the driver's timer does not come here: the driver fails the node itself.)
     Ended(std::thread::Result<Result<Value, BoxError>>),
     /// The task panicked before returning its future.
     NotStarted(NodeError),

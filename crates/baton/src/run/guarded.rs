@@ -7,11 +7,12 @@
 //! polls it as it does a bare node's attempt, holding the breaker's permit as a [`Held`]
 //! ticket. An attempt that waits (returns `Pending`) is waited for there too, as a bare
 //! node's is, under a timer set for its cut at its first wait ([`wait`]; a driver keeps one
-//! timer from one such attempt to the next), as the onion's `Deadline` would. When the attempt succeeds, the node is done: the breaker is told, the
-//! record is written. Otherwise (it failed, panicked, or its cut passed) the attempt, still
-//! running or ended, is handed to the onion with the permit ([`First`]), and the series goes
-//! on there as if the onion had started it: the timeout or deadline error, retries, the
-//! breaker's verdict, the fallback.
+//! timer from one such attempt to the next), as the onion's `Deadline` would. When the
+//! attempt succeeds, the node is done: the breaker is told, the record is written.
+//! Otherwise (it failed, panicked, or its cut passed) the attempt, still running or ended,
+//! is handed to the onion with the permit ([`First`]), and the series goes on there as if
+//! the onion had started it: the timeout or deadline error, retries, the breaker's verdict,
+//! the fallback.
 //!
 //! Not taken for routers, branches, nodes with a bulkhead (whose permit is awaited), nodes
 //! whose deadline leaves less than the minimum attempt time, an open breaker (the onion

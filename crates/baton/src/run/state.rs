@@ -494,15 +494,17 @@ impl RunCore {
 
     /// Registers, once per run, a timer at `until` (the cut of the run's first policy
     /// attempt that waits) that nobody waits for: it keeps tokio's timer from being woken for
-    /// each later attempt's timer. Called where an attempt's timer is made (the fast path's
-    /// `guarded::wait`, the policy path's `Deadline`), just before.
+    /// each later attempt's timer. Called where an attempt's timer is set (the fast path's
+    /// `guarded::wait`, which makes a driver's timer or moves it to a new cut, and the
+    /// policy path's `Deadline`), just before.
     ///
     /// Tokio's timer (the default one, in tokio 1.x) wakes the worker parked in its drivers
     /// whenever a timer is registered that is due before any the parked worker knows of:
-    /// with nothing else registered, that is every attempt's timer, removed again a few
-    /// microseconds later when its attempt ends, so each waiting policy node cost a wake-up
-    /// of a second worker (with I/O enabled, a write to the driver's eventfd: `perf stat`,
-    /// one `write` per node). With this floor registered, an attempt whose cut is not earlier
+    /// with nothing else registered, that is every driver's first timer and every timer
+    /// the policy path makes (each removed when its driver or attempt ends), so each of
+    /// them cost a wake-up of a second worker (with I/O enabled, a write to the driver's
+    /// eventfd: `perf stat`, one `write` per waiting policy node before drivers kept their
+    /// timer). With this floor registered, an attempt whose cut is not earlier
     /// (with one timeout for the graph's nodes, every later one) registers its timer without
     /// waking anyone, until the floor's own instant passes: in a run that lasts longer than
     /// its first cut, later timers wake the worker again (and a floor made at a cut already
