@@ -272,95 +272,16 @@ async fn without_a_budget_the_first_attempt_is_cut_by_its_timeout() {
 }
 
 /// One driver runs a chain of policy nodes whose first attempts wait, and keeps one timer
-/// for their cuts, moved at each attempt's first wait: each attempt is cut at its own cut,
-/// never later. `b`'s cut is earlier than `a`'s (the timer is moved back, and cuts `b` at
-/// exactly 50 ms, where `a`'s instant would let it run on and succeed); `x` waits after
-/// `b`'s cut fired; `c`'s cut is later than `x`'s (moved on); `u` has no timeout and waits
-/// past `c`'s cut, which wakes the driver for nothing. (A timer left earlier than a cut only
-/// hands the attempt to the policy path early, which cuts it at its own cut: outcomes
-/// cannot show that, the benchmarks do.)
+/// for their cuts, set at each attempt's first wait: each attempt is cut at its own cut,
+/// and goes to the policy path then and never before. The policy path polls an attempt it
+/// takes over once more, so poll counts show a hand-over too early, which outcomes cannot
+/// (the policy path would still cut the attempt at its own cut). `b`'s cut is earlier than
+/// `a`'s (the timer is moved back: `a`'s instant would let `b` run on and succeed) and cuts
+/// it at exactly 50 ms; `u` has no timeout and must not look at the timer `b`'s cut left
+/// elapsed; `x` waits after it (the timer is registered again); `c`'s cut is later than
+/// `x`'s (moved on).
 #[tokio::test(start_paused = true)]
 async fn one_driver_cuts_each_waiting_attempt_at_its_own_cut() {
-    fn waits(d: Duration) -> impl Fn(baton::Ctx<()>, Arc<u32>) -> Attempt + Clone {
-        let calls = Arc::new(AtomicU32::new(0));
-        move |_ctx, _up| {
-            let n = calls.fetch_add(1, Ordering::SeqCst);
-            Box::pin(async move {
-                if n == 0 {
-                    sleep(d).await;
-                }
-                Ok(n)
-            })
-        }
-    }
-    type Attempt = std::pin::Pin<Box<dyn Future<Output = Result<u32, BoxError>> + Send>>;
-    let mut g = Graph::<()>::builder();
-    let a = g
-        .node("a")
-        .timeout(ms(1_000))
-        .retry(Retry::new(2))
-        .task(|_ctx, ()| async {
-            sleep(ms(10)).await;
-            Ok::<_, BoxError>(0u32)
-        });
-    let b = g
-        .node("b")
-        .after(a)
-        .timeout(ms(50))
-        .retry(Retry::new(2))
-        .task(waits(ms(80)));
-    let x = g
-        .node("x")
-        .after(b)
-        .timeout(ms(2_000))
-        .retry(Retry::new(2))
-        .task(waits(ms(1_500)));
-    let c = g
-        .node("c")
-        .after(x)
-        .timeout(ms(1_000))
-        .retry(Retry::new(2))
-        .task(waits(ms(100)));
-    let u = g
-        .node("u")
-        .after(c)
-        .breaker(breaker(1))
-        .task(waits(ms(2_000)));
-    let report = g.build().unwrap().run(()).await.unwrap();
-    for (node, attempts, took) in [
-        (a, 1, ms(10)),
-        (x, 1, ms(1_500)),
-        (c, 1, ms(100)),
-        (u, 1, ms(2_000)),
-    ] {
-        let r = report.node(node).unwrap();
-        assert_eq!(r.outcome(), Outcome::Succeeded, "{r:?}");
-        assert_eq!((r.attempts(), r.duration()), (attempts, took), "{r:?}");
-    }
-    let r = report.node(b).unwrap();
-    assert_eq!(
-        (r.outcome(), r.attempts()),
-        (Outcome::Succeeded, 2),
-        "{r:?}"
-    );
-    let log = r.attempt_log();
-    assert!(
-        log[0]
-            .error
-            .as_deref()
-            .is_some_and(|e| e.contains("timed out"))
-    );
-    assert_eq!(log[0].end - log[0].start, ms(50), "{log:?}");
-}
-
-/// A waiting first attempt goes to the policy path at its own cut and never before, whatever
-/// the driver's timer was left at: the policy path polls an attempt it takes over once more,
-/// so poll counts show a hand-over that outcomes cannot (the policy path would still cut
-/// the attempt at its own cut). `b` is cut (its timer fires and stays elapsed); `u` has no
-/// timeout and must not look at that timer; `c`'s cut is later than the timer's instant,
-/// which must be moved on.
-#[tokio::test(start_paused = true)]
-async fn a_waiting_attempt_is_handed_over_only_at_its_own_cut() {
     type Attempt = std::pin::Pin<Box<dyn Future<Output = Result<u32, BoxError>> + Send>>;
     /// A first attempt that yields once, then sleeps `d`, its polls counted; later attempts
     /// end at once.
@@ -386,38 +307,44 @@ async fn a_waiting_attempt_is_handed_over_only_at_its_own_cut() {
             }))
         }
     }
-    let polls: [Arc<AtomicU32>; 4] = std::array::from_fn(|_| Arc::new(AtomicU32::new(0)));
-    let [pa, pb, pu, pc] = &polls;
+    let polls: [Arc<AtomicU32>; 5] = std::array::from_fn(|_| Arc::new(AtomicU32::new(0)));
+    let [pa, pb, pu, px, pc] = &polls;
     let mut g = Graph::<()>::builder();
-    let a = g
-        .node("a")
-        .timeout(ms(100))
-        .retry(Retry::new(2))
-        .task(counted(ms(10), pa));
-    let b = g
-        .node("b")
-        .after(a)
-        .timeout(ms(50))
-        .retry(Retry::new(2))
-        .task(counted(ms(80), pb));
-    let u = g
-        .node("u")
-        .after(b)
-        .breaker(breaker(1))
-        .task(counted(ms(300), pu));
-    let c = g
-        .node("c")
-        .after(u)
-        .timeout(ms(1_000))
-        .retry(Retry::new(2))
-        .task(counted(ms(100), pc));
+    let retry = || Retry::new(2);
+    let a = g.node("a").timeout(ms(100)).retry(retry());
+    let a = a.task(counted(ms(10), pa));
+    let b = g.node("b").after(a).timeout(ms(50)).retry(retry());
+    let b = b.task(counted(ms(80), pb));
+    let u = g.node("u").after(b).breaker(breaker(1));
+    let u = u.task(counted(ms(300), pu));
+    let x = g.node("x").after(u).timeout(ms(2_000)).retry(retry());
+    let x = x.task(counted(ms(1_500), px));
+    let c = g.node("c").after(x).timeout(ms(1_000)).retry(retry());
+    let c = c.task(counted(ms(100), pc));
     let report = g.build().unwrap().run(()).await.unwrap();
-    let attempts = [a, b, u, c].map(|n| report.node(n).unwrap().attempts());
-    assert_eq!(attempts, [1, 2, 1, 1], "a b u c");
-    // Yield, sleep, end: three polls each; `b`'s third poll is at its cut, and the policy
-    // path's one more is the fourth.
+    for (node, took) in [(a, ms(10)), (u, ms(300)), (x, ms(1_500)), (c, ms(100))] {
+        let r = report.node(node).unwrap();
+        assert_eq!(r.outcome(), Outcome::Succeeded, "{r:?}");
+        assert_eq!((r.attempts(), r.duration()), (1, took), "{r:?}");
+    }
+    let r = report.node(b).unwrap();
+    assert_eq!(
+        (r.outcome(), r.attempts()),
+        (Outcome::Succeeded, 2),
+        "{r:?}"
+    );
+    let log = r.attempt_log();
+    assert!(
+        log[0]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("timed out"))
+    );
+    assert_eq!(log[0].end - log[0].start, ms(50), "{log:?}");
+    // Yield, sleep, end: three polls each; `b`'s third is at its cut, and the policy path's
+    // one more is the fourth.
     let polls = polls.each_ref().map(|p| p.load(Ordering::SeqCst));
-    assert_eq!(polls, [3, 4, 3, 3], "polls of a b u c");
+    assert_eq!(polls, [3, 4, 3, 3, 3], "polls of a b u x c");
 }
 
 /// A half-open probe taken by the fast path for an attempt that succeeds at once closes
