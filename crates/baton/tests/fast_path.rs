@@ -271,42 +271,44 @@ async fn without_a_budget_the_first_attempt_is_cut_by_its_timeout() {
     );
 }
 
+type Attempt = std::pin::Pin<Box<dyn Future<Output = Result<u32, BoxError>> + Send>>;
+
+/// A task whose first attempt yields once, then sleeps `d`, its polls counted in `polls`;
+/// its later attempts end at once.
+fn counted<U>(
+    d: Duration,
+    polls: &Arc<AtomicU32>,
+) -> impl Fn(baton::Ctx<()>, U) -> Attempt + Clone + use<U> {
+    let calls = Arc::new(AtomicU32::new(0));
+    let polls = Arc::clone(polls);
+    move |_ctx, _up| {
+        let n = calls.fetch_add(1, Ordering::SeqCst);
+        let polls = Arc::clone(&polls);
+        let mut wait = Box::pin(async move {
+            tokio::task::yield_now().await;
+            sleep(d).await;
+        });
+        Box::pin(std::future::poll_fn(move |cx| {
+            if n > 0 {
+                return std::task::Poll::Ready(Ok(n));
+            }
+            polls.fetch_add(1, Ordering::SeqCst);
+            wait.as_mut().poll(cx).map(|()| Ok(n))
+        }))
+    }
+}
+
 /// One driver runs a chain of policy nodes whose first attempts wait, and keeps one timer
-/// for their cuts, set at each attempt's first wait: each attempt is cut at its own cut,
-/// and goes to the policy path then and never before. The policy path polls an attempt it
-/// takes over once more, so poll counts show a hand-over too early, which outcomes cannot
-/// (the policy path would still cut the attempt at its own cut). `b`'s cut is earlier than
-/// `a`'s (the timer is moved back: `a`'s instant would let `b` run on and succeed) and cuts
-/// it at exactly 50 ms; `u` has no timeout and must not look at the timer `b`'s cut left
-/// elapsed; `x` waits after it (the timer is registered again); `c`'s cut is later than
-/// `x`'s (moved on).
+/// for their cuts: each attempt is cut at its own cut, and goes to the policy path then and
+/// never before. The policy path polls an attempt it takes over once more, so poll counts
+/// show a hand-over too early, which outcomes cannot (the policy path would still cut the
+/// attempt at its own cut). `b`'s cut is earlier than `a`'s (the timer is moved back:
+/// `a`'s instant would let `b` run on and succeed) and cuts it at exactly 50 ms; `u` has
+/// no timeout and must not look at the timer `b`'s cut left elapsed; `x` waits after it
+/// (the timer is registered again); `c`'s cut is later than `x`'s (the timer is left at
+/// `x`'s, which `c` ends before).
 #[tokio::test(start_paused = true)]
 async fn one_driver_cuts_each_waiting_attempt_at_its_own_cut() {
-    type Attempt = std::pin::Pin<Box<dyn Future<Output = Result<u32, BoxError>> + Send>>;
-    /// A first attempt that yields once, then sleeps `d`, its polls counted; later attempts
-    /// end at once.
-    fn counted<U>(
-        d: Duration,
-        polls: &Arc<AtomicU32>,
-    ) -> impl Fn(baton::Ctx<()>, U) -> Attempt + Clone + use<U> {
-        let calls = Arc::new(AtomicU32::new(0));
-        let polls = Arc::clone(polls);
-        move |_ctx, _up| {
-            let n = calls.fetch_add(1, Ordering::SeqCst);
-            let polls = Arc::clone(&polls);
-            let mut wait = Box::pin(async move {
-                tokio::task::yield_now().await;
-                sleep(d).await;
-            });
-            Box::pin(std::future::poll_fn(move |cx| {
-                if n > 0 {
-                    return std::task::Poll::Ready(Ok(n));
-                }
-                polls.fetch_add(1, Ordering::SeqCst);
-                wait.as_mut().poll(cx).map(|()| Ok(n))
-            }))
-        }
-    }
     let polls: [Arc<AtomicU32>; 5] = std::array::from_fn(|_| Arc::new(AtomicU32::new(0)));
     let [pa, pb, pu, px, pc] = &polls;
     let mut g = Graph::<()>::builder();
@@ -345,6 +347,74 @@ async fn one_driver_cuts_each_waiting_attempt_at_its_own_cut() {
     // one more is the fourth.
     let polls = polls.each_ref().map(|p| p.load(Ordering::SeqCst));
     assert_eq!(polls, [3, 4, 3, 3, 3], "polls of a b u x c");
+}
+
+/// The driver's timer, left at an ended attempt's cut, wakes it while a later attempt
+/// waits, before that attempt's cut: the attempt is not cut then, the timer moves to its
+/// cut, and it is cut there. `a`, `d` and `e` have a 100 ms timeout each and run in one
+/// driver: `a` ends at 10 ms (cut at 100); `d`, started at 10 (cut at 110), is woken at
+/// 100 by the timer left at `a`'s cut, polled once more for nothing, and succeeds at 105;
+/// `e`, started at 105 (cut at 205), is woken at 110 by the timer left at `d`'s cut, and
+/// cut at exactly 205, 100 ms after its start; `f`, started after `e`'s second attempt,
+/// finds the timer elapsed at `e`'s cut, and is cut 100 ms after its start.
+#[tokio::test(start_paused = true)]
+async fn a_timer_left_at_an_earlier_cut_moves_to_the_attempt_s_own_when_it_fires() {
+    let polls: [Arc<AtomicU32>; 3] = std::array::from_fn(|_| Arc::new(AtomicU32::new(0)));
+    let [pa, pd, pe] = &polls;
+    let mut g = Graph::<()>::builder();
+    let (t, retry) = (ms(100), || Retry::new(2));
+    let a = g.node("a").timeout(t).retry(retry());
+    let a = a.task(counted(ms(10), pa));
+    let d = g.node("d").after(a).timeout(t).retry(retry());
+    let d = d.task(counted(ms(95), pd));
+    let e = g.node("e").after(d).timeout(t).retry(retry());
+    let e = e.task(counted(ms(1_000), pe));
+    // Its first attempt sleeps at its first poll: no wake-up of its own comes before the
+    // timer, elapsed at `e`'s cut, is set for its cut.
+    let calls = Arc::new(AtomicU32::new(0));
+    let f = g.node("f").after(e).timeout(t).retry(retry());
+    let f = f.task(move |_ctx, _e: Arc<u32>| {
+        let n = calls.fetch_add(1, Ordering::SeqCst);
+        async move {
+            if n == 0 {
+                sleep(ms(1_000)).await;
+            }
+            Ok::<_, BoxError>(n)
+        }
+    });
+    let report = g.build().unwrap().run(()).await.unwrap();
+    for (node, took) in [(a, ms(10)), (d, ms(95))] {
+        let r = report.node(node).unwrap();
+        assert_eq!(r.outcome(), Outcome::Succeeded, "{r:?}");
+        assert_eq!((r.attempts(), r.duration()), (1, took), "{r:?}");
+    }
+    let r = report.node(e).unwrap();
+    assert_eq!(
+        (r.outcome(), r.attempts()),
+        (Outcome::Succeeded, 2),
+        "{r:?}"
+    );
+    let log = r.attempt_log();
+    assert!(
+        log[0]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("timed out"))
+    );
+    assert_eq!(log[0].end - log[0].start, ms(100), "{log:?}");
+    assert_eq!(log[0].start, report.node(d).unwrap().end(), "{log:?}");
+    let r = report.node(f).unwrap();
+    assert_eq!(
+        (r.outcome(), r.attempts()),
+        (Outcome::Succeeded, 2),
+        "{r:?}"
+    );
+    let log = r.attempt_log();
+    assert_eq!(log[0].end - log[0].start, ms(100), "{log:?}");
+    // `d`: yield, sleep, the early wake-up, end. `e`: yield, sleep, the early wake-up, the
+    // cut, the policy path's one more.
+    let polls = polls.each_ref().map(|p| p.load(Ordering::SeqCst));
+    assert_eq!(polls, [3, 4, 5], "polls of a d e");
 }
 
 /// A half-open probe taken by the fast path for an attempt that succeeds at once closes

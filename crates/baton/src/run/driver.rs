@@ -97,8 +97,9 @@ pub(crate) struct Driver<I: Send + Sync + 'static> {
     /// The fast path's attempt future: the current node's in `State::Attempt`, else the
     /// last one, ended, whose box the next attempt reuses when their layouts match.
     attempt: Option<AttemptFuture>,
-    /// The timer for the cut of a policy node's first attempt that waits, kept from one
-    /// such attempt to the next (`guarded::wait`); deregistered when the driver ends.
+    /// The timer that wakes the driver by the cut of a policy node's first attempt that
+    /// waits, kept from one such attempt to the next and polled only by this driver's task
+    /// (`guarded::wait`); deregistered when the driver ends.
     timer: Option<Pin<Box<Sleep>>>,
     state: State,
 }

@@ -6,9 +6,10 @@
 //! breaker permit, retry-budget deposit, its cut computed), then counts and calls it and
 //! polls it as it does a bare node's attempt, holding the breaker's permit as a [`Held`]
 //! ticket. An attempt that waits (returns `Pending`) is waited for there too, as a bare
-//! node's is, under a timer set for its cut at its first wait ([`wait`]; a driver keeps one
-//! timer from one such attempt to the next), as the onion's `Deadline` would. When the
-//! attempt succeeds, the node is done: the breaker is told, the record is written.
+//! node's is, under a timer that wakes the driver no later than its cut ([`wait`]; a
+//! driver keeps one timer from one such attempt to the next), as the onion's `Deadline`
+//! would. When the attempt succeeds, the node is done: the breaker is told, the record is
+//! written.
 //! Otherwise (it failed, panicked, or its cut passed) the attempt, still running or ended,
 //! is handed to the onion with the permit ([`First`]), and the series goes on there as if
 //! the onion had started it: the timeout or deadline error, retries, the breaker's verdict,
@@ -30,16 +31,16 @@ use crate::policy::breaker::Ticket;
 use crate::policy::onion::{self, First, FirstAttempt};
 
 /// What the driver holds for a policy node's first attempt while it polls it: the breaker
-/// permit's ticket, when the node has a breaker, and whether the driver's timer is set for
-/// the attempt's cut. A ticket issued by a closed breaker owns nothing; a half-open probe's
-/// must be given back ([`release`]) if the attempt is abandoned.
+/// permit's ticket, when the node has a breaker, and whether the driver's timer wakes it
+/// in time for the attempt's cut. A ticket issued by a closed breaker owns nothing; a
+/// half-open probe's must be given back ([`release`]) if the attempt is abandoned.
 #[derive(Debug)]
 pub(super) struct Held {
     ticket: Option<Ticket>,
     armed: Armed,
 }
 
-/// Whether the driver's timer is set for this attempt's cut ([`wait`]).
+/// Whether the driver's timer wakes it in time for this attempt's cut ([`wait`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Armed {
     /// The attempt has not waited yet: the timer, if the driver has one, is another
@@ -47,7 +48,8 @@ enum Armed {
     No,
     /// The attempt has no cut (no timeout, no deadline, no budget): it waits untimed.
     Untimed,
-    /// The timer is set for this attempt's cut.
+    /// The timer is set for this attempt's cut or, left there, for an earlier instant
+    /// (another attempt's cut), and holds a waker of the driver's task.
     Yes,
 }
 
@@ -97,21 +99,35 @@ pub(super) fn prepare<I: Send + Sync + 'static>(
 }
 
 /// Node `id`'s first attempt, started at `start`, returned `Pending`: waits for its cut,
-/// as the onion's `Deadline` does after its inner future. At the attempt's first wait, the
-/// driver's `timer` is set for the cut [`prepare`] computed (the same function of `start`,
-/// the policy and the run's deadline) and registered with tokio's by polling it: made then
-/// if the driver has none, else moved ([`Sleep::reset`]). A driver keeps its timer from
-/// one attempt to the next, because moving a registered timer to a later instant, as a
-/// later attempt's cut nearly always is, only writes its new instant (an atomic
-/// compare-and-swap in tokio's timer entry), where making one allocates it and takes the
-/// lock of tokio's timer wheel twice (to insert and, when the attempt ends, to remove
-/// it). A timer left at an ended attempt's cut may wake the driver once, for nothing; its
-/// futures are polled then as after any spurious wake-up.
+/// as the onion's `Deadline` does after its inner future, under the driver's `timer`, which
+/// it keeps from one such attempt to the next. The timer may wake the driver before an
+/// attempt's cut, never after it:
+///
+/// - At the attempt's first wait, the cut is computed as [`prepare`] did (the same function
+///   of `start`, the policy and the run's deadline). A timer still set for an earlier
+///   instant (an ended attempt's cut, which with one timeout for the graph's nodes is
+///   every later attempt's case) is left as it is: nothing is written, nothing polled.
+///   Otherwise (the driver has no timer, or it elapsed, or it is set later) it is set for
+///   the cut: made (and registered with tokio's by polling it), or moved
+///   ([`Sleep::reset`]) and polled.
+/// - At its later waits, the timer is only asked whether it elapsed
+///   ([`Sleep::is_elapsed`], one atomic load). When it has, at an instant earlier than the
+///   cut, it is moved to the cut and polled; at the cut, the cut has passed.
+///
+/// Not polling a timer left running is sound because the waker it holds, from whichever
+/// wait polled it last, is one of this driver's task, the only task that polls a driver
+/// that waits (a driver embedded in the run's future hands a waiting node to a spawned one
+/// before it gets here); a waker stays valid for its task's life. Against moving the timer
+/// at every attempt (an atomic compare-and-swap in tokio's timer entry for a later instant,
+/// then a poll that spends a unit of the coop budget and registers the waker again), an
+/// attempt that outlives an earlier cut costs one wake-up of the driver, which polls its
+/// futures once more, as after any spurious wake-up, then one move of the elapsed timer
+/// (under the lock of tokio's timer wheel). Making a timer per attempt would allocate it
+/// and take that lock twice (to insert and, when the attempt ends, to remove it).
 ///
 /// `Ready` when the cut has passed: the driver then hands the attempt, still running, to
 /// the onion, which polls it once more, then reports the timeout (or deadline) and goes on
-/// as for any cut attempt. `Pending` otherwise (also for a node without a cut), with the
-/// task's waker registered with the timer.
+/// as for any cut attempt. `Pending` otherwise (also for a node without a cut).
 ///
 /// # Panics
 ///
@@ -125,21 +141,35 @@ pub(super) fn wait<I: Send + Sync + 'static>(
     timer: &mut Option<Pin<Box<Sleep>>>,
     cx: &mut Context<'_>,
 ) -> Poll<()> {
-    match held.armed {
+    let until = match held.armed {
         Armed::Untimed => return Poll::Pending,
-        Armed::Yes => {}
+        Armed::Yes => match timer {
+            Some(t) if t.is_elapsed() => match cut(run, id, start) {
+                // It elapsed at the attempt's cut.
+                Some(until) if t.deadline() >= until => return Poll::Ready(()),
+                // At an earlier one it was left at: moved to this attempt's.
+                Some(until) => until,
+                None => return Poll::Pending,
+            },
+            _ => return Poll::Pending,
+        },
         Armed::No => {
             let Some(until) = cut(run, id, start) else {
                 held.armed = Armed::Untimed;
                 return Poll::Pending;
             };
-            run.core.floor_timers(until);
-            match timer {
-                Some(timer) => timer.as_mut().reset(until),
-                None => *timer = Some(Box::pin(tokio::time::sleep_until(until))),
-            }
             held.armed = Armed::Yes;
+            match timer {
+                // Left at an earlier cut, and running: it wakes the driver in time.
+                Some(t) if t.deadline() <= until && !t.is_elapsed() => return Poll::Pending,
+                _ => until,
+            }
         }
+    };
+    run.core.floor_timers(until);
+    match timer {
+        Some(timer) => timer.as_mut().reset(until),
+        None => *timer = Some(Box::pin(tokio::time::sleep_until(until))),
     }
     match timer {
         Some(timer) => timer.as_mut().poll(cx),
