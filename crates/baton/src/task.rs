@@ -301,21 +301,26 @@ pub struct Ctx<I> {
     run: Arc<RunState<I>>,
     node: u32,
     attempt: u32,
-    deadline: Option<Instant>,
+    cut: Cut,
+}
+
+/// When an attempt is cut, as the scheduler hands it to the attempt's [`Ctx`]: computed,
+/// or, for a first attempt whose cut is its node's timeout alone (no budget, no run
+/// deadline), its start, the timeout added only when [`Ctx::deadline`] is asked (most
+/// attempts never ask, and the scheduler's fast path then spends nothing on it).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Cut {
+    At(Option<Instant>),
+    TimeoutAfter(Instant),
 }
 
 impl<I> Ctx<I> {
-    pub(crate) fn new(
-        run: Arc<RunState<I>>,
-        node: u32,
-        attempt: u32,
-        deadline: Option<Instant>,
-    ) -> Self {
+    pub(crate) fn new(run: Arc<RunState<I>>, node: u32, attempt: u32, cut: Cut) -> Self {
         Ctx {
             run,
             node,
             attempt,
-            deadline,
+            cut,
         }
     }
 
@@ -323,7 +328,13 @@ impl<I> Ctx<I> {
     /// budget and the run's deadline; `None` when none applies. A tokio (monotonic) instant.
     #[must_use]
     pub fn deadline(&self) -> Option<Instant> {
-        self.deadline
+        match self.cut {
+            Cut::At(at) => at,
+            Cut::TimeoutAfter(start) => {
+                let timeout = self.run.graph.policy(self.node)?.timeout?;
+                start.checked_add(timeout)
+            }
+        }
     }
 
     /// The time left before [`deadline`](Self::deadline) (zero once it passed); `None` when
@@ -333,7 +344,7 @@ impl<I> Ctx<I> {
     /// counts as cut by baton's timeout or deadline, not as a task error.
     #[must_use]
     pub fn remaining(&self) -> Option<Duration> {
-        self.deadline
+        self.deadline()
             .map(|d| d.saturating_duration_since(Instant::now()))
     }
 

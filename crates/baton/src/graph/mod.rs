@@ -235,14 +235,15 @@ impl<I> GraphInner<I> {
         }
     }
 
-    /// Whether node `id` is a task node without policies: the scheduler's fast path.
-    pub(crate) fn is_plain(&self, id: u32) -> bool {
-        match self.nodes.get(id as usize) {
-            Some(node) => node
-                .extras
-                .as_deref()
-                .is_none_or(|e| matches!(e.kind, NodeKind::Task) && e.policy.is_none()),
-            None => false,
+    /// Node `id`'s policies, if it is a task node: `Some(None)` for one without policies
+    /// (the scheduler's fast path), `None` for a router or a branch, or out of range. One
+    /// look at the node, for the scheduler to choose its path.
+    #[inline]
+    pub(crate) fn task_policy(&self, id: u32) -> Option<Option<&NodePolicy>> {
+        match self.nodes.get(id as usize)?.extras.as_deref() {
+            None => Some(None),
+            Some(e) if matches!(e.kind, NodeKind::Task) => Some(e.policy.as_deref()),
+            Some(_) => None,
         }
     }
 }

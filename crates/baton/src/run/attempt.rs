@@ -11,7 +11,7 @@ use super::state::{RunState, guarded};
 use crate::error::NodeError;
 use crate::observe::Event;
 use crate::policy::bulkhead::BulkheadPermit;
-use crate::task::{AttemptFuture, Ctx};
+use crate::task::{AttemptFuture, Ctx, Cut};
 
 impl<I: Send + Sync + 'static> RunState<I> {
     /// Counts attempt `number` of node `id` (in its slot and the stats) and tells the
@@ -61,7 +61,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         }
     }
 
-    /// Calls node `id`'s task for attempt `number`, which must end by `deadline` and holds
+    /// Calls node `id`'s task for attempt `number`, which is cut at `deadline` and holds
     /// `permit` until it has really stopped: the attempt's future, or why it could not
     /// start (the task panicked before returning its future).
     pub(crate) fn call_task(
@@ -72,20 +72,20 @@ impl<I: Send + Sync + 'static> RunState<I> {
         permit: Option<BulkheadPermit>,
     ) -> Result<AttemptFuture, NodeError> {
         let mut into = None;
-        self.call_task_into(id, number, deadline, permit, &mut into)?;
+        self.call_task_into(id, number, Cut::At(deadline), permit, &mut into)?;
         into.ok_or(NodeError::Internal {
             message: "the task returned no attempt",
         })
     }
 
-    /// [`call_task`](Self::call_task), writing the attempt's future into `into`: into the
-    /// box already there (a driver's last attempt, which has ended) when the two futures
-    /// have the same layout.
+    /// [`call_task`](Self::call_task), with the attempt's cut as its `Ctx` gives it, and
+    /// writing the attempt's future into `into`: into the box already there (a driver's
+    /// last attempt, which has ended) when the two futures have the same layout.
     pub(crate) fn call_task_into(
         self: &Arc<Self>,
         id: u32,
         number: u32,
-        deadline: Option<Instant>,
+        cut: Cut,
         permit: Option<BulkheadPermit>,
         into: &mut Option<AttemptFuture>,
     ) -> Result<(), NodeError> {
@@ -95,7 +95,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             });
         };
         let cx = self.fetch_cx(id);
-        let ctx = Ctx::new(Arc::clone(self), id, number, deadline);
+        let ctx = Ctx::new(Arc::clone(self), id, number, cut);
         if guarded(|| task.call(ctx, &cx, permit, into))? {
             Ok(())
         } else {

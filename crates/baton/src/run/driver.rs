@@ -42,7 +42,7 @@ use crate::error::NodeError;
 use crate::observe::{Event, trace};
 use crate::policy::onion::{First, FirstAttempt};
 use crate::report::Outcome;
-use crate::task::AttemptFuture;
+use crate::task::{AttemptFuture, Cut};
 
 enum State {
     /// Looking for a node in the ready queue.
@@ -253,15 +253,16 @@ impl<I: Send + Sync + 'static> Driver<I> {
         let id = self.id;
         let graph = &run.graph;
         let span = trace::node_span(core, || graph.meta.name(id));
-        let plain = graph.is_plain(id) && core.deadline().is_none() && span.is_disabled();
-        // A node with policies: its first attempt's cut and breaker permit, or the full path.
-        let (until, held) = if plain {
-            (None, None)
-        } else {
-            match guarded::prepare(run, id, start, &span) {
-                Some((until, held)) => (until, Some(held)),
+        let (cut, held) = match graph.task_policy(id) {
+            // A task node without policies (nor a run deadline to cut it, nor a span).
+            Some(None) if core.deadline().is_none() && span.is_disabled() => (Cut::At(None), None),
+            // One with policies: its first attempt's cut and breaker permit, or the full path.
+            Some(Some(policy)) => match guarded::prepare(run, policy, start, &span) {
+                Some((cut, held)) => (cut, Some(held)),
                 None => return self.full(span, None),
-            }
+            },
+            // A router or a branch, or a plain node with a run deadline or a span.
+            _ => return self.full(span, None),
         };
         run.count_started(id);
         if run.observed() {
@@ -270,9 +271,11 @@ impl<I: Send + Sync + 'static> Driver<I> {
                 node: graph.meta.name(id),
             });
         }
-        run.attempt_started_with(id, 1, || until.map(|u| u.saturating_duration_since(start)));
+        run.attempt_started_with(id, 1, || {
+            guarded::cut(run, id, start).map(|u| u.saturating_duration_since(start))
+        });
         match (
-            run.call_task_into(id, 1, until, None, &mut self.attempt),
+            run.call_task_into(id, 1, cut, None, &mut self.attempt),
             held,
         ) {
             (Ok(()), held) => self.state = State::Attempt(held),

@@ -26,9 +26,10 @@ use std::task::{Context, Poll};
 use tokio::time::{Instant, Sleep};
 
 use super::state::RunState;
-use crate::graph::NodeKind;
+use crate::policy::NodePolicy;
 use crate::policy::breaker::Ticket;
 use crate::policy::onion::{self, First, FirstAttempt};
+use crate::task::Cut;
 
 /// What the driver holds for a policy node's first attempt while it polls it: the breaker
 /// permit's ticket, when the node has a breaker, and whether the driver's timer wakes it
@@ -53,26 +54,28 @@ enum Armed {
     Yes,
 }
 
-/// Prepares node `id`'s first attempt, starting at `start`: takes the breaker's permit and
-/// deposits in the retry budget, and gives the attempt's cut (when it must end) and what the
-/// driver holds while it runs. `None` when the node does not take this path (nothing was
-/// done). The driver then counts the node and the attempt and calls the task as for a bare
-/// node.
+/// Prepares the first attempt of a task node with `policy`, starting at `start`: takes the
+/// breaker's permit and deposits in the retry budget, and gives the attempt's cut (when it
+/// must end, for its `Ctx`: with no budget and no run deadline, its start, to which
+/// `Ctx::deadline` adds the timeout if it is asked) and what the driver holds while it
+/// runs. `None` when the node does not take this path (nothing was done). The driver then
+/// counts the node and the attempt and calls the task as for a bare node.
 #[inline]
 pub(super) fn prepare<I: Send + Sync + 'static>(
     run: &Arc<RunState<I>>,
-    id: u32,
+    policy: &NodePolicy,
     start: Instant,
     span: &tracing::Span,
-) -> Option<(Option<Instant>, Held)> {
-    let graph = &run.graph;
-    if !span.is_disabled() || !matches!(graph.kind(id), NodeKind::Task) {
+) -> Option<(Cut, Held)> {
+    if !span.is_disabled() {
         return None;
     }
-    let policy = graph.policy(id)?;
     let run_deadline = run.core.deadline();
     // The same deadline, check and cut as the onion's first attempt.
-    if !(policy.simple && run_deadline.is_none()) {
+    let simple = policy.simple && run_deadline.is_none();
+    let at = if simple {
+        Cut::TimeoutAfter(start)
+    } else {
         if policy.bulkhead.is_some() {
             return None;
         }
@@ -80,8 +83,8 @@ pub(super) fn prepare<I: Send + Sync + 'static>(
         if onion::too_late(policy, deadline, start) {
             return None;
         }
-    }
-    let until = cut_with(policy, run_deadline, start);
+        Cut::At(onion::Cut::new(policy, start, deadline).until)
+    };
     let ticket = match &policy.breaker {
         None => None,
         Some(breaker) => Some(breaker.try_ticket()?),
@@ -90,7 +93,7 @@ pub(super) fn prepare<I: Send + Sync + 'static>(
         onion::deposit(policy);
     }
     Some((
-        until,
+        at,
         Held {
             ticket,
             armed: Armed::No,
@@ -178,18 +181,18 @@ pub(super) fn wait<I: Send + Sync + 'static>(
 }
 
 /// When node `id`'s first attempt, started at `start`, is cut, as [`prepare`] computed it.
-fn cut<I: Send + Sync + 'static>(run: &RunState<I>, id: u32, start: Instant) -> Option<Instant> {
+pub(super) fn cut<I: Send + Sync + 'static>(
+    run: &RunState<I>,
+    id: u32,
+    start: Instant,
+) -> Option<Instant> {
     cut_with(run.graph.policy(id)?, run.core.deadline(), start)
 }
 
 /// The cut of a first attempt started at `start`, as the onion computes it; with no budget
 /// and no run deadline, the timeout alone.
 #[inline]
-fn cut_with(
-    policy: &crate::policy::NodePolicy,
-    run_deadline: Option<Instant>,
-    start: Instant,
-) -> Option<Instant> {
+fn cut_with(policy: &NodePolicy, run_deadline: Option<Instant>, start: Instant) -> Option<Instant> {
     if policy.simple && run_deadline.is_none() {
         policy.timeout.and_then(|t| start.checked_add(t))
     } else {
