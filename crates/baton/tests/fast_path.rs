@@ -417,6 +417,113 @@ async fn a_timer_left_at_an_earlier_cut_moves_to_the_attempt_s_own_when_it_fires
     assert_eq!(polls, [3, 4, 5], "polls of a d e");
 }
 
+/// Spends the task's coop budget: the next tokio resource the task polls returns `Pending`
+/// without registering its waker, and wakes the task to poll it again.
+async fn spend_coop_budget() {
+    while tokio::task::coop::has_budget_remaining() {
+        tokio::task::coop::consume_budget().await;
+    }
+}
+
+/// A task whose first attempt runs `first` and then waits for a reply that never comes;
+/// its later attempts end at once.
+fn hangs_after<U, F>(
+    first: impl Fn() -> F + Send + Sync + 'static,
+) -> impl Fn(baton::Ctx<()>, U) -> Attempt
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let calls = Arc::new(AtomicU32::new(0));
+    move |_ctx, _up| {
+        let n = calls.fetch_add(1, Ordering::SeqCst);
+        let first = (n == 0).then(&first);
+        Box::pin(async move {
+            if let Some(first) = first {
+                first.await;
+                std::future::pending::<()>().await;
+            }
+            Ok(n)
+        })
+    }
+}
+
+/// A poll of the driver's timer that finds the task's coop budget spent registers nothing
+/// with tokio's timer: the timer is polled again at the attempt's next wait, so the cut
+/// comes, also when the timer was just moved there after waking the driver early. `a`
+/// (cut at 100 ms) ends at 10; `d`, started at 10 (cut at 110), is woken at 100 by the
+/// timer left at `a`'s cut, spends the budget, and waits: cut at 110. `b` finds the timer
+/// elapsed, spends the budget before its timer's first poll, and waits: cut 100 ms after
+/// its start. (Each yields first: on this one-thread runtime, the first wait of a node
+/// started in the run's own future moves it to a driver task, without looking at a timer.)
+#[tokio::test(start_paused = true)]
+async fn a_timer_poll_that_finds_the_coop_budget_spent_is_made_again() {
+    let mut g = Graph::<()>::builder();
+    let (t, retry) = (ms(100), || Retry::new(2));
+    let a = g.node("a").timeout(t).retry(retry());
+    let a = a.task(counted(ms(10), &Arc::default()));
+    let d = g.node("d").after(a).timeout(t).retry(retry());
+    let d = d.task(hangs_after(|| async {
+        tokio::task::yield_now().await;
+        sleep(ms(90)).await;
+        spend_coop_budget().await;
+    }));
+    let b = g.node("b").after(d).timeout(t).retry(retry());
+    let b = b.task(hangs_after(|| async {
+        tokio::task::yield_now().await;
+        spend_coop_budget().await;
+    }));
+    let run = g.build().unwrap().run(());
+    let report = tokio::time::timeout(ms(60_000), run)
+        .await
+        .expect("a cut never came");
+    let report = report.unwrap();
+    for node in [d, b] {
+        let r = report.node(node).unwrap();
+        assert_eq!(
+            (r.outcome(), r.attempts()),
+            (Outcome::Succeeded, 2),
+            "{r:?}"
+        );
+        let log = r.attempt_log();
+        assert_eq!(log[0].end - log[0].start, ms(100), "{log:?}");
+    }
+    assert_eq!(report.node(d).unwrap().attempt_log()[0].start, ms(10));
+}
+
+/// An attempt that spends the whole coop budget at every poll, and wakes its task to be
+/// polled again, is still cut: the driver polls its timer outside the budget, as tokio's
+/// `Timeout` polls its delay. The clock moves by hand, 1 ms at a time (the busy attempt
+/// keeps the runtime from ever idling, which is when a paused clock moves by itself).
+#[tokio::test(start_paused = true)]
+async fn an_attempt_that_spends_the_coop_budget_at_every_poll_is_cut() {
+    let mut g = Graph::<()>::builder();
+    let busy = g.node("busy").timeout(ms(100)).retry(Retry::new(2));
+    let busy = busy.task(hangs_after(|| async {
+        loop {
+            tokio::task::yield_now().await;
+            spend_coop_budget().await;
+        }
+    }));
+    let graph = g.build().unwrap();
+    let run = graph.run(());
+    tokio::pin!(run);
+    for _ in 0..1_000 {
+        tokio::select! {
+            biased;
+            report = &mut run => {
+                let report = report.unwrap();
+                let r = report.node(busy).unwrap();
+                assert_eq!((r.outcome(), r.attempts()), (Outcome::Succeeded, 2), "{r:?}");
+                let log = r.attempt_log();
+                assert_eq!(log[0].end - log[0].start, ms(100), "{log:?}");
+                return;
+            }
+            () = tokio::task::yield_now() => tokio::time::advance(ms(1)).await,
+        }
+    }
+    panic!("not cut in 1 s");
+}
+
 /// A half-open probe taken by the fast path for an attempt that succeeds at once closes
 /// the breaker.
 #[tokio::test(start_paused = true)]

@@ -1,7 +1,8 @@
 //! A timeout that costs nothing until it is needed: the inner future is polled first, and
 //! the timer is only created (and registered with tokio's timer) when the inner future is not
 //! ready at once. An attempt that completes on its first poll — the common case on the
-//! success path — never touches the timer.
+//! success path — never touches the timer. The timer is polled outside tokio's coop budget
+//! ([`poll_timer`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -62,11 +63,19 @@ impl<F: Future> Future for Deadline<'_, F> {
             this.sleep.set(Some(tokio::time::sleep_until(*this.until)));
         }
         match this.sleep.as_pin_mut() {
-            Some(sleep) => match sleep.poll(cx) {
+            Some(sleep) => match poll_timer(sleep, cx) {
                 Poll::Ready(()) => Poll::Ready(None),
                 Poll::Pending => Poll::Pending,
             },
             None => Poll::Pending,
         }
     }
+}
+
+/// Polls an attempt's timer outside tokio's coop budget, as tokio's `Timeout` polls its
+/// delay when the future it wraps spent the budget: an attempt that spends the budget at
+/// every poll (and wakes its task) would otherwise keep its timer from ever being
+/// registered, and never be cut. Used by [`Deadline`] and the scheduler's fast path.
+pub(crate) fn poll_timer(sleep: Pin<&mut Sleep>, cx: &mut Context<'_>) -> Poll<()> {
+    std::pin::pin!(tokio::task::unconstrained(sleep)).poll(cx)
 }

@@ -28,6 +28,7 @@ use tokio::time::{Instant, Sleep};
 use super::state::RunState;
 use crate::policy::NodePolicy;
 use crate::policy::breaker::Ticket;
+use crate::policy::deadline::poll_timer;
 use crate::policy::onion::{self, First, FirstAttempt};
 use crate::task::Cut;
 
@@ -45,12 +46,13 @@ pub(super) struct Held {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Armed {
     /// The attempt has not waited yet: the timer, if the driver has one, is another
-    /// attempt's (ended, or handed to the onion), and its instant means nothing here.
+    /// attempt's (ended, or handed to the onion), and may be running at an instant later
+    /// than this attempt's cut, or have elapsed.
     No,
     /// The attempt has no cut (no timeout, no deadline, no budget): it waits untimed.
     Untimed,
     /// The timer is set for this attempt's cut or, left there, for an earlier instant
-    /// (another attempt's cut), and holds a waker of the driver's task.
+    /// (another attempt's cut; it is moved to this one's when it elapses there).
     Yes,
 }
 
@@ -107,26 +109,25 @@ pub(super) fn prepare<I: Send + Sync + 'static>(
 /// attempt's cut, never after it:
 ///
 /// - At the attempt's first wait, the cut is computed as [`prepare`] did (the same function
-///   of `start`, the policy and the run's deadline). A timer still set for an earlier
-///   instant (an ended attempt's cut, which with one timeout for the graph's nodes is
-///   every later attempt's case) is left as it is: nothing is written, nothing polled.
-///   Otherwise (the driver has no timer, or it elapsed, or it is set later) it is set for
-///   the cut: made (and registered with tokio's by polling it), or moved
-///   ([`Sleep::reset`]) and polled.
-/// - At its later waits, the timer is only asked whether it elapsed
-///   ([`Sleep::is_elapsed`], one atomic load). When it has, at an instant earlier than the
-///   cut, it is moved to the cut and polled; at the cut, the cut has passed.
+///   of `start`, the policy and the run's deadline). A timer still running at an earlier
+///   instant (an ended attempt's cut: with one timeout for the graph's nodes, every later
+///   attempt's case) is left there. Otherwise (the driver has no timer, or it elapsed, or
+///   it is set later than the cut) it is set for the cut: made, or moved
+///   ([`Sleep::reset`]).
+/// - At every wait, the timer is polled, as any future a task waits on must be (outside
+///   tokio's coop budget: `deadline::poll_timer`): a poll that returns `Pending` may not
+///   have registered the task's waker (a task dump was being taken: the task is woken to
+///   poll again), so the next wait's poll is what makes sure it is. When it is `Ready` at
+///   an instant earlier than the cut (it was left there), it is moved to the cut and
+///   polled again; at the cut, the cut has passed.
 ///
-/// Not polling a timer left running is sound because the waker it holds, from whichever
-/// wait polled it last, is one of this driver's task, the only task that polls a driver
-/// that waits (a driver embedded in the run's future hands a waiting node to a spawned one
-/// before it gets here); a waker stays valid for its task's life. Against moving the timer
-/// at every attempt (an atomic compare-and-swap in tokio's timer entry for a later instant,
-/// then a poll that spends a unit of the coop budget and registers the waker again), an
-/// attempt that outlives an earlier cut costs one wake-up of the driver, which polls its
-/// futures once more, as after any spurious wake-up, then one move of the elapsed timer
-/// (under the lock of tokio's timer wheel). Making a timer per attempt would allocate it
-/// and take that lock twice (to insert and, when the attempt ends, to remove it).
+/// Against moving the timer at every attempt (for a later instant, an atomic
+/// compare-and-swap in tokio's timer entry, after a clone of the runtime's handle and the
+/// instant's conversion to the wheel's ticks), an attempt that outlives an earlier cut
+/// costs one wake-up of the driver, which polls its futures once more, as after any
+/// spurious wake-up, and one move of the elapsed timer (under the lock of tokio's timer
+/// wheel). Making a timer per attempt would allocate it and take that lock twice (to insert
+/// and, when the attempt ends, to remove it).
 ///
 /// `Ready` when the cut has passed: the driver then hands the attempt, still running, to
 /// the onion, which polls it once more, then reports the timeout (or deadline) and goes on
@@ -134,8 +135,8 @@ pub(super) fn prepare<I: Send + Sync + 'static>(
 ///
 /// # Panics
 ///
-/// Tokio panics making or moving a timer on a runtime built without timers; the driver
-/// catches it and fails the node.
+/// Tokio panics making, moving or polling a timer on a runtime built without timers (or
+/// shutting down); the driver catches it and fails the node.
 pub(super) fn wait<I: Send + Sync + 'static>(
     run: &RunState<I>,
     id: u32,
@@ -144,18 +145,9 @@ pub(super) fn wait<I: Send + Sync + 'static>(
     timer: &mut Option<Pin<Box<Sleep>>>,
     cx: &mut Context<'_>,
 ) -> Poll<()> {
-    let until = match held.armed {
+    match held.armed {
         Armed::Untimed => return Poll::Pending,
-        Armed::Yes => match timer {
-            Some(t) if t.is_elapsed() => match cut(run, id, start) {
-                // It elapsed at the attempt's cut.
-                Some(until) if t.deadline() >= until => return Poll::Ready(()),
-                // At an earlier one it was left at: moved to this attempt's.
-                Some(until) => until,
-                None => return Poll::Pending,
-            },
-            _ => return Poll::Pending,
-        },
+        Armed::Yes => {}
         Armed::No => {
             let Some(until) = cut(run, id, start) else {
                 held.armed = Armed::Untimed;
@@ -163,20 +155,42 @@ pub(super) fn wait<I: Send + Sync + 'static>(
             };
             held.armed = Armed::Yes;
             match timer {
-                // Left at an earlier cut, and running: it wakes the driver in time.
-                Some(t) if t.deadline() <= until && !t.is_elapsed() => return Poll::Pending,
-                _ => until,
+                // Running at an earlier cut: it wakes the driver in time. (One that elapsed
+                // is moved now rather than after a poll that would say so.)
+                Some(t) if t.deadline() <= until && !t.is_elapsed() => {}
+                _ => set(run, timer, until),
             }
         }
+    }
+    let Some(t) = timer else {
+        return Poll::Pending;
     };
+    if poll_timer(t.as_mut(), cx).is_pending() {
+        return Poll::Pending;
+    }
+    // Elapsed: at the attempt's cut, or at an earlier one it was left at.
+    match cut(run, id, start) {
+        Some(until) if t.deadline() < until => {
+            set(run, timer, until);
+            match timer {
+                Some(t) => poll_timer(t.as_mut(), cx),
+                None => Poll::Pending,
+            }
+        }
+        _ => Poll::Ready(()),
+    }
+}
+
+/// Sets the driver's `timer` for `until`: made if it has none, else moved.
+fn set<I: Send + Sync + 'static>(
+    run: &RunState<I>,
+    timer: &mut Option<Pin<Box<Sleep>>>,
+    until: Instant,
+) {
     run.core.floor_timers(until);
     match timer {
         Some(timer) => timer.as_mut().reset(until),
         None => *timer = Some(Box::pin(tokio::time::sleep_until(until))),
-    }
-    match timer {
-        Some(timer) => timer.as_mut().poll(cx),
-        None => Poll::Pending,
     }
 }
 
