@@ -304,13 +304,18 @@ pub struct Ctx<I> {
     cut: Cut,
 }
 
-/// When an attempt is cut, as the scheduler hands it to the attempt's [`Ctx`]: computed,
-/// or, for a first attempt whose cut is its node's timeout alone (no budget, no run
-/// deadline), its start, the timeout added only when [`Ctx::deadline`] is asked (most
-/// attempts never ask, and the scheduler's fast path then spends nothing on it).
+/// When an attempt is cut, as the scheduler hands it to the attempt's [`Ctx`].
+///
+/// The scheduler's fast path starts a first attempt without computing its cut when it can
+/// be computed later from the attempt's start ([`TimeoutAfter`](Cut::TimeoutAfter)): most
+/// tasks never ask for it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Cut {
+    /// The cut, computed (`None`: nothing cuts the attempt).
     At(Option<Instant>),
+    /// The attempt's start: its cut is the node's timeout after it (`None` without a
+    /// timeout). Only for a first attempt whose node has no budget, in a run without a
+    /// deadline, where the timeout alone cuts it.
     TimeoutAfter(Instant),
 }
 

@@ -218,6 +218,34 @@ async fn a_node_cancelled_during_its_first_attempt_has_started() {
     );
 }
 
+/// A node whose only policy is its timeout, in a run with a deadline: the first attempt's
+/// cut is the earlier of the two, also as its task sees it (`Ctx::deadline` computes the
+/// timeout's cut only when the run has no deadline), and a run deadline too close to leave
+/// the minimum attempt time (10 ms) fails the node before its task is called.
+#[tokio::test(start_paused = true)]
+async fn a_run_deadline_earlier_than_the_timeout_is_the_first_attempt_s_cut() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s = Arc::clone(&seen);
+    let mut g = Graph::<()>::builder();
+    let n = g.node("n").timeout(ms(100)).task(move |ctx, ()| {
+        let start = tokio::time::Instant::now();
+        s.lock()
+            .unwrap()
+            .push((ctx.deadline().map(|d| d - start), ctx.remaining()));
+        async { Ok::<_, BoxError>(1u32) }
+    });
+    let graph = g.build().unwrap();
+    let options = |t| baton::RunOptions::new().timeout(t);
+    let report = graph.run_with((), options(ms(30))).await.unwrap();
+    assert_eq!(report.node(n).unwrap().outcome(), Outcome::Succeeded);
+    assert_eq!(*seen.lock().unwrap(), [(Some(ms(30)), Some(ms(30)))]);
+    let report = graph.run_with((), options(ms(5))).await;
+    let report = report.unwrap_or_else(|e| e.into_report().unwrap());
+    let r = report.node(n).unwrap();
+    assert_eq!((r.outcome(), r.attempts()), (Outcome::Failed, 0), "{r:?}");
+    assert_eq!(seen.lock().unwrap().len(), 1, "the task was not called");
+}
+
 /// Policies without a budget (the fast path's shortest form: the attempt's cut is its
 /// timeout alone): the task sees that cut as its deadline, a first attempt still running at
 /// the timeout is cut, exactly then, and retried, and the breaker hears one success for the

@@ -111,7 +111,7 @@ pub(super) fn prepare<I: Send + Sync + 'static>(
 /// - At the attempt's first wait, the cut is computed as [`prepare`] did (the same function
 ///   of `start`, the policy and the run's deadline). A timer still running at an earlier
 ///   instant (an ended attempt's cut: with one timeout for the graph's nodes, every later
-///   attempt's case) is left there. Otherwise (the driver has no timer, or it elapsed, or
+///   attempt's case, unless the one before was cut) is left there. Otherwise (the driver has no timer, or it elapsed, or
 ///   it is set later than the cut) it is set for the cut: made, or moved
 ///   ([`Sleep::reset`]).
 /// - At every wait, the timer is polled, as any future a task waits on must be (outside

@@ -524,8 +524,10 @@ impl RunCore {
             return;
         }
         let mut timer = Box::pin(tokio::time::sleep_until(until));
-        // Registered by its first poll; the waker it keeps is a no-op.
-        let _ = std::future::Future::poll(
+        // Registered by its first poll (outside the coop budget, which the attempt may have
+        // spent: a poll inside it would register nothing, and there is no second one); the
+        // waker it keeps is a no-op.
+        let _ = crate::policy::deadline::poll_timer(
             timer.as_mut(),
             &mut std::task::Context::from_waker(std::task::Waker::noop()),
         );
@@ -1337,6 +1339,45 @@ mod tests {
         assert!(sets_a_floor(&waiting_graph(true), 2), "policy path");
         assert!(!sets_a_floor(&waiting_graph(false), 1), "one worker");
         assert!(!sets_a_floor(&waiting_graph(true), 1), "one worker");
+    }
+
+    /// The floor is registered when the attempt that sets it spent the task's coop budget
+    /// before its first `Pending` (its one poll is made outside the budget): it fires with
+    /// the attempt's cut, at the same instant, before the run can end. (A 5 ms cut on a
+    /// multi-thread runtime, whose clock cannot be paused; nothing is timed: the run ends
+    /// after its cut whatever the machine.)
+    #[test]
+    fn a_floor_set_with_the_coop_budget_spent_is_registered() {
+        let calls = Arc::new(AtomicU32::new(0));
+        let mut g = Graph::<()>::builder();
+        let _: Node<()> = g
+            .node("n")
+            .timeout(Duration::from_millis(5))
+            .retry(crate::Retry::new(2).backoff(crate::Backoff::constant(Duration::ZERO)))
+            .task(move |_ctx, ()| {
+                let first = calls.fetch_add(1, Ordering::SeqCst) == 0;
+                async move {
+                    if first {
+                        while tokio::task::coop::has_budget_remaining() {
+                            tokio::task::coop::consume_budget().await;
+                        }
+                        std::future::pending::<()>().await;
+                    }
+                    Ok::<(), BoxError>(())
+                }
+            });
+        let graph = g.build().expect("a valid graph");
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let run = graph.run(());
+        let state = Arc::clone(&run.state);
+        let report = rt.block_on(run).expect("the run succeeds");
+        drop(report);
+        let floor = state.core.timer_floor.get().expect("a floor was set");
+        assert!(floor.is_elapsed(), "the floor was never registered");
     }
 
     /// What a node costs per run, beside its join counter (8 bytes), value cell (24) and
