@@ -8,7 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use baton::{BoxError, BreakerState, CircuitBreaker, Fallback, Graph, NodeError, Outcome, Retry};
+use baton::{
+    AttemptReport, BoxError, BreakerState, CircuitBreaker, Fallback, Graph, Node, NodeError,
+    Outcome, Report, Retry,
+};
 use tokio::time::{advance, sleep};
 
 fn ms(n: u64) -> Duration {
@@ -326,6 +329,26 @@ fn counted<U>(
     }
 }
 
+/// Node `node` succeeded at its first attempt, which took `took`.
+fn assert_succeeded_at_once<T>(report: &Report, node: Node<T>, took: Duration) {
+    let r = report.node(node).unwrap();
+    assert_eq!(r.outcome(), Outcome::Succeeded, "{r:?}");
+    assert_eq!((r.attempts(), r.duration()), (1, took), "{r:?}");
+}
+
+/// Node `node`'s first attempt was cut by its timeout `after` its start, and its second
+/// succeeded; the first attempt's record.
+fn assert_cut_then_recovered<T>(report: &Report, node: Node<T>, after: Duration) -> AttemptReport {
+    let r = report.node(node).unwrap();
+    let attempts = (r.outcome(), r.attempts());
+    assert_eq!(attempts, (Outcome::Succeeded, 2), "{r:?}");
+    let first = r.attempt_log()[0].clone();
+    let error = first.error.as_deref().unwrap_or_default();
+    assert!(error.contains("timed out"), "{first:?}");
+    assert_eq!(first.end - first.start, after, "{first:?}");
+    first
+}
+
 /// One driver runs a chain of policy nodes whose first attempts wait, and keeps one timer
 /// for their cuts: each attempt is cut at its own cut, and goes to the policy path then and
 /// never before. The policy path polls an attempt it takes over once more, so poll counts
@@ -353,24 +376,9 @@ async fn one_driver_cuts_each_waiting_attempt_at_its_own_cut() {
     let c = c.task(counted(ms(100), pc));
     let report = g.build().unwrap().run(()).await.unwrap();
     for (node, took) in [(a, ms(10)), (u, ms(300)), (x, ms(1_500)), (c, ms(100))] {
-        let r = report.node(node).unwrap();
-        assert_eq!(r.outcome(), Outcome::Succeeded, "{r:?}");
-        assert_eq!((r.attempts(), r.duration()), (1, took), "{r:?}");
+        assert_succeeded_at_once(&report, node, took);
     }
-    let r = report.node(b).unwrap();
-    assert_eq!(
-        (r.outcome(), r.attempts()),
-        (Outcome::Succeeded, 2),
-        "{r:?}"
-    );
-    let log = r.attempt_log();
-    assert!(
-        log[0]
-            .error
-            .as_deref()
-            .is_some_and(|e| e.contains("timed out"))
-    );
-    assert_eq!(log[0].end - log[0].start, ms(50), "{log:?}");
+    assert_cut_then_recovered(&report, b, ms(50));
     // Yield, sleep, end: three polls each; `b`'s third is at its cut, and the policy path's
     // one more is the fourth.
     let polls = polls.each_ref().map(|p| p.load(Ordering::SeqCst));
@@ -412,33 +420,11 @@ async fn a_timer_left_at_an_earlier_cut_moves_to_the_attempt_s_own_when_it_fires
     });
     let report = g.build().unwrap().run(()).await.unwrap();
     for (node, took) in [(a, ms(10)), (d, ms(95))] {
-        let r = report.node(node).unwrap();
-        assert_eq!(r.outcome(), Outcome::Succeeded, "{r:?}");
-        assert_eq!((r.attempts(), r.duration()), (1, took), "{r:?}");
+        assert_succeeded_at_once(&report, node, took);
     }
-    let r = report.node(e).unwrap();
-    assert_eq!(
-        (r.outcome(), r.attempts()),
-        (Outcome::Succeeded, 2),
-        "{r:?}"
-    );
-    let log = r.attempt_log();
-    assert!(
-        log[0]
-            .error
-            .as_deref()
-            .is_some_and(|e| e.contains("timed out"))
-    );
-    assert_eq!(log[0].end - log[0].start, ms(100), "{log:?}");
-    assert_eq!(log[0].start, report.node(d).unwrap().end(), "{log:?}");
-    let r = report.node(f).unwrap();
-    assert_eq!(
-        (r.outcome(), r.attempts()),
-        (Outcome::Succeeded, 2),
-        "{r:?}"
-    );
-    let log = r.attempt_log();
-    assert_eq!(log[0].end - log[0].start, ms(100), "{log:?}");
+    let first = assert_cut_then_recovered(&report, e, ms(100));
+    assert_eq!(first.start, report.node(d).unwrap().end(), "{first:?}");
+    assert_cut_then_recovered(&report, f, ms(100));
     // `d`: yield, sleep, the early wake-up, end. `e`: yield, sleep, the early wake-up, the
     // cut, the policy path's one more.
     let polls = polls.each_ref().map(|p| p.load(Ordering::SeqCst));
@@ -505,17 +491,9 @@ async fn a_timer_poll_that_finds_the_coop_budget_spent_is_made_again() {
         .await
         .expect("a cut never came");
     let report = report.unwrap();
-    for node in [d, b] {
-        let r = report.node(node).unwrap();
-        assert_eq!(
-            (r.outcome(), r.attempts()),
-            (Outcome::Succeeded, 2),
-            "{r:?}"
-        );
-        let log = r.attempt_log();
-        assert_eq!(log[0].end - log[0].start, ms(100), "{log:?}");
-    }
-    assert_eq!(report.node(d).unwrap().attempt_log()[0].start, ms(10));
+    let first = assert_cut_then_recovered(&report, d, ms(100));
+    assert_eq!(first.start, ms(10), "{first:?}");
+    assert_cut_then_recovered(&report, b, ms(100));
 }
 
 /// An attempt that spends the whole coop budget at every poll, and wakes its task to be
@@ -539,11 +517,7 @@ async fn an_attempt_that_spends_the_coop_budget_at_every_poll_is_cut() {
         tokio::select! {
             biased;
             report = &mut run => {
-                let report = report.unwrap();
-                let r = report.node(busy).unwrap();
-                assert_eq!((r.outcome(), r.attempts()), (Outcome::Succeeded, 2), "{r:?}");
-                let log = r.attempt_log();
-                assert_eq!(log[0].end - log[0].start, ms(100), "{log:?}");
+                assert_cut_then_recovered(&report.unwrap(), busy, ms(100));
                 return;
             }
             () = tokio::task::yield_now() => tokio::time::advance(ms(1)).await,

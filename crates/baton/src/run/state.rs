@@ -1293,9 +1293,9 @@ mod tests {
         )
     }
 
-    /// Runs `graph` once on a runtime with `workers` worker threads (from outside it) and
-    /// says whether the run set its timer floor.
-    fn sets_a_floor(graph: &Graph<()>, workers: usize) -> bool {
+    /// Runs `graph` once on a runtime with `workers` worker threads (from outside it); the
+    /// run's state, after its report was dropped.
+    fn run_on(graph: &Graph<()>, workers: usize) -> Arc<RunState<()>> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers)
             .enable_all()
@@ -1305,29 +1305,41 @@ mod tests {
         let state = Arc::clone(&run.state);
         let report = rt.block_on(run).expect("the run succeeds");
         drop(report);
-        state.core.timer_floor.get().is_some()
+        state
+    }
+
+    /// Whether a run of `graph` on `workers` worker threads set its timer floor.
+    fn sets_a_floor(graph: &Graph<()>, workers: usize) -> bool {
+        run_on(graph, workers).core.timer_floor.get().is_some()
+    }
+
+    /// One node with `timeout` and a retry without backoff, whose attempts run
+    /// `attempt(first)`.
+    fn timed_graph<F, Fut>(timeout: Duration, attempt: F) -> Graph<()>
+    where
+        F: Fn(bool) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
+    {
+        let calls = Arc::new(AtomicU32::new(0));
+        let mut g = Graph::<()>::builder();
+        let _: Node<()> = g
+            .node("n")
+            .timeout(timeout)
+            .retry(crate::Retry::new(2).backoff(crate::Backoff::constant(Duration::ZERO)))
+            .task(move |_ctx, ()| attempt(calls.fetch_add(1, Ordering::SeqCst) == 0));
+        g.build().expect("a valid graph")
     }
 
     /// A node with a timeout whose attempts wait (yield), and that fails its first attempt
     /// at once when `retried`: its waiting attempt then runs on the policy path.
     fn waiting_graph(retried: bool) -> Graph<()> {
-        let calls = Arc::new(AtomicU32::new(0));
-        let mut g = Graph::<()>::builder();
-        let _: Node<()> = g
-            .node("n")
-            .timeout(Duration::from_secs(60))
-            .retry(crate::Retry::new(2).backoff(crate::Backoff::constant(Duration::ZERO)))
-            .task(move |_ctx, ()| {
-                let first = calls.fetch_add(1, Ordering::SeqCst) == 0;
-                async move {
-                    if first && retried {
-                        return Err::<(), BoxError>("refused".into());
-                    }
-                    tokio::task::yield_now().await;
-                    Ok(())
-                }
-            });
-        g.build().expect("a valid graph")
+        timed_graph(Duration::from_secs(60), move |first| async move {
+            if first && retried {
+                return Err::<(), BoxError>("refused".into());
+            }
+            tokio::task::yield_now().await;
+            Ok(())
+        })
     }
 
     /// The timer floor (`RunCore::floor_timers`) is set where a policy node's attempt waits,
@@ -1348,34 +1360,16 @@ mod tests {
     /// after its cut whatever the machine.)
     #[test]
     fn a_floor_set_with_the_coop_budget_spent_is_registered() {
-        let calls = Arc::new(AtomicU32::new(0));
-        let mut g = Graph::<()>::builder();
-        let _: Node<()> = g
-            .node("n")
-            .timeout(Duration::from_millis(5))
-            .retry(crate::Retry::new(2).backoff(crate::Backoff::constant(Duration::ZERO)))
-            .task(move |_ctx, ()| {
-                let first = calls.fetch_add(1, Ordering::SeqCst) == 0;
-                async move {
-                    if first {
-                        while tokio::task::coop::has_budget_remaining() {
-                            tokio::task::coop::consume_budget().await;
-                        }
-                        std::future::pending::<()>().await;
-                    }
-                    Ok::<(), BoxError>(())
+        let graph = timed_graph(Duration::from_millis(5), |first| async move {
+            if first {
+                while tokio::task::coop::has_budget_remaining() {
+                    tokio::task::coop::consume_budget().await;
                 }
-            });
-        let graph = g.build().expect("a valid graph");
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        let run = graph.run(());
-        let state = Arc::clone(&run.state);
-        let report = rt.block_on(run).expect("the run succeeds");
-        drop(report);
+                std::future::pending::<()>().await;
+            }
+            Ok(())
+        });
+        let state = run_on(&graph, 2);
         let floor = state.core.timer_floor.get().expect("a floor was set");
         assert!(floor.is_elapsed(), "the floor was never registered");
     }
