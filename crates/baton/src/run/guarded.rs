@@ -111,9 +111,9 @@ pub(super) fn prepare<I: Send + Sync + 'static>(
 /// - At the attempt's first wait, the cut is computed as [`prepare`] did (the same function
 ///   of `start`, the policy and the run's deadline). A timer still running at an earlier
 ///   instant (an ended attempt's cut: with one timeout for the graph's nodes, every later
-///   attempt's case, unless the one before was cut) is left there. Otherwise (the driver has no timer, or it elapsed, or
-///   it is set later than the cut) it is set for the cut: made, or moved
-///   ([`Sleep::reset`]).
+///   attempt's case, unless the one before was cut) is left there. Otherwise (the driver
+///   has no timer, or it elapsed, or it is set later than the cut) it is set for the cut:
+///   made, or moved ([`Sleep::reset`]).
 /// - At every wait, the timer is polled, as any future a task waits on must be (outside
 ///   tokio's coop budget: `deadline::poll_timer`): a poll that returns `Pending` may not
 ///   have registered the task's waker (a task dump was being taken: the task is woken to
