@@ -89,7 +89,7 @@ usage: baton-bench [--shapes a,b] [--sizes 10,1k,1M] [--threads 1,2] [--samples 
                    [--mem-min-size N | --no-mem] [--markdown PATH] [--quick] [--verify]
                    [--waits]
 shapes: chain binary-tree parallel wavefront random order
-imps:   baton baton-policies baton-inline tokio tokio-oneshot tokio-join tokio-spawn dagx dagrs seq
+imps:   baton baton-policies baton-spread tokio tokio-oneshot tokio-join tokio-spawn dagx dagrs seq
 --quick: every shape at 10 and 100 nodes, 1 and 2 threads, 3 short samples, no memory
          figures, and --verify (a smoke run for CI: a few seconds).
 --verify: before timing, run each implementation with a recording body and check that
@@ -304,7 +304,7 @@ fn measure_point(
         // `MIN_SAMPLES` runs would not fit in the budget.
         let primary = matches!(
             imp,
-            Imp::Baton | Imp::BatonPolicies | Imp::BatonInline | Imp::Tokio | Imp::Seq
+            Imp::Baton | Imp::BatonPolicies | Imp::BatonSpread | Imp::Tokio | Imp::Seq
         );
         if !primary
             && let Some(est) = history.get(&imp).and_then(|h| h.estimate(n))

@@ -261,7 +261,7 @@ pub(crate) fn markdown(rows: &[Row], imps: &[Imp]) -> String {
         rule.push_str("---:|");
     }
     head.push_str(
-        " baton/tokio | inline/tokio | baton/dagx | baton/dagrs | policies/baton | policies/tokio-timeout | baton graphs/s | noise | load |",
+        " baton/tokio | spread/tokio | baton/dagx | baton/dagrs | policies/baton | policies/tokio-timeout | baton graphs/s | noise | load |",
     );
     rule.push_str("---:|---:|---:|---:|---:|---:|---:|---:|---|");
     let _ = writeln!(md, "{head}\n{rule}");
@@ -291,7 +291,7 @@ pub(crate) fn markdown(rows: &[Row], imps: &[Imp]) -> String {
             " {} | {} | {} | {} | {} | {} | {} | ±{:.0}% | {} |",
             ratio(b, stats(p, Imp::Tokio).map(|s| s.run_node)),
             ratio(
-                stats(p, Imp::BatonInline).map(|s| s.run_node),
+                stats(p, Imp::BatonSpread).map(|s| s.run_node),
                 stats(p, Imp::Tokio).map(|s| s.run_node)
             ),
             ratio(b, stats(p, Imp::Dagx).map(|s| s.run_node)),
@@ -322,7 +322,7 @@ pub(crate) fn markdown(rows: &[Row], imps: &[Imp]) -> String {
             rule.push_str("---:|");
         }
         head.push_str(
-            " baton/tokio-spawn | inline/tokio-spawn | baton/tokio-join | noise | load |",
+            " baton/tokio-spawn | spread/tokio-spawn | baton/tokio-join | noise | load |",
         );
         rule.push_str("---:|---:|---:|---:|---|");
         let _ = writeln!(md, "{head}\n{rule}");
@@ -356,7 +356,7 @@ pub(crate) fn markdown(rows: &[Row], imps: &[Imp]) -> String {
                 " {} | {} | {} | ±{:.0}% | {} |",
                 ratio(b, stats(p, Imp::TokioSpawn).map(|s| s.run_graph)),
                 ratio(
-                    stats(p, Imp::BatonInline).map(|s| s.run_graph),
+                    stats(p, Imp::BatonSpread).map(|s| s.run_graph),
                     stats(p, Imp::TokioSpawn).map(|s| s.run_graph)
                 ),
                 ratio(b, stats(p, Imp::TokioJoin).map(|s| s.run_graph)),

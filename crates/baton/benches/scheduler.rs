@@ -2,7 +2,8 @@
 //! of the same shape measured in the same run (`<group>/baton` vs `<group>/tokio`):
 //!
 //! 1. `order`: one run of the 5-node order graph (user ∥ sku → stock → promo → notify) with
-//!    no-op tasks, report included, in the default start mode and with `StartMode::Inline`;
+//!    no-op tasks, report included, in the default start mode (`Inline`) and with
+//!    `StartMode::Spread`;
 //!    baselines: `tokio::join!` inline, and with `user` and `sku` spawned.
 //! 2. `chain_10k`: a chain of 10 000 no-op nodes.
 //! 3. `fan_10k`: one root → 10 000 independent nodes → one sink over a `Vec<Node<_>>`.
@@ -171,14 +172,14 @@ fn order(c: &mut Criterion) {
             })
         })
     });
-    let inline = RunOptions::new().start_mode(StartMode::Inline);
-    group.bench_function("baton_inline", |b| {
+    let spread = RunOptions::new().start_mode(StartMode::Spread);
+    group.bench_function("baton_spread", |b| {
         b.iter_custom(|iters| {
-            let (graph, inline) = (graph.clone(), inline.clone());
+            let (graph, spread) = (graph.clone(), spread.clone());
             timed(&rt, iters, move || {
-                let (graph, inline) = (graph.clone(), inline.clone());
+                let (graph, spread) = (graph.clone(), spread.clone());
                 async move {
-                    let report = graph.run_with((), inline).await.expect("clean run");
+                    let report = graph.run_with((), spread).await.expect("clean run");
                     black_box(report.get(notify));
                 }
             })

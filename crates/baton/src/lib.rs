@@ -106,9 +106,10 @@
 //!   elsewhere; when a run resolves, no task it spawned is still running.
 //! - The [`FailureMode`] decides whether failures make the run an error; the report is kept
 //!   either way.
-//! - The [`StartMode`] decides where nodes start on a multi-thread runtime: in tasks of the
-//!   run's own, spread over the workers (the default), or in the task that awaits the run,
-//!   as `tokio::join!` would (`Inline`: no spawn for a node that ends at once).
+//! - The [`StartMode`] decides where nodes start on a multi-thread runtime: in the task that
+//!   awaits the run, as `tokio::join!` would (`Inline`, the default: no spawn for a node
+//!   that ends at once, and a node that waits moves to a task of its own), or in tasks of
+//!   the run's own, spread over the workers (`Spread`: nodes that compute run in parallel).
 //!
 //! ## Layout
 //! Everything is re-exported from the crate root; only [`observe`] (callbacks, observers,

@@ -1,8 +1,8 @@
-//! The run's own future as a driver: where one thread runs every task (current-thread, or
-//! one worker awaited from a task), or on any runtime with `StartMode::Inline`, a run's
-//! nodes start inside the task that awaits it; a node that waits moves to a task of its
-//! own, so a run whose future is not polled still makes progress. With more workers and
-//! the default `StartMode::Spread`, nodes always run in tasks of the run's own.
+//! The run's own future as a driver: in the default `StartMode::Inline` (on any runtime),
+//! or where one thread runs every task (current-thread, or one worker awaited from a task),
+//! a run's nodes start inside the task that awaits it; a node that waits moves to a task of
+//! its own, so a run whose future is not polled still makes progress. With more workers and
+//! `StartMode::Spread`, nodes always run in tasks of the run's own.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -71,6 +71,11 @@ fn chain(n: usize, seen: &Seen) -> Graph<()> {
     g.build().expect("valid")
 }
 
+/// Options that spread the run's nodes over the workers.
+fn spread() -> RunOptions {
+    RunOptions::new().start_mode(StartMode::Spread)
+}
+
 /// Runs `graph` in a task spawned for it; that task's id.
 async fn run_in_a_task(graph: Graph<()>) -> Id {
     run_in_a_task_with(graph, RunOptions::new()).await
@@ -127,13 +132,13 @@ async fn nodes_that_end_at_once_run_in_the_awaiting_task() {
     }
 }
 
-/// On a runtime with more workers, nodes run in tasks of the run's own, never in the task
-/// that awaits it: a node that computes must not hold up that task (its timeout, the other
-/// futures it joins) while another worker could run the node.
+/// Spread, on a runtime with more workers: nodes run in tasks of the run's own, never in
+/// the task that awaits it: a node that computes must not hold up that task (its timeout,
+/// the other futures it joins) while another worker could run the node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_two_workers_nodes_run_in_tasks_of_the_runs_own() {
+async fn spread_on_two_workers_nodes_run_in_tasks_of_the_runs_own() {
     let seen: Seen = Arc::default();
-    let awaiting = run_in_a_task(chain(4, &seen)).await;
+    let awaiting = run_in_a_task_with(chain(4, &seen), spread()).await;
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 4);
     assert!(
@@ -143,10 +148,10 @@ async fn on_two_workers_nodes_run_in_tasks_of_the_runs_own() {
     );
 }
 
-/// One computing node (it spins until released, up to `common::PATIENCE`): a timeout the
-/// caller puts around the run fires while the node computes, on another worker.
+/// Spread, one computing node (it spins until released, up to `common::PATIENCE`): a
+/// timeout the caller puts around the run fires while the node computes, on another worker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_callers_timeout_fires_while_a_node_computes() {
+async fn spread_a_callers_timeout_fires_while_a_node_computes() {
     let release = Arc::new(AtomicUsize::new(0));
     let mut g = Graph::<()>::builder();
     let r = Arc::clone(&release);
@@ -155,16 +160,16 @@ async fn a_callers_timeout_fires_while_a_node_computes() {
         async move { common::spin_until(&r, 1) }
     });
     let graph = g.build().expect("valid");
-    let out = tokio::time::timeout(ms(20), graph.run(())).await;
+    let out = tokio::time::timeout(ms(20), graph.run_with((), spread())).await;
     let released = release.fetch_add(1, Ordering::SeqCst);
     assert!(out.is_err(), "the run ended first: {out:?}");
     assert_eq!(released, 0, "the timeout fired while the node computed");
 }
 
-/// Two runs of a one-node graph joined by one task run side by side on two workers: each
-/// node computes until the other runs beside it.
+/// Spread: two runs of a one-node graph joined by one task run side by side on two
+/// workers: each node computes until the other runs beside it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn runs_joined_in_one_task_compute_side_by_side() {
+async fn spread_runs_joined_in_one_task_compute_side_by_side() {
     let started = Arc::new(AtomicUsize::new(0));
     let computing = || {
         let started = Arc::clone(&started);
@@ -175,7 +180,7 @@ async fn runs_joined_in_one_task_compute_side_by_side() {
         g.build().expect("valid")
     };
     let (g1, g2) = (computing(), computing());
-    let (r1, r2) = tokio::join!(g1.run(()), g2.run(()));
+    let (r1, r2) = tokio::join!(g1.run_with((), spread()), g2.run_with((), spread()));
     let (r1, r2) = (r1.expect("run"), r2.expect("run"));
     assert!(r1.is_clean() && r2.is_clean(), "{r1}\n{r2}");
 }
@@ -344,16 +349,22 @@ async fn an_unconstrained_run_still_lets_other_tasks_in() {
     );
 }
 
-/// `StartMode::Inline` on two workers: every node of a graph whose nodes end at once runs
-/// in the task that awaits the run, as on one worker (both roots of the order graph too).
+/// `StartMode::Inline`, the default, on two workers: every node of a graph whose nodes end
+/// at once runs in the task that awaits the run, as on one worker (both roots of the order
+/// graph too), whether the run asks for it or not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inline_on_two_workers_nodes_that_end_at_once_run_in_the_awaiting_task() {
-    let seen: Seen = Arc::default();
-    let graph = order(&seen, None);
-    let inline = RunOptions::new().start_mode(StartMode::Inline);
-    let awaiting = run_in_a_task_with(graph, inline).await;
-    assert_eq!(seen.lock().unwrap().len(), 5);
-    assert_eq!(all_and_none(&seen, awaiting), (true, false), "{seen:?}");
+    for options in [
+        RunOptions::new(),
+        RunOptions::new().start_mode(StartMode::Inline),
+    ] {
+        let seen: Seen = Arc::default();
+        let graph = order(&seen, None);
+        assert_eq!(graph.start_mode(), StartMode::Inline, "the default");
+        let awaiting = run_in_a_task_with(graph, options).await;
+        assert_eq!(seen.lock().unwrap().len(), 5);
+        assert_eq!(all_and_none(&seen, awaiting), (true, false), "{seen:?}");
+    }
 }
 
 /// The graph's start mode applies to its runs, and a run's options override it either way.
@@ -441,8 +452,8 @@ async fn inline_on_two_workers_a_node_that_waits_moves_and_the_run_goes_on_unpol
 }
 
 /// `StartMode::Inline` on two workers: nodes released by different nodes that waited run
-/// where those nodes resumed, so two computing nodes behind two waiting roots still run side
-/// by side (only nodes made ready together run one after another).
+/// where those nodes resumed, so two computing nodes behind two waiting roots run side by
+/// side.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inline_on_two_workers_nodes_behind_waiting_roots_compute_side_by_side() {
     let started = Arc::new(AtomicUsize::new(0));
@@ -461,4 +472,64 @@ async fn inline_on_two_workers_nodes_behind_waiting_roots_compute_side_by_side()
     }
     let report = g.build().expect("valid").run(()).await.expect("run");
     assert!(report.is_clean(), "{report}");
+}
+
+/// `x`, then `width` nodes after it that compute (without awaiting) until a second one of
+/// them runs beside it (up to `common::PATIENCE`), in a graph that starts inline.
+fn computing_fan_out(g: &mut GraphBuilder<()>, x: Node<()>, width: usize) {
+    let started = Arc::new(AtomicUsize::new(0));
+    for i in 0..width {
+        let started = Arc::clone(&started);
+        let _: Node<()> = g
+            .node(format!("compute{i}"))
+            .after(x)
+            .task(move |_ctx, _| common::compute_beside_another(&started));
+    }
+}
+
+/// `StartMode::Inline` on two workers: computing nodes that a waiting root makes ready
+/// together, after the run's future stopped driving the run, run side by side, as in a
+/// spread run, not one after another in the root's task (no other driver is active: the
+/// root's driver shares them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inline_on_two_workers_a_fan_out_after_a_waiting_node_spreads() {
+    for _ in 0..10 {
+        let mut g = Graph::<()>::builder();
+        g.start_mode(StartMode::Inline);
+        let root: Node<()> = g.node("wait").task(|_ctx, ()| async {
+            tokio::time::sleep(ms(1)).await;
+            Ok::<_, BoxError>(())
+        });
+        computing_fan_out(&mut g, root, 3);
+        let report = g.build().expect("valid").run(()).await.expect("run");
+        assert!(report.is_clean(), "{report}");
+    }
+}
+
+/// `StartMode::Inline` on two workers: a long chain of nodes that end at once is handed off
+/// by the run's future after its first nodes (its coop budget), and what is left spreads:
+/// the computing nodes at its end, made ready together, run side by side.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inline_on_two_workers_what_the_future_hands_off_spreads() {
+    for _ in 0..10 {
+        let seen: Seen = Arc::default();
+        let mut g = Graph::<()>::builder();
+        g.start_mode(StartMode::Inline);
+        let mut prev = node(&mut g, "c0", &[], None, &seen);
+        for i in 1..300 {
+            prev = node(&mut g, &format!("c{i}"), &[prev], None, &seen);
+        }
+        computing_fan_out(&mut g, prev, 3);
+        let graph = g.build().expect("valid");
+        let awaiting = run_in_a_task(graph).await;
+        let seen = seen.lock().unwrap();
+        let inline = seen
+            .iter()
+            .take_while(|(_, task)| *task == Some(awaiting))
+            .count();
+        assert!(
+            (1..300).contains(&inline),
+            "{inline} nodes ran in the awaiting task: it handed off the rest"
+        );
+    }
 }

@@ -1,5 +1,5 @@
 //! The ready queue (`run/ready.rs`) and its drivers under stress: nodes that compute fan out
-//! to every worker, no queued node is stranded (random graphs mixing immediate, yielding,
+//! to every worker (`StartMode::Spread`), no queued node is stranded (random graphs mixing immediate, yielding,
 //! blocking and sleeping nodes; concurrent runs; runtimes dropped mid-run), large graphs
 //! reuse their queue, router branches are never left running, nested runs complete.
 //!
@@ -13,7 +13,7 @@ use std::time::Duration;
 
 mod common;
 
-use baton::{BoxError, Graph, Node, Outcome};
+use baton::{BoxError, Graph, Node, Outcome, StartMode};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -23,7 +23,7 @@ fn ms(n: u64) -> Duration {
 // Loss of concurrency: a fan-out behind a node doing synchronous work.
 // ---------------------------------------------------------------------------------------
 
-/// `x` makes three CPU-bound nodes ready at once: the driver runs one inline and queues the
+/// `StartMode::Spread`: `x` makes three CPU-bound nodes ready at once: the driver runs one inline and queues the
 /// others, for which it spawns a driver. Tokio puts that driver in the worker's LIFO slot,
 /// which the idle worker cannot steal from, so the driver yields once before running its
 /// node (`RunState::schedule`): each node waits until a second one runs beside it, which
@@ -47,10 +47,12 @@ async fn a_cpu_bound_fan_out_uses_both_workers_when_run_from_a_task() {
 
 /// `x`, then `width` nodes after it, each computing (without awaiting) until a second one of
 /// them runs beside it; a node fails if none does within 10 s (wall time: only a failure
-/// waits that long).
+/// waits that long). Spread: computing nodes ready together run one after another in the
+/// default `StartMode::Inline`, as in `tokio::join!`, and would all fail.
 fn cpu_fan_out(width: usize) -> Graph<()> {
     let started = Arc::new(AtomicUsize::new(0));
     let mut g = Graph::<()>::builder();
+    g.start_mode(StartMode::Spread);
     let x: Node<()> = g.node("x").task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
     for i in 0..width {
         let started = Arc::clone(&started);

@@ -11,7 +11,7 @@ use std::time::Duration;
 mod common;
 
 use baton::observe::Event;
-use baton::{BoxError, Graph, Node, Orchestrator, Outcome, RunError};
+use baton::{BoxError, Graph, Node, Orchestrator, Outcome, RunError, StartMode};
 
 // ---------------------------------------------------------------------------------------
 // A cancel that lands while `start` queues the roots.
@@ -70,7 +70,8 @@ fn cancel_while_start_queues_roots_does_not_hang() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Concurrency of computing nodes on a two-worker runtime.
+// Concurrency of computing nodes on a two-worker runtime, in `StartMode::Spread` (in the
+// default `Inline`, computing nodes ready together run one after another, as in `join!`).
 // ---------------------------------------------------------------------------------------
 
 /// A fan-out of CPU-bound nodes made ready by a node that waited first (its driver is no
@@ -80,6 +81,7 @@ async fn cpu_fan_out_after_a_waiting_node_uses_both_workers() {
     for _ in 0..20 {
         let started = Arc::new(AtomicUsize::new(0));
         let mut g = Graph::<()>::builder();
+        g.start_mode(StartMode::Spread);
         let x: Node<()> = g.node("x").task(|_ctx, ()| async {
             tokio::task::yield_now().await;
             Ok::<_, BoxError>(())
@@ -102,6 +104,7 @@ async fn cpu_roots_use_both_workers() {
         let res = tokio::spawn(async {
             let started = Arc::new(AtomicUsize::new(0));
             let mut g = Graph::<()>::builder();
+            g.start_mode(StartMode::Spread);
             for i in 0..5 {
                 let started = Arc::clone(&started);
                 g.node(format!("cpu{i}")).task(move |_ctx, ()| {
@@ -128,6 +131,7 @@ async fn cpu_nodes_after_a_router_branch_use_both_workers() {
     for _ in 0..20 {
         let started = Arc::new(AtomicUsize::new(0));
         let mut g = Graph::<()>::builder();
+        g.start_mode(StartMode::Spread);
         let x: Node<u32> = g
             .node("x")
             .task(|_ctx, ()| async { Ok::<_, BoxError>(1u32) });

@@ -94,7 +94,7 @@ macro_rules! build_with {
 /// Builds `dag` as a baton graph. A node with one upstream takes a `Node`, two a tuple,
 /// more a `Vec<Node<()>>` (the fan-in form). With `policies`, every node has a timeout, a
 /// retry, the graph's one circuit breaker and a fallback (`Imp::BatonPolicies`); `start` is
-/// the graph's start mode (`Imp::BatonInline`: `StartMode::Inline`).
+/// the graph's start mode (`Imp::BatonSpread`: `StartMode::Spread`; the others: the default).
 pub(crate) fn build(dag: &Dag, probe: &Probe, policies: bool, start: StartMode) -> Graph<()> {
     if probe.waits() {
         build_with!(dag, probe, policies, start, waiting_body)

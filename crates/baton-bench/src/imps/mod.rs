@@ -19,16 +19,18 @@ use crate::shapes::{Dag, Shape};
 /// One implementation of "run every node of a DAG after its upstreams".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Imp {
-    /// baton: the graph is built once and run `reps` times.
+    /// baton: the graph is built once and run `reps` times, in the default start mode
+    /// (`StartMode::Inline`: the task that awaits the run polls its nodes, as `tokio::join!`
+    /// would, so a node that ends at once costs no spawn, and the run schedules as on one
+    /// worker).
     Baton,
     /// baton with idle policies on every node: a per-attempt timeout (1 s), a retry (3
     /// attempts), one circuit breaker shared by all nodes and a fallback, none of which the
     /// no-op tasks ever trigger. Measures what configured policies cost when they do nothing.
     BatonPolicies,
-    /// baton with `StartMode::Inline`: the task that awaits the run polls its nodes, as
-    /// `tokio::join!` would (no spawn for a node that ends at once), and the run schedules as
-    /// on one worker.
-    BatonInline,
+    /// baton with `StartMode::Spread`: the run's nodes start in driver tasks of its own,
+    /// spread over the workers, never in the task that awaits the run.
+    BatonSpread,
     /// Hand-written tokio: per-run join counters (one atomic per node, shared through one
     /// `Arc`), a task spawned for every node when its counter reaches zero.
     Tokio,
@@ -61,7 +63,7 @@ impl Imp {
     pub(crate) const ALL: [Imp; 11] = [
         Imp::Baton,
         Imp::BatonPolicies,
-        Imp::BatonInline,
+        Imp::BatonSpread,
         Imp::Tokio,
         Imp::TokioTimeout,
         Imp::TokioOneshot,
@@ -76,7 +78,7 @@ impl Imp {
         match self {
             Imp::Baton => "baton",
             Imp::BatonPolicies => "baton-policies",
-            Imp::BatonInline => "baton-inline",
+            Imp::BatonSpread => "baton-spread",
             Imp::Tokio => "tokio",
             Imp::TokioTimeout => "tokio-timeout",
             Imp::TokioOneshot => "tokio-oneshot",
@@ -160,9 +162,11 @@ impl fmt::Debug for Built {
 /// Builds `dag` with `imp`.
 pub(crate) fn build(imp: Imp, dag: &Dag, probe: &Probe) -> Built {
     match imp {
-        Imp::Baton => Built::Baton(baton_impl::build(dag, probe, false, StartMode::Spread)),
-        Imp::BatonPolicies => Built::Baton(baton_impl::build(dag, probe, true, StartMode::Spread)),
-        Imp::BatonInline => Built::Baton(baton_impl::build(dag, probe, false, StartMode::Inline)),
+        Imp::Baton => Built::Baton(baton_impl::build(dag, probe, false, StartMode::default())),
+        Imp::BatonPolicies => {
+            Built::Baton(baton_impl::build(dag, probe, true, StartMode::default()))
+        }
+        Imp::BatonSpread => Built::Baton(baton_impl::build(dag, probe, false, StartMode::Spread)),
         Imp::Tokio | Imp::TokioTimeout | Imp::TokioOneshot => {
             Built::Tokio(Arc::new(tokio_impl::Plan::new(dag)))
         }
@@ -180,7 +184,7 @@ pub(crate) async fn run_once(
     probe: &Probe,
 ) -> Result<(), String> {
     match (imp, built) {
-        (Imp::Baton | Imp::BatonPolicies | Imp::BatonInline, Built::Baton(g)) => {
+        (Imp::Baton | Imp::BatonPolicies | Imp::BatonSpread, Built::Baton(g)) => {
             baton_impl::run(g).await
         }
         (Imp::Tokio, Built::Tokio(plan)) => {

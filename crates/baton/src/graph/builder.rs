@@ -78,7 +78,7 @@ pub(super) struct NewNode<I> {
 ///
 /// # Defaults
 /// - failure mode: [`FailureMode::PreservePartial`];
-/// - start mode: [`StartMode::Spread`].
+/// - start mode: [`StartMode::Inline`].
 pub struct GraphBuilder<I> {
     pub(super) id: u64,
     /// The nodes (each task knows the type of the value it produces), by index, with
@@ -276,9 +276,9 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     }
 
     /// Sets where every run of the graph starts its nodes unless its
-    /// [`RunOptions`](crate::RunOptions) override it: spread over tokio's workers, or in the
-    /// task that awaits the run (see [`StartMode`] for what each costs and gives). Default:
-    /// [`StartMode::Spread`].
+    /// [`RunOptions`](crate::RunOptions) override it: in the task that awaits the run, or
+    /// spread over tokio's workers (see [`StartMode`] for what each costs and gives).
+    /// Default: [`StartMode::Inline`].
     pub fn start_mode(&mut self, start: StartMode) -> &mut Self {
         self.start = start;
         self

@@ -174,6 +174,9 @@ impl<I: Send + Sync + 'static> Driver<I> {
     /// which takes its place among the active drivers; without a node, it leaves the queue to
     /// the other drivers, spawning one if none is left to drain it.
     fn hand_off(&mut self) {
+        // The run's future stops driving it: what is left spreads over the workers, from
+        // the drivers spawned here on (before they are spawned, so that they see it).
+        self.run.core.spread();
         let node = matches!(self.state, State::Begin).then_some(self.id);
         self.state = State::Done;
         if !self.local.is_empty() {
@@ -191,6 +194,12 @@ impl<I: Send + Sync + 'static> Driver<I> {
                 self.run.spawn_driver(None, true);
             }
             None => {}
+        }
+        // Queued nodes get as many drivers as the workers (a thousand ready roots would
+        // otherwise wait for the one driver above, nothing queuing more to spawn another).
+        let ready = &self.run.core.ready;
+        while !ready.is_empty() && ready.try_activate(self.run.workers()) {
+            self.run.spawn_driver(None, true);
         }
     }
 

@@ -223,23 +223,25 @@ enum Phase {
 /// of the run: a node that has not started never starts, a running one is dropped at its
 /// next `.await`. [`Run::canceller`] gives a handle that cancels it from elsewhere.
 ///
-/// Where one thread runs every task (taken to be so on a current-thread runtime, or on a
-/// one-worker runtime awaited from one of its tasks), the run's nodes start inside this
-/// future, in the task that awaits it (so the first poll may already call tasks): a graph whose nodes end on their first poll runs without spawning a
-/// task, as `tokio::join!` would. A node that waits moves to a tokio task of its own at
-/// once, so the run goes on even while this future is not polled, and each node spends a
-/// unit of the awaiting task's coop budget (tokio's `coop`), as a spawned driver's would;
-/// when it runs out, the rest of the run goes to a spawned task (starting a run spends a
-/// unit too: a run that finds none left yields before it starts). Until its first `Pending`
-/// such a node sees the awaiting task's task-locals and current `LocalSet`; a node should
-/// not rely on either. On runtimes with more workers every node runs in tasks of the run's
-/// own, so a node that computes never holds up the awaiting task (its timeout, the futures
-/// it joins), unless the run starts inline ([`StartMode::Inline`]): it then runs as
-/// described above on any runtime, and costs no spawn for nodes that end at once. Tokio
-/// does not say which thread is its worker: awaited from a `LocalSet`, a
-/// blocking thread (`spawn_blocking` and `Handle::block_on`) or another thread's
-/// `Handle::block_on` on such a runtime, the nodes start in the awaiting task too, and one
-/// that computes holds that thread as it would in a `tokio::join!`.
+/// By default ([`StartMode::Inline`]), and on any runtime where one thread runs every task
+/// (taken to be so on a current-thread runtime, or on a one-worker runtime awaited from one
+/// of its tasks), the run's nodes start inside this future, in the task that awaits it (so
+/// the first poll may already call tasks): a graph whose nodes end on their first poll runs
+/// without spawning a task, as `tokio::join!` would. A node that waits moves to a tokio
+/// task of its own at once, so the run goes on even while this future is not polled, and
+/// each node spends a unit of the awaiting task's coop budget (tokio's `coop`), as a
+/// spawned driver's would; when it runs out, the rest of the run goes to a spawned task
+/// (starting a run spends a unit too: a run that finds none left yields before it starts).
+/// Until its first `Pending` such a node sees the awaiting task's task-locals and current
+/// `LocalSet`; a node should not rely on either. Once this future stops driving the run (it
+/// handed off, or had nothing left to run at once), the rest is spread over the workers.
+/// A run that spreads
+/// ([`StartMode::Spread`]) on a runtime with more workers runs every node in tasks of its
+/// own instead, so a node that computes never holds up the awaiting task (its timeout, the
+/// futures it joins). Tokio does not say which thread is its worker: a spread run awaited
+/// from a `LocalSet`, a blocking thread (`spawn_blocking` and `Handle::block_on`) or
+/// another thread's `Handle::block_on` on such a runtime starts its nodes in the awaiting
+/// task too, and one that computes holds that thread as it would in a `tokio::join!`.
 ///
 /// # Output
 /// - `Ok(report)`: every node ended, and the failure mode accepts the outcomes.
@@ -372,10 +374,12 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
             Phase::Running | Phase::Done => {}
         }
         // The first nodes run here while they end at once; the driver then ends (it never
-        // waits: see `RunState::start`).
+        // waits: see `RunState::start`), and the rest of an inline run spreads over the
+        // workers.
         if let Some(driver) = self.embedded.as_mut() {
             if Pin::new(driver.get_mut()).poll(cx).is_ready() {
                 self.embedded = None;
+                self.state.core.spread();
             }
         }
         let core = &self.state.core;

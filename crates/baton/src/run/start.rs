@@ -1,9 +1,9 @@
-//! Where a run's nodes start: spread over tokio's workers, or in the task that awaits the run.
+//! Where a run's nodes start: in the task that awaits the run, or spread over tokio's workers.
 
 use std::fmt;
 
-/// Where a run's nodes start: in tasks of the run's own, spread over tokio's workers, or in
-/// the task that awaits the run, as in `tokio::join!`. Set per graph with
+/// Where a run's nodes start: in the task that awaits the run, as in `tokio::join!` (the
+/// default), or in tasks of the run's own, spread over tokio's workers. Set per graph with
 /// [`GraphBuilder::start_mode`](crate::GraphBuilder::start_mode), per run with
 /// [`RunOptions::start_mode`](crate::RunOptions::start_mode).
 ///
@@ -13,62 +13,70 @@ use std::fmt;
 /// (a current-thread runtime, or a one-worker runtime awaited from one of its tasks) they
 /// are the same.
 ///
+/// Why `Inline` is the default: baton's graphs are mostly handlers fanning out to
+/// downstream services, whose nodes wait on I/O; for them the two modes schedule alike, and
+/// `Inline` costs half as much per run (the 5-node order graph: about 730 k runs per second
+/// on two workers of the benchmark machine, against 340 k spread), with the semantics of
+/// the `join!` it replaces. A graph of nodes that compute asks for `Spread`.
+///
 /// ```
 /// use baton::{BoxError, Graph, Node, RunOptions, StartMode};
 ///
 /// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let mut g = Graph::<u32>::builder();
-/// // Every run of this graph starts inline: its nodes only wait on I/O.
-/// g.start_mode(StartMode::Inline);
-/// let id: Node<u32> = g
-///     .node("user")
-///     .task(|ctx, ()| async move { Ok::<_, BoxError>(*ctx.input()) });
+/// let mut g = Graph::<u64>::builder();
+/// // Every run of this graph spreads its nodes over the workers: they compute.
+/// g.start_mode(StartMode::Spread);
+/// let id: Node<u64> = g
+///     .node("sum")
+///     .task(|ctx, ()| async move { Ok::<_, BoxError>((0..*ctx.input()).sum()) });
 /// let graph = g.build()?;
-/// assert_eq!(graph.run(7).await?.get(id), Some(&7));
+/// assert_eq!(graph.run(4).await?.get(id), Some(&6));
 ///
-/// // One run spread over the workers instead.
-/// let spread = RunOptions::new().start_mode(StartMode::Spread);
-/// assert_eq!(graph.run_with(8, spread).await?.get(id), Some(&8));
+/// // One run in the awaiting task instead.
+/// let inline = RunOptions::new().start_mode(StartMode::Inline);
+/// assert_eq!(graph.run_with(5, inline).await?.get(id), Some(&10));
 /// # Ok(())
 /// # }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum StartMode {
-    /// The default. On a multi-thread runtime the run's nodes start in tokio tasks of its
-    /// own (a few drivers, not one task per node), so nodes that compute run in parallel on
-    /// the workers, and never in the task that awaits the run: a timeout around the run
-    /// fires while a node computes, and the futures that task joins go on. Starting costs
-    /// spawns and wake-ups of the other workers: about 130–300 k runs per second of the
-    /// 5-node order graph on two workers of the benchmark machine.
-    #[default]
-    Spread,
-    /// The task that awaits the run polls its nodes, as `tokio::join!` would: nodes that end
-    /// on their first poll (a cache hit, a no-op, a short computation) cost no spawn at all,
-    /// and a node that waits moves, as it is, to a task of its own, where it goes on while
-    /// the run's future is not polled; the nodes it releases when it ends run in that task,
-    /// on whichever worker it resumes. The run schedules as on a one-worker runtime: nodes
-    /// made ready together are run one after another by the task that holds them, not
-    /// spread over the workers (the awaiting task hands what is left to a spawned task
-    /// after 128 nodes, or when its coop budget is spent). The order graph runs about
-    /// 390–730 k times per second on two workers.
+    /// The default. The task that awaits the run polls its nodes, as `tokio::join!` would:
+    /// nodes that end on their first poll (a cache hit, a no-op, a short computation) cost
+    /// no spawn at all, and a node that waits moves, as it is, to a task of its own, where it
+    /// goes on while the run's future is not polled; the nodes it releases when it ends run
+    /// in that task, on whichever worker it resumes. While the awaiting task drives the run,
+    /// it schedules as on a one-worker runtime: nodes made ready together are run one after
+    /// another by the task that holds them. Once that task stops (after 128 nodes, when its
+    /// coop budget is spent, or when it has nothing left to run at once), what is left of
+    /// the run is spread over the workers as in [`Spread`](Self::Spread): a large graph
+    /// uses every worker after its first nodes. The order graph runs about 390–730 k times
+    /// per second on two workers.
     ///
     /// The price, as with `join!`: nodes that compute in their poll and are ready together
-    /// run one after the other, not in parallel, and while one computes in the awaiting
-    /// task, that task does nothing else (a timeout around the run cannot fire until the
+    /// in the awaiting task run one after the other, not in parallel, and while one computes
+    /// there, that task does nothing else (a timeout around the run cannot fire until the
     /// node's poll returns). Until its first `Pending`, a node polled there sees the
     /// awaiting task's task-locals. For graphs whose nodes wait on I/O — a handler fanning
     /// out to downstream services — that costs nothing; put computations in a
-    /// [`blocking_task`](crate::NodeBuilder::blocking_task).
+    /// [`blocking_task`](crate::NodeBuilder::blocking_task), or spread the run.
+    #[default]
     Inline,
+    /// On a multi-thread runtime the run's nodes start in tokio tasks of its own (a few
+    /// drivers, not one task per node), so nodes that compute run in parallel on the
+    /// workers, and never in the task that awaits the run: a timeout around the run fires
+    /// while a node computes, and the futures that task joins go on. Starting costs spawns
+    /// and wake-ups of the other workers: about 130–340 k runs per second of the 5-node
+    /// order graph on two workers of the benchmark machine.
+    Spread,
 }
 
 impl fmt::Display for StartMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            StartMode::Spread => "spread",
             StartMode::Inline => "inline",
+            StartMode::Spread => "spread",
         })
     }
 }
@@ -76,16 +84,16 @@ impl fmt::Display for StartMode {
 impl std::str::FromStr for StartMode {
     type Err = String;
 
-    /// Parses `spread` or `inline` (the names `Display` writes).
+    /// Parses `inline` or `spread` (the names `Display` writes).
     ///
     /// # Errors
     /// Any other text: a message that quotes it and lists the two names.
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
-            "spread" => Ok(StartMode::Spread),
             "inline" => Ok(StartMode::Inline),
+            "spread" => Ok(StartMode::Spread),
             other => Err(format!(
-                "unknown start mode `{other}` (expected spread or inline)"
+                "unknown start mode `{other}` (expected inline or spread)"
             )),
         }
     }
@@ -97,10 +105,10 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_unknown_ones_are_named() {
-        for mode in [StartMode::Spread, StartMode::Inline] {
+        for mode in [StartMode::Inline, StartMode::Spread] {
             assert_eq!(mode.to_string().parse::<StartMode>(), Ok(mode));
         }
-        assert_eq!(StartMode::default(), StartMode::Spread);
+        assert_eq!(StartMode::default(), StartMode::Inline);
         let err = "eager".parse::<StartMode>().unwrap_err();
         assert!(err.contains("`eager`"), "{err}");
     }

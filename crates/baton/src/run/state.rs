@@ -400,11 +400,8 @@ struct Started {
     deadline: Option<Instant>,
     /// The runtime its drivers are spawned on.
     handle: Handle,
-    /// The runtime's worker threads: at most this many drivers drain the ready queue (one
-    /// for an inline run).
-    workers: usize,
-    /// The runtime has more than one worker thread, whatever the start mode.
-    several_workers: bool,
+    /// The runtime's worker threads, whatever the start mode.
+    runtime_workers: usize,
     span: tracing::Span,
 }
 
@@ -437,9 +434,14 @@ pub(crate) struct RunCore {
     pub(crate) token: OnceLock<CancellationToken>,
     pub(crate) run_id: RunId,
     pub(crate) mode: FailureMode,
-    /// [`StartMode::Inline`]: the run schedules as on a one-worker runtime, starting in the
-    /// task that awaits it (`start`).
+    /// [`StartMode::Inline`]: the run starts in the task that awaits it (`start`), and
+    /// schedules as on a one-worker runtime until that task stops driving it (`spread`).
     inline: bool,
+    /// How many drivers at most drain the ready queue: the runtime's worker threads, or one
+    /// while an inline run is driven by its future (`workers`). Read with `Relaxed`: the
+    /// ready queue's protocol holds for any count of one or more, and a driver that reads
+    /// one after it changed only shares its nodes a node later.
+    drivers: AtomicUsize,
     /// The graph is large enough for its per-node arrays to outgrow the caches, and
     /// scattered (one edge between nodes that are not neighbours is enough): the scheduler
     /// prefetches what a node touches at scattered places (`prefetch.rs`).
@@ -489,7 +491,17 @@ impl RunCore {
     /// Whether the run's runtime has more than one worker thread: while one runs the run's
     /// nodes, another may be parked in tokio's drivers.
     pub(crate) fn several_workers(&self) -> bool {
-        self.started.get().is_some_and(|s| s.several_workers)
+        self.started.get().is_some_and(|s| s.runtime_workers > 1)
+    }
+
+    /// The run's future stopped driving its nodes (its embedded driver ended or handed
+    /// off): an inline run is now scheduled as a spread one, over every worker. Nodes that
+    /// become ready from here on go to the shared queue, and drivers keeping nodes for
+    /// themselves share half of them at their next node's end (`Driver::end`).
+    pub(crate) fn spread(&self) {
+        if let Some(s) = self.started.get() {
+            self.drivers.store(s.runtime_workers, Ordering::Relaxed);
+        }
     }
 
     /// Registers, once per run, a timer at `until` (the cut of the run's first policy
@@ -633,6 +645,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             run_id: RunId::next(),
             mode,
             inline: start == StartMode::Inline,
+            drivers: AtomicUsize::new(1),
             prefetch: n >= PREFETCH_MIN_NODES && meta.scattered,
             home,
             registered: AtomicU8::new(NOT_ADMITTED),
@@ -1076,9 +1089,11 @@ impl<I: Send + Sync + 'static> RunState<I> {
         false
     }
 
-    /// How many drivers at most drain the ready queue: the runtime's worker threads.
+    /// How many drivers at most drain the ready queue: the runtime's worker threads (one for
+    /// an inline run while its future drives it).
+    #[inline]
     pub(crate) fn workers(&self) -> usize {
-        self.core.started.get().map_or(1, |s| s.workers)
+        self.core.drivers.load(Ordering::Relaxed)
     }
 
     /// Spawns a driver, counted in `live`: one that starts with node `id` (moved to
@@ -1126,11 +1141,13 @@ impl<I: Send + Sync + 'static> RunState<I> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        // An inline run counts one worker: at most one driver at a time drains the ready
-        // queue, and every driver keeps the nodes it makes ready for itself (a driver whose
-        // node waited runs, wherever it resumes, what that node releases).
+        // An inline run counts one worker while its future drives it: at most one driver at
+        // a time drains the ready queue, and every driver keeps the nodes it makes ready for
+        // itself (a driver whose node waited runs, wherever it resumes, what that node
+        // releases). Once the future stops driving it, it spreads (`spread`).
         let runtime_workers = handle.metrics().num_workers().max(1);
         let workers = if core.inline { 1 } else { runtime_workers };
+        core.drivers.store(workers, Ordering::Relaxed);
         // Whether one thread runs every task, the caller's included, so that a node run in
         // the task that awaits the run holds nothing another worker could have run. Tokio
         // does not say which thread is a worker: this is a current-thread runtime, or one
@@ -1145,8 +1162,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             origin: now,
             deadline,
             handle,
-            workers,
-            several_workers: runtime_workers > 1,
+            runtime_workers,
             span: crate::observe::trace::run_span(core.run_id, self.graph.meta.len()),
         });
         if self.observed() {
@@ -1330,13 +1346,16 @@ mod tests {
         g.build().expect("a valid graph")
     }
 
-    /// A node with a timeout whose attempts wait (yield), and that fails its first attempt
-    /// at once when `retried`: its waiting attempt then runs on the policy path.
+    /// A node with a timeout whose attempts wait (yield twice), and that fails its first
+    /// attempt at once when `retried`: its waiting attempt then runs on the policy path.
+    /// (Twice: a run that starts inline moves an attempt to a driver of its own at its first
+    /// `Pending`, and that driver sets its timer at the next.)
     fn waiting_graph(retried: bool) -> Graph<()> {
         timed_graph(Duration::from_secs(60), move |first| async move {
             if first && retried {
                 return Err::<(), BoxError>("refused".into());
             }
+            tokio::task::yield_now().await;
             tokio::task::yield_now().await;
             Ok(())
         })
@@ -1351,6 +1370,35 @@ mod tests {
         assert!(sets_a_floor(&waiting_graph(true), 2), "policy path");
         assert!(!sets_a_floor(&waiting_graph(false), 1), "one worker");
         assert!(!sets_a_floor(&waiting_graph(true), 1), "one worker");
+    }
+
+    /// An inline run counts one driver while its future drives it; once the future stops
+    /// (a 300-node chain: it hands off after its first nodes), every worker's. Spread runs
+    /// count every worker from the start, and one worker is one either way.
+    #[test]
+    fn an_inline_run_spreads_once_its_future_stops_driving_it() {
+        let chain = |start: StartMode| {
+            let mut g = Graph::<()>::builder();
+            g.start_mode(start);
+            let mut prev: Node<()> = g.node("c0").task(noop);
+            for i in 1..300 {
+                prev = g.node(format!("c{i}")).after(prev).task(noop);
+            }
+            g.build().expect("a valid graph")
+        };
+        let inline = chain(StartMode::Inline);
+        let state = RunState::new(
+            Arc::clone(&inline.inner),
+            (),
+            FailureMode::default(),
+            StartMode::Inline,
+            None,
+            None,
+        );
+        assert_eq!(state.workers(), 1, "not started");
+        assert_eq!(run_on(&inline, 2).workers(), 2, "inline, two workers");
+        assert_eq!(run_on(&inline, 1).workers(), 1, "inline, one worker");
+        assert_eq!(run_on(&chain(StartMode::Spread), 2).workers(), 2, "spread");
     }
 
     /// The floor is registered when the attempt that sets it spent the task's coop budget
