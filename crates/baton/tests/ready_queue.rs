@@ -1,7 +1,8 @@
 //! The ready queue (`run/ready.rs`) and its drivers under stress: nodes that compute fan out
-//! to every worker (`StartMode::Spread`), no queued node is stranded (random graphs mixing immediate, yielding,
-//! blocking and sleeping nodes; concurrent runs; runtimes dropped mid-run), large graphs
-//! reuse their queue, router branches are never left running, nested runs complete.
+//! to every worker (`StartMode::Spread`), no queued node is stranded in either start mode
+//! (random graphs mixing immediate, yielding, blocking and sleeping nodes; concurrent runs;
+//! runtimes dropped mid-run), large graphs reuse their queue, router branches are never left
+//! running, nested runs complete.
 //!
 //! A node that blocks its thread without awaiting (even inside `block_in_place`) holds its
 //! driver, and at most as many drivers as the runtime has workers drain the queue: such
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 mod common;
 
-use baton::{BoxError, Graph, Node, Outcome, StartMode};
+use baton::{BoxError, Graph, Node, Outcome, RunOptions, StartMode};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -125,11 +126,23 @@ async fn work(kind: u8) {
     }
 }
 
+/// Options for the `i`-th run of a stress test: the default start mode (inline) and spread
+/// in turn.
+fn alternate(i: u64) -> RunOptions {
+    let mode = if i % 2 == 0 {
+        StartMode::Inline
+    } else {
+        StartMode::Spread
+    };
+    RunOptions::new().start_mode(mode)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stress_no_node_is_ever_stranded() {
     for round in 0..300u64 {
         let (graph, nodes, expect) = layered(1 + (round as usize % 17), 6, round);
-        let report = tokio::time::timeout(Duration::from_secs(20), graph.run(()))
+        let run = graph.run_with((), alternate(round / 17));
+        let report = tokio::time::timeout(Duration::from_secs(20), run)
             .await
             .unwrap_or_else(|_| panic!("round {round} hung"))
             .expect("run");
@@ -143,7 +156,9 @@ async fn stress_no_node_is_ever_stranded() {
 async fn stress_concurrent_runs_of_one_graph() {
     let (graph, nodes, expect) = layered(40, 8, 7);
     for round in 0..40 {
-        let runs: Vec<_> = (0..6).map(|_| tokio::spawn(graph.run(()))).collect();
+        let runs: Vec<_> = (0..6)
+            .map(|i| tokio::spawn(graph.run_with((), alternate(i + round))))
+            .collect();
         for r in runs {
             let report = tokio::time::timeout(Duration::from_secs(20), r)
                 .await
@@ -257,21 +272,23 @@ fn stress_multi_thread_runtime_dropped_mid_run() {
                 .build()
                 .unwrap()
         };
-        let report = run_on_a_dropped_runtime(&graph, doomed, round % 7, &other);
+        let options = alternate(round / 7);
+        let report = run_on_a_dropped_runtime(&graph, options, doomed, round % 7, &other);
         assert_eq!(report.len(), graph.len(), "round {round}");
     }
 }
 
-/// Starts a run of `graph` on the runtime `doomed` makes, lets it go on for `yields` of the
-/// starting task, drops that runtime, and awaits the run on `other`: its report (ended or
-/// cancelled). Panics if the run never resolves.
+/// Starts a run of `graph` with `options` on the runtime `doomed` makes, lets it go on for
+/// `yields` of the starting task, drops that runtime, and awaits the run on `other`: its
+/// report (ended or cancelled). Panics if the run never resolves.
 fn run_on_a_dropped_runtime(
     graph: &Graph<()>,
+    options: RunOptions,
     doomed: impl FnOnce() -> tokio::runtime::Runtime,
     yields: u64,
     other: &tokio::runtime::Runtime,
 ) -> baton::Report {
-    let mut run = graph.run(());
+    let mut run = graph.run_with((), options);
     let doomed = doomed();
     doomed.block_on(async {
         let _ = futures::poll!(&mut run);
@@ -323,7 +340,7 @@ fn runtime_dropped_while_a_router_branch_waits() {
         .start_paused(true)
         .build()
         .unwrap();
-    let report = run_on_a_dropped_runtime(&graph, doomed, 10, &other);
+    let report = run_on_a_dropped_runtime(&graph, RunOptions::new(), doomed, 10, &other);
     assert_eq!(report.len(), graph.len());
     assert_eq!(report.by_name("a").unwrap().outcome(), Outcome::Cancelled);
     assert_eq!(report.by_name("b").unwrap().outcome(), Outcome::NotTaken);
@@ -596,7 +613,7 @@ fn a_runtime_dropped_while_a_driver_keeps_nodes_ends_them_cancelled() {
                 .build()
                 .unwrap()
         };
-        let report = run_on_a_dropped_runtime(&graph, doomed, round, &other);
+        let report = run_on_a_dropped_runtime(&graph, RunOptions::new(), doomed, round, &other);
         assert_eq!(report.len(), graph.len(), "round {round}");
     }
 }

@@ -21,8 +21,8 @@ use crate::shapes::{Dag, Shape};
 pub(crate) enum Imp {
     /// baton: the graph is built once and run `reps` times, in the default start mode
     /// (`StartMode::Inline`: the task that awaits the run polls its nodes, as `tokio::join!`
-    /// would, so a node that ends at once costs no spawn, and the run schedules as on one
-    /// worker).
+    /// would, so a node that ends at once costs no spawn; nodes made ready together in that
+    /// task run one after another there, and what it hands off spreads over the workers).
     Baton,
     /// baton with idle policies on every node: a per-attempt timeout (1 s), a retry (3
     /// attempts), one circuit breaker shared by all nodes and a fallback, none of which the

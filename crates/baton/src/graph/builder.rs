@@ -647,8 +647,9 @@ where
     /// worker, and a run has at most as many drivers draining its ready nodes as the
     /// runtime has workers: work that blocks its thread (file or socket I/O without
     /// `.await`, long computations, `block_in_place`) belongs in
-    /// [`blocking_task`](Self::blocking_task), whose nodes wait like any other. Where one
-    /// thread runs every task, the run's first nodes start in the task that awaits the run
+    /// [`blocking_task`](Self::blocking_task), whose nodes wait like any other. By default
+    /// ([`StartMode::Inline`](crate::StartMode::Inline)), or where one thread runs every
+    /// task, the run's first nodes start in the task that awaits the run
     /// and move to a task of their own at their first `.await` that waits (see
     /// [`Run`](crate::Run)).
     pub fn task<F, Fut, E>(self, task: F) -> Node<T>

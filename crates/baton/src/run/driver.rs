@@ -5,9 +5,10 @@
 //! (`Pending`) keeps its driver, which then stops draining the queue and spawns a
 //! replacement if nodes are waiting there.
 //!
-//! On a runtime where one thread runs every task (taken to be so on current-thread, or one
-//! worker awaited from a task: `RunState::start`), a run's first driver is no task but part
-//! of the run's future (`embedded`): it runs nodes in the task that awaits the run, spending
+//! In an inline run (`StartMode::Inline`, the default), or on a runtime where one thread
+//! runs every task (taken to be so on current-thread, or one worker awaited from a task:
+//! `RunState::start`), a run's first driver is no task but part of the run's future
+//! (`embedded`): it runs nodes in the task that awaits the run, spending
 //! that task's coop budget as a spawned driver would (and at most [`INLINE_MAX`] of them),
 //! and never waits: a node whose attempt returns `Pending` moves, as it is, to
 //! a driver spawned for it (the embedded one goes on with its stack and the queue), and

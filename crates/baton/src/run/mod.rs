@@ -230,8 +230,8 @@ enum Phase {
 /// without spawning a task, as `tokio::join!` would. A node that waits moves to a tokio
 /// task of its own at once, so the run goes on even while this future is not polled, and
 /// each node spends a unit of the awaiting task's coop budget (tokio's `coop`), as a
-/// spawned driver's would; when it runs out, the rest of the run goes to a spawned task
-/// (starting a run spends a unit too: a run that finds none left yields before it starts).
+/// spawned driver's would; when it runs out, the rest of the run goes to spawned drivers,
+/// one per worker (starting a run spends a unit too: a run that finds none left yields before it starts).
 /// Until its first `Pending` such a node sees the awaiting task's task-locals and current
 /// `LocalSet`; a node should not rely on either. Once this future stops driving the run (it
 /// handed off, or had nothing left to run at once), the rest is spread over the workers.

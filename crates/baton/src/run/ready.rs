@@ -4,11 +4,12 @@
 //! A few drivers drain the queue instead of one tokio task being spawned per ready node:
 //! a node whose attempt ends on its first poll (a cache hit, a no-op, a computation) then
 //! costs no spawn at all, and a million ready roots hold a million `u32`s, not a million
-//! tasks. Nodes still run at once: at most `max` drivers (the runtime's worker count) drain
-//! the queue, and a driver whose node waits (its attempt is `Pending`) stops counting as one
+//! tasks. Nodes still run at once: at most `max` drivers (the run's cap: the runtime's
+//! worker count, or one while an inline run's future drives it) drain the queue, and a driver whose node waits (its attempt is `Pending`) stops counting as one
 //! and spawns a replacement if work is waiting, so a node that waits never holds up another.
 //!
-//! On a runtime with one worker, a driver keeps the extra nodes it makes ready for itself,
+//! On a runtime with one worker (or in an inline run while its future drives it, which
+//! counts one), a driver keeps the extra nodes it makes ready for itself,
 //! on a stack of its own (last in, first out: the node made ready last finds its upstream's
 //! data still in the cache, as in Taskflow's per-worker queues; a binary tree of 100 000
 //! nodes runs in about half the time). No other worker could take them; a driver whose node
@@ -34,6 +35,11 @@
 //! `active`, then looks at the queue again and stays if it is not empty. Both sides use
 //! sequentially consistent operations, so at least one of them sees the other: either the
 //! pusher sees too few active drivers and spawns one, or the leaving driver sees the node.
+//! The argument holds whatever `max` each side reads, as long as it is at least one: a
+//! pusher that fails to activate a driver saw one active after its push, and that driver
+//! looks at the queue before it leaves. So the cap may change during a run (an inline run's
+//! goes from one to the worker count when its future stops driving it), and be read with a
+//! `Relaxed` load: a driver that reads a stale cap only keeps or shares its nodes later.
 
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 

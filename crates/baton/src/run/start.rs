@@ -15,8 +15,8 @@ use std::fmt;
 ///
 /// Why `Inline` is the default: baton's graphs are mostly handlers fanning out to
 /// downstream services, whose nodes wait on I/O; for them the two modes schedule alike, and
-/// `Inline` costs half as much per run (the 5-node order graph: about 730 k runs per second
-/// on two workers of the benchmark machine, against 340 k spread), with the semantics of
+/// `Inline` costs about half as much per run (the 5-node order graph: about 480–730 k runs
+/// per second on two workers of the benchmark machine, against 260–350 k spread), with the semantics of
 /// the `join!` it replaces. A graph of nodes that compute asks for `Spread`.
 ///
 /// ```
@@ -45,13 +45,13 @@ pub enum StartMode {
     /// The default. The task that awaits the run polls its nodes, as `tokio::join!` would:
     /// nodes that end on their first poll (a cache hit, a no-op, a short computation) cost
     /// no spawn at all, and a node that waits moves, as it is, to a task of its own, where it
-    /// goes on while the run's future is not polled; the nodes it releases when it ends run
-    /// in that task, on whichever worker it resumes. While the awaiting task drives the run,
-    /// it schedules as on a one-worker runtime: nodes made ready together are run one after
-    /// another by the task that holds them. Once that task stops (after 128 nodes, when its
-    /// coop budget is spent, or when it has nothing left to run at once), what is left of
-    /// the run is spread over the workers as in [`Spread`](Self::Spread): a large graph
-    /// uses every worker after its first nodes. The order graph runs about 390–730 k times
+    /// goes on while the run's future is not polled. The awaiting task drives the run in
+    /// its first poll only, as a one-worker runtime would: nodes made ready together there
+    /// run one after another. Once it stops (after 128 nodes, when its coop budget is
+    /// spent, or when it has nothing left that ends at once), what is left of the run is
+    /// spread over the workers as in [`Spread`](Self::Spread): a large graph uses every
+    /// worker after its first nodes, and a node that waited runs the first node it releases
+    /// in its own task, on whichever worker it resumes, and shares the others. The order graph runs about 390–730 k times
     /// per second on two workers.
     ///
     /// The price, as with `join!`: nodes that compute in their poll and are ready together
@@ -67,7 +67,7 @@ pub enum StartMode {
     /// drivers, not one task per node), so nodes that compute run in parallel on the
     /// workers, and never in the task that awaits the run: a timeout around the run fires
     /// while a node computes, and the futures that task joins go on. Starting costs spawns
-    /// and wake-ups of the other workers: about 130–340 k runs per second of the 5-node
+    /// and wake-ups of the other workers: about 260–350 k runs per second of the 5-node
     /// order graph on two workers of the benchmark machine.
     Spread,
 }

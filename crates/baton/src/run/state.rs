@@ -22,7 +22,8 @@
 //! 4. After `cancelled` is set, no node starts its task: pending nodes are swept to
 //!    `Cancelled`, and drivers check the flag before and while polling a node.
 //! 5. A `RUNNING` node is, until it ends, in exactly one place: run by a driver, on one
-//!    driver's own stack (one-worker runtimes), or in the ready queue (`ready.rs`), which
+//!    driver's own stack (one-worker runtimes, and inline runs while their future drives
+//!    them), or in the ready queue (`ready.rs`), which
 //!    some driver counted active will look at before it ends. A driver whose node waits
 //!    hands its stack to the queue; a driver dropped (its runtime shut down) ends what it
 //!    holds and what is queued `Cancelled`.
@@ -913,8 +914,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// queued. Does not release the node from `live`: the driver does, with itself, when it
     /// ends (one atomic operation for a whole chain).
     ///
-    /// The others are queued for all, or, on a one-worker runtime, go on `local`, the
-    /// driver's own stack (`ready.rs`).
+    /// The others are queued for all, or, on a one-worker runtime (or in an inline run while
+    /// its future drives it), go on `local`, the driver's own stack (`ready.rs`).
     pub(crate) fn finish(
         self: &Arc<Self>,
         id: u32,
@@ -1130,8 +1131,9 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// held without being polled still makes progress, and can always be cancelled. With
     /// more workers every first driver is a task, as a node that computes must not hold the
     /// awaiting task (its timeout, the other futures it joins) while other workers could run
-    /// the node, unless the run was asked to start inline ([`StartMode::Inline`]): it then
-    /// schedules as on a one-worker runtime, whatever the runtime.
+    /// the node, unless the run starts inline ([`StartMode::Inline`], the default): it then
+    /// schedules as on a one-worker runtime, whatever the runtime, until its future stops
+    /// driving it ([`RunCore::spread`]).
     pub(crate) fn start(self: &Arc<Self>, handle: Handle) -> Option<super::driver::Driver<I>> {
         let core = &self.core;
         let now = Instant::now();
