@@ -105,6 +105,14 @@ fn both_roots_ran_in_the_first_poll_outside_any_task(seen: &Seen) {
     assert!(seen.iter().all(|(_, task)| task.is_none()), "{seen:?}");
 }
 
+/// How many of the first nodes in `seen` ran in task `awaiting`, one after another.
+fn first_in(seen: &Seen, awaiting: Id) -> usize {
+    let seen = seen.lock().unwrap();
+    seen.iter()
+        .take_while(|(_, task)| *task == Some(awaiting))
+        .count()
+}
+
 /// Whether every node in `seen` ran in task `awaiting`, and whether none did.
 fn all_and_none(seen: &Seen, awaiting: Id) -> (bool, bool) {
     let seen = seen.lock().unwrap();
@@ -219,12 +227,9 @@ async fn a_node_that_waits_moves_to_a_task_and_the_run_goes_on_unpolled() {
 async fn a_long_chain_is_handed_to_a_task_after_its_first_nodes() {
     let seen: Seen = Arc::default();
     let awaiting = run_in_a_task(chain(1_000, &seen)).await;
+    let inline = first_in(&seen, awaiting);
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 1_000);
-    let inline = seen
-        .iter()
-        .take_while(|(_, task)| *task == Some(awaiting))
-        .count();
     assert!(
         (1..1_000).contains(&inline),
         "{inline} nodes ran in the awaiting task"
@@ -522,11 +527,7 @@ async fn inline_on_two_workers_what_the_future_hands_off_spreads() {
         computing_fan_out(&mut g, prev, 3);
         let graph = g.build().expect("valid");
         let awaiting = run_in_a_task(graph).await;
-        let seen = seen.lock().unwrap();
-        let inline = seen
-            .iter()
-            .take_while(|(_, task)| *task == Some(awaiting))
-            .count();
+        let inline = first_in(&seen, awaiting);
         assert!(
             (1..300).contains(&inline),
             "{inline} nodes ran in the awaiting task: it handed off the rest"
