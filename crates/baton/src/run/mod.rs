@@ -231,14 +231,13 @@ enum Phase {
 /// task of its own at once, so the run goes on even while this future is not polled, and
 /// each node spends a unit of the awaiting task's coop budget (tokio's `coop`), as a
 /// spawned driver's would; when it runs out, the rest of the run goes to spawned drivers,
-/// one per worker (starting a run spends a unit too: a run that finds none left yields before it starts).
-/// Until its first `Pending` such a node sees the awaiting task's task-locals and current
-/// `LocalSet`; a node should not rely on either. Once this future stops driving the run (it
-/// handed off, or had nothing left to run at once), the rest is spread over the workers.
-/// A run that spreads
-/// ([`StartMode::Spread`]) on a runtime with more workers runs every node in tasks of its
-/// own instead, so a node that computes never holds up the awaiting task (its timeout, the
-/// futures it joins). Tokio does not say which thread is its worker: a spread run awaited
+/// one per worker (starting a run spends a unit too: a run that finds none left yields
+/// before it starts). Until its first `Pending` such a node sees the awaiting task's
+/// task-locals and current `LocalSet`; a node should not rely on either. Once this future
+/// stops driving the run (it handed off, or had nothing left to run at once), the rest is
+/// spread over the workers. A run that spreads ([`StartMode::Spread`]) on a runtime with
+/// more workers runs every node in tasks of its own instead, so a node that computes never
+/// holds up the awaiting task (its timeout, the futures it joins). Tokio does not say which thread is its worker: a spread run awaited
 /// from a `LocalSet`, a blocking thread (`spawn_blocking` and `Handle::block_on`) or
 /// another thread's `Handle::block_on` on such a runtime starts its nodes in the awaiting
 /// task too, and one that computes holds that thread as it would in a `tokio::join!`.

@@ -5,8 +5,9 @@
 //! a node whose attempt ends on its first poll (a cache hit, a no-op, a computation) then
 //! costs no spawn at all, and a million ready roots hold a million `u32`s, not a million
 //! tasks. Nodes still run at once: at most `max` drivers (the run's cap: the runtime's
-//! worker count, or one while an inline run's future drives it) drain the queue, and a driver whose node waits (its attempt is `Pending`) stops counting as one
-//! and spawns a replacement if work is waiting, so a node that waits never holds up another.
+//! worker count, or one while an inline run's future drives it) drain the queue, and a
+//! driver whose node waits (its attempt is `Pending`) stops counting as one and spawns a
+//! replacement if work is waiting, so a node that waits never holds up another.
 //!
 //! On a runtime with one worker (or in an inline run while its future drives it, which
 //! counts one), a driver keeps the extra nodes it makes ready for itself,
@@ -135,6 +136,12 @@ impl ReadyQueue {
     /// keeps for itself should rather be shared. One load of a rarely written counter.
     pub(crate) fn wants_help(&self, max: usize) -> bool {
         self.active.load(Ordering::Relaxed) < max
+    }
+
+    /// How many drivers are counted active (for tests).
+    #[cfg(test)]
+    pub(crate) fn active(&self) -> usize {
+        self.active.load(Ordering::SeqCst)
     }
 
     /// Whether no node is waiting (a slot claimed but not yet written counts as waiting).

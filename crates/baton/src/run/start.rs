@@ -16,8 +16,8 @@ use std::fmt;
 /// Why `Inline` is the default: baton's graphs are mostly handlers fanning out to
 /// downstream services, whose nodes wait on I/O; for them the two modes schedule alike, and
 /// `Inline` costs about half as much per run (the 5-node order graph: about 480–730 k runs
-/// per second on two workers of the benchmark machine, against 260–350 k spread), with the semantics of
-/// the `join!` it replaces. A graph of nodes that compute asks for `Spread`.
+/// per second on two workers of the benchmark machine, against 260–350 k spread), with the
+/// semantics of the `join!` it replaces. A graph of nodes that compute asks for `Spread`.
 ///
 /// ```
 /// use baton::{BoxError, Graph, Node, RunOptions, StartMode};
@@ -51,8 +51,8 @@ pub enum StartMode {
     /// spent, or when it has nothing left that ends at once), what is left of the run is
     /// spread over the workers as in [`Spread`](Self::Spread): a large graph uses every
     /// worker after its first nodes, and a node that waited runs the first node it releases
-    /// in its own task, on whichever worker it resumes, and shares the others. The order graph runs about 390–730 k times
-    /// per second on two workers.
+    /// in its own task, on whichever worker it resumes, and shares the others. The order
+    /// graph runs about 480–730 k times per second on two workers.
     ///
     /// The price, as with `join!`: nodes that compute in their poll and are ready together
     /// in the awaiting task run one after the other, not in parallel, and while one computes

@@ -1143,10 +1143,9 @@ impl<I: Send + Sync + 'static> RunState<I> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        // An inline run counts one worker while its future drives it: at most one driver at
-        // a time drains the ready queue, and every driver keeps the nodes it makes ready for
-        // itself (a driver whose node waited runs, wherever it resumes, what that node
-        // releases). Once the future stops driving it, it spreads (`spread`).
+        // An inline run counts one worker while its future drives it (its first poll): at
+        // most one driver at a time drains the ready queue, and a driver keeps the nodes it
+        // makes ready for itself. Once the future stops driving it, it spreads (`spread`).
         let runtime_workers = handle.metrics().num_workers().max(1);
         let workers = if core.inline { 1 } else { runtime_workers };
         core.drivers.store(workers, Ordering::Relaxed);
@@ -1401,6 +1400,49 @@ mod tests {
         assert_eq!(run_on(&inline, 2).workers(), 2, "inline, two workers");
         assert_eq!(run_on(&inline, 1).workers(), 1, "inline, one worker");
         assert_eq!(run_on(&chain(StartMode::Spread), 2).workers(), 2, "spread");
+    }
+
+    /// An inline run's future that hands off a run with nodes still queued gives them a
+    /// driver per worker: with both workers of the runtime held (so that no spawned driver
+    /// runs and leaves), the first poll of a run of 300 roots that end at once runs the
+    /// first ones, then hands off, and two drivers are counted active (one without the
+    /// hand-off's spawns for queued nodes, or without `spread`).
+    #[test]
+    fn an_inline_hand_off_gives_queued_nodes_a_driver_per_worker() {
+        let mut g = Graph::<()>::builder();
+        g.start_mode(StartMode::Inline);
+        for i in 0..300 {
+            let _: Node<()> = g.node(format!("r{i}")).task(noop);
+        }
+        let graph = g.build().expect("a valid graph");
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let held = Arc::new(std::sync::Barrier::new(3));
+        let release = Arc::new(std::sync::Barrier::new(3));
+        for _ in 0..2 {
+            let (held, release) = (Arc::clone(&held), Arc::clone(&release));
+            // Each holds a worker (blocking it) until the test releases both.
+            rt.spawn(async move {
+                held.wait();
+                release.wait();
+            });
+        }
+        held.wait();
+        let mut run = graph.run(());
+        let state = Arc::clone(&run.state);
+        rt.block_on(async {
+            assert!(futures::poll!(&mut run).is_pending(), "it handed off");
+        });
+        let queued = !state.core.ready.is_empty();
+        let active = state.core.ready.active();
+        release.wait();
+        let report = rt.block_on(run).expect("the run succeeds");
+        assert_eq!(report.len(), 300);
+        assert!(queued, "roots were left queued");
+        assert_eq!(active, 2, "a driver per worker for the queued roots");
     }
 
     /// The floor is registered when the attempt that sets it spent the task's coop budget
