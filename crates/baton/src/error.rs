@@ -8,8 +8,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::human::Human;
-use crate::report::Report;
+pub use crate::policy::StopReason;
+use crate::util::human::Human;
 
 /// A boxed error, as tasks return it.
 ///
@@ -255,43 +255,6 @@ pub enum NodeError {
     },
 }
 
-/// Why a retry series stopped before an attempt succeeded.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum StopReason {
-    /// The policy's maximum number of attempts ran.
-    MaxAttempts,
-    /// The last error was not retryable (the retry predicate said no, or it was a breaker
-    /// rejection, an exhausted deadline, or a panic under the default predicate).
-    NotRetryable,
-    /// The node's circuit breaker opened while the series was running.
-    BreakerOpened,
-    /// The named retry budget had no retry left.
-    RetryBudgetExhausted {
-        /// The budget's name.
-        budget: String,
-    },
-    /// Too little time was left before the deadline for another attempt.
-    DeadlineExceeded,
-    /// A custom backoff sequence ran out of delays.
-    BackoffExhausted,
-}
-
-impl fmt::Display for StopReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StopReason::MaxAttempts => f.write_str("max attempts reached"),
-            StopReason::NotRetryable => f.write_str("error not retryable"),
-            StopReason::BreakerOpened => f.write_str("circuit breaker opened"),
-            StopReason::RetryBudgetExhausted { budget } => {
-                write!(f, "retry budget `{budget}` exhausted")
-            }
-            StopReason::DeadlineExceeded => f.write_str("deadline exceeded"),
-            StopReason::BackoffExhausted => f.write_str("backoff sequence exhausted"),
-        }
-    }
-}
-
 impl NodeError {
     /// The task's own error, looking through retry and fallback wrappers to the last
     /// attempt; `None` when the last attempt did not end with an error of the task (a
@@ -370,69 +333,6 @@ impl fmt::Display for CancelReason {
             CancelReason::FailFast { node } => write!(f, "fail-fast after `{node}` failed"),
             CancelReason::CancelAll => f.write_str("orchestrator cancelled all runs"),
             CancelReason::Shutdown => f.write_str("orchestrator shut down"),
-        }
-    }
-}
-
-/// A run that did not end cleanly, or could not start.
-///
-/// Every variant that ran carries the full [`Report`]: nothing a run produced is lost
-/// because the run is an error (the seed's `FAIL_ALL` dropped the partial results; we keep
-/// them).
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum RunError {
-    /// [`FailureMode::FailAll`](crate::FailureMode::FailAll) or
-    /// [`FailureMode::FailFast`](crate::FailureMode::FailFast): at least one node did not
-    /// produce a value. `node` is the first that failed.
-    #[error(
-        "run failed: node `{node}` failed ({failed} failed, {skipped} skipped, {cancelled} cancelled)"
-    )]
-    Failed {
-        /// The first node (in end-time order) that failed.
-        node: String,
-        /// How many nodes ended `Failed`.
-        failed: usize,
-        /// How many nodes ended `Skipped`.
-        skipped: usize,
-        /// How many nodes ended `Cancelled`.
-        cancelled: usize,
-        /// The run's report.
-        report: Box<Report>,
-    },
-    /// The run was cancelled before every node ended; nodes that had not ended are
-    /// `Cancelled` in the report.
-    #[error("run cancelled: {reason}")]
-    Cancelled {
-        /// Why.
-        reason: CancelReason,
-        /// The run's report.
-        report: Box<Report>,
-    },
-    /// The run was polled outside a tokio runtime, so it could not spawn its nodes.
-    #[error("no tokio runtime: a baton run must be awaited inside a tokio runtime")]
-    NoRuntime,
-    /// The orchestrator is shutting down (or shut down) and accepts no new run; nothing ran.
-    #[error("orchestrator is shutting down: run refused")]
-    ShuttingDown,
-}
-
-impl RunError {
-    /// The run's report, when the run started.
-    #[must_use]
-    pub fn report(&self) -> Option<&Report> {
-        match self {
-            RunError::Failed { report, .. } | RunError::Cancelled { report, .. } => Some(report),
-            RunError::NoRuntime | RunError::ShuttingDown => None,
-        }
-    }
-
-    /// Takes the run's report out of the error, when the run started.
-    #[must_use]
-    pub fn into_report(self) -> Option<Report> {
-        match self {
-            RunError::Failed { report, .. } | RunError::Cancelled { report, .. } => Some(*report),
-            RunError::NoRuntime | RunError::ShuttingDown => None,
         }
     }
 }

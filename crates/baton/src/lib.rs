@@ -128,30 +128,33 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod builder;
+mod engine;
 mod error;
-mod graph;
-mod human;
+mod id;
 pub mod observe;
+mod onion;
 mod orchestrator;
 mod policy;
 mod report;
-mod run;
-mod task;
+mod util;
 
-pub use error::{BoxError, BuildError, CancelReason, NodeError, RunError, StopReason};
-pub use graph::{
-    Graph, GraphBuilder, Inputs, Named, Node, NodeBuilder, Router, RouterBuilder, Upstreams,
+pub use builder::{GraphBuilder, NodeBuilder, PolicyRef, Router, RouterBuilder};
+pub use engine::{
+    Ctx, FailureMode, Graph, Inputs, Named, Run, RunCanceller, RunError, RunOptions, StartMode,
+    Upstreams,
 };
+pub use error::{BoxError, BuildError, CancelReason, NodeError, StopReason};
+pub use id::{IdempotencyKey, Node, RunId};
 pub use observe::{Event, Observer, Stats};
+pub use onion::{Attempt, Call, Fallback, Pipeline, PipelineBuilder, Retry};
 pub use orchestrator::{NameTaken, Orchestrator, OrchestratorBuilder, ShutdownReport};
 pub use policy::breaker::{
     BreakerConfigError, BreakerOpen, BreakerPermit, BreakerState, BreakerTransition, BreakerWindow,
     CircuitBreaker, CircuitBreakerBuilder, TransitionReason,
 };
 pub use policy::{
-    Backoff, BackoffIter, Bulkhead, DEFAULT_MAX_DELAY, DEFAULT_MIN_ATTEMPT_TIME, Fallback, Jitter,
-    PolicyRef, Retry, RetryBudget,
+    Backoff, BackoffIter, Bulkhead, DEFAULT_MAX_DELAY, DEFAULT_MIN_ATTEMPT_TIME, Jitter,
+    RetryBudget,
 };
 pub use report::{AttemptReport, Counts, NodeReport, Outcome, Report};
-pub use run::{FailureMode, Run, RunCanceller, RunId, RunOptions, StartMode};
-pub use task::{Ctx, IdempotencyKey};

@@ -16,11 +16,16 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use crate::error::CancelReason;
-use crate::graph::GraphBuilder;
 use crate::observe::stats::Counters;
 use crate::observe::{Event, Observer, Stats};
 use crate::policy::{Bulkhead, CircuitBreaker, RetryBudget};
-use crate::run::RunView;
+
+/// A run in flight, as the orchestrator holds it: something it can cancel. The engine
+/// implements it.
+pub(crate) trait InFlight: Send + Sync + 'static {
+    /// Cancels the run for `reason` (nothing if it ended).
+    fn cancel(&self, reason: CancelReason);
+}
 
 const SHARDS: usize = 16;
 
@@ -30,13 +35,13 @@ const SHARDS: usize = 16;
 /// did): `cancel_all` and `shutdown` scan that many slots.
 #[derive(Default)]
 struct RunsShard {
-    slots: Vec<Option<Weak<dyn RunView>>>,
+    slots: Vec<Option<Weak<dyn InFlight>>>,
     free: Vec<u32>,
 }
 
 impl RunsShard {
     /// Keeps `run`; its slot's index.
-    fn insert(&mut self, run: Weak<dyn RunView>) -> u32 {
+    fn insert(&mut self, run: Weak<dyn InFlight>) -> u32 {
         if let Some(i) = self.free.pop() {
             if let Some(slot) = self.slots.get_mut(i as usize) {
                 *slot = Some(run);
@@ -56,7 +61,7 @@ impl RunsShard {
         }
     }
 
-    fn runs(&self) -> impl Iterator<Item = &Weak<dyn RunView>> {
+    fn runs(&self) -> impl Iterator<Item = &Weak<dyn InFlight>> {
         self.slots.iter().flatten()
     }
 }
@@ -274,16 +279,6 @@ impl Orchestrator {
         OrchestratorBuilder::default()
     }
 
-    /// Starts a graph whose breakers, bulkheads and retry budgets live in this
-    /// orchestrator (names given to nodes are looked up here, handles given to nodes are
-    /// registered here when the graph is built), and whose runs report to its observers and
-    /// statistics and obey its [`cancel_all`](Self::cancel_all) and
-    /// [`shutdown`](Self::shutdown).
-    #[must_use]
-    pub fn graph<I: Send + Sync + 'static>(&self) -> GraphBuilder<I> {
-        GraphBuilder::with_orchestrator(self.clone())
-    }
-
     fn registry(&self) -> MutexGuard<'_, Registry> {
         self.inner
             .registry
@@ -437,7 +432,7 @@ impl Orchestrator {
 
     /// Admits a run that is starting: where it is kept, or `None` when shutting down
     /// (nothing is kept then). `seq` (the run's sequence number) picks the shard.
-    pub(crate) fn admit(&self, run: Weak<dyn RunView>, seq: u64, nodes: usize) -> Option<RunKey> {
+    pub(crate) fn admit(&self, run: Weak<dyn InFlight>, seq: u64, nodes: usize) -> Option<RunKey> {
         let inner = &self.inner;
         let shard = (seq % SHARDS as u64) as u32;
         let slot = self.shard(shard).insert(run);
@@ -511,11 +506,17 @@ pub(crate) fn deliver(observers: &[Arc<dyn Observer>], event: &Event<'_>) {
 mod tests {
     use std::sync::Weak;
 
-    use super::RunsShard;
-    use crate::run::{RunState, RunView};
+    use super::{InFlight, RunsShard};
+    use crate::error::CancelReason;
 
-    fn run() -> Weak<dyn RunView> {
-        Weak::<RunState<()>>::new() as Weak<dyn RunView>
+    struct Idle;
+
+    impl InFlight for Idle {
+        fn cancel(&self, _: CancelReason) {}
+    }
+
+    fn run() -> Weak<dyn InFlight> {
+        Weak::<Idle>::new() as Weak<dyn InFlight>
     }
 
     /// A slot freed by a run that ended is the next one taken, removing an empty slot (or

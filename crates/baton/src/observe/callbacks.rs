@@ -48,7 +48,7 @@ impl NodeCallbacks {
             }
             None if matches!(
                 node.outcome(),
-                crate::Outcome::Failed | crate::Outcome::Skipped
+                crate::report::Outcome::Failed | crate::report::Outcome::Skipped
             ) =>
             {
                 for f in &self.failure {

@@ -24,7 +24,7 @@ mod callbacks;
 #[cfg(feature = "metrics")]
 mod metrics;
 pub(crate) mod stats;
-pub(crate) mod striped;
+
 pub(crate) mod trace;
 
 use std::fmt;
@@ -36,10 +36,10 @@ pub use metrics::MetricsObserver;
 pub use stats::{RuntimeStats, Stats};
 
 use crate::error::NodeError;
-use crate::human::Human;
+use crate::id::RunId;
 use crate::policy::breaker::BreakerTransition;
 use crate::report::{Outcome, Report};
-use crate::run::RunId;
+use crate::util::human::Human;
 
 /// Receives every [`Event`] of the runs of an orchestrator; see the [module docs](crate::observe).
 ///

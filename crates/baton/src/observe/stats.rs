@@ -8,8 +8,8 @@
 
 use std::fmt;
 
-use super::striped::{Count, Padded, STRIPES, stripe};
 use crate::report::Outcome;
+use crate::util::striped::{Count, Padded, STRIPES, stripe};
 
 macro_rules! counters {
     ($($field:ident),* $(,)?) => {

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use tracing::Span;
 
-use crate::run::{Record, RunCore, RunId};
+use crate::id::RunId;
+use crate::report::Outcome;
 
 /// Whether spans are worth making: the feature is on and a subscriber was ever installed
 /// (globally or for a scope). One atomic load; without it, even a disabled span costs a
@@ -29,19 +30,23 @@ pub(crate) fn run_span(run: RunId, nodes: usize) -> Span {
     }
 }
 
-/// The span of a node: `node{node, outcome, attempts}`, child of its run's span.
-/// Inlined: without a subscriber it is one load on every node's path.
+/// The span of a node: `node{node, outcome, attempts}`, child of its run's span (`run`,
+/// `None` before the run started). Inlined: without a subscriber it is one load on every
+/// node's path.
 #[inline]
-pub(crate) fn node_span<'a>(core: &RunCore, node: impl FnOnce() -> &'a str) -> Span {
+pub(crate) fn node_span<'a>(
+    run: impl FnOnce() -> Option<&'a Span>,
+    node: impl FnOnce() -> &'a str,
+) -> Span {
     if !on() {
         return Span::none();
     }
-    make_node_span(core, node())
+    make_node_span(run(), node())
 }
 
 #[inline(never)]
-fn make_node_span(core: &RunCore, node: &str) -> Span {
-    match core.span() {
+fn make_node_span(run: Option<&Span>, node: &str) -> Span {
+    match run {
         Some(run) => tracing::info_span!(
             parent: run,
             "node",
@@ -70,11 +75,12 @@ pub(crate) fn attempt_span(node: &str, attempt: u32, budget: Option<Duration>) -
     }
 }
 
-/// Records how the node ended on its span.
-pub(crate) fn record_outcome(span: &Span, record: &Record) {
+/// Records how the node ended on its span: its outcome, and how many attempts its log has
+/// (at least one).
+pub(crate) fn record_outcome(span: &Span, outcome: Outcome, logged: usize) {
     if !span.is_disabled() {
-        span.record("outcome", record.outcome.as_str());
-        span.record("attempts", record.attempt_log().len().max(1));
+        span.record("outcome", outcome.as_str());
+        span.record("attempts", logged.max(1));
     }
 }
 

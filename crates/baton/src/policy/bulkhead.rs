@@ -49,11 +49,6 @@ pub(crate) struct BulkheadPermit {
 }
 
 impl Bulkhead {
-    /// Whether `self` and `other` are the same bulkhead (clones of one handle).
-    pub(crate) fn same(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner)
-    }
-
     /// A bulkhead called `name` that lets at most `max_concurrent` attempts run at once; an
     /// attempt waits at most `max_wait` for a permit (and never past its deadline), then
     /// fails with [`NodeError::BulkheadFull`](crate::NodeError::BulkheadFull).

@@ -1,141 +1,196 @@
-//! Retry: run a node's attempt again after a backoff, inside the node's deadline budget.
+//! When a retry series stops, and why: the decision taken after each failed attempt.
 //!
-//! Waiting between attempts is a tokio timer, so it holds no thread (seed 004: with one
-//! worker thread, two nodes that each fail twice with a 1 s backoff finish in about 2 s, not
-//! 4 s). The retry layer sits outside the per-attempt timeout (each attempt gets its own
-//! timeout; seed 002 §13, counter-example one) and inside the circuit breaker (a series
-//! counts once; counter-example two).
+//! The decision is a pure function of what the series knows ([`after_failure`]); the onion
+//! asks it after every failed attempt, with the user's predicate and backoff behind
+//! closures so that each is called only when the decision needs it, in a fixed order.
 
 use std::fmt;
-use std::sync::Arc;
+use std::time::Duration;
 
-use super::backoff::Backoff;
-use super::retry_budget::RetryBudget;
-use crate::error::NodeError;
+use tokio::time::Instant;
 
-/// Which errors a retry series retries.
-pub(crate) type RetryPredicate = Arc<dyn Fn(&NodeError) -> bool + Send + Sync>;
+use super::deadline::clip_backoff;
 
-/// A retry policy: how many attempts, how long to wait between them, which errors to retry,
-/// and an optional per-downstream [`RetryBudget`].
-///
-/// # Defaults
-/// - attempts: 3 (one attempt and two retries);
-/// - backoff: exponential from 100 ms, ×2, capped at 30 s, no jitter;
-/// - retryable: [`Retry::default_retryable`] (task errors, per-attempt timeouts and full
-///   bulkheads; never breaker rejections, exhausted deadlines or panics);
-/// - retry budget: none.
-#[derive(Clone)]
-pub struct Retry {
-    pub(crate) max_attempts: u32,
-    pub(crate) backoff: Backoff,
-    pub(crate) retryable: Option<RetryPredicate>,
-    pub(crate) budget: Option<RetryBudget>,
+/// Why a retry series stopped before an attempt succeeded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StopReason {
+    /// The policy's maximum number of attempts ran.
+    MaxAttempts,
+    /// The last error was not retryable (the retry predicate said no, or it was a breaker
+    /// rejection, an exhausted deadline, or a panic under the default predicate).
+    NotRetryable,
+    /// The node's circuit breaker opened while the series was running.
+    BreakerOpened,
+    /// The named retry budget had no retry left.
+    RetryBudgetExhausted {
+        /// The budget's name.
+        budget: String,
+    },
+    /// Too little time was left before the deadline for another attempt.
+    DeadlineExceeded,
+    /// A custom backoff sequence ran out of delays.
+    BackoffExhausted,
 }
 
-impl fmt::Debug for Retry {
+impl fmt::Display for StopReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Retry")
-            .field("max_attempts", &self.max_attempts)
-            .field("backoff", &self.backoff)
-            .field("custom_predicate", &self.retryable.is_some())
-            .field("budget", &self.budget.as_ref().map(RetryBudget::name))
-            .finish()
+        match self {
+            StopReason::MaxAttempts => f.write_str("max attempts reached"),
+            StopReason::NotRetryable => f.write_str("error not retryable"),
+            StopReason::BreakerOpened => f.write_str("circuit breaker opened"),
+            StopReason::RetryBudgetExhausted { budget } => {
+                write!(f, "retry budget `{budget}` exhausted")
+            }
+            StopReason::DeadlineExceeded => f.write_str("deadline exceeded"),
+            StopReason::BackoffExhausted => f.write_str("backoff sequence exhausted"),
+        }
     }
 }
 
-impl Default for Retry {
-    fn default() -> Self {
-        Retry::new(3)
+/// What a retry series does after a failed attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Wait `delay` (already clipped to the deadline), then make the next attempt.
+    Retry {
+        /// The backoff.
+        delay: Duration,
+    },
+    /// Stop, for this reason.
+    Stop(StopReason),
+}
+
+/// What the series knows after attempt `number` failed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Failed {
+    /// The attempt that failed, from 1.
+    pub(crate) number: u32,
+    /// The most attempts the series may make.
+    pub(crate) max_attempts: u32,
+    /// The attempt ran out of the deadline (it was cut by it, or none could start).
+    pub(crate) out_of_time: bool,
+    /// The series' deadline.
+    pub(crate) deadline: Option<Instant>,
+    /// The least time an attempt needs.
+    pub(crate) min_attempt: Duration,
+}
+
+/// Decides whether the series retries after `failed`, reading what it must in this order,
+/// each only when the ones before let the series go on: whether the error is `retryable`,
+/// whether the breaker the series reports to `moved` on since it was admitted, the next
+/// `backoff` delay, and the time left at `now()`. A retry budget, if any, is asked after
+/// this says [`Next::Retry`].
+pub(crate) fn after_failure(
+    failed: Failed,
+    retryable: impl FnOnce() -> bool,
+    moved: impl FnOnce() -> bool,
+    backoff: impl FnOnce() -> Option<Duration>,
+    now: impl FnOnce() -> Instant,
+) -> Next {
+    if failed.out_of_time {
+        return Next::Stop(StopReason::DeadlineExceeded);
+    }
+    if failed.number >= failed.max_attempts {
+        return Next::Stop(StopReason::MaxAttempts);
+    }
+    if !retryable() {
+        return Next::Stop(StopReason::NotRetryable);
+    }
+    // Its result would be ignored, and the downstream is presumed down.
+    if moved() {
+        return Next::Stop(StopReason::BreakerOpened);
+    }
+    let Some(delay) = backoff() else {
+        return Next::Stop(StopReason::BackoffExhausted);
+    };
+    match clip_backoff(delay, failed.deadline, now(), failed.min_attempt) {
+        Some(delay) => Next::Retry { delay },
+        None => Next::Stop(StopReason::DeadlineExceeded),
     }
 }
 
-impl Retry {
-    /// At most `max_attempts` attempts in all (the first one included), with the default
-    /// backoff. `max_attempts` of 0 is rejected when the graph is built
-    /// ([`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy)).
-    #[must_use]
-    pub fn new(max_attempts: u32) -> Self {
-        Retry {
-            max_attempts,
-            backoff: Backoff::exponential(std::time::Duration::from_millis(100)),
-            retryable: None,
-            budget: None,
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn failed(number: u32, deadline: Option<Instant>) -> Failed {
+        Failed {
+            number,
+            max_attempts: 3,
+            out_of_time: false,
+            deadline,
+            min_attempt: ms(10),
         }
     }
 
-    /// Sets the backoff between attempts.
-    #[must_use]
-    pub fn backoff(mut self, backoff: Backoff) -> Self {
-        self.backoff = backoff;
-        self
+    #[test]
+    fn each_reason_stops_the_series_in_order() {
+        let t = Instant::now();
+        let go = || Next::Retry { delay: ms(100) };
+        let next = |f: Failed, r: bool, m: bool, b: Option<Duration>| {
+            after_failure(f, || r, || m, || b, || t)
+        };
+        assert_eq!(next(failed(1, None), true, false, Some(ms(100))), go());
+        let late = Failed {
+            out_of_time: true,
+            ..failed(1, None)
+        };
+        assert_eq!(
+            next(late, true, false, Some(ms(1))),
+            Next::Stop(StopReason::DeadlineExceeded)
+        );
+        assert_eq!(
+            next(failed(3, None), true, false, Some(ms(1))),
+            Next::Stop(StopReason::MaxAttempts)
+        );
+        assert_eq!(
+            next(failed(1, None), false, false, Some(ms(1))),
+            Next::Stop(StopReason::NotRetryable)
+        );
+        assert_eq!(
+            next(failed(1, None), true, true, Some(ms(1))),
+            Next::Stop(StopReason::BreakerOpened)
+        );
+        assert_eq!(
+            next(failed(1, None), true, false, None),
+            Next::Stop(StopReason::BackoffExhausted)
+        );
+        assert_eq!(
+            next(failed(1, Some(t + ms(50))), true, false, Some(ms(100))),
+            Next::Retry { delay: ms(40) }
+        );
+        assert_eq!(
+            next(failed(1, Some(t + ms(5))), true, false, Some(ms(100))),
+            Next::Stop(StopReason::DeadlineExceeded)
+        );
     }
 
-    /// Retries only the errors for which `predicate` returns `true`. A breaker rejection
-    /// and an exhausted deadline are never retried, whatever the predicate says.
-    #[must_use]
-    pub fn retry_if(
-        mut self,
-        predicate: impl Fn(&NodeError) -> bool + Send + Sync + 'static,
-    ) -> Self {
-        self.retryable = Some(Arc::new(predicate));
-        self
-    }
-
-    /// Draws every retry from `budget`, shared by the nodes that call one downstream, so
-    /// that a failing downstream cannot be hit by a retry storm.
-    #[must_use]
-    pub fn budget(mut self, budget: RetryBudget) -> Self {
-        self.budget = Some(budget);
-        self
-    }
-
-    /// The default predicate: task errors, per-attempt timeouts and full bulkheads are
-    /// retryable; panics are not (they are bugs, and usually deterministic).
-    #[must_use]
-    pub fn default_retryable(error: &NodeError) -> bool {
-        matches!(
-            error,
-            NodeError::Task(_) | NodeError::Timeout { .. } | NodeError::BulkheadFull { .. }
-        )
-    }
-
-    /// Whether the series may retry after `error`.
-    pub(crate) fn is_retryable(&self, error: &NodeError) -> bool {
-        if matches!(
-            error,
-            NodeError::BreakerOpen { .. } | NodeError::DeadlineExceeded { .. }
-        ) {
-            return false;
-        }
-        match &self.retryable {
-            Some(p) => p(error),
-            None => Retry::default_retryable(error),
-        }
-    }
-
-    /// Whether `self` and `other` retry alike: the same attempts, backoff, predicate (the
-    /// same closure) and retry budget (the same handle).
-    pub(crate) fn same(&self, other: &Self) -> bool {
-        self.max_attempts == other.max_attempts
-            && self.backoff.same(&other.backoff)
-            && same_opt(&self.retryable, &other.retryable, Arc::ptr_eq)
-            && same_opt(&self.budget, &other.budget, RetryBudget::same)
-    }
-
-    pub(crate) fn validate(&self) -> Result<(), String> {
-        if self.max_attempts == 0 {
-            return Err("retry needs at least 1 attempt, got 0".to_owned());
-        }
-        self.backoff.validate()
-    }
-}
-
-/// `a` and `b` both `None`, or both `Some` and `same`.
-pub(crate) fn same_opt<T>(a: &Option<T>, b: &Option<T>, same: impl Fn(&T, &T) -> bool) -> bool {
-    match (a, b) {
-        (None, None) => true,
-        (Some(a), Some(b)) => same(a, b),
-        _ => false,
+    #[test]
+    fn what_the_decision_does_not_need_is_not_asked() {
+        let t = Instant::now();
+        let asked = std::cell::Cell::new(0);
+        let ask = || asked.set(asked.get() + 1);
+        let next = after_failure(
+            failed(3, None),
+            || {
+                ask();
+                true
+            },
+            || {
+                ask();
+                false
+            },
+            || {
+                ask();
+                Some(ms(1))
+            },
+            || t,
+        );
+        assert_eq!(next, Next::Stop(StopReason::MaxAttempts));
+        assert_eq!(asked.get(), 0, "nothing asked past max attempts");
     }
 }

@@ -56,11 +56,6 @@ impl fmt::Debug for RetryBudget {
 }
 
 impl RetryBudget {
-    /// Whether `self` and `other` are the same budget (clones of one handle).
-    pub(crate) fn same(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner)
-    }
-
     /// A budget called `name` with the defaults; see [`RetryBudget::with`] to set them.
     #[must_use]
     pub fn new(name: impl Into<String>) -> Self {

@@ -1,13 +1,16 @@
 //! The report of a run: every node's outcome, value, error, attempts and timing.
 //!
-//! Every node of the graph appears in the report with exactly one [`Outcome`] (DESIGN rule
-//! 2). The seed's weakest spot (§8 and §15: a node skipped because of a failed upstream was
-//! "not run, not recorded, not reported") cannot happen: skipped nodes are recorded with the
-//! upstream that produced no value and the root cause.
+//! Every node of the graph appears in the report with exactly one [`Outcome`]: a node
+//! skipped because an upstream produced no value is recorded too, with that upstream and
+//! the root cause (`docs/contract.md`, rule 2).
+//!
+//! The report reads a run through [`RunRecords`], a trait defined here and implemented by
+//! the engine, so that it knows nothing of the scheduler's types.
 
 #[cfg(feature = "serde")]
 mod json;
 mod outcome;
+mod record;
 mod timeline;
 
 use std::error::Error as StdError;
@@ -16,13 +19,42 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use outcome::{Counts, Outcome};
+pub(crate) use record::{Record, Settled};
+use tokio::time::Instant;
 
 use crate::error::{CancelReason, NodeError};
-use crate::graph::Node;
-use crate::run::{RunId, RunView, Settled};
+use crate::id::{Node, RunId};
+use crate::util::value::Value;
 
-/// What a run produced: every node of the graph with exactly one [`Outcome`] (DESIGN rule
-/// 2), its value, error, attempts and timing.
+/// What a report reads of a run: its nodes' names, records and values, and its timing.
+/// The engine implements it; every node has a record once the run has ended.
+pub(crate) trait RunRecords: Send + Sync + 'static {
+    /// The run's id.
+    fn run_id(&self) -> RunId;
+    /// The id of the graph the run belongs to (what a [`Node`] handle names).
+    fn graph_id(&self) -> u64;
+    /// How many nodes the graph has.
+    fn len(&self) -> usize;
+    /// Node `id`'s name.
+    fn name(&self, id: u32) -> &str;
+    /// The node called `name`, if any.
+    fn find(&self, name: &str) -> Option<u32>;
+    /// Node `id`'s record, once written.
+    fn record(&self, id: u32) -> Option<&Settled>;
+    /// Node `id`'s value, once it ended with one.
+    fn value(&self, id: u32) -> Option<&Value>;
+    /// How many attempts of node `id` started.
+    fn attempts(&self, id: u32) -> u32;
+    /// How many blocking attempts of node `id` were abandoned still running.
+    fn abandoned(&self, id: u32) -> u32;
+    /// `at` as an offset from the run's start (zero before it started).
+    fn offset(&self, at: Instant) -> Duration;
+    /// Why the run was cancelled, if it was.
+    fn cancel_reason(&self) -> Option<&CancelReason>;
+}
+
+/// What a run produced: every node of the graph with exactly one [`Outcome`], its value,
+/// error, attempts and timing.
 ///
 /// Cheap to clone (an `Arc` of the run's state, which it keeps alive — the run input
 /// included — as long as it lives). `Display` prints a text timeline: one line per node with
@@ -31,7 +63,7 @@ use crate::run::{RunId, RunView, Settled};
 /// ("The report").
 #[derive(Clone)]
 pub struct Report {
-    run: Arc<dyn RunView>,
+    run: Arc<dyn RunRecords>,
 }
 
 /// What a node with no record would read as (it cannot happen: every node is recorded
@@ -72,7 +104,7 @@ pub struct AttemptReport {
 }
 
 impl Report {
-    pub(crate) fn new(run: Arc<dyn RunView>) -> Self {
+    pub(crate) fn new(run: Arc<dyn RunRecords>) -> Self {
         Report { run }
     }
 
@@ -81,13 +113,13 @@ impl Report {
     }
 
     fn owns<T>(&self, node: Node<T>) -> bool {
-        node.graph == self.run.meta().id && node.index() < self.len()
+        node.graph == self.run.graph_id() && node.index() < self.len()
     }
 
     /// The run's id.
     #[must_use]
     pub fn run_id(&self) -> RunId {
-        self.run.core().run_id
+        self.run.run_id()
     }
 
     /// The value `node` produced (`Succeeded` or `Recovered`), typed; `None` when it produced
@@ -98,7 +130,6 @@ impl Report {
             return None;
         }
         self.run
-            .core()
             .value(node.index)
             .and_then(|v| v.downcast_ref::<T>())
     }
@@ -109,7 +140,7 @@ impl Report {
         if !self.owns(node) {
             return None;
         }
-        let value = self.run.core().value(node.index)?;
+        let value = self.run.value(node.index)?;
         Arc::clone(value).downcast::<T>().ok()
     }
 
@@ -126,7 +157,7 @@ impl Report {
     /// graph). Prefer [`node`](Self::node) with a handle where you have one.
     #[must_use]
     pub fn by_name(&self, name: &str) -> Option<NodeReport<'_>> {
-        let id = self.run.meta().names.find(name)?;
+        let id = self.run.find(name)?;
         Some(self.entry(id))
     }
 
@@ -143,7 +174,7 @@ impl Report {
     /// How many nodes the graph has (the report has one entry per node).
     #[must_use]
     pub fn len(&self) -> usize {
-        self.run.meta().len()
+        self.run.len()
     }
 
     /// Whether the graph has no nodes.
@@ -183,7 +214,7 @@ impl Report {
     /// Why the run was cancelled, if it was.
     #[must_use]
     pub fn cancel_reason(&self) -> Option<&CancelReason> {
-        self.run.core().reason.get()
+        self.run.cancel_reason()
     }
 }
 
@@ -197,8 +228,8 @@ impl fmt::Debug for Report {
     }
 }
 
-fn record_of(run: &dyn RunView, id: u32) -> &Settled {
-    match run.core().slot(id).and_then(|s| s.record.get()) {
+fn record_of(run: &dyn RunRecords, id: u32) -> &Settled {
+    match run.record(id) {
         Some(record) => record,
         None => missing(),
     }
@@ -208,13 +239,13 @@ fn record_of(run: &dyn RunView, id: u32) -> &Settled {
 /// receive).
 #[derive(Clone, Copy)]
 pub struct NodeReport<'r> {
-    run: &'r dyn RunView,
+    run: &'r dyn RunRecords,
     id: u32,
     record: &'r Settled,
 }
 
 impl<'r> NodeReport<'r> {
-    pub(crate) fn new(run: &'r dyn RunView, id: u32, record: &'r Settled) -> Self {
+    pub(crate) fn new(run: &'r dyn RunRecords, id: u32, record: &'r Settled) -> Self {
         NodeReport { run, id, record }
     }
 
@@ -225,7 +256,7 @@ impl<'r> NodeReport<'r> {
     /// The node's name.
     #[must_use]
     pub fn name(&self) -> &'r str {
-        self.run.meta().name(self.id)
+        self.run.name(self.id)
     }
 
     /// The node's position in the graph (order of addition, from 0).
@@ -243,19 +274,14 @@ impl<'r> NodeReport<'r> {
     /// How many attempts of its task started (0 when it never started).
     #[must_use]
     pub fn attempts(&self) -> u32 {
-        self.run
-            .core()
-            .slot(self.id)
-            .map_or(0, |s| s.attempts.load(std::sync::atomic::Ordering::Acquire))
+        self.run.attempts(self.id)
     }
 
     /// Blocking attempts that timed out (or were cancelled) while their closure kept running
     /// on the blocking pool: the node moved on without them.
     #[must_use]
     pub fn abandoned(&self) -> u32 {
-        self.run.core().slot(self.id).map_or(0, |s| {
-            s.abandoned.load(std::sync::atomic::Ordering::Acquire)
-        })
+        self.run.abandoned(self.id)
     }
 
     /// Each attempt's start, end, preceding backoff and error, for nodes with policies that
@@ -270,13 +296,13 @@ impl<'r> NodeReport<'r> {
     /// cancelled while pending).
     #[must_use]
     pub fn start(&self) -> Option<Duration> {
-        self.record.start.map(|s| self.run.core().offset(s))
+        self.record.start.map(|s| self.run.offset(s))
     }
 
     /// When the node ended, from the run's start.
     #[must_use]
     pub fn end(&self) -> Duration {
-        self.run.core().offset(self.record.end)
+        self.run.offset(self.record.end)
     }
 
     /// `end - start`, or zero if it never started.
@@ -343,9 +369,7 @@ impl<'r> NodeReport<'r> {
             }
             Outcome::Cancelled => Some(
                 self.run
-                    .core()
-                    .reason
-                    .get()
+                    .cancel_reason()
                     .map_or_else(|| "cancelled".to_owned(), ToString::to_string),
             ),
             _ => {

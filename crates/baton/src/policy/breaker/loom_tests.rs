@@ -8,7 +8,7 @@ use std::sync::Mutex as StdMutex;
 
 use super::*;
 use crate::policy::breaker::CircuitBreakerBuilder;
-use crate::policy::breaker::sync::LoomSync;
+use crate::util::sync::LoomSync;
 
 type M = Machine<LoomSync>;
 type Log = Arc<StdMutex<Vec<(u64, BreakerState, BreakerState)>>>;

@@ -42,8 +42,8 @@ use super::config::Config;
 use super::error::BreakerOpen;
 use super::events::{BreakerState, BreakerTransition, Listener, TransitionReason, notify};
 use super::permit::{Outcome, Permit, Ticket};
-use super::sync::{Atomic, Lock, SyncFamily};
 use super::window::Window;
+use crate::util::sync::{Atomic, Lock, SyncFamily};
 
 const FREE_MASK: u64 = 0xFFFF;
 const KIND_SHIFT: u32 = 16;

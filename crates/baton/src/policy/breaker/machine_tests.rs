@@ -4,7 +4,7 @@ use std::sync::Mutex;
 
 use super::*;
 use crate::policy::breaker::CircuitBreakerBuilder;
-use crate::policy::breaker::sync::StdSync;
+use crate::util::sync::StdSync;
 
 type M = Machine<StdSync>;
 

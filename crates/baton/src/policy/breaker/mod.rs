@@ -73,7 +73,7 @@ mod error;
 mod events;
 mod machine;
 mod permit;
-mod sync;
+
 mod window;
 
 use std::fmt;
@@ -86,10 +86,10 @@ pub use config::{BreakerWindow, CircuitBreakerBuilder};
 pub use error::{BreakerConfigError, BreakerOpen};
 pub use events::{BreakerState, BreakerTransition, TransitionReason};
 
+use crate::util::sync::StdSync;
 use machine::Machine;
 pub(crate) use permit::Ticket;
 use permit::{Outcome, Permit};
-use sync::StdSync;
 
 /// A named circuit breaker guarding one downstream; a cheap handle (`Arc` inside), `Clone`,
 /// `Send + Sync`.
@@ -152,11 +152,6 @@ impl CircuitBreaker {
     /// a breaker). See [`CircuitBreakerBuilder`] for the settings and their defaults.
     pub fn builder(name: impl Into<String>) -> CircuitBreakerBuilder {
         CircuitBreakerBuilder::new(name.into())
-    }
-
-    /// Whether `self` and `other` are the same breaker (clones of one handle).
-    pub(crate) fn same(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.machine, &other.machine)
     }
 
     fn from_machine(machine: Machine<StdSync>) -> Self {

@@ -5,7 +5,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::machine::Machine;
-use super::sync::SyncFamily;
+use crate::util::sync::SyncFamily;
 
 /// What a permit needs to report its result: its generation and whether it is a probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -26,11 +26,11 @@ use std::task::{Context, Poll};
 use tokio::time::{Instant, Sleep};
 
 use super::state::RunState;
-use crate::policy::NodePolicy;
+use super::task::{AttemptFuture, CtxCut};
+use crate::onion::{First, FirstAttempt, Policies};
+use crate::policy::CircuitBreaker;
 use crate::policy::breaker::Ticket;
 use crate::policy::deadline::poll_timer;
-use crate::policy::onion::{self, First, FirstAttempt};
-use crate::task::Cut;
 
 /// What the driver holds for a policy node's first attempt while it polls it: the breaker
 /// permit's ticket, when the node has a breaker, and whether the driver's timer wakes it
@@ -65,10 +65,10 @@ enum Armed {
 #[inline]
 pub(super) fn prepare<I: Send + Sync + 'static>(
     run: &Arc<RunState<I>>,
-    policy: &NodePolicy,
+    policy: &Policies,
     start: Instant,
     span: &tracing::Span,
-) -> Option<(Cut, Held)> {
+) -> Option<(CtxCut, Held)> {
     if !span.is_disabled() {
         return None;
     }
@@ -76,23 +76,23 @@ pub(super) fn prepare<I: Send + Sync + 'static>(
     // The same deadline, check and cut as the onion's first attempt.
     let simple = policy.simple && run_deadline.is_none();
     let at = if simple {
-        Cut::TimeoutAfter(start)
+        CtxCut::TimeoutAfter(start)
     } else {
         if policy.bulkhead.is_some() {
             return None;
         }
-        let deadline = onion::node_deadline(run_deadline, policy, start);
-        if onion::too_late(policy, deadline, start) {
+        let deadline = policy.deadline(run_deadline, start);
+        if policy.too_late(deadline, start) {
             return None;
         }
-        Cut::At(onion::Cut::new(policy, start, deadline).until)
+        CtxCut::At(policy.cut(start, deadline).until)
     };
     let ticket = match &policy.breaker {
         None => None,
         Some(breaker) => Some(breaker.try_ticket()?),
     };
     if !policy.simple {
-        onion::deposit(policy);
+        policy.deposit();
     }
     Some((
         at,
@@ -206,12 +206,12 @@ pub(super) fn cut<I: Send + Sync + 'static>(
 /// The cut of a first attempt started at `start`, as the onion computes it; with no budget
 /// and no run deadline, the timeout alone.
 #[inline]
-fn cut_with(policy: &NodePolicy, run_deadline: Option<Instant>, start: Instant) -> Option<Instant> {
+fn cut_with(policy: &Policies, run_deadline: Option<Instant>, start: Instant) -> Option<Instant> {
     if policy.simple && run_deadline.is_none() {
         policy.timeout.and_then(|t| start.checked_add(t))
     } else {
-        let deadline = onion::node_deadline(run_deadline, policy, start);
-        onion::Cut::new(policy, start, deadline).until
+        let deadline = policy.deadline(run_deadline, start);
+        policy.cut(start, deadline).until
     }
 }
 
@@ -241,8 +241,8 @@ pub(super) fn hand_over<I: Send + Sync + 'static>(
     run: &RunState<I>,
     id: u32,
     held: Held,
-    attempt: FirstAttempt,
-) -> First {
+    attempt: FirstAttempt<AttemptFuture>,
+) -> First<AttemptFuture> {
     // (The driver keeps its timer for its next attempt that waits: the onion makes its own.)
     let permit = match (held.ticket, breaker(run, id)) {
         (Some(ticket), Some(breaker)) => Some(breaker.resume(ticket).into_owned(breaker)),
@@ -259,9 +259,6 @@ pub(super) fn release<I: Send + Sync + 'static>(run: &RunState<I>, id: u32, held
     }
 }
 
-fn breaker<I: Send + Sync + 'static>(
-    run: &RunState<I>,
-    id: u32,
-) -> Option<&crate::policy::CircuitBreaker> {
+fn breaker<I: Send + Sync + 'static>(run: &RunState<I>, id: u32) -> Option<&CircuitBreaker> {
     run.graph.policy(id)?.breaker.as_ref()
 }

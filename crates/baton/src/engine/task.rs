@@ -1,7 +1,7 @@
 //! What a task sees: the per-attempt context [`Ctx`], and the type-erased form in which the
 //! graph stores tasks.
 
-use std::any::{Any, TypeId};
+use std::any::TypeId;
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
@@ -14,30 +14,13 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, ReusableBoxFuture};
 
+use super::state::RunState;
+use super::upstreams::{FetchCx, Upstreams};
 use crate::error::{BoxError, NodeError};
-use crate::graph::Upstreams;
-use crate::policy::Fallback;
+use crate::id::{IdempotencyKey, RunId};
+use crate::onion::{Fallback, Recovered};
 use crate::policy::bulkhead::BulkheadPermit;
-use crate::run::{FetchCx, RunId, RunState};
-
-/// A node's value, type-erased while it sits in the run's slot.
-pub(crate) type Value = Arc<dyn Any + Send + Sync>;
-
-/// Wraps a task's output as a [`Value`]. `()` — the value of side-effect nodes — shares
-/// one `Arc` per thread instead of allocating one per node and run. (Per thread, not per
-/// process: the reference count of an `Arc` that every worker clones and drops is a cache
-/// line the workers would fight over.)
-pub(crate) fn into_value<T: Send + Sync + 'static>(value: T) -> Value {
-    thread_local! {
-        static UNIT: Value = Arc::new(());
-    }
-    if (&value as &dyn Any).is::<()>() {
-        if let Ok(unit) = UNIT.try_with(Arc::clone) {
-            return unit;
-        }
-    }
-    Arc::new(value)
-}
+use crate::util::value::{Value, into_value};
 
 /// One attempt of a task, boxed. A box that tokio-util can reuse: a driver keeps the box of
 /// its last attempt and writes its next node's attempt into it when the two futures have the
@@ -144,9 +127,12 @@ fn fallback_future<T: Send + Sync + 'static>(
 ) -> Option<FallbackFuture> {
     let fallback = fallback?.clone();
     let node = node.to_owned();
-    Some(Box::pin(
-        async move { fallback.recover(&node, error).await },
-    ))
+    Some(Box::pin(async move {
+        Ok(match fallback.recover(&node, error).await? {
+            Recovered::Shared(value) => value as Value,
+            Recovered::Owned(value) => into_value(value),
+        })
+    }))
 }
 
 impl<I, U, F, T, E, Fut, Fb> ErasedTask<I> for TypedTask<U, F, T, E, Fut, Fb>
@@ -301,16 +287,16 @@ pub struct Ctx<I> {
     run: Arc<RunState<I>>,
     node: u32,
     attempt: u32,
-    cut: Cut,
+    cut: CtxCut,
 }
 
 /// When an attempt is cut, as the scheduler hands it to the attempt's [`Ctx`].
 ///
 /// The scheduler's fast path starts a first attempt without computing its cut when it can
-/// be computed later from the attempt's start ([`TimeoutAfter`](Cut::TimeoutAfter)): most
+/// be computed later from the attempt's start ([`TimeoutAfter`](CtxCut::TimeoutAfter)): most
 /// tasks never ask for it.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Cut {
+pub(crate) enum CtxCut {
     /// The cut, computed (`None`: nothing cuts the attempt).
     At(Option<Instant>),
     /// The attempt's start: its cut is the node's timeout after it (`None` without a
@@ -320,7 +306,7 @@ pub(crate) enum Cut {
 }
 
 impl<I> Ctx<I> {
-    pub(crate) fn new(run: Arc<RunState<I>>, node: u32, attempt: u32, cut: Cut) -> Self {
+    pub(crate) fn new(run: Arc<RunState<I>>, node: u32, attempt: u32, cut: CtxCut) -> Self {
         Ctx {
             run,
             node,
@@ -334,8 +320,8 @@ impl<I> Ctx<I> {
     #[must_use]
     pub fn deadline(&self) -> Option<Instant> {
         match self.cut {
-            Cut::At(at) => at,
-            Cut::TimeoutAfter(start) => {
+            CtxCut::At(at) => at,
+            CtxCut::TimeoutAfter(start) => {
                 let timeout = self.run.graph.policy(self.node)?.timeout?;
                 start.checked_add(timeout)
             }
@@ -344,7 +330,7 @@ impl<I> Ctx<I> {
 
     /// The time left before [`deadline`](Self::deadline) (zero once it passed); `None` when
     /// no deadline applies. Pass it downstream, e.g. as the request's timeout, so that the
-    /// downstream does not work for a caller that has given up (seed 000). If the task's own
+    /// downstream does not work for a caller that has given up. If the task's own
     /// timeout fires at that same instant and the task returns its error, the attempt still
     /// counts as cut by baton's timeout or deadline, not as a task error.
     #[must_use]
@@ -380,13 +366,10 @@ impl<I> Ctx<I> {
     /// A key that is the same for every attempt of this node in this run and differs
     /// between nodes and runs: send it with side effects (an `Idempotency-Key` header) so
     /// that the downstream can deduplicate a retried request whose first attempt did reach
-    /// it (seed 000, "timeouts cause duplicate side effects").
+    /// it (a timed-out attempt may have had its side effect).
     #[must_use]
     pub fn idempotency_key(&self) -> IdempotencyKey {
-        IdempotencyKey {
-            run: self.run.core.run_id,
-            node: self.node,
-        }
+        IdempotencyKey::new(self.run.core.run_id, self.node)
     }
 
     /// A token that is cancelled when this attempt ends in any way: it completed, timed
@@ -422,37 +405,6 @@ impl<I> fmt::Debug for Ctx<I> {
             .field("attempt", &self.attempt)
             .field("run", &self.run.core.run_id)
             .finish_non_exhaustive()
-    }
-}
-
-/// The idempotency key of one node in one run; see [`Ctx::idempotency_key`].
-///
-/// Displays as 32 hex digits of the run id, a dash, and the node's index:
-/// `3f9a…c1-4`. Unique within a process; across processes the run id's first 64 bits are
-/// random per process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct IdempotencyKey {
-    run: RunId,
-    node: u32,
-}
-
-impl IdempotencyKey {
-    /// The run part of the key.
-    #[must_use]
-    pub fn run_id(self) -> RunId {
-        self.run
-    }
-
-    /// The node's index in its graph.
-    #[must_use]
-    pub fn node_index(self) -> usize {
-        self.node as usize
-    }
-}
-
-impl fmt::Display for IdempotencyKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}-{}", self.run, self.node)
     }
 }
 

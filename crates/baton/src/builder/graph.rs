@@ -1,25 +1,21 @@
-//! `GraphBuilder` and `NodeBuilder`: adding nodes, declaring upstreams, attaching tasks.
+//! [`GraphBuilder`]: adding nodes and routers, then `build()`.
 
 use std::any::TypeId;
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
-use super::handle::Node;
-use super::names::Names;
+use super::node::NodeBuilder;
+use super::policy::PolicySpec;
 use super::router::RouterBuilder;
-use super::tasks::{TaskRef, Tasks};
-use super::upstreams::{Named, UpstreamRef, Upstreams};
-use super::{Extras, Graph, NodeDef, NodeKind, validate};
-use crate::error::{BoxError, BuildError, NodeError};
-use crate::observe::NodeCallbacks;
+use super::validate;
+use crate::engine::{
+    Extras, FailureMode, Graph, NodeDef, NodeKind, StartMode, TaskRef, Tasks, UpstreamRef,
+    Upstreams,
+};
+use crate::error::BuildError;
 use crate::orchestrator::Orchestrator;
-use crate::policy::{Bulkhead, CircuitBreaker, Fallback, PolicyRef, PolicySpec, Retry};
-use crate::report::NodeReport;
-use crate::run::{FailureMode, StartMode};
-use crate::task::{BlockingTask, Ctx, TypedTask};
+use crate::util::names::Names;
 
 static NEXT_GRAPH_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -119,6 +115,28 @@ impl<I> fmt::Debug for GraphBuilder<I> {
     }
 }
 
+impl<I: Send + Sync + 'static> Graph<I> {
+    /// Starts a graph definition whose runs take an input of type `I`.
+    ///
+    /// See [`GraphBuilder`] for adding nodes and [`GraphBuilder::build`] for the checks.
+    #[must_use]
+    pub fn builder() -> GraphBuilder<I> {
+        GraphBuilder::new()
+    }
+}
+
+impl Orchestrator {
+    /// Starts a graph whose breakers, bulkheads and retry budgets live in this
+    /// orchestrator (names given to nodes are looked up here, handles given to nodes are
+    /// registered here when the graph is built), and whose runs report to its observers and
+    /// statistics and obey its [`cancel_all`](Self::cancel_all) and
+    /// [`shutdown`](Self::shutdown).
+    #[must_use]
+    pub fn graph<I: Send + Sync + 'static>(&self) -> GraphBuilder<I> {
+        GraphBuilder::with_orchestrator(self.clone())
+    }
+}
+
 impl<I: Send + Sync + 'static> Default for GraphBuilder<I> {
     fn default() -> Self {
         Self::new()
@@ -172,12 +190,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     /// forgotten.
     pub fn node<T>(&mut self, name: impl AsRef<str>) -> NodeBuilder<'_, I, (), T> {
         self.names.begin(name.as_ref());
-        NodeBuilder {
-            builder: self,
-            upstreams: (),
-            extras: None,
-            fallback: None,
-        }
+        NodeBuilder::new(self)
     }
 
     /// Starts a router called `name` (seed 002 §14): declare its upstreams, then its
@@ -347,9 +360,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
             self.start,
             &self.orchestrator,
         )?;
-        Ok(Graph {
-            inner: Arc::new(inner),
-        })
+        Ok(Graph::new(inner))
     }
 
     /// Records the upstreams of the node about to be added (its name is the pending one);
@@ -435,269 +446,3 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
 const RANK_UPSTREAM: u8 = 0;
 const RANK_NAME: u8 = 1;
 const RANK_ROUTER: u8 = 2;
-
-/// One node being defined: its upstreams and policies, then its task.
-///
-/// `U` is the upstreams' shape (see [`Upstreams`]) and `T` the value the task produces;
-/// both are inferred. The node is added to the graph when [`task`](Self::task) or
-/// [`blocking_task`](Self::blocking_task) is called.
-///
-/// # Policies and their defaults
-/// Policies compose in a fixed onion, inner to outer: attempt (bulkhead permit + task +
-/// per-attempt timeout) → retry → circuit breaker → fallback (DESIGN rule 3).
-/// - [`timeout`](Self::timeout): none;
-/// - [`retry`](Self::retry): none (one attempt);
-/// - [`budget`](Self::budget): none (only the run's deadline, if any, applies);
-/// - [`min_attempt_time`](Self::min_attempt_time): 10 ms;
-/// - [`breaker`](Self::breaker), [`bulkhead`](Self::bulkhead), [`fallback`](Self::fallback):
-///   none.
-#[must_use = "a node is only added to the graph when `.task(..)` is called"]
-pub struct NodeBuilder<'g, I, U, T> {
-    /// Holds the node's name, pending ([`Names::begin`]), until the node is added.
-    builder: &'g mut GraphBuilder<I>,
-    upstreams: U,
-    /// Boxed on first use: most nodes have no policy and no callback, and a small builder
-    /// is cheap to move through `.after(..)` and `.task(..)`.
-    extras: Option<Box<Extras<PolicySpec>>>,
-    fallback: Option<Fallback<T>>,
-}
-
-impl<I, U: fmt::Debug, T> fmt::Debug for NodeBuilder<'_, I, U, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("NodeBuilder")
-            .field("name", &self.builder.names.pending())
-            .field("upstreams", &self.upstreams)
-            .field("fallback", &self.fallback)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<'g, I: Send + Sync + 'static, T> NodeBuilder<'g, I, (), T> {
-    /// Declares the node's upstreams: a [`Node`] handle, a tuple of 1 to 16 handles, or a
-    /// `Vec` of handles of one type. The task then receives their values typed, each as an
-    /// `Arc`: `(Node<User>, Node<Sku>)` gives `(Arc<User>, Arc<Sku>)`.
-    ///
-    /// The node's first attempt starts only after every upstream ended with a value; when one
-    /// did not, the node ends `Skipped` naming it (DESIGN rule 1).
-    pub fn after<U: Upstreams>(self, upstreams: U) -> NodeBuilder<'g, I, U, T> {
-        NodeBuilder {
-            builder: self.builder,
-            upstreams,
-            extras: self.extras,
-            fallback: self.fallback,
-        }
-    }
-
-    /// Declares the node's upstreams by name, for graphs built from configuration. Each
-    /// must produce a `V`; the task receives their values as [`Inputs<V>`](crate::Inputs).
-    ///
-    /// Names may refer to nodes added later. `build()` reports an unknown name
-    /// ([`BuildError::UnknownUpstream`]), an upstream of another type
-    /// ([`BuildError::TypeMismatch`]) and a cycle ([`BuildError::Cycle`]).
-    pub fn after_names<V, S>(
-        self,
-        names: impl IntoIterator<Item = S>,
-    ) -> NodeBuilder<'g, I, Named<V>, T>
-    where
-        V: Send + Sync + 'static,
-        S: Into<String>,
-    {
-        self.after(Named::new(names.into_iter().map(Into::into).collect()))
-    }
-}
-
-impl<'g, I, U, T> NodeBuilder<'g, I, U, T> {
-    pub(super) fn for_branch(builder: &'g mut GraphBuilder<I>, name: &str, upstreams: U) -> Self {
-        builder.names.begin(name);
-        NodeBuilder {
-            builder,
-            upstreams,
-            extras: None,
-            fallback: None,
-        }
-    }
-
-    fn policy(&mut self) -> &mut PolicySpec {
-        self.extras
-            .get_or_insert_with(Box::default)
-            .policy
-            .get_or_insert_with(PolicySpec::default)
-    }
-
-    fn callbacks(&mut self) -> &mut NodeCallbacks {
-        self.extras
-            .get_or_insert_with(Box::default)
-            .callbacks
-            .get_or_insert_with(Box::default)
-    }
-}
-
-impl<I, U, T: Send + Sync + 'static> NodeBuilder<'_, I, U, T> {
-    /// Calls `f` with the node's value when it ends `Succeeded` or `Recovered`. Several
-    /// callbacks stack and fire in registration order, exactly once per run; a panicking
-    /// one is caught and logged (seed 002 §16).
-    pub fn on_success(mut self, f: impl Fn(&T) + Send + Sync + 'static) -> Self {
-        self.callbacks().on_success(f);
-        self
-    }
-
-    /// Calls `f` with the node's report entry when it ends `Failed` or `Skipped`: its
-    /// [`error`](NodeReport::error), or, for a skip, the upstream that
-    /// [caused](NodeReport::skipped_because) it and the [root cause](NodeReport::root_cause).
-    /// Stacks like [`on_success`](Self::on_success).
-    pub fn on_failure(mut self, f: impl Fn(&NodeReport<'_>) + Send + Sync + 'static) -> Self {
-        self.callbacks().on_failure(f);
-        self
-    }
-
-    /// Calls `f` with the node's report entry whatever its outcome, after `on_success` /
-    /// `on_failure`. Stacks like [`on_success`](Self::on_success).
-    pub fn on_complete(mut self, f: impl Fn(&NodeReport<'_>) + Send + Sync + 'static) -> Self {
-        self.callbacks().on_complete(f);
-        self
-    }
-}
-
-impl<I, U, T> NodeBuilder<'_, I, U, T> {
-    /// Limits each attempt to `limit`; an attempt that runs longer is dropped (it stops at
-    /// its next `.await`) and fails with [`NodeError::Timeout`] naming the node, the
-    /// attempt and the limit. The effective limit is `min(limit, time left before the
-    /// deadline)`. A zero limit is rejected by `build()`
-    /// ([`BuildError::InvalidPolicy`]).
-    pub fn timeout(mut self, limit: Duration) -> Self {
-        self.policy().timeout = Some(limit);
-        self
-    }
-
-    /// Retries failed attempts per `retry` (attempts, backoff, jitter, which errors, retry
-    /// budget), inside the node's deadline.
-    pub fn retry(mut self, retry: Retry) -> Self {
-        self.policy().retry = Some(retry);
-        self
-    }
-
-    /// Gives the node a time budget from its start: every attempt, backoff and bulkhead wait
-    /// must end by then (and by the run's deadline, if earlier). When it runs out mid-attempt
-    /// the attempt is cut at the deadline, and the node fails with
-    /// [`NodeError::DeadlineExceeded`] (or [`NodeError::GaveUp`] saying how many attempts
-    /// ran and how long the series took). Seed 000.
-    pub fn budget(mut self, budget: Duration) -> Self {
-        self.policy().budget = Some(budget);
-        self
-    }
-
-    /// No attempt starts with less than `min` left before the deadline, and backoffs are
-    /// clipped to leave it (default 10 ms, seed 000's `MIN_ATTEMPT_MILLIS`).
-    pub fn min_attempt_time(mut self, min: Duration) -> Self {
-        self.policy().min_attempt = Some(min);
-        self
-    }
-
-    /// Guards the node with a circuit breaker: a handle, or the name of one registered in
-    /// the graph's [`Orchestrator`]. It is asked once before the retry series (when open,
-    /// the task does not run and the node fails with [`NodeError::BreakerOpen`]) and told
-    /// one result per series.
-    pub fn breaker(mut self, breaker: impl Into<PolicyRef<CircuitBreaker>>) -> Self {
-        self.policy().breaker = Some(breaker.into());
-        self
-    }
-
-    /// Errors for which `ignore` returns `true` do not count for or against the node's
-    /// breaker (the permit is released uncounted), like resilience4j's `ignoreExceptions`.
-    pub fn breaker_ignore(
-        mut self,
-        ignore: impl Fn(&NodeError) -> bool + Send + Sync + 'static,
-    ) -> Self {
-        self.policy().breaker_ignore = Some(Arc::new(ignore));
-        self
-    }
-
-    /// Takes a permit of `bulkhead` (a handle, or the name of one registered in the graph's
-    /// [`Orchestrator`]) for each attempt, and holds it until the attempt has really
-    /// stopped.
-    pub fn bulkhead(mut self, bulkhead: impl Into<PolicyRef<Bulkhead>>) -> Self {
-        self.policy().bulkhead = Some(bulkhead.into());
-        self
-    }
-
-    /// Recovers with `fallback` when the inner layers failed: the node ends `Recovered` with
-    /// the fallback's value, and the report keeps the error.
-    pub fn fallback(mut self, fallback: Fallback<T>) -> Self {
-        self.fallback = Some(fallback);
-        self.policy().has_fallback = true;
-        self
-    }
-}
-
-impl<I, U, T> NodeBuilder<'_, I, U, T>
-where
-    I: Send + Sync + 'static,
-    U: Upstreams,
-    T: Send + Sync + 'static,
-{
-    /// Sets the node's task, adds the node to the graph, and returns its typed handle.
-    ///
-    /// The task is an `async` closure `|ctx, values| async move { .. }` returning
-    /// `Result<T, E>` with `E: Into<BoxError>`. It is `Fn`, not `FnOnce`: a retrying node
-    /// calls it once per attempt, each time with a fresh [`Ctx`] and the same upstream
-    /// values. A panic inside it (before or after its first `.await`) is caught and becomes
-    /// the node's `Failed` outcome with the panic message.
-    ///
-    /// Between `.await`s the task holds the run's driver, like any future holds its tokio
-    /// worker, and a run has at most as many drivers draining its ready nodes as the
-    /// runtime has workers: work that blocks its thread (file or socket I/O without
-    /// `.await`, long computations, `block_in_place`) belongs in
-    /// [`blocking_task`](Self::blocking_task), whose nodes wait like any other. By default
-    /// ([`StartMode::Inline`](crate::StartMode::Inline)), or where one thread runs every
-    /// task, the run's first nodes start in the task that awaits the run
-    /// and move to a task of their own at their first `.await` that waits (see
-    /// [`Run`](crate::Run)).
-    pub fn task<F, Fut, E>(self, task: F) -> Node<T>
-    where
-        F: Fn(Ctx<I>, U::Values) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<T, E>> + Send + 'static,
-        E: Into<BoxError> + 'static,
-    {
-        let task = TypedTask::<U, _, _, _, _>::new(task);
-        self.finish(|tasks, fallback| match fallback {
-            None => tasks.push(task),
-            Some(fallback) => tasks.push(task.with_fallback(fallback)),
-        })
-    }
-
-    /// Sets a synchronous (blocking) task, run on tokio's blocking pool, adds the node and
-    /// returns its handle.
-    ///
-    /// When an attempt times out (or the run is cancelled) the node moves on at once; the
-    /// closure cannot be stopped from outside, so its thread keeps running until it returns
-    /// (the one exception to "no task outlives its run"). The report counts such attempts as
-    /// abandoned ([`NodeReport::abandoned`](crate::NodeReport::abandoned)), and
-    /// [`Ctx::cancellation_token`] is cancelled so that a closure that checks it can stop
-    /// early. A bulkhead permit stays held until the closure returns. An attempt abandoned
-    /// while it still waited for a thread of the blocking pool never runs.
-    pub fn blocking_task<F, E>(self, task: F) -> Node<T>
-    where
-        F: Fn(Ctx<I>, U::Values) -> Result<T, E> + Send + Sync + 'static,
-        E: Into<BoxError> + 'static,
-    {
-        self.finish(|tasks, fallback| tasks.push(BlockingTask::<U, _, _, _>::new(task, fallback)))
-    }
-
-    /// Adds the node, its task stored by `store` (given the node's fallback, if any).
-    fn finish(self, store: impl FnOnce(&mut Tasks, Option<Fallback<T>>) -> TaskRef<I>) -> Node<T> {
-        let NodeBuilder {
-            builder,
-            upstreams,
-            extras,
-            fallback,
-        } = self;
-        let graph = builder.id;
-        builder.declare(&upstreams);
-        let node = NewNode {
-            task: store(&mut builder.tasks, fallback),
-            extras,
-        };
-        let index = builder.add(node);
-        Node::new(graph, index)
-    }
-}

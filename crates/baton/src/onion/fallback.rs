@@ -1,5 +1,5 @@
-//! Fallback: the value a node produces when every inner layer (attempts, retries, breaker)
-//! failed (seed 002 §12; DESIGN rule 9).
+//! [`Fallback`]: the value a node produces when every inner layer (attempts, retries,
+//! breaker) failed.
 //!
 //! It runs only after the inner layers failed — never on success, never on cancellation —
 //! and receives the error they ended with. Its value makes the node `Recovered`; the error
@@ -14,7 +14,6 @@ use std::sync::Arc;
 use futures_util::FutureExt;
 
 use crate::error::{BoxError, NodeError};
-use crate::task::{Value, into_value};
 
 type AsyncFallback<T> = Arc<
     dyn Fn(Arc<NodeError>) -> Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send>>
@@ -102,16 +101,16 @@ impl<T: Send + Sync + 'static> Fallback<T> {
         &self,
         node: &str,
         error: Arc<NodeError>,
-    ) -> Result<Value, NodeError> {
+    ) -> Result<Recovered<T>, NodeError> {
         let failed = |e: NodeError, original: Arc<NodeError>| NodeError::FallbackFailed {
             node: node.to_owned(),
             error: Box::new(e),
             original,
         };
         match &self.kind {
-            Kind::Value(v) => Ok(Arc::clone(v) as Value),
+            Kind::Value(v) => Ok(Recovered::Shared(Arc::clone(v))),
             Kind::Fn(f) => match std::panic::catch_unwind(AssertUnwindSafe(|| f(&error))) {
-                Ok(v) => Ok(into_value(v)),
+                Ok(v) => Ok(Recovered::Owned(v)),
                 Err(p) => Err(failed(NodeError::from_panic(p.as_ref()), error)),
             },
             Kind::Async(f) => {
@@ -121,11 +120,21 @@ impl<T: Send + Sync + 'static> Fallback<T> {
                     Err(p) => return Err(failed(NodeError::from_panic(p.as_ref()), error)),
                 };
                 match AssertUnwindSafe(fut).catch_unwind().await {
-                    Ok(Ok(v)) => Ok(into_value(v)),
+                    Ok(Ok(v)) => Ok(Recovered::Owned(v)),
                     Ok(Err(e)) => Err(failed(NodeError::Task(e), error)),
                     Err(p) => Err(failed(NodeError::from_panic(p.as_ref()), error)),
                 }
             }
         }
     }
+}
+
+/// A fallback's value: the one a [`Fallback::value`] shares between runs, or one made for
+/// this recovery.
+#[derive(Debug)]
+pub(crate) enum Recovered<T> {
+    /// The fixed value, shared.
+    Shared(Arc<T>),
+    /// A value made from the error.
+    Owned(T),
 }

@@ -1,65 +1,12 @@
-//! Prefetch hints for what a node reads and writes at scattered places on large graphs.
+//! Prefetch hints: ask the CPU to bring a cache line in before it is read.
 //!
-//! A node of a large graph touches a dozen cache lines that sit wherever its index puts
-//! them: its definition, its slot, its edges, its upstreams' values, its downstreams' join
-//! counters. Plain loads of them wait for each other behind the locked instructions that
-//! follow (a reference count, a join counter); prefetch hints do not, so the misses overlap.
-//! Each hint is issued as soon as its address is known: when a node is made ready
-//! ([`RunState::prefetch_node`]), when it starts (`GraphInner::prefetch_task`), when it
-//! reads its upstreams ([`RunState::prefetch_values`]) and when it ends
-//! ([`RunState::prefetch_counters`]). Only runs of large, scattered graphs issue them
-//! (`RunCore::prefetch`); hints change nothing observable, so the tests that check the
-//! values of such graphs (`tests/ready_queue.rs`, 4 900 nodes in layers; `tests/schedule.rs`,
-//! a fan-out of 10 000) check these paths.
+//! Plain loads of lines at scattered places wait for each other behind the locked
+//! instructions that follow them (a reference count, a join counter); prefetch hints do
+//! not, so the misses overlap. The scheduler issues them on large, scattered graphs, as soon
+//! as an address is known (`engine/prefetch.rs`). A hint changes nothing the program can
+//! observe.
 
 #![allow(unsafe_code)]
-
-use super::state::RunState;
-use crate::graph::neighbours;
-
-/// The most edges of one node whose far ends are prefetched: a hub's thousands of hints
-/// would only evict each other.
-const MAX_EDGES: usize = 16;
-
-impl<I> RunState<I> {
-    /// Prefetches the values of node `id`'s upstreams `ups` (the first [`MAX_EDGES`]).
-    #[inline]
-    pub(crate) fn prefetch_values(&self, id: u32, ups: &[u32]) {
-        for &u in ups.iter().take(MAX_EDGES) {
-            if let (false, Some(v)) = (neighbours(u, id), self.core.values.get(u as usize)) {
-                prefetch(v);
-            }
-        }
-    }
-
-    /// Prefetches the join counters of node `id`'s downstreams `downs` (the first
-    /// [`MAX_EDGES`]), which its end decrements.
-    #[inline]
-    pub(crate) fn prefetch_counters(&self, id: u32, downs: &[u32]) {
-        for &d in downs.iter().take(MAX_EDGES) {
-            if let (false, Some(h)) = (neighbours(d, id), self.core.hot(d)) {
-                prefetch(h);
-            }
-        }
-    }
-
-    /// Prefetches what node `id`, just made ready, will read first: its definition, its
-    /// slot (every line of it), its edge offsets, its value's cell.
-    #[inline]
-    pub(crate) fn prefetch_node(&self, id: u32) {
-        let i = id as usize;
-        if let Some(n) = self.graph.nodes.get(i) {
-            prefetch(n);
-        }
-        if let Some(s) = self.core.slots.get(i) {
-            prefetch_all(s);
-        }
-        if let Some(v) = self.core.values.get(i) {
-            prefetch(v);
-        }
-        self.graph.meta.prefetch_edges_of(id);
-    }
-}
 
 /// Asks the CPU to bring the cache line holding `*at` into its caches. A hint only: it
 /// changes nothing the program can observe, and does nothing where it is not supported

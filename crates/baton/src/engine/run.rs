@@ -1,31 +1,8 @@
-//! Running a graph: the [`Run`] future, its options, cancellation, and the scheduler.
-//!
-//! The scheduler uses join counters (Taskflow's design): every node of a run has an atomic
-//! count of upstreams that have not ended yet. A node that ends decrements the counters of
-//! its downstreams; each one that reaches zero is ready. The driver that finished the node
-//! runs one ready downstream itself and puts the others in the run's ready queue, which at
-//! most as many drivers as the runtime has workers drain (a driver whose node waits hands
-//! the queue to a new one). A node waiting for its upstreams holds no thread and no task, a
-//! ready node costs a queue slot rather than a tokio task, and nothing looks a node up by
-//! name or joins futures per node. On large graphs whose edges jump, what a node touches at
-//! scattered places is prefetched as soon as its address is known (`prefetch.rs`). See
-//! `state.rs` for the invariants and `ready.rs` for the queue.
-
-mod attempt;
-mod driver;
-mod exec;
-mod guarded;
-mod once;
-mod prefetch;
-mod ready;
-mod spare;
-mod start;
-mod state;
+//! The [`Run`] future, its options and its canceller.
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -33,19 +10,16 @@ use std::time::Duration;
 use sync_wrapper::SyncWrapper;
 use tokio::time::Instant;
 
-pub(crate) use prefetch::prefetch;
-pub(crate) use spare::Spares;
-pub use start::StartMode;
-pub(crate) use state::{AttemptGuard, Record, RunCore, RunState, Settled};
-// Named in the sealed `Upstreams` trait's hidden methods; unnameable outside the crate.
-#[allow(unreachable_pub)]
-pub use state::FetchCx;
+use super::driver;
+use super::graph::GraphInner;
+use super::start::StartMode;
+use super::state::RunState;
+use crate::error::CancelReason;
+use crate::id::RunId;
+use crate::orchestrator::InFlight;
+use crate::report::{Outcome, Report, RunRecords};
 
-use crate::error::{CancelReason, RunError};
-use crate::graph::{GraphInner, GraphMeta};
-use crate::report::{Outcome, Report};
-
-/// What a run does when a node fails (seed 002 §15, extended with fail-fast).
+/// What a run does when a node fails.
 ///
 /// Whatever the mode, the report accounts for every node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -130,7 +104,7 @@ impl RunOptions {
     /// attempt of every node must end by then; an attempt still running is cut at the
     /// deadline, and a node that would start with less than its minimum attempt time left
     /// fails at once, both with [`NodeError::DeadlineExceeded`](crate::NodeError::DeadlineExceeded).
-    /// Node budgets derive from it (the earliest deadline applies). Seed 000.
+    /// Node budgets derive from it (the earliest deadline applies).
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
@@ -146,65 +120,12 @@ impl RunOptions {
     }
 }
 
-/// The identity of one run: 64 random bits per process and a 64-bit sequence number.
-///
-/// Displays as 32 lowercase hex digits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RunId {
-    process: u64,
-    seq: u64,
-}
-
-impl RunId {
-    fn next() -> Self {
-        static SEQ: AtomicU64 = AtomicU64::new(1);
-        static PROCESS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-        let process = *PROCESS.get_or_init(|| {
-            use std::hash::{BuildHasher, Hasher};
-            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-            h.write_u32(std::process::id());
-            h.finish()
-        });
-        RunId {
-            process,
-            seq: SEQ.fetch_add(1, Ordering::Relaxed),
-        }
-    }
-
-    pub(crate) fn seq(self) -> u64 {
-        self.seq
-    }
-
-    /// The id as one 128-bit number.
-    #[must_use]
-    pub fn as_u128(self) -> u128 {
-        (u128::from(self.process) << 64) | u128::from(self.seq)
-    }
-}
-
-impl fmt::Display for RunId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:016x}{:016x}", self.process, self.seq)
-    }
-}
-
-/// The state a report reads, whatever the input type.
-pub(crate) trait RunView: Send + Sync + 'static {
-    fn core(&self) -> &RunCore;
-    fn meta(&self) -> &GraphMeta;
-    fn cancel(&self, reason: CancelReason);
-}
-
-impl<I: Send + Sync + 'static> RunView for RunState<I> {
-    fn core(&self) -> &RunCore {
-        &self.core
-    }
-    fn meta(&self) -> &GraphMeta {
-        &self.graph.meta
-    }
-    fn cancel(&self, reason: CancelReason) {
-        RunState::cancel(self, reason);
-    }
+/// What a [`RunCanceller`] reaches of its run, whatever the input type.
+pub(crate) trait Control: InFlight {
+    /// The run's id.
+    fn run_id(&self) -> RunId;
+    /// Whether the run has been cancelled.
+    fn is_cancelled(&self) -> bool;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,7 +171,7 @@ enum Phase {
 /// Polling it again after it is ready returns the same result again.
 #[must_use = "a run does nothing until it is awaited"]
 pub struct Run<I: Send + Sync + 'static> {
-    state: Arc<RunState<I>>,
+    pub(super) state: Arc<RunState<I>>,
     phase: Phase,
     /// The driver that runs the first nodes inside this future, if `start` gave one.
     /// (`SyncWrapper`: reached only through `&mut self`, so `Run` stays `Sync` although the
@@ -288,13 +209,13 @@ impl<I: Send + Sync + 'static> Run<I> {
     #[must_use]
     pub fn canceller(&self) -> RunCanceller {
         RunCanceller {
-            run: Arc::clone(&self.state) as Arc<dyn RunView>,
+            run: Arc::clone(&self.state) as Arc<dyn Control>,
         }
     }
 
     fn result(&self) -> Result<Report, RunError> {
         let core = &self.state.core;
-        let report = Report::new(Arc::clone(&self.state) as Arc<dyn RunView>);
+        let report = Report::new(Arc::clone(&self.state) as Arc<dyn RunRecords>);
         if core.mode == FailureMode::PreservePartial && core.reason.get().is_none() {
             return Ok(report);
         }
@@ -351,7 +272,7 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
                 // A run cancelled before it started is over already: nothing to admit.
                 if self.state.core.reason.get().is_none() {
                     let state = &self.state;
-                    let view: Weak<dyn RunView> = Arc::downgrade(state) as Weak<dyn RunView>;
+                    let view: Weak<dyn InFlight> = Arc::downgrade(state) as Weak<dyn InFlight>;
                     let admitted = state.graph.orchestrator.admit(
                         view,
                         state.core.run_id.seq(),
@@ -406,13 +327,13 @@ impl<I: Send + Sync + 'static> Drop for Run<I> {
 /// run is dropped. Keep it no longer than the run.
 #[derive(Clone)]
 pub struct RunCanceller {
-    run: Arc<dyn RunView>,
+    run: Arc<dyn Control>,
 }
 
 impl fmt::Debug for RunCanceller {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RunCanceller")
-            .field("run", &self.run.core().run_id)
+            .field("run", &self.run.run_id())
             .finish()
     }
 }
@@ -428,6 +349,68 @@ impl RunCanceller {
     /// Whether the run has been cancelled (by this handle, a drop, or fail-fast).
     #[must_use]
     pub fn is_cancelled(&self) -> bool {
-        self.run.core().is_cancelled()
+        self.run.is_cancelled()
+    }
+}
+
+/// A run that did not end cleanly, or could not start.
+///
+/// Every variant that ran carries the full [`Report`]: nothing a run produced is lost
+/// because the run is an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// [`FailureMode::FailAll`](crate::FailureMode::FailAll) or
+    /// [`FailureMode::FailFast`](crate::FailureMode::FailFast): at least one node did not
+    /// produce a value. `node` is the first that failed.
+    #[error(
+        "run failed: node `{node}` failed ({failed} failed, {skipped} skipped, {cancelled} cancelled)"
+    )]
+    Failed {
+        /// The first node (in end-time order) that failed.
+        node: String,
+        /// How many nodes ended `Failed`.
+        failed: usize,
+        /// How many nodes ended `Skipped`.
+        skipped: usize,
+        /// How many nodes ended `Cancelled`.
+        cancelled: usize,
+        /// The run's report.
+        report: Box<Report>,
+    },
+    /// The run was cancelled before every node ended; nodes that had not ended are
+    /// `Cancelled` in the report.
+    #[error("run cancelled: {reason}")]
+    Cancelled {
+        /// Why.
+        reason: CancelReason,
+        /// The run's report.
+        report: Box<Report>,
+    },
+    /// The run was polled outside a tokio runtime, so it could not spawn its nodes.
+    #[error("no tokio runtime: a baton run must be awaited inside a tokio runtime")]
+    NoRuntime,
+    /// The orchestrator is shutting down (or shut down) and accepts no new run; nothing ran.
+    #[error("orchestrator is shutting down: run refused")]
+    ShuttingDown,
+}
+
+impl RunError {
+    /// The run's report, when the run started.
+    #[must_use]
+    pub fn report(&self) -> Option<&Report> {
+        match self {
+            RunError::Failed { report, .. } | RunError::Cancelled { report, .. } => Some(report),
+            RunError::NoRuntime | RunError::ShuttingDown => None,
+        }
+    }
+
+    /// Takes the run's report out of the error, when the run started.
+    #[must_use]
+    pub fn into_report(self) -> Option<Report> {
+        match self {
+            RunError::Failed { report, .. } | RunError::Cancelled { report, .. } => Some(*report),
+            RunError::NoRuntime | RunError::ShuttingDown => None,
+        }
     }
 }

@@ -30,7 +30,7 @@ use std::ptr::NonNull;
 
 use rustc_hash::FxHashMap;
 
-use crate::task::ErasedTask;
+use super::task::ErasedTask;
 
 /// Where one node's task is: a pointer into a column of the [`Tasks`] that stored it. It
 /// is neither `Clone` nor `Copy`: each lives in the node it was made for, next to the
@@ -204,10 +204,10 @@ mod tests {
 
     use super::*;
     use crate::Ctx;
+    use crate::engine::FetchCx;
+    use crate::engine::{AttemptFuture, FallbackFuture};
     use crate::error::NodeError;
     use crate::policy::bulkhead::BulkheadPermit;
-    use crate::run::FetchCx;
-    use crate::task::{AttemptFuture, FallbackFuture};
 
     #[test]
     fn a_column_never_moves_a_task_it_stored() {
@@ -339,7 +339,7 @@ mod tests {
     #[test]
     fn a_node_is_three_words() {
         assert_eq!(
-            std::mem::size_of::<crate::graph::NodeDef<()>>(),
+            std::mem::size_of::<crate::engine::NodeDef<()>>(),
             3 * std::mem::size_of::<usize>()
         );
     }

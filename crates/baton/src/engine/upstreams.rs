@@ -21,9 +21,10 @@ use std::any::TypeId;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use super::handle::Node;
-use super::names::Names;
-use crate::run::FetchCx;
+use crate::id::Node;
+use crate::util::names::Names;
+use crate::util::once::WriteOnce;
+use crate::util::value::Value;
 
 /// A set of upstream nodes and the shape in which their values reach the task.
 ///
@@ -241,5 +242,39 @@ impl<V> Inputs<V> {
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+}
+
+/// What a task's upstreams fetch their values from: the run's slots and the node's
+/// resolved upstream indices.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct FetchCx<'a> {
+    pub(crate) ups: &'a [u32],
+    pub(crate) values: &'a [WriteOnce<Value>],
+    pub(crate) names: &'a Arc<Names>,
+}
+
+impl FetchCx<'_> {
+    /// The value of the `pos`-th declared upstream, as a `T`.
+    pub(crate) fn typed<T: Send + Sync + 'static>(&self, pos: usize) -> Option<Arc<T>> {
+        let up = *self.ups.get(pos)? as usize;
+        let value = self.values.get(up)?.get()?;
+        Arc::clone(value).downcast::<T>().ok()
+    }
+
+    /// How many upstreams the node declared.
+    pub(crate) fn len(&self) -> usize {
+        self.ups.len()
+    }
+
+    /// The node index of the `pos`-th declared upstream.
+    pub(crate) fn upstream(&self, pos: usize) -> Option<u32> {
+        self.ups.get(pos).copied()
+    }
+
+    /// The graph's names.
+    pub(crate) fn names(&self) -> &Arc<Names> {
+        self.names
     }
 }

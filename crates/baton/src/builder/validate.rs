@@ -1,33 +1,33 @@
-//! What `build()` checks: upstream names resolve, types match, no cycle. Produces the
-//! compressed adjacency the scheduler walks.
+//! What `build()` checks: upstream names resolve, types match, policies are valid, no
+//! cycle. Hands the engine the resolved upstream lists to compile.
 
 use std::collections::HashMap;
 
 use std::sync::Arc;
 
-use super::builder::{NameRef, Up};
-use super::names::Names;
-use super::tasks::Tasks;
-use super::{Extras, GraphInner, GraphMeta, NodeDef, NodeKind};
+use super::graph::{NameRef, Up};
+use super::policy::{PolicyRef, PolicySpec};
+use crate::engine::{
+    Extras, FailureMode, GraphInner, GraphMeta, NodeDef, NodeKind, StartMode, Tasks,
+};
 use crate::error::BuildError;
-use crate::orchestrator::Orchestrator;
-use crate::policy::{NodePolicy, PolicyRef, PolicySpec};
-use crate::run::{FailureMode, StartMode};
+use crate::onion::Policies;
+use crate::orchestrator::{NameTaken, Orchestrator};
+use crate::util::names::Names;
 
 #[allow(clippy::too_many_arguments)]
 pub(super) fn build<I: 'static>(
     id: u64,
     nodes: Vec<NodeDef<I, Box<Extras<Arc<PolicySpec>>>>>,
-    mut tasks: Tasks,
+    tasks: Tasks,
     names: Names,
-    mut up_at: Vec<u32>,
+    up_at: Vec<u32>,
     declared: Vec<u32>,
     name_refs: Vec<NameRef>,
     mode: FailureMode,
     start: StartMode,
     orchestrator: &Orchestrator,
 ) -> Result<GraphInner<I>, BuildError> {
-    let n = nodes.len();
     // Handles are node indices already: when no upstream was given by name, the declared
     // list is the resolved one. Handles only point to nodes added earlier, so such a graph
     // cannot have a cycle either.
@@ -38,57 +38,18 @@ pub(super) fn build<I: 'static>(
         declared
     };
     drop(name_refs);
-    up_at.shrink_to_fit();
-
-    // Branches read their router's upstreams but are started by the router: they are
-    // nobody's downstream and no root.
     let is_branch = |node: usize| {
         nodes
             .get(node)
             .and_then(|d| d.extras.as_deref())
             .is_some_and(|e| matches!(e.kind, NodeKind::Branch))
     };
-    let edges = |node: usize| -> &[u32] {
-        if is_branch(node) {
-            &[]
-        } else {
-            &ups[up_at[node] as usize..up_at[node + 1] as usize]
-        }
-    };
-
-    // Downstream lists: counting sort of the edges by upstream. `down_at[u]` first counts
-    // u's downstreams, then marks the end of its range, and is decremented as the range is
-    // filled from the back (nodes in reverse), ending at its start: downstreams come out in
-    // declaration order.
-    let mut down_at = vec![0u32; n + 1];
-    let mut scattered = false;
-    for node in 0..n {
-        for &u in edges(node) {
-            down_at[u as usize] += 1;
-            scattered |= !super::neighbours(u, node as u32);
-        }
-    }
-    let mut total = 0u32;
-    for at in down_at.iter_mut() {
-        total += *at;
-        *at = total;
-    }
-    let mut downs = vec![0u32; total as usize];
-    for node in (0..n).rev() {
-        for &u in edges(node) {
-            down_at[u as usize] -= 1;
-            downs[down_at[u as usize] as usize] = node as u32;
-        }
-    }
-    let roots = (0..n)
-        .filter(|&i| !is_branch(i) && up_at[i] == up_at[i + 1])
-        .map(|i| i as u32)
-        .collect();
+    let meta = GraphMeta::compile(id, names, up_at, ups, is_branch);
 
     // Nodes that share a declared record share the resolved one, and plain tasks or
     // branches with the same resolved policy and no callbacks share one extras block.
     let mut resolved = Resolved::default();
-    let mut shared: rustc_hash::FxHashMap<(*const NodePolicy, bool), Arc<Extras<Arc<NodePolicy>>>> =
+    let mut shared: rustc_hash::FxHashMap<(*const Policies, bool), Arc<Extras<Arc<Policies>>>> =
         rustc_hash::FxHashMap::default();
     // In place: both forms of a node have the same layout.
     let nodes = nodes
@@ -105,7 +66,7 @@ pub(super) fn build<I: 'static>(
                     } = *e;
                     let policy = match policy {
                         None => None,
-                        Some(spec) => resolved.get(names.get(i as u32), spec, orchestrator)?,
+                        Some(spec) => resolved.get(meta.name(i as u32), spec, orchestrator)?,
                     };
                     let key = match (&kind, &policy, &callbacks) {
                         (NodeKind::Task, Some(p), None) => Some((Arc::as_ptr(p), false)),
@@ -128,28 +89,14 @@ pub(super) fn build<I: 'static>(
             Ok(NodeDef { task, extras })
         })
         .collect::<Result<Vec<NodeDef<I>>, BuildError>>()?;
-    let meta = GraphMeta {
-        id,
-        roots,
-        names: Arc::new(names),
-        up_at: up_at.into_boxed_slice(),
-        ups: ups.into_boxed_slice(),
-        down_at: down_at.into_boxed_slice(),
-        downs: downs.into_boxed_slice(),
-        scattered,
-    };
-    let inner = GraphInner {
+    let inner = GraphInner::new(
         meta,
-        nodes: nodes.into_boxed_slice(),
-        tasks: {
-            tasks.freeze();
-            tasks
-        },
-        orchestrator: orchestrator.clone(),
+        nodes.into_boxed_slice(),
+        tasks,
+        orchestrator.clone(),
         mode,
         start,
-        spare: crate::run::Spares::new(n),
-    };
+    );
     if by_name {
         if let Some(path) = find_cycle(&inner) {
             return Err(BuildError::Cycle { path });
@@ -216,7 +163,7 @@ fn resolve_names<I: 'static>(
 struct Resolved {
     /// Keyed by the declared record's address; the record is kept alive with it, so the
     /// address stays its own.
-    by_spec: rustc_hash::FxHashMap<*const PolicySpec, (Arc<PolicySpec>, Option<Arc<NodePolicy>>)>,
+    by_spec: rustc_hash::FxHashMap<*const PolicySpec, (Arc<PolicySpec>, Option<Arc<Policies>>)>,
 }
 
 impl Resolved {
@@ -226,7 +173,7 @@ impl Resolved {
         node: &str,
         spec: Arc<PolicySpec>,
         orchestrator: &Orchestrator,
-    ) -> Result<Option<Arc<NodePolicy>>, BuildError> {
+    ) -> Result<Option<Arc<Policies>>, BuildError> {
         if let Some((_, policy)) = self.by_spec.get(&Arc::as_ptr(&spec)) {
             return Ok(policy.clone());
         }
@@ -243,49 +190,30 @@ fn resolve(
     node: &str,
     spec: PolicySpec,
     orchestrator: &Orchestrator,
-) -> Result<Option<NodePolicy>, BuildError> {
+) -> Result<Option<Policies>, BuildError> {
     if spec.is_empty() {
         return Ok(None);
     }
-    let invalid = |policy: &'static str, reason: String| BuildError::InvalidPolicy {
-        node: node.to_owned(),
-        policy,
-        reason,
-    };
-    if spec.timeout.is_some_and(|t| t.is_zero()) {
-        return Err(invalid(
-            "timeout",
-            "the per-attempt timeout must be above zero".to_owned(),
-        ));
-    }
-    if spec.budget.is_some_and(|b| b.is_zero()) {
-        return Err(invalid(
-            "budget",
-            "the node's budget must be above zero".to_owned(),
-        ));
-    }
-    let min_attempt = spec
-        .min_attempt
-        .unwrap_or(crate::policy::DEFAULT_MIN_ATTEMPT_TIME);
-    if let Some(budget) = spec.budget.filter(|b| *b < min_attempt) {
-        return Err(invalid(
-            "budget",
-            format!(
-                "a budget of {} is below the minimum attempt time of {}: no attempt could ever start",
-                crate::human::Human(budget),
-                crate::human::Human(min_attempt)
-            ),
-        ));
-    }
-    if let Some(retry) = &spec.retry {
-        retry
-            .validate()
-            .map_err(|reason| invalid("retry", reason))?;
-        if let Some(budget) = &retry.budget {
-            orchestrator
-                .add_retry_budget(budget)
-                .map_err(|taken| conflict(node, taken))?;
-        }
+    let policies = Policies::new(
+        spec.timeout,
+        spec.retry,
+        spec.budget,
+        spec.min_attempt,
+        None,
+        spec.breaker_ignore,
+        None,
+    );
+    policies
+        .validate()
+        .map_err(|invalid| BuildError::InvalidPolicy {
+            node: node.to_owned(),
+            policy: invalid.policy,
+            reason: invalid.reason,
+        })?;
+    if let Some(budget) = policies.retry.as_ref().and_then(|r| r.budget.as_ref()) {
+        orchestrator
+            .add_retry_budget(budget)
+            .map_err(|taken| conflict(node, taken))?;
     }
     let breaker = match spec.breaker {
         None => None,
@@ -327,26 +255,10 @@ fn resolve(
             )
         }
     };
-    let defaults = NodePolicy::default();
-    let simple = bulkhead.is_none()
-        && spec.budget.is_none()
-        && spec
-            .retry
-            .as_ref()
-            .is_none_or(|retry| retry.budget.is_none());
-    Ok(Some(NodePolicy {
-        timeout: spec.timeout,
-        retry: spec.retry,
-        budget: spec.budget,
-        min_attempt: spec.min_attempt.unwrap_or(defaults.min_attempt),
-        breaker,
-        breaker_ignore: spec.breaker_ignore,
-        bulkhead,
-        simple,
-    }))
+    Ok(Some(policies.guarded_by(breaker, bulkhead)))
 }
 
-fn conflict(node: &str, taken: crate::orchestrator::NameTaken) -> BuildError {
+fn conflict(node: &str, taken: NameTaken) -> BuildError {
     BuildError::PolicyConflict {
         node: node.to_owned(),
         kind: taken.kind,
@@ -444,7 +356,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use crate::policy::PolicyRef;
+    use crate::builder::PolicyRef;
     use crate::{BoxError, CircuitBreaker, Fallback, Graph, GraphBuilder, Retry};
 
     fn ok() -> Ready<Result<u32, BoxError>> {
@@ -471,7 +383,7 @@ mod tests {
     }
 
     /// The resolved policy records of `graph`'s nodes, in order (`None`: no policy).
-    fn records(graph: &Graph<()>) -> Vec<Option<*const crate::policy::NodePolicy>> {
+    fn records(graph: &Graph<()>) -> Vec<Option<*const crate::onion::Policies>> {
         graph
             .inner
             .nodes

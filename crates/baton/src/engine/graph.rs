@@ -1,33 +1,24 @@
-//! The graph definition: a builder that adds named nodes and returns typed handles, the
-//! validation `build()` performs, and the immutable [`Graph`] that runs many times.
+//! The compiled graph: the immutable [`Graph`] that runs many times, and what the
+//! scheduler reads of it (each node's task and extras, the edges in compressed form).
 //!
-//! Build once, run many: `build()` checks names, handles, upstream types and cycles once, and
-//! the [`Graph`] it returns is an `Arc` inside, cheap to clone and share across tasks. Each
-//! [`Graph::run`] gets its own input, its own per-node state and its own report; runs never
-//! share state, so any number can run at once.
-
-mod builder;
-mod handle;
-pub(crate) mod names;
-mod router;
-mod tasks;
-mod upstreams;
-mod validate;
+//! Build once, run many: the builder checks names, handles, upstream types and cycles once,
+//! and the [`Graph`] it returns is an `Arc` inside, cheap to clone and share across tasks.
+//! Each [`Graph::run`] gets its own input, its own per-node state and its own report; runs
+//! never share state, so any number can run at once.
 
 use std::fmt;
 use std::sync::Arc;
 
-pub use builder::{GraphBuilder, NodeBuilder};
-pub use handle::Node;
-pub use router::{Router, RouterBuilder};
-pub use upstreams::{Inputs, Named, Upstreams};
-
+use super::run::{FailureMode, Run, RunOptions};
+use super::spare::Spares;
+use super::start::StartMode;
+use super::task::ErasedTask;
+use super::tasks::{TaskRef, Tasks};
 use crate::observe::NodeCallbacks;
+use crate::onion::Policies;
 use crate::orchestrator::Orchestrator;
-use crate::policy::NodePolicy;
-use crate::run::{FailureMode, Run, RunOptions, StartMode};
-use crate::task::ErasedTask;
-use tasks::{TaskRef, Tasks};
+use crate::util::names::Names;
+use crate::util::prefetch::prefetch;
 
 /// An immutable, validated graph of nodes; cheap to clone (`Arc`), runs any number of times,
 /// concurrently.
@@ -57,14 +48,6 @@ impl<I> fmt::Debug for Graph<I> {
 }
 
 impl<I: Send + Sync + 'static> Graph<I> {
-    /// Starts a graph definition whose runs take an input of type `I`.
-    ///
-    /// See [`GraphBuilder`] for adding nodes and [`GraphBuilder::build`] for the checks.
-    #[must_use]
-    pub fn builder() -> GraphBuilder<I> {
-        GraphBuilder::new()
-    }
-
     /// Runs the graph once with `input`, in the graph's [`FailureMode`].
     ///
     /// The returned [`Run`] is a future: nothing starts until it is first polled, and
@@ -146,20 +129,18 @@ pub(crate) enum NodeKind {
 /// `E` is what only some nodes have: as declared, in a box of the node's own, in the
 /// builder; as resolved, in a block shared by the nodes that have the same (the graph).
 /// Both forms have the same layout, so `build()` converts the builder's nodes in place.
-pub(crate) struct NodeDef<I, E = Arc<Extras<Arc<NodePolicy>>>> {
+pub(crate) struct NodeDef<I, E = Arc<Extras<Arc<Policies>>>> {
     /// Valid while the [`Tasks`] next to it are: the builder's, then the graph's.
     pub(crate) task: TaskRef<I>,
     /// `None` for a plain task node: no policy, no callbacks, not a router or a branch.
     pub(crate) extras: Option<E>,
 }
 
-/// What only some nodes have. `P` is the policy as declared ([`PolicySpec`] in the
-/// builder) or as resolved ([`NodePolicy`] in the graph), in an `Arc` shared by the nodes
-/// declared alike ([`PolicySpec::same`](crate::policy::PolicySpec::same)), so that a graph
+/// What only some nodes have. `P` is the policy as declared (the builder's `PolicySpec`) or
+/// as resolved ([`Policies`] in the graph), in an `Arc` shared by the nodes declared alike
+/// (`PolicySpec::same`), so that a graph
 /// of many nodes calling one downstream holds their policies once, and reads them from the
 /// cache.
-///
-/// [`PolicySpec`]: crate::policy::PolicySpec
 ///
 /// Laid out in declaration order (`repr(C)`): what the scheduler reads for every node that
 /// has extras (its kind, whether it has callbacks, the pointer to its shared policy record)
@@ -189,13 +170,44 @@ pub(crate) struct GraphInner<I> {
     pub(crate) mode: FailureMode,
     pub(crate) start: StartMode,
     /// The per-run arrays of ended runs, kept for the next runs.
-    pub(crate) spare: crate::run::Spares,
+    pub(crate) spare: Spares,
 }
 
 static TASK: NodeKind = NodeKind::Task;
 
+impl<I> Graph<I> {
+    /// The graph of `inner`.
+    pub(crate) fn new(inner: GraphInner<I>) -> Self {
+        Graph {
+            inner: Arc::new(inner),
+        }
+    }
+}
+
 impl<I> GraphInner<I> {
-    fn extras(&self, id: u32) -> Option<&Extras<Arc<NodePolicy>>> {
+    /// The graph of `meta`, whose node `i` is `nodes[i]`, its task stored in `tasks`.
+    pub(crate) fn new(
+        meta: GraphMeta,
+        nodes: Box<[NodeDef<I>]>,
+        mut tasks: Tasks,
+        orchestrator: Orchestrator,
+        mode: FailureMode,
+        start: StartMode,
+    ) -> Self {
+        tasks.freeze();
+        let spare = Spares::new(meta.len());
+        GraphInner {
+            meta,
+            nodes,
+            tasks,
+            orchestrator,
+            mode,
+            start,
+            spare,
+        }
+    }
+
+    fn extras(&self, id: u32) -> Option<&Extras<Arc<Policies>>> {
         self.nodes.get(id as usize)?.extras.as_deref()
     }
 
@@ -216,7 +228,7 @@ impl<I> GraphInner<I> {
     }
 
     /// Node `id`'s policies, if it has any.
-    pub(crate) fn policy(&self, id: u32) -> Option<&NodePolicy> {
+    pub(crate) fn policy(&self, id: u32) -> Option<&Policies> {
         self.extras(id)?.policy.as_deref()
     }
 
@@ -231,7 +243,7 @@ impl<I> GraphInner<I> {
     pub(crate) fn prefetch_task(&self, id: u32) {
         self.meta.prefetch_lists_of(id);
         if let Some(task) = self.task(id) {
-            crate::run::prefetch(task);
+            prefetch(task);
         }
     }
 
@@ -239,7 +251,7 @@ impl<I> GraphInner<I> {
     /// (the scheduler's fast path), `None` for a router or a branch, or out of range. One
     /// look at the node, for the scheduler to choose its path.
     #[inline]
-    pub(crate) fn task_policy(&self, id: u32) -> Option<Option<&NodePolicy>> {
+    pub(crate) fn task_policy(&self, id: u32) -> Option<Option<&Policies>> {
         match self.nodes.get(id as usize)?.extras.as_deref() {
             None => Some(None),
             Some(e) if matches!(e.kind, NodeKind::Task) => Some(e.policy.as_deref()),
@@ -252,7 +264,7 @@ impl<I> GraphInner<I> {
 #[derive(Debug)]
 pub(crate) struct GraphMeta {
     pub(crate) id: u64,
-    pub(crate) names: Arc<names::Names>,
+    pub(crate) names: Arc<Names>,
     /// `ups[up_at[i]..up_at[i + 1]]` are node `i`'s upstreams, in declaration order.
     up_at: Box<[u32]>,
     ups: Box<[u32]>,
@@ -267,6 +279,66 @@ pub(crate) struct GraphMeta {
 }
 
 impl GraphMeta {
+    /// The shape of graph `id`, whose node `i` has the upstreams
+    /// `ups[up_at[i]..up_at[i + 1]]` (resolved to node indices): the downstream lists, the
+    /// roots, and whether it is scattered. A branch (`is_branch`) reads its router's
+    /// upstreams but is started by the router: it is nobody's downstream and no root.
+    pub(crate) fn compile(
+        id: u64,
+        names: Names,
+        mut up_at: Vec<u32>,
+        ups: Vec<u32>,
+        is_branch: impl Fn(usize) -> bool,
+    ) -> Self {
+        let n = names.len();
+        up_at.shrink_to_fit();
+        let edges = |node: usize| -> &[u32] {
+            if is_branch(node) {
+                &[]
+            } else {
+                &ups[up_at[node] as usize..up_at[node + 1] as usize]
+            }
+        };
+        // Downstream lists: counting sort of the edges by upstream. `down_at[u]` first
+        // counts u's downstreams, then marks the end of its range, and is decremented as
+        // the range is filled from the back (nodes in reverse), ending at its start:
+        // downstreams come out in declaration order.
+        let mut down_at = vec![0u32; n + 1];
+        let mut scattered = false;
+        for node in 0..n {
+            for &u in edges(node) {
+                down_at[u as usize] += 1;
+                scattered |= !neighbours(u, node as u32);
+            }
+        }
+        let mut total = 0u32;
+        for at in down_at.iter_mut() {
+            total += *at;
+            *at = total;
+        }
+        let mut downs = vec![0u32; total as usize];
+        for node in (0..n).rev() {
+            for &u in edges(node) {
+                down_at[u as usize] -= 1;
+                downs[down_at[u as usize] as usize] = node as u32;
+            }
+        }
+        let roots = (0..n)
+            .filter(|&i| !is_branch(i) && up_at[i] == up_at[i + 1])
+            .map(|i| i as u32)
+            .collect();
+        GraphMeta {
+            id,
+            roots,
+            names: Arc::new(names),
+            up_at: up_at.into_boxed_slice(),
+            ups: ups.into_boxed_slice(),
+            down_at: down_at.into_boxed_slice(),
+            downs: downs.into_boxed_slice(),
+            scattered,
+        }
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.names.len()
     }
@@ -290,10 +362,10 @@ impl GraphMeta {
     pub(crate) fn prefetch_edges_of(&self, id: u32) {
         let i = id as usize;
         if let Some(at) = self.up_at.get(i) {
-            crate::run::prefetch(at);
+            prefetch(at);
         }
         if let Some(at) = self.down_at.get(i) {
-            crate::run::prefetch(at);
+            prefetch(at);
         }
     }
 
@@ -305,10 +377,10 @@ impl GraphMeta {
         let i = id as usize;
         if let (Some(&at), Some(&down)) = (self.up_at.get(i), self.down_at.get(i)) {
             if let Some(first) = self.ups.get(at as usize) {
-                crate::run::prefetch(first);
+                prefetch(first);
             }
             if let Some(first) = self.downs.get(down as usize) {
-                crate::run::prefetch(first);
+                prefetch(first);
             }
         }
     }

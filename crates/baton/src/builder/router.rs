@@ -1,19 +1,20 @@
-//! Conditional routing (seed 002 §14; DESIGN rule 12): a router node reads its upstreams'
-//! values and returns a branch key; the chosen branch — a node with its own policies — runs,
-//! and its value becomes the router's value. Branches not chosen end `NotTaken`.
+//! Conditional routing: a router node reads its upstreams' values and returns a branch key;
+//! the chosen branch (a node with its own policies) runs, and its value becomes the
+//! router's value. Branches not chosen end `NotTaken`.
 
 use std::any::TypeId;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use super::builder::{GraphBuilder, NewNode, NodeBuilder};
-use super::handle::Node;
-use super::upstreams::{Named, Upstreams};
-use super::{Extras, NodeKind};
+use super::graph::{GraphBuilder, NewNode};
+use super::node::NodeBuilder;
+use crate::engine::{
+    AttemptFuture, Ctx, ErasedTask, Extras, FallbackFuture, FetchCx, Named, NodeKind, Upstreams,
+};
 use crate::error::NodeError;
-use crate::run::FetchCx;
-use crate::task::{AttemptFuture, Ctx, ErasedTask, FallbackFuture};
+use crate::id::Node;
+use crate::policy::bulkhead::BulkheadPermit;
 
 /// Defines a router: its upstreams, then its selector; see [`GraphBuilder::router`].
 #[must_use = "a router is added to the graph by `.select(..)`, and must then be `.finish()`ed"]
@@ -211,7 +212,7 @@ where
         &self,
         _ctx: Ctx<I>,
         _cx: &FetchCx<'_>,
-        _permit: Option<crate::policy::bulkhead::BulkheadPermit>,
+        _permit: Option<BulkheadPermit>,
         _into: &mut Option<AttemptFuture>,
     ) -> bool {
         false

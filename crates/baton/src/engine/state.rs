@@ -39,16 +39,19 @@ use tokio::runtime::Handle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::once::WriteOnce;
+use super::driver::Driver;
+use super::graph::{GraphInner, NodeKind, neighbours};
 use super::ready::ReadyQueue;
-use super::{FailureMode, RunId, StartMode};
+use super::run::FailureMode;
+use super::start::StartMode;
 use crate::error::{CancelReason, NodeError};
-use crate::graph::names::Names;
-use crate::graph::{GraphInner, NodeKind, neighbours};
-use crate::observe::Event;
-use crate::orchestrator::RunKey;
-use crate::report::{AttemptReport, NodeReport, Outcome, Report};
-use crate::task::Value;
+use crate::id::RunId;
+use crate::observe::{Event, trace};
+use crate::orchestrator::{InFlight, RunKey, deliver};
+use crate::policy::deadline::{TimerHook, poll_timer};
+use crate::report::{NodeReport, Outcome, Record, Report, RunRecords, Settled};
+use crate::util::once::WriteOnce;
+use crate::util::value::Value;
 
 pub(crate) const NOT_ADMITTED: u8 = 0;
 pub(crate) const ADMITTED: u8 = 1;
@@ -57,158 +60,6 @@ pub(crate) const ENDED: u8 = 2;
 pub(crate) const PENDING: u8 = 0;
 pub(crate) const RUNNING: u8 = 1;
 pub(crate) const DONE: u8 = 2;
-
-/// What a node ended with. What only nodes that did not simply succeed have (an error, a
-/// skip's cause, an attempt log) is boxed apart, so that the record a million succeeding
-/// nodes write stays small.
-#[derive(Debug)]
-pub(crate) struct Record {
-    pub(crate) outcome: Outcome,
-    /// In transit only: `record()` moves it to the run's value array.
-    pub(crate) value: Option<Value>,
-    /// When it started; `None` if it never started.
-    pub(crate) start: Option<Instant>,
-    /// When it ended.
-    pub(crate) end: Instant,
-    cold: Option<Box<Cold>>,
-}
-
-#[derive(Debug, Default)]
-struct Cold {
-    /// Why it has no value; for `Recovered`, what the fallback recovered from.
-    error: Option<Arc<NodeError>>,
-    /// For `Skipped`: the upstream that produced no value.
-    because: Option<u32>,
-    /// For `Skipped`: the first node up the chain of skips that did not skip (its failure,
-    /// or cancellation, is the root cause). Kept so that reading it is O(1).
-    root: Option<u32>,
-    /// One entry per attempt, for nodes that retried or failed (empty otherwise).
-    attempt_log: Vec<AttemptReport>,
-}
-
-impl Record {
-    pub(crate) const fn empty(outcome: Outcome, end: Instant) -> Self {
-        Record {
-            outcome,
-            value: None,
-            start: None,
-            end,
-            cold: None,
-        }
-    }
-
-    /// A node that ended `outcome` at `end` with `value`, having started at `start`.
-    pub(crate) fn ended(
-        outcome: Outcome,
-        value: Option<Value>,
-        start: Option<Instant>,
-        end: Instant,
-    ) -> Self {
-        Record {
-            outcome,
-            value,
-            start,
-            end,
-            cold: None,
-        }
-    }
-
-    fn cold(&mut self) -> &mut Cold {
-        self.cold.get_or_insert_with(Box::default)
-    }
-
-    /// Sets the start.
-    pub(crate) fn started(mut self, start: Option<Instant>) -> Self {
-        self.start = start;
-        self
-    }
-
-    /// Sets the error (nothing to store for `None`).
-    pub(crate) fn with_error(mut self, error: Option<Arc<NodeError>>) -> Self {
-        if error.is_some() {
-            self.cold().error = error;
-        }
-        self
-    }
-
-    /// Sets a skip's cause: the upstream without a value, and the root cause.
-    pub(crate) fn with_cause(mut self, because: u32, root: u32) -> Self {
-        let cold = self.cold();
-        cold.because = Some(because);
-        cold.root = Some(root);
-        self
-    }
-
-    /// Sets the attempt log (nothing to store when it is empty).
-    pub(crate) fn with_log(mut self, log: Vec<AttemptReport>) -> Self {
-        if !log.is_empty() {
-            self.cold().attempt_log = log;
-        }
-        self
-    }
-
-    pub(crate) fn error(&self) -> Option<&Arc<NodeError>> {
-        self.cold.as_ref()?.error.as_ref()
-    }
-
-    pub(crate) fn attempt_log(&self) -> &[AttemptReport] {
-        self.cold.as_ref().map_or(&[], |c| &c.attempt_log)
-    }
-
-    /// The record as the node's slot keeps it, and the value, which goes to the run's value
-    /// array.
-    pub(crate) fn settle(self) -> (Settled, Option<Value>) {
-        let settled = Settled {
-            outcome: self.outcome,
-            start: self.start,
-            end: self.end,
-            cold: self.cold,
-        };
-        (settled, self.value)
-    }
-}
-
-/// A node's record as its slot keeps it (48 bytes, where the [`Record`] in transit is 64):
-/// without the value, which the run's value array has. (Its times stay `Instant`s:
-/// converting them to offsets from the run's start when writing costs more than the 16
-/// bytes it would save, about 90 instructions per node.)
-#[derive(Debug)]
-pub(crate) struct Settled {
-    pub(crate) outcome: Outcome,
-    /// When it started; `None` if it never started.
-    pub(crate) start: Option<Instant>,
-    /// When it ended.
-    pub(crate) end: Instant,
-    cold: Option<Box<Cold>>,
-}
-
-impl Settled {
-    /// A record of `outcome`, ended at `end` and never started.
-    pub(crate) const fn empty(outcome: Outcome, end: Instant) -> Self {
-        Settled {
-            outcome,
-            start: None,
-            end,
-            cold: None,
-        }
-    }
-
-    pub(crate) fn error(&self) -> Option<&Arc<NodeError>> {
-        self.cold.as_ref()?.error.as_ref()
-    }
-
-    pub(crate) fn because(&self) -> Option<u32> {
-        self.cold.as_ref()?.because
-    }
-
-    pub(crate) fn root(&self) -> Option<u32> {
-        self.cold.as_ref()?.root
-    }
-
-    pub(crate) fn attempt_log(&self) -> &[AttemptReport] {
-        self.cold.as_ref().map_or(&[], |c| &c.attempt_log)
-    }
-}
 
 /// What the scheduler touches for every edge: a node's join counter and lifecycle state,
 /// eight bytes, in an array of their own (a million nodes' worth fits in the cache, where
@@ -482,13 +333,6 @@ impl RunCore {
             .map_or(Duration::ZERO, |s| at.saturating_duration_since(s.origin))
     }
 
-    /// Time since the run started (zero before it started).
-    pub(crate) fn elapsed(&self) -> Duration {
-        self.started.get().map_or(Duration::ZERO, |s| {
-            Instant::now().saturating_duration_since(s.origin)
-        })
-    }
-
     /// Whether the run's runtime has more than one worker thread: while one runs the run's
     /// nodes, another may be parked in tokio's drivers.
     pub(crate) fn several_workers(&self) -> bool {
@@ -540,7 +384,7 @@ impl RunCore {
         // Registered by its first poll (outside the coop budget, which the attempt may have
         // spent: a poll inside it would register nothing, and there is no second one); the
         // waker it keeps is a no-op.
-        let _ = crate::policy::deadline::poll_timer(
+        let _ = poll_timer(
             timer.as_mut(),
             &mut std::task::Context::from_waker(std::task::Waker::noop()),
         );
@@ -669,7 +513,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// Sends `event` to the orchestrator's observers. Check [`observed`](Self::observed)
     /// first when building the event costs anything.
     pub(crate) fn emit(&self, event: &Event<'_>) {
-        crate::orchestrator::deliver(self.graph.orchestrator.observers(), event);
+        deliver(self.graph.orchestrator.observers(), event);
     }
 
     /// Whether the orchestrator has observers.
@@ -748,7 +592,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         }
         if self.observed() {
             if let Some(me) = self.me.upgrade() {
-                let report = Report::new(me);
+                let report = Report::new(me as Arc<dyn RunRecords>);
                 self.emit(&Event::RunFinished {
                     run: core.run_id,
                     report: &report,
@@ -1101,11 +945,11 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// `RUNNING` by the caller), or with `None` one that starts with the ready queue;
     /// `active`: the caller counted it as an active driver.
     pub(crate) fn spawn_driver(self: &Arc<Self>, id: Option<u32>, active: bool) {
-        self.spawn(super::driver::Driver::new(Arc::clone(self), id, active));
+        self.spawn(Driver::new(Arc::clone(self), id, active));
     }
 
     /// Spawns `driver` (of this run), counted in `live`.
-    pub(crate) fn spawn(&self, driver: super::driver::Driver<I>) {
+    pub(crate) fn spawn(&self, driver: Driver<I>) {
         self.retain();
         let fut = driver;
         match self.core.started.get() {
@@ -1134,7 +978,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// the node, unless the run starts inline ([`StartMode::Inline`], the default): it then
     /// schedules as on a one-worker runtime, whatever the runtime, until its future stops
     /// driving it ([`RunCore::spread`]).
-    pub(crate) fn start(self: &Arc<Self>, handle: Handle) -> Option<super::driver::Driver<I>> {
+    pub(crate) fn start(self: &Arc<Self>, handle: Handle) -> Option<Driver<I>> {
         let core = &self.core;
         let now = Instant::now();
 
@@ -1164,7 +1008,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             deadline,
             handle,
             runtime_workers,
-            span: crate::observe::trace::run_span(core.run_id, self.graph.meta.len()),
+            span: trace::run_span(core.run_id, self.graph.meta.len()),
         });
         if self.observed() {
             self.emit(&Event::RunStarted {
@@ -1210,12 +1054,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
                     // The run's origin is its first node's start, when no observer runs
                     // in between (the run's future polls that node next).
                     let start = (!self.observed()).then_some(now);
-                    embedded = Some(super::driver::Driver::embedded(
-                        Arc::clone(self),
-                        root,
-                        active,
-                        start,
-                    ));
+                    embedded = Some(Driver::embedded(Arc::clone(self), root, active, start));
                 } else {
                     self.spawn_driver(Some(root), active);
                 }
@@ -1235,37 +1074,75 @@ pub(crate) fn guarded<R>(f: impl FnOnce() -> R) -> Result<R, NodeError> {
     std::panic::catch_unwind(AssertUnwindSafe(f)).map_err(|p| NodeError::from_panic(p.as_ref()))
 }
 
-/// What a task's upstreams fetch their values from: the run's slots and the node's
-/// resolved upstream indices.
-#[doc(hidden)]
-#[derive(Debug)]
-pub struct FetchCx<'a> {
-    pub(crate) ups: &'a [u32],
-    pub(crate) values: &'a [WriteOnce<Value>],
-    pub(crate) names: &'a Arc<Names>,
+impl TimerHook for RunCore {
+    fn timer_made(&self, until: Instant) {
+        self.floor_timers(until);
+    }
 }
 
-impl FetchCx<'_> {
-    /// The value of the `pos`-th declared upstream, as a `T`.
-    pub(crate) fn typed<T: Send + Sync + 'static>(&self, pos: usize) -> Option<Arc<T>> {
-        let up = *self.ups.get(pos)? as usize;
-        let value = self.values.get(up)?.get()?;
-        Arc::clone(value).downcast::<T>().ok()
+impl<I: Send + Sync + 'static> InFlight for RunState<I> {
+    fn cancel(&self, reason: CancelReason) {
+        RunState::cancel(self, reason);
+    }
+}
+
+impl<I: Send + Sync + 'static> super::run::Control for RunState<I> {
+    fn run_id(&self) -> RunId {
+        self.core.run_id
     }
 
-    /// How many upstreams the node declared.
-    pub(crate) fn len(&self) -> usize {
-        self.ups.len()
+    fn is_cancelled(&self) -> bool {
+        self.core.is_cancelled()
+    }
+}
+
+impl<I: Send + Sync + 'static> RunRecords for RunState<I> {
+    fn run_id(&self) -> RunId {
+        self.core.run_id
     }
 
-    /// The node index of the `pos`-th declared upstream.
-    pub(crate) fn upstream(&self, pos: usize) -> Option<u32> {
-        self.ups.get(pos).copied()
+    fn graph_id(&self) -> u64 {
+        self.graph.meta.id
     }
 
-    /// The graph's names.
-    pub(crate) fn names(&self) -> &Arc<Names> {
-        self.names
+    fn len(&self) -> usize {
+        self.graph.meta.len()
+    }
+
+    fn name(&self, id: u32) -> &str {
+        self.graph.meta.name(id)
+    }
+
+    fn find(&self, name: &str) -> Option<u32> {
+        self.graph.meta.names.find(name)
+    }
+
+    fn record(&self, id: u32) -> Option<&Settled> {
+        self.core.slot(id)?.record.get()
+    }
+
+    fn value(&self, id: u32) -> Option<&Value> {
+        self.core.value(id)
+    }
+
+    fn attempts(&self, id: u32) -> u32 {
+        self.core
+            .slot(id)
+            .map_or(0, |s| s.attempts.load(Ordering::Acquire))
+    }
+
+    fn abandoned(&self, id: u32) -> u32 {
+        self.core
+            .slot(id)
+            .map_or(0, |s| s.abandoned.load(Ordering::Acquire))
+    }
+
+    fn offset(&self, at: Instant) -> Duration {
+        self.core.offset(at)
+    }
+
+    fn cancel_reason(&self) -> Option<&CancelReason> {
+        self.core.reason.get()
     }
 }
 
@@ -1489,7 +1366,7 @@ mod tests {
         let mut run = Some(run_of(&graph));
         let mut elsewhere = None;
         // New threads take new stripes: one of the next few is not this thread's.
-        for _ in 0..=crate::observe::striped::STRIPES {
+        for _ in 0..=crate::util::striped::STRIPES {
             let Some(r) = run.take() else { break };
             let inner = Arc::clone(&graph.inner);
             let (back, other) = std::thread::spawn(move || {

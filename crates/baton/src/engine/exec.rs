@@ -12,14 +12,16 @@ use std::task::{Context, Poll};
 use futures_util::FutureExt;
 use tokio::time::Instant;
 
-use super::state::{AttemptGuard, DONE, PENDING, RUNNING, Record, RunCore, RunState, guarded};
+use super::graph::NodeKind;
+use super::host::NodeHost;
+use super::state::{AttemptGuard, DONE, PENDING, RUNNING, RunCore, RunState, guarded};
+use super::task::AttemptFuture;
+use super::upstreams::FetchCx;
 use crate::error::NodeError;
-use crate::graph::NodeKind;
 use crate::observe::{Event, trace};
-use crate::policy::NodePolicy;
-use crate::policy::onion::{self, Execution, First};
-use crate::report::Outcome;
-use crate::task::Value;
+use crate::onion::{self, Execution, First, Policies};
+use crate::report::{Outcome, Record};
+use crate::util::value::Value;
 
 /// Runs node `id` (already `RUNNING`, since `start`) to its record, on the full path:
 /// policies, routers, `tracing` spans. `first` is its first attempt when the driver's fast
@@ -31,7 +33,7 @@ pub(crate) async fn run_node<I: Send + Sync + 'static>(
     id: u32,
     span: tracing::Span,
     start: Instant,
-    first: Option<First>,
+    first: Option<First<AttemptFuture>>,
 ) -> (Record, bool) {
     if first.is_none() {
         started(run, id);
@@ -46,7 +48,7 @@ pub(crate) async fn run_node<I: Send + Sync + 'static>(
             false,
         ),
     };
-    trace::record_outcome(&span, &record);
+    trace::record_outcome(&span, record.outcome, record.attempt_log().len());
     (record, spawned)
 }
 
@@ -66,7 +68,7 @@ async fn execute<I: Send + Sync + 'static>(
     run: &Arc<RunState<I>>,
     id: u32,
     start: Instant,
-    first: Option<First>,
+    first: Option<First<AttemptFuture>>,
 ) -> Record {
     let core = &run.core;
     let policy = run.graph.policy(id);
@@ -84,19 +86,15 @@ async fn execute<I: Send + Sync + 'static>(
             let policy = match policy {
                 Some(p) => p,
                 None => {
-                    default = NodePolicy::default();
+                    default = Policies::default();
                     &default
                 }
             };
             // The whole full path is boxed once by the driver; no second box here.
             let started = first.is_some();
-            Cancellable::new(
-                core,
-                id,
-                onion::execute(run, id, policy, start, first),
-                started,
-            )
-            .await
+            let host = NodeHost { run, id };
+            let execution = onion::execute(&host, policy, core.deadline(), start, first);
+            Cancellable::new(core, id, execution, started).await
         }
     };
     let end = core.now();
@@ -208,7 +206,7 @@ async fn route<I: Send + Sync + 'static>(
         let record = Record::empty(Outcome::Cancelled, core.now()).started(Some(start));
         return (record, false);
     }
-    let span = trace::node_span(core, || run.graph.meta.name(branch));
+    let span = trace::node_span(|| core.span(), || run.graph.meta.name(branch));
     let _abandoned = BranchGuard { run, branch };
     let branch_start = core.now();
     // User code of the branch's policies (a retry predicate, a breaker filter) may panic: the
@@ -274,14 +272,14 @@ impl<I: Send + Sync + 'static> Drop for BranchGuard<'_, I> {
 impl<I: Send + Sync + 'static> RunState<I> {
     /// What node `id`'s task reads its upstreams' values from. Inline: on every node's path.
     #[inline]
-    pub(crate) fn fetch_cx(&self, id: u32) -> super::FetchCx<'_> {
+    pub(crate) fn fetch_cx(&self, id: u32) -> FetchCx<'_> {
         let meta = &self.graph.meta;
         let ups = meta.upstreams(id);
         if self.core.prefetch {
             // The task reads them one after the other: their misses overlap.
             self.prefetch_values(id, ups);
         }
-        super::FetchCx {
+        FetchCx {
             ups,
             values: &self.core.values,
             names: &meta.names,

@@ -20,7 +20,7 @@
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use super::state::RunBuffers;
-use crate::observe::striped::{Padded, STRIPES, stripe};
+use crate::util::striped::{Padded, STRIPES, stripe};
 
 /// Graphs of at most this many nodes keep a set of run arrays per thread stripe (at most
 /// [`STRIPES`] sets, about 130 bytes per node each); larger ones keep one.

@@ -8,10 +8,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::state::{RunState, guarded};
+use super::task::{AttemptFuture, Ctx, CtxCut};
 use crate::error::NodeError;
 use crate::observe::Event;
 use crate::policy::bulkhead::BulkheadPermit;
-use crate::task::{AttemptFuture, Ctx, Cut};
 
 impl<I: Send + Sync + 'static> RunState<I> {
     /// Counts attempt `number` of node `id` (in its slot and the stats) and tells the
@@ -72,7 +72,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         permit: Option<BulkheadPermit>,
     ) -> Result<AttemptFuture, NodeError> {
         let mut into = None;
-        self.call_task_into(id, number, Cut::At(deadline), permit, &mut into)?;
+        self.call_task_into(id, number, CtxCut::At(deadline), permit, &mut into)?;
         into.ok_or(NodeError::Internal {
             message: "the task returned no attempt",
         })
@@ -85,7 +85,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         self: &Arc<Self>,
         id: u32,
         number: u32,
-        cut: Cut,
+        cut: CtxCut,
         permit: Option<BulkheadPermit>,
         into: &mut Option<AttemptFuture>,
     ) -> Result<(), NodeError> {

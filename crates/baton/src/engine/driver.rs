@@ -38,12 +38,12 @@ use tokio::time::{Instant, Sleep};
 
 use super::guarded::{self, Held};
 use super::ready::Pop;
-use super::state::{Record, RunState};
+use super::state::RunState;
+use super::task::{AttemptFuture, CtxCut};
 use crate::error::NodeError;
 use crate::observe::{Event, trace};
-use crate::policy::onion::{First, FirstAttempt};
-use crate::report::Outcome;
-use crate::task::{AttemptFuture, Cut};
+use crate::onion::{First, FirstAttempt};
+use crate::report::{Outcome, Record};
 
 enum State {
     /// Looking for a node in the ready queue.
@@ -262,10 +262,12 @@ impl<I: Send + Sync + 'static> Driver<I> {
         let core = &run.core;
         let id = self.id;
         let graph = &run.graph;
-        let span = trace::node_span(core, || graph.meta.name(id));
+        let span = trace::node_span(|| core.span(), || graph.meta.name(id));
         let (cut, held) = match graph.task_policy(id) {
             // A task node without policies (nor a run deadline to cut it, nor a span).
-            Some(None) if core.deadline().is_none() && span.is_disabled() => (Cut::At(None), None),
+            Some(None) if core.deadline().is_none() && span.is_disabled() => {
+                (CtxCut::At(None), None)
+            }
             // One with policies: its first attempt's cut and breaker permit, or the full path.
             Some(Some(policy)) => match guarded::prepare(run, policy, start, &span) {
                 Some((cut, held)) => (cut, Some(held)),
@@ -299,7 +301,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
 
     /// Node `id` goes on on the full path (`exec.rs`), boxed; `first` is its first attempt
     /// when the fast path started it.
-    fn full(&mut self, span: tracing::Span, first: Option<First>) {
+    fn full(&mut self, span: tracing::Span, first: Option<First<AttemptFuture>>) {
         let run = Arc::clone(&self.run);
         let (id, start) = (self.id, self.start());
         self.state = State::Full(Box::pin(async move {
@@ -613,11 +615,12 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                                     },
                                 }
                             }
-                            Ok(Poll::Ready(Err(error))) => FirstAttempt::Ended(Ok(Err(error))),
-                            Err(panic) => FirstAttempt::Ended(Err(panic)),
+                            Ok(Poll::Ready(Err(error))) => FirstAttempt::Failed(error),
+                            Err(panic) => FirstAttempt::Panicked(panic),
                         };
                         let first = guarded::hand_over(&this.run, this.id, h, attempt);
-                        let span = trace::node_span(core, || this.run.graph.meta.name(this.id));
+                        let span =
+                            trace::node_span(|| core.span(), || this.run.graph.meta.name(this.id));
                         this.full(span, Some(first));
                         continue;
                     }

@@ -1,0 +1,17 @@
+//! The builder: defining a graph node by node, and `build()`, which validates the
+//! definition and hands the engine what it compiles.
+//!
+//! Adding a node never fails on the spot; problems are collected and `build()` returns the
+//! first as a typed [`BuildError`](crate::BuildError), so a bad graph never hangs or panics
+//! at run time.
+
+mod graph;
+mod node;
+mod policy;
+mod router;
+mod validate;
+
+pub use graph::GraphBuilder;
+pub use node::NodeBuilder;
+pub use policy::PolicyRef;
+pub use router::{Router, RouterBuilder};

@@ -1,0 +1,110 @@
+//! The onion's host for a graph node: how the onion calls the node's task and fallback,
+//! and where what it reports goes (the run's slot and tokens, the orchestrator's counters
+//! and observers).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::state::RunState;
+use super::task::{AttemptFuture, FallbackFuture};
+use crate::error::NodeError;
+use crate::observe::Event;
+use crate::onion::Host;
+use crate::policy::bulkhead::BulkheadPermit;
+use crate::policy::deadline::TimerHook;
+use crate::util::value::Value;
+
+/// Node `id` of `run`, as the onion sees it.
+pub(super) struct NodeHost<'a, I: Send + Sync + 'static> {
+    pub(super) run: &'a Arc<RunState<I>>,
+    pub(super) id: u32,
+}
+
+impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
+    type Value = Value;
+    type Attempt = AttemptFuture;
+    type Recover = FallbackFuture;
+
+    fn name(&self) -> &str {
+        self.run.graph.meta.name(self.id)
+    }
+
+    fn call(
+        &self,
+        number: u32,
+        cut: Option<Instant>,
+        permit: Option<BulkheadPermit>,
+    ) -> Result<AttemptFuture, NodeError> {
+        self.run.call_task(self.id, number, cut, permit)
+    }
+
+    fn fallback(&self, error: &Arc<NodeError>) -> Option<FallbackFuture> {
+        let task = self.run.graph.task(self.id)?;
+        task.fallback(self.name(), Arc::clone(error))
+    }
+
+    fn timer_hook(&self) -> Option<&dyn TimerHook> {
+        Some(&self.run.core)
+    }
+
+    fn offset(&self, at: Instant) -> Duration {
+        self.run.core.offset(at)
+    }
+
+    fn attempt_started(&self, number: u32, budget: Option<Duration>) {
+        self.run.attempt_started(self.id, number, budget);
+    }
+
+    fn attempt_ended(&self, number: u32) {
+        self.run.core.tokens.end(self.id, number);
+    }
+
+    fn attempt_failed(&self, number: u32, error: &NodeError) {
+        self.run.attempt_failed(self.id, number, error);
+    }
+
+    fn attempt_cut(&self, number: u32, limit: Duration) {
+        let run = self.run;
+        run.graph.orchestrator.counters().local().timeouts.incr();
+        if run.observed() {
+            run.emit(&Event::Timeout {
+                run: run.core.run_id,
+                node: self.name(),
+                attempt: number,
+                limit,
+            });
+        }
+    }
+
+    fn retry_scheduled(&self, next: u32, delay: Duration, remaining: Option<Duration>) {
+        let run = self.run;
+        if run.observed() {
+            run.emit(&Event::RetryScheduled {
+                run: run.core.run_id,
+                node: self.name(),
+                attempt: next,
+                delay,
+                remaining,
+            });
+        }
+    }
+
+    fn rejected(&self) {
+        let counters = self.run.graph.orchestrator.counters();
+        counters.local().breaker_rejections.incr();
+    }
+
+    fn fell_back(&self, error: &NodeError) {
+        let run = self.run;
+        run.graph.orchestrator.counters().local().fallbacks.incr();
+        if run.observed() {
+            run.emit(&Event::FallbackUsed {
+                run: run.core.run_id,
+                node: self.name(),
+                error,
+            });
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! The engine: the compiled graph, the run state, the drivers that run nodes, and the
+//! onion's host for a node.
+//!
+//! The scheduler uses join counters: every node of a run has an atomic count of upstreams
+//! that have not ended yet. A node that ends decrements the counters of its downstreams;
+//! each one that reaches zero is ready. The driver that finished the node runs one ready
+//! downstream itself and puts the others in the run's ready queue, which at most as many
+//! drivers as the runtime has workers drain (a driver whose node waits hands the queue to a
+//! new one). A node waiting for its upstreams holds no thread and no task, a ready node
+//! costs a queue slot rather than a tokio task, and nothing looks a node up by name or
+//! joins futures per node. On large graphs whose edges jump, what a node touches at
+//! scattered places is prefetched as soon as its address is known (`prefetch.rs`).
+//!
+//! The graph, the erased task, `Ctx` and the run state refer to one another, so they live
+//! here together; `state.rs` writes down the run's invariants, `ready.rs` the queue's
+//! protocol, `driver.rs` how nodes are run.
+
+mod attempt;
+mod driver;
+mod exec;
+mod graph;
+mod guarded;
+mod host;
+mod prefetch;
+mod ready;
+mod run;
+mod spare;
+mod start;
+mod state;
+mod task;
+mod tasks;
+mod upstreams;
+
+pub use graph::Graph;
+pub(crate) use graph::{Extras, GraphInner, GraphMeta, NodeDef, NodeKind};
+pub use run::{FailureMode, Run, RunCanceller, RunError, RunOptions};
+
+pub use start::StartMode;
+pub use task::Ctx;
+pub(crate) use task::{AttemptFuture, BlockingTask, ErasedTask, FallbackFuture, TypedTask};
+pub(crate) use tasks::{TaskRef, Tasks};
+// `FetchCx` and `UpstreamRef` are named in the sealed `Upstreams` trait's hidden methods.
+#[allow(unreachable_pub)]
+pub use upstreams::{FetchCx, Inputs, Named, UpstreamRef, Upstreams};

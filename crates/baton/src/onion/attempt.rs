@@ -1,0 +1,162 @@
+//! One attempt: a bulkhead permit, then the task under its cut, with panics caught.
+
+use std::panic::AssertUnwindSafe;
+
+use futures_util::FutureExt;
+use tokio::time::Instant;
+
+use super::{FirstAttempt, Host, Policies};
+use crate::error::{BoxError, NodeError};
+use crate::observe::trace;
+use crate::policy::bulkhead::BulkheadPermit;
+use crate::policy::deadline::{Cut, Deadline};
+
+/// Attempt `number` of a series that started at `started`: a bulkhead permit, then the
+/// task under `min(timeout, deadline)`, with its events and span. Also returns when the
+/// attempt started. `resumed`: the first attempt, which the fast path started.
+pub(super) async fn attempt<H: Host>(
+    host: &H,
+    policies: &Policies,
+    number: u32,
+    deadline: Option<Instant>,
+    started: Instant,
+    resumed: Option<FirstAttempt<H::Attempt>>,
+) -> (Result<H::Value, NodeError>, Instant) {
+    let node = host.name();
+    let permit = match &policies.bulkhead {
+        // The fast path takes no node with a bulkhead.
+        _ if resumed.is_some() => None,
+        None => None,
+        Some(bulkhead) => match bulkhead.acquire(deadline).await {
+            Ok(p) => Some(p),
+            Err(waited) => {
+                let error = NodeError::BulkheadFull {
+                    node: node.to_owned(),
+                    attempt: number,
+                    bulkhead: bulkhead.name().to_owned(),
+                    waited,
+                };
+                return (Err(error), Instant::now());
+            }
+        },
+    };
+    // The first attempt of a series without a bulkhead starts when the series did.
+    let now = if number == 1 && policies.bulkhead.is_none() {
+        started
+    } else {
+        Instant::now()
+    };
+    let cut = policies.cut(now, deadline);
+    let budget = cut.until.map(|u| u.saturating_duration_since(now));
+    if resumed.is_none() {
+        host.attempt_started(number, budget);
+    }
+    let out = trace::within(
+        trace::attempt_span(node, number, budget),
+        call(host, policies, number, cut, started, permit, resumed),
+    )
+    .await;
+    if let Err(error) = &out {
+        if matches!(
+            error,
+            NodeError::Timeout { .. } | NodeError::DeadlineExceeded { .. }
+        ) {
+            host.attempt_cut(number, budget.unwrap_or_default());
+        }
+        host.attempt_failed(number, error);
+    }
+    (out, now)
+}
+
+/// Tells the host that attempt `number` ended when the attempt's future completes or is
+/// dropped.
+struct Ended<'a, H: Host> {
+    host: &'a H,
+    number: u32,
+}
+
+impl<H: Host> Drop for Ended<'_, H> {
+    fn drop(&mut self) {
+        self.host.attempt_ended(self.number);
+    }
+}
+
+/// Calls the task under the attempt's cut, catching panics (or goes on with the attempt
+/// the fast path started).
+async fn call<H: Host>(
+    host: &H,
+    policies: &Policies,
+    number: u32,
+    cut: Cut,
+    started: Instant,
+    permit: Option<BulkheadPermit>,
+    resumed: Option<FirstAttempt<H::Attempt>>,
+) -> Result<H::Value, NodeError> {
+    let _ended = Ended { host, number };
+    let fut = match resumed {
+        Some(FirstAttempt::NotStarted(error)) => return Err(error),
+        Some(FirstAttempt::Failed(error)) => {
+            return settle(host, policies, number, cut, started, Ok(Err(error)));
+        }
+        Some(FirstAttempt::Panicked(panic)) => {
+            return settle(host, policies, number, cut, started, Err(panic));
+        }
+        Some(FirstAttempt::Running(fut)) => fut,
+        None => host.call(number, cut.until, permit)?,
+    };
+    let fut = AssertUnwindSafe(fut).catch_unwind();
+    let out = match cut.until {
+        None => fut.await,
+        Some(until) => match Deadline::new(fut, until).with_hook(host.timer_hook()).await {
+            Some(out) => out,
+            None => return Err(cut_error(host, policies, number, cut, started)),
+        },
+    };
+    settle(host, policies, number, cut, started, out)
+}
+
+/// What an attempt that ended (with `out`, or its panic) amounts to.
+fn settle<H: Host>(
+    host: &H,
+    policies: &Policies,
+    number: u32,
+    cut: Cut,
+    started: Instant,
+    out: std::thread::Result<Result<H::Value, BoxError>>,
+) -> Result<H::Value, NodeError> {
+    match out {
+        Ok(Ok(value)) => Ok(value),
+        // The task gave up at (or after) the instant baton would have cut it — typically its
+        // own timeout set from the time it had left, whose timer fired in the same tick as
+        // ours: that is the cut, not a task error.
+        Ok(Err(_)) if cut.until.is_some_and(|u| Instant::now() >= u) => {
+            Err(cut_error(host, policies, number, cut, started))
+        }
+        Ok(Err(error)) => Err(NodeError::Task(error)),
+        Err(panic) => Err(NodeError::from_panic(panic.as_ref())),
+    }
+}
+
+/// The error of an attempt cut at `cut.until`.
+fn cut_error<H: Host>(
+    host: &H,
+    policies: &Policies,
+    number: u32,
+    cut: Cut,
+    started: Instant,
+) -> NodeError {
+    let node = host.name().to_owned();
+    if cut.by_deadline {
+        NodeError::DeadlineExceeded {
+            node,
+            attempts: number,
+            elapsed: started.elapsed(),
+        }
+    } else {
+        NodeError::Timeout {
+            node,
+            attempt: number,
+            limit: policies.timeout.unwrap_or_default(),
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! The onion: one execution with its policies, inner to outer, in a fixed order:
+//!
+//! 1. **attempt**: a [`Bulkhead`](crate::Bulkhead) permit, then the task under its cut
+//!    (`min(per-attempt timeout, time left before the deadline)`);
+//! 2. **retry**: [`Retry`], each backoff clipped to the deadline minus the minimum attempt
+//!    time, each retry drawn from the [`RetryBudget`](crate::RetryBudget) if there is one;
+//! 3. **circuit breaker**: asked once before the series, told one result per series;
+//! 4. **fallback**: [`Fallback`], when the inner layers failed.
+//!
+//! The order is not configurable. A timeout outside the retry would cut the whole series
+//! at the first attempt's limit; a breaker inside the retry would count every attempt, and
+//! one request retried three times would trip a breaker set to trip after three failures.
+//!
+//! The onion knows no graph and no run. It calls the task and reports what happens through
+//! a [`Host`]: the engine's for a graph node, the [`Pipeline`]'s for a single call. Both run
+//! this same code, so a node and a pipeline call with the same policies behave alike.
+
+mod attempt;
+mod fallback;
+mod pipeline;
+mod policies;
+mod retry;
+mod series;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+pub use fallback::Fallback;
+pub(crate) use fallback::Recovered;
+pub use pipeline::{Attempt, Call, Pipeline, PipelineBuilder};
+pub(crate) use policies::{ErrorFilter, Policies};
+pub use retry::Retry;
+
+use crate::error::{BoxError, NodeError};
+use crate::policy::breaker::OwnedPermit;
+use crate::policy::bulkhead::BulkheadPermit;
+use crate::policy::deadline::{Deadline, TimerHook};
+use crate::report::AttemptReport;
+
+/// The attempt log keeps at most this many attempts (a retry policy may allow millions).
+pub(crate) const MAX_ATTEMPT_LOG: usize = 1_000;
+
+/// What the onion needs from whoever runs it: how to call the task and the fallback, and
+/// where to report what happens (counters, events). Generic, so that each host's calls are
+/// direct.
+pub(crate) trait Host {
+    /// What the task produces.
+    type Value;
+    /// One attempt of the task.
+    type Attempt: Future<Output = Result<Self::Value, BoxError>>;
+    /// One run of the fallback.
+    type Recover: Future<Output = Result<Self::Value, NodeError>>;
+
+    /// The name errors and events carry: the node's, or the pipeline's.
+    fn name(&self) -> &str;
+
+    /// Calls the task for attempt `number`, cut at `cut`; the attempt holds `permit` until
+    /// it has really stopped. `Err` when the task panicked before returning its future.
+    fn call(
+        &self,
+        number: u32,
+        cut: Option<Instant>,
+        permit: Option<BulkheadPermit>,
+    ) -> Result<Self::Attempt, NodeError>;
+
+    /// The fallback's run for `error`, if there is a fallback.
+    fn fallback(&self, error: &Arc<NodeError>) -> Option<Self::Recover>;
+
+    /// Told before an attempt's timer is made.
+    fn timer_hook(&self) -> Option<&dyn TimerHook>;
+
+    /// `at` as an offset from the start of the run (or call), for the attempt log.
+    fn offset(&self, at: Instant) -> Duration;
+
+    /// Attempt `number` starts, with `budget` before it is cut.
+    fn attempt_started(&self, number: u32, budget: Option<Duration>);
+
+    /// Attempt `number` ended, in any way (also dropped).
+    fn attempt_ended(&self, number: u32);
+
+    /// Attempt `number` failed with `error`.
+    fn attempt_failed(&self, number: u32, error: &NodeError);
+
+    /// Attempt `number` was cut after `limit`.
+    fn attempt_cut(&self, number: u32, limit: Duration);
+
+    /// Attempt `next` will start after `delay`; `remaining` is the time left then.
+    fn retry_scheduled(&self, next: u32, delay: Duration, remaining: Option<Duration>);
+
+    /// The circuit breaker rejected the series.
+    fn rejected(&self);
+
+    /// The fallback runs, recovering from `error`.
+    fn fell_back(&self, error: &NodeError);
+}
+
+/// What one execution produced.
+pub(crate) struct Execution<V> {
+    /// The value, from the task or from the fallback; or the final error.
+    pub(crate) result: Result<V, Arc<NodeError>>,
+    /// Set when the fallback produced the value: the error it recovered from.
+    pub(crate) recovered_from: Option<Arc<NodeError>>,
+    /// One entry per attempt that started, for a series that retried or failed.
+    pub(crate) attempts: Vec<AttemptReport>,
+}
+
+/// The first attempt as the scheduler's fast path hands it over, when it failed, panicked
+/// or reached its cut (a first attempt that succeeds never comes here): the fast path
+/// already took the breaker permit, counted the attempt and deposited in the retry budget;
+/// the onion goes on from there.
+pub(crate) struct First<A> {
+    pub(crate) attempt: FirstAttempt<A>,
+    pub(crate) permit: Option<OwnedPermit>,
+}
+
+/// Where the handed-over first attempt is.
+pub(crate) enum FirstAttempt<A> {
+    /// Still running at its cut (the onion polls it once more, then reports it cut).
+    Running(A),
+    /// It returned an error.
+    Failed(BoxError),
+    /// It panicked while polled.
+    Panicked(Box<dyn std::any::Any + Send>),
+    /// The task panicked before returning its future.
+    NotStarted(NodeError),
+}
+
+/// Runs one execution through the policies: breaker, series, fallback. `started` is when
+/// it began; `run_deadline` the deadline of its run, if any; `first` the first attempt
+/// when the scheduler's fast path started it.
+pub(crate) async fn execute<H: Host>(
+    host: &H,
+    policies: &Policies,
+    run_deadline: Option<Instant>,
+    started: Instant,
+    first: Option<First<H::Attempt>>,
+) -> Execution<H::Value> {
+    let deadline = policies.deadline(run_deadline, started);
+    let mut attempts = Vec::new();
+    let (first, held) = match first {
+        Some(First { attempt, permit }) => (Some(attempt), permit),
+        None => (None, None),
+    };
+    let series = series::guarded(
+        host,
+        policies,
+        deadline,
+        started,
+        &mut attempts,
+        first,
+        held,
+    )
+    .await;
+    let error = match series {
+        Ok(value) => {
+            return Execution {
+                result: Ok(value),
+                recovered_from: None,
+                attempts,
+            };
+        }
+        Err(e) => Arc::new(e),
+    };
+    match recover(host, &error, deadline, started, attempts.len()).await {
+        None => Execution {
+            result: Err(error),
+            recovered_from: None,
+            attempts,
+        },
+        Some(Ok(value)) => Execution {
+            result: Ok(value),
+            recovered_from: Some(error),
+            attempts,
+        },
+        Some(Err(failed)) => Execution {
+            result: Err(Arc::new(failed)),
+            recovered_from: None,
+            attempts,
+        },
+    }
+}
+
+/// Runs the fallback for `error`, if there is one, bound by the `deadline` too (one
+/// deadline, everything derived): a fallback still running at the deadline fails.
+async fn recover<H: Host>(
+    host: &H,
+    error: &Arc<NodeError>,
+    deadline: Option<Instant>,
+    started: Instant,
+    attempts: usize,
+) -> Option<Result<H::Value, NodeError>> {
+    let recover = host.fallback(error)?;
+    host.fell_back(error);
+    let Some(until) = deadline else {
+        return Some(recover.await);
+    };
+    Some(match Deadline::new(recover, until).await {
+        Some(out) => out,
+        None => {
+            let node = host.name();
+            Err(NodeError::FallbackFailed {
+                node: node.to_owned(),
+                error: Box::new(NodeError::DeadlineExceeded {
+                    node: node.to_owned(),
+                    attempts: attempts as u32,
+                    elapsed: started.elapsed(),
+                }),
+                original: Arc::clone(error),
+            })
+        }
+    })
+}

@@ -1,0 +1,180 @@
+//! [`Policies`]: the policies of one node or pipeline, validated, as the onion reads them.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::retry::Retry;
+use crate::error::NodeError;
+use crate::policy::deadline::{self, Cut};
+use crate::policy::{Bulkhead, CircuitBreaker, DEFAULT_MIN_ATTEMPT_TIME};
+use crate::util::human::Human;
+
+/// Which errors a breaker ignores (releases the permit without counting).
+pub(crate) type ErrorFilter = Arc<dyn Fn(&NodeError) -> bool + Send + Sync>;
+
+/// The policies of one node (or one pipeline), resolved. Laid out in declaration order
+/// (`repr(C)`): the fields the scheduler's fast path reads come first.
+#[derive(Clone)]
+#[repr(C)]
+pub(crate) struct Policies {
+    pub(crate) breaker: Option<CircuitBreaker>,
+    pub(crate) timeout: Option<Duration>,
+    /// No bulkhead, no budget and no retry budget: with no run deadline either, an attempt
+    /// needs no permit but the breaker's, its cut is its timeout, and it deposits nothing
+    /// (the scheduler's fast path skips that work).
+    pub(crate) simple: bool,
+    pub(crate) bulkhead: Option<Bulkhead>,
+    pub(crate) budget: Option<Duration>,
+    pub(crate) min_attempt: Duration,
+    pub(crate) retry: Option<Retry>,
+    pub(crate) breaker_ignore: Option<ErrorFilter>,
+}
+
+impl Default for Policies {
+    fn default() -> Self {
+        Policies {
+            timeout: None,
+            retry: None,
+            budget: None,
+            min_attempt: DEFAULT_MIN_ATTEMPT_TIME,
+            breaker: None,
+            breaker_ignore: None,
+            bulkhead: None,
+            simple: true,
+        }
+    }
+}
+
+impl fmt::Debug for Policies {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Policies")
+            .field("timeout", &self.timeout)
+            .field("retry", &self.retry)
+            .field("budget", &self.budget)
+            .field("min_attempt", &self.min_attempt)
+            .field("breaker", &self.breaker.as_ref().map(CircuitBreaker::name))
+            .field("bulkhead", &self.bulkhead.as_ref().map(Bulkhead::name))
+            .finish()
+    }
+}
+
+/// A policy that cannot work: which one (`timeout`, `budget`, `retry`, …) and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Invalid {
+    pub(crate) policy: &'static str,
+    pub(crate) reason: String,
+}
+
+impl Policies {
+    /// The policies, with `simple` derived from them.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        timeout: Option<Duration>,
+        retry: Option<Retry>,
+        budget: Option<Duration>,
+        min_attempt: Option<Duration>,
+        breaker: Option<CircuitBreaker>,
+        breaker_ignore: Option<ErrorFilter>,
+        bulkhead: Option<Bulkhead>,
+    ) -> Self {
+        let simple = bulkhead.is_none()
+            && budget.is_none()
+            && retry.as_ref().is_none_or(|retry| retry.budget.is_none());
+        Policies {
+            breaker,
+            timeout,
+            simple,
+            bulkhead,
+            budget,
+            min_attempt: min_attempt.unwrap_or(DEFAULT_MIN_ATTEMPT_TIME),
+            retry,
+            breaker_ignore,
+        }
+    }
+
+    /// The same policies, guarded by `breaker` and `bulkhead` (resolved after validation).
+    pub(crate) fn guarded_by(
+        self,
+        breaker: Option<CircuitBreaker>,
+        bulkhead: Option<Bulkhead>,
+    ) -> Self {
+        Policies::new(
+            self.timeout,
+            self.retry,
+            self.budget,
+            Some(self.min_attempt),
+            breaker,
+            self.breaker_ignore,
+            bulkhead,
+        )
+    }
+
+    /// Checks that every policy can work: a timeout and a budget above zero, a budget no
+    /// shorter than the minimum attempt time, a valid retry.
+    ///
+    /// # Errors
+    /// The first policy that cannot, and why.
+    pub(crate) fn validate(&self) -> Result<(), Invalid> {
+        let invalid = |policy: &'static str, reason: String| Err(Invalid { policy, reason });
+        if self.timeout.is_some_and(|t| t.is_zero()) {
+            return invalid(
+                "timeout",
+                "the per-attempt timeout must be above zero".to_owned(),
+            );
+        }
+        if self.budget.is_some_and(|b| b.is_zero()) {
+            return invalid("budget", "the budget must be above zero".to_owned());
+        }
+        if let Some(budget) = self.budget.filter(|b| *b < self.min_attempt) {
+            return invalid(
+                "budget",
+                format!(
+                    "a budget of {} is below the minimum attempt time of {}: no attempt could ever start",
+                    Human(budget),
+                    Human(self.min_attempt)
+                ),
+            );
+        }
+        if let Some(retry) = &self.retry {
+            retry
+                .validate()
+                .or_else(|reason| invalid("retry", reason))?;
+        }
+        Ok(())
+    }
+
+    /// The deadline of a series that started at `started`: the earlier of `run_deadline`
+    /// and the end of the budget.
+    #[inline]
+    pub(crate) fn deadline(
+        &self,
+        run_deadline: Option<Instant>,
+        started: Instant,
+    ) -> Option<Instant> {
+        deadline::node_deadline(run_deadline, self.budget, started)
+    }
+
+    /// The cut of an attempt starting at `now` under `deadline`.
+    #[inline]
+    pub(crate) fn cut(&self, now: Instant, deadline: Option<Instant>) -> Cut {
+        Cut::new(self.timeout, now, deadline)
+    }
+
+    /// Whether an attempt starting at `now` would have less than the minimum attempt time
+    /// left before `deadline` (then it does not start).
+    #[inline]
+    pub(crate) fn too_late(&self, deadline: Option<Instant>, now: Instant) -> bool {
+        deadline::too_late(deadline, now, self.min_attempt)
+    }
+
+    /// A series starts: it earns its share of the retry budget, if any.
+    #[inline]
+    pub(crate) fn deposit(&self) {
+        if let Some(budget) = self.retry.as_ref().and_then(|r| r.budget.as_ref()) {
+            budget.deposit();
+        }
+    }
+}

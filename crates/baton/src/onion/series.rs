@@ -1,0 +1,182 @@
+//! The retry series, and the circuit breaker around it: asked once before the series (an
+//! open breaker rejects it without running the task), told one result after it.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::attempt::attempt;
+use super::{FirstAttempt, Host, MAX_ATTEMPT_LOG, Policies};
+use crate::error::NodeError;
+use crate::policy::backoff::BackoffIter;
+use crate::policy::breaker::{BreakerPermit, OwnedPermit};
+use crate::policy::retry::{self, Failed, Next, StopReason};
+use crate::report::AttemptReport;
+
+/// The series under the breaker, if the policies have one: `held` is the permit the fast
+/// path took for its first attempt.
+pub(super) async fn guarded<H: Host>(
+    host: &H,
+    policies: &Policies,
+    deadline: Option<Instant>,
+    started: Instant,
+    log: &mut Vec<AttemptReport>,
+    first: Option<FirstAttempt<H::Attempt>>,
+    mut held: Option<OwnedPermit>,
+) -> Result<H::Value, NodeError> {
+    let Some(breaker) = &policies.breaker else {
+        return series(host, policies, None, deadline, started, log, first).await;
+    };
+    let acquired = match held.as_mut().and_then(OwnedPermit::take) {
+        Some(permit) => Ok(permit),
+        None => breaker.try_acquire(),
+    };
+    let permit = match acquired {
+        Ok(permit) => permit,
+        Err(open) => {
+            host.rejected();
+            return Err(NodeError::BreakerOpen {
+                node: host.name().to_owned(),
+                breaker: breaker.name().to_owned(),
+                state: open.state(),
+                retry_after: open.retry_after(),
+            });
+        }
+    };
+    // Dropping `permit` (the run was cancelled mid-series) releases it uncounted.
+    let out = series(host, policies, Some(&permit), deadline, started, log, first).await;
+    let elapsed = started.elapsed();
+    match &out {
+        Ok(_) => permit.success(elapsed),
+        Err(e) if policies.breaker_ignore.as_ref().is_some_and(|f| f(e)) => permit.ignore(),
+        Err(_) => permit.failure(elapsed),
+    }
+    out
+}
+
+/// The retry series (a single attempt without a retry policy); `first` is its first
+/// attempt when the fast path started it.
+async fn series<H: Host>(
+    host: &H,
+    policies: &Policies,
+    permit: Option<&BreakerPermit<'_>>,
+    deadline: Option<Instant>,
+    started: Instant,
+    log: &mut Vec<AttemptReport>,
+    mut first: Option<FirstAttempt<H::Attempt>>,
+) -> Result<H::Value, NodeError> {
+    let retry = policies.retry.as_ref();
+    // Made on the first retry: a series that succeeds at once never needs it.
+    let mut backoff: Option<BackoffIter> = None;
+    if first.is_none() {
+        policies.deposit();
+    }
+    let mut delay_before = Duration::ZERO;
+    let mut number = 0u32;
+    loop {
+        number += 1;
+        let resumed = first.take();
+        // (A resumed first attempt passed this check on the fast path.)
+        if resumed.is_none() && policies.too_late(deadline, Instant::now()) {
+            let error = out_of_time(host, number - 1, started);
+            return Err(match retry {
+                Some(_) if number > 1 => give_up(
+                    host,
+                    number - 1,
+                    started,
+                    StopReason::DeadlineExceeded,
+                    error,
+                ),
+                _ => error,
+            });
+        }
+        let (out, attempt_start) =
+            attempt(host, policies, number, deadline, started, resumed).await;
+        // A series that succeeds at its first attempt has nothing to add to the node's own
+        // start and end: its log stays empty (and costs nothing).
+        if (number > 1 || out.is_err()) && log.len() < MAX_ATTEMPT_LOG {
+            log.push(AttemptReport {
+                number,
+                start: host.offset(attempt_start),
+                end: host.offset(Instant::now()),
+                delay_before,
+                error: out.as_ref().err().map(ToString::to_string),
+            });
+        }
+        let error = match out {
+            Ok(value) => return Ok(value),
+            Err(e) => e,
+        };
+        let Some(retry) = retry else {
+            return Err(error);
+        };
+        let failed = Failed {
+            number,
+            max_attempts: retry.max_attempts,
+            out_of_time: matches!(error, NodeError::DeadlineExceeded { .. }),
+            deadline,
+            min_attempt: policies.min_attempt,
+        };
+        let next = retry::after_failure(
+            failed,
+            || retry.is_retryable(&error),
+            || permit.is_some_and(|p| !p.is_current()),
+            || backoff.get_or_insert_with(|| retry.backoff.iter()).next(),
+            Instant::now,
+        );
+        let delay = match next {
+            Next::Retry { delay } => delay,
+            Next::Stop(reason) => return Err(give_up(host, number, started, reason, error)),
+        };
+        if let Some(budget) = retry.budget.as_ref() {
+            if !budget.try_withdraw() {
+                let reason = StopReason::RetryBudgetExhausted {
+                    budget: budget.name().to_owned(),
+                };
+                return Err(give_up(host, number, started, reason, error));
+            }
+        }
+        let node = host.name();
+        tracing::debug!(node, attempt = number, ?delay, error = %error, "retry scheduled");
+        let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        host.retry_scheduled(number + 1, delay, remaining);
+        delay_before = delay;
+        if delay.is_zero() {
+            // A series with no backoff still lets its worker run other tasks (and notice a
+            // cancelled run) now and then.
+            tokio::task::consume_budget().await;
+        } else {
+            tokio::time::sleep(delay).await;
+            // The breaker may have opened while we waited.
+            if permit.is_some_and(|p| !p.is_current()) {
+                let reason = StopReason::BreakerOpened;
+                return Err(give_up(host, number, started, reason, error));
+            }
+        }
+    }
+}
+
+/// The error of a series whose deadline left no room for attempt `attempts + 1`.
+fn out_of_time<H: Host>(host: &H, attempts: u32, started: Instant) -> NodeError {
+    NodeError::DeadlineExceeded {
+        node: host.name().to_owned(),
+        attempts,
+        elapsed: started.elapsed(),
+    }
+}
+
+fn give_up<H: Host>(
+    host: &H,
+    attempts: u32,
+    started: Instant,
+    reason: StopReason,
+    last: NodeError,
+) -> NodeError {
+    NodeError::GaveUp {
+        node: host.name().to_owned(),
+        attempts,
+        elapsed: started.elapsed(),
+        reason,
+        last: Box::new(last),
+    }
+}

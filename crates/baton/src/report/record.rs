@@ -1,0 +1,162 @@
+//! What a node ended with: its [`Record`] as the scheduler writes it, and the [`Settled`]
+//! form the run keeps and the report reads.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::{AttemptReport, Outcome};
+use crate::error::NodeError;
+use crate::util::value::Value;
+
+/// What a node ended with. What only nodes that did not simply succeed have (an error, a
+/// skip's cause, an attempt log) is boxed apart, so that the record a million succeeding
+/// nodes write stays small.
+#[derive(Debug)]
+pub(crate) struct Record {
+    pub(crate) outcome: Outcome,
+    /// In transit only: `record()` moves it to the run's value array.
+    pub(crate) value: Option<Value>,
+    /// When it started; `None` if it never started.
+    pub(crate) start: Option<Instant>,
+    /// When it ended.
+    pub(crate) end: Instant,
+    cold: Option<Box<Cold>>,
+}
+
+#[derive(Debug, Default)]
+struct Cold {
+    /// Why it has no value; for `Recovered`, what the fallback recovered from.
+    error: Option<Arc<NodeError>>,
+    /// For `Skipped`: the upstream that produced no value.
+    because: Option<u32>,
+    /// For `Skipped`: the first node up the chain of skips that did not skip (its failure,
+    /// or cancellation, is the root cause). Kept so that reading it is O(1).
+    root: Option<u32>,
+    /// One entry per attempt, for nodes that retried or failed (empty otherwise).
+    attempt_log: Vec<AttemptReport>,
+}
+
+impl Record {
+    pub(crate) const fn empty(outcome: Outcome, end: Instant) -> Self {
+        Record {
+            outcome,
+            value: None,
+            start: None,
+            end,
+            cold: None,
+        }
+    }
+
+    /// A node that ended `outcome` at `end` with `value`, having started at `start`.
+    pub(crate) fn ended(
+        outcome: Outcome,
+        value: Option<Value>,
+        start: Option<Instant>,
+        end: Instant,
+    ) -> Self {
+        Record {
+            outcome,
+            value,
+            start,
+            end,
+            cold: None,
+        }
+    }
+
+    fn cold(&mut self) -> &mut Cold {
+        self.cold.get_or_insert_with(Box::default)
+    }
+
+    /// Sets the start.
+    pub(crate) fn started(mut self, start: Option<Instant>) -> Self {
+        self.start = start;
+        self
+    }
+
+    /// Sets the error (nothing to store for `None`).
+    pub(crate) fn with_error(mut self, error: Option<Arc<NodeError>>) -> Self {
+        if error.is_some() {
+            self.cold().error = error;
+        }
+        self
+    }
+
+    /// Sets a skip's cause: the upstream without a value, and the root cause.
+    pub(crate) fn with_cause(mut self, because: u32, root: u32) -> Self {
+        let cold = self.cold();
+        cold.because = Some(because);
+        cold.root = Some(root);
+        self
+    }
+
+    /// Sets the attempt log (nothing to store when it is empty).
+    pub(crate) fn with_log(mut self, log: Vec<AttemptReport>) -> Self {
+        if !log.is_empty() {
+            self.cold().attempt_log = log;
+        }
+        self
+    }
+
+    pub(crate) fn error(&self) -> Option<&Arc<NodeError>> {
+        self.cold.as_ref()?.error.as_ref()
+    }
+
+    pub(crate) fn attempt_log(&self) -> &[AttemptReport] {
+        self.cold.as_ref().map_or(&[], |c| &c.attempt_log)
+    }
+
+    /// The record as the node's slot keeps it, and the value, which goes to the run's value
+    /// array.
+    pub(crate) fn settle(self) -> (Settled, Option<Value>) {
+        let settled = Settled {
+            outcome: self.outcome,
+            start: self.start,
+            end: self.end,
+            cold: self.cold,
+        };
+        (settled, self.value)
+    }
+}
+
+/// A node's record as its slot keeps it (48 bytes, where the [`Record`] in transit is 64):
+/// without the value, which the run's value array has. (Its times stay `Instant`s:
+/// converting them to offsets from the run's start when writing costs more than the 16
+/// bytes it would save, about 90 instructions per node.)
+#[derive(Debug)]
+pub(crate) struct Settled {
+    pub(crate) outcome: Outcome,
+    /// When it started; `None` if it never started.
+    pub(crate) start: Option<Instant>,
+    /// When it ended.
+    pub(crate) end: Instant,
+    cold: Option<Box<Cold>>,
+}
+
+impl Settled {
+    /// A record of `outcome`, ended at `end` and never started.
+    pub(crate) const fn empty(outcome: Outcome, end: Instant) -> Self {
+        Settled {
+            outcome,
+            start: None,
+            end,
+            cold: None,
+        }
+    }
+
+    pub(crate) fn error(&self) -> Option<&Arc<NodeError>> {
+        self.cold.as_ref()?.error.as_ref()
+    }
+
+    pub(crate) fn because(&self) -> Option<u32> {
+        self.cold.as_ref()?.because
+    }
+
+    pub(crate) fn root(&self) -> Option<u32> {
+        self.cold.as_ref()?.root
+    }
+
+    pub(crate) fn attempt_log(&self) -> &[AttemptReport] {
+        self.cold.as_ref().map_or(&[], |c| &c.attempt_log)
+    }
+}
