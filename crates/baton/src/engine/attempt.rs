@@ -2,7 +2,6 @@
 //! calling the task (under `catch_unwind`) to get the attempt's future.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -29,10 +28,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         budget: impl FnOnce() -> Option<Duration>,
     ) {
         if let Some(slot) = self.core.slot(id) {
-            // Only whoever runs the node writes its count, one attempt after the other: a
-            // load and a store, not a locked add.
-            let n = slot.attempts.load(Ordering::Relaxed);
-            slot.attempts.store(n.wrapping_add(1), Ordering::Relaxed);
+            slot.count_attempt();
         }
         let counters = self.graph.orchestrator.counters().local();
         counters.attempts.incr();
@@ -41,7 +37,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         }
         if self.observed() {
             self.emit(&Event::AttemptStarted {
-                run: self.core.run_id,
+                run: self.core.run_id(),
                 node: self.graph.meta.name(id),
                 attempt: number,
                 budget: budget(),
@@ -53,7 +49,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
     pub(crate) fn attempt_failed(&self, id: u32, number: u32, error: &NodeError) {
         if self.observed() {
             self.emit(&Event::AttemptFailed {
-                run: self.core.run_id,
+                run: self.core.run_id(),
                 node: self.graph.meta.name(id),
                 attempt: number,
                 error,

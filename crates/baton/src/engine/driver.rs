@@ -191,14 +191,14 @@ impl<I: Send + Sync + 'static> Driver<I> {
                 driver.from_queue = self.from_queue;
                 self.run.spawn(driver);
             }
-            None if active && self.run.core.ready.leave(self.run.workers()) => {
+            None if active && self.run.core.ready().leave(self.run.workers()) => {
                 self.run.spawn_driver(None, true);
             }
             None => {}
         }
         // Queued nodes get as many drivers as the workers (a thousand ready roots would
         // otherwise wait for the one driver above, nothing queuing more to spawn another).
-        let ready = &self.run.core.ready;
+        let ready = &self.run.core.ready();
         while !ready.is_empty() && ready.try_activate(self.run.workers()) {
             self.run.spawn_driver(None, true);
         }
@@ -211,7 +211,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
         if !self.local.is_empty() {
             self.run.share(self.local.drain(..));
         }
-        let ready = &self.run.core.ready;
+        let ready = &self.run.core.ready();
         let workers = self.run.workers();
         let replace = if self.active {
             self.active = false;
@@ -233,7 +233,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
         if self.from_queue {
             return;
         }
-        if !self.run.core.ready.is_empty() {
+        if !self.run.core.ready().is_empty() {
             // Whether it spawned a driver does not matter: this one returns `Pending` now.
             let _ = self.run.schedule(self.id);
             // An idle driver looks only at the queue: its own stack goes there too (another
@@ -254,7 +254,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
 
     /// Starts node `id`: the fast path when nothing needs the full one.
     fn begin(&mut self) {
-        if self.run.core.prefetch {
+        if self.run.core.prefetch() {
             self.run.graph.prefetch_task(self.id);
         }
         let start = self.start();
@@ -279,7 +279,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
         run.count_started(id);
         if run.observed() {
             run.emit(&Event::NodeStarted {
-                run: core.run_id,
+                run: core.run_id(),
                 node: graph.meta.name(id),
             });
         }
@@ -311,7 +311,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
 
     fn attempt_failed(&mut self, start: Instant, error: NodeError) {
         let run = &self.run;
-        run.core.tokens.end(self.id, 1);
+        run.core.tokens().end(self.id, 1);
         run.attempt_failed(self.id, 1, &error);
         let record = Record::ended(Outcome::Failed, None, Some(start), run.core.now())
             .with_error(Some(Arc::new(error)));
@@ -329,7 +329,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
         let released = self.run.finish(self.id, record, &mut self.local);
         // A worker may be idle while this driver keeps nodes: share the older half.
         let mut spawned = released.spawned;
-        if !self.local.is_empty() && self.run.core.ready.wants_help(self.run.workers()) {
+        if !self.local.is_empty() && self.run.core.ready().wants_help(self.run.workers()) {
             let half = self.local.len().div_ceil(2);
             spawned |= self.run.share(self.local.drain(..half));
         }
@@ -364,7 +364,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
     /// otherwise what `poll` returns: `Ready` when the driver is done, `Pending` when it
     /// yielded.
     fn next_from_queue(&mut self, cx: &mut Context<'_>) -> Option<Poll<()>> {
-        let ready = &self.run.core.ready;
+        let ready = &self.run.core.ready();
         if !self.active {
             // Not counted active, it owes the queue nothing: nothing waits, it is done
             // (whoever queues a node later spawns a driver if too few are active).
@@ -410,7 +410,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
         self.release_held();
         self.state = State::Done;
         self.attempt = None;
-        self.run.core.tokens.end(self.id, 1);
+        self.run.core.tokens().end(self.id, 1);
         let record = Record::empty(Outcome::Cancelled, self.run.core.now()).started(start);
         self.end(record);
     }
@@ -421,7 +421,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
     fn wait_for_attempt(&mut self, cx: &mut Context<'_>) -> bool {
         let core = &self.run.core;
         if let Some(slot) = core.slot(self.id) {
-            slot.waker.register(cx.waker());
+            slot.register(cx.waker());
         }
         // `cancel` sets the flag, then wakes: re-check after registering.
         if core.is_cancelled() {
@@ -524,7 +524,7 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                         }
                         Err(panic) => {
                             this.state = State::Done;
-                            this.run.core.tokens.end(this.id, u32::MAX);
+                            this.run.core.tokens().end(this.id, u32::MAX);
                             let start = this.start();
                             this.attempt_failed(start, NodeError::from_panic(panic.as_ref()));
                         }
@@ -592,7 +592,7 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
                                         guarded::release(&this.run, this.id, h);
                                         this.attempt = None;
                                         this.state = State::Done;
-                                        this.run.core.tokens.end(this.id, u32::MAX);
+                                        this.run.core.tokens().end(this.id, u32::MAX);
                                         let start = this.start();
                                         let error = NodeError::from_panic(panic.as_ref());
                                         this.attempt_failed(start, error);
@@ -664,7 +664,7 @@ impl<I: Send + Sync + 'static> Drop for Driver<I> {
         if !matches!(self.state, State::Done) {
             self.release_held();
             if !matches!(self.state, State::Idle) {
-                self.run.core.tokens.end(self.id, 1);
+                self.run.core.tokens().end(self.id, 1);
                 self.run.abandon(self.id);
             }
             self.state = State::Done;
@@ -675,7 +675,7 @@ impl<I: Send + Sync + 'static> Drop for Driver<I> {
             // A slot being written by a driver on another thread is waited for, briefly.
             let mut busy = 0;
             loop {
-                match self.run.core.ready.pop() {
+                match self.run.core.ready().pop() {
                     Pop::Node(id) => self.run.abandon(id),
                     Pop::Busy if busy < 10_000 => {
                         busy += 1;
@@ -687,7 +687,7 @@ impl<I: Send + Sync + 'static> Drop for Driver<I> {
         }
         if self.active {
             self.active = false;
-            self.run.core.ready.leave(0);
+            self.run.core.ready().leave(0);
         }
         self.run.release(1 + self.finished as usize);
     }

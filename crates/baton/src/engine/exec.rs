@@ -6,16 +6,18 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
 use futures_util::FutureExt;
 use tokio::time::Instant;
 
+use super::core::RunCore;
 use super::graph::NodeKind;
 use super::host::NodeHost;
-use super::state::{AttemptGuard, DONE, PENDING, RUNNING, RunCore, RunState, guarded};
+use super::node::Claim;
+use super::state::{RunState, guarded};
 use super::task::AttemptFuture;
+use super::tokens::AttemptGuard;
 use super::upstreams::FetchCx;
 use crate::error::NodeError;
 use crate::observe::{Event, trace};
@@ -58,7 +60,7 @@ pub(crate) fn started<I: Send + Sync + 'static>(run: &RunState<I>, id: u32) {
     run.count_started(id);
     if run.observed() && !core.is_cancelled() {
         run.emit(&Event::NodeStarted {
-            run: core.run_id,
+            run: core.run_id(),
             node: run.graph.meta.name(id),
         });
     }
@@ -124,7 +126,7 @@ async fn plain<I: Send + Sync + 'static>(
     run.attempt_started(id, 1, None);
     let span = trace::attempt_span(run.graph.meta.name(id), 1, None);
     let _attempt = AttemptGuard {
-        core: &run.core,
+        tokens: run.core.tokens(),
         node: id,
         attempt: 1,
     };
@@ -192,16 +194,12 @@ async fn route<I: Send + Sync + 'static>(
         });
     };
     run.release(run.not_taken_except(id, Some(branch), core.now()));
-    let Some(hot) = core.hot(branch) else {
+    let Some(hot) = core.node(branch) else {
         return failed(NodeError::Internal {
             message: "branch index out of range",
         });
     };
-    if hot
-        .state
-        .compare_exchange(PENDING, RUNNING, Ordering::AcqRel, Ordering::Acquire)
-        .is_err()
-    {
+    if hot.claim() == Claim::Taken {
         // Swept by a cancellation between the choice and now.
         let record = Record::empty(Outcome::Cancelled, core.now()).started(Some(start));
         return (record, false);
@@ -251,7 +249,7 @@ async fn route<I: Send + Sync + 'static>(
     if let Some(next) = released.next {
         spawned |= run.schedule(next);
     }
-    debug_assert_eq!(hot.state.load(Ordering::Acquire), DONE);
+    debug_assert!(hot.is_done());
     let record = Record::ended(outcome, value, Some(start), core.now()).with_error(error);
     (record, spawned)
 }
@@ -275,13 +273,13 @@ impl<I: Send + Sync + 'static> RunState<I> {
     pub(crate) fn fetch_cx(&self, id: u32) -> FetchCx<'_> {
         let meta = &self.graph.meta;
         let ups = meta.upstreams(id);
-        if self.core.prefetch {
+        if self.core.prefetch() {
             // The task reads them one after the other: their misses overlap.
             self.prefetch_values(id, ups);
         }
         FetchCx {
             ups,
-            values: &self.core.values,
+            values: self.core.values(),
             names: &meta.names,
         }
     }
@@ -340,7 +338,7 @@ impl<F: Future> Future for Cancellable<'_, F> {
             return Poll::Ready(Ended::Done(out));
         }
         if let Some(slot) = this.core.slot(*this.id) {
-            slot.waker.register(cx.waker());
+            slot.register(cx.waker());
         }
         // `cancel` sets the flag, then wakes: re-check after registering.
         if this.core.is_cancelled() {

@@ -58,7 +58,7 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
     }
 
     fn attempt_ended(&self, number: u32) {
-        self.run.core.tokens.end(self.id, number);
+        self.run.core.tokens().end(self.id, number);
     }
 
     fn attempt_failed(&self, number: u32, error: &NodeError) {
@@ -70,7 +70,7 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
         run.graph.orchestrator.counters().local().timeouts.incr();
         if run.observed() {
             run.emit(&Event::Timeout {
-                run: run.core.run_id,
+                run: run.core.run_id(),
                 node: self.name(),
                 attempt: number,
                 limit,
@@ -82,7 +82,7 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
         let run = self.run;
         if run.observed() {
             run.emit(&Event::RetryScheduled {
-                run: run.core.run_id,
+                run: run.core.run_id(),
                 node: self.name(),
                 attempt: next,
                 delay,
@@ -101,7 +101,7 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
         run.graph.orchestrator.counters().local().fallbacks.incr();
         if run.observed() {
             run.emit(&Event::FallbackUsed {
-                run: run.core.run_id,
+                run: run.core.run_id(),
                 node: self.name(),
                 error,
             });

@@ -16,19 +16,24 @@
 //! protocol, `driver.rs` how nodes are run.
 
 mod attempt;
+mod core;
 mod driver;
 mod exec;
+mod finish;
 mod graph;
 mod guarded;
 mod host;
+mod node;
 mod prefetch;
 mod ready;
 mod run;
+mod schedule;
 mod spare;
 mod start;
 mod state;
 mod task;
 mod tasks;
+mod tokens;
 mod upstreams;
 
 pub use graph::Graph;

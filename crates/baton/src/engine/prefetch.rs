@@ -22,7 +22,7 @@ impl<I> RunState<I> {
     #[inline]
     pub(crate) fn prefetch_values(&self, id: u32, ups: &[u32]) {
         for &u in ups.iter().take(MAX_EDGES) {
-            if let (false, Some(v)) = (neighbours(u, id), self.core.values.get(u as usize)) {
+            if let (false, Some(v)) = (neighbours(u, id), self.core.value_cell(u)) {
                 prefetch(v);
             }
         }
@@ -33,7 +33,7 @@ impl<I> RunState<I> {
     #[inline]
     pub(crate) fn prefetch_counters(&self, id: u32, downs: &[u32]) {
         for &d in downs.iter().take(MAX_EDGES) {
-            if let (false, Some(h)) = (neighbours(d, id), self.core.hot(d)) {
+            if let (false, Some(h)) = (neighbours(d, id), self.core.node(d)) {
                 prefetch(h);
             }
         }
@@ -47,10 +47,10 @@ impl<I> RunState<I> {
         if let Some(n) = self.graph.nodes.get(i) {
             prefetch(n);
         }
-        if let Some(s) = self.core.slots.get(i) {
+        if let Some(s) = self.core.slot(id) {
             prefetch_all(s);
         }
-        if let Some(v) = self.core.values.get(i) {
+        if let Some(v) = self.core.value_cell(id) {
             prefetch(v);
         }
         self.graph.meta.prefetch_edges_of(id);

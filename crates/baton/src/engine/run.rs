@@ -182,7 +182,7 @@ pub struct Run<I: Send + Sync + 'static> {
 impl<I: Send + Sync + 'static> fmt::Debug for Run<I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Run")
-            .field("id", &self.state.core.run_id)
+            .field("id", &self.state.core.run_id())
             .field("phase", &self.phase)
             .finish_non_exhaustive()
     }
@@ -202,7 +202,7 @@ impl<I: Send + Sync + 'static> Run<I> {
     /// The run's id (also part of every node's idempotency key).
     #[must_use]
     pub fn id(&self) -> RunId {
-        self.state.core.run_id
+        self.state.core.run_id()
     }
 
     /// A handle that cancels this run from anywhere, also before it starts.
@@ -216,11 +216,11 @@ impl<I: Send + Sync + 'static> Run<I> {
     fn result(&self) -> Result<Report, RunError> {
         let core = &self.state.core;
         let report = Report::new(Arc::clone(&self.state) as Arc<dyn RunRecords>);
-        if core.mode == FailureMode::PreservePartial && core.reason.get().is_none() {
+        if core.mode() == FailureMode::PreservePartial && core.reason().is_none() {
             return Ok(report);
         }
         let counts = report.counts();
-        match core.reason.get() {
+        match core.reason() {
             Some(CancelReason::FailFast { .. }) | None => {}
             // A cancel that raced with the last node's end cancelled nothing.
             Some(_) if counts.cancelled == 0 => {}
@@ -231,7 +231,7 @@ impl<I: Send + Sync + 'static> Run<I> {
                 });
             }
         }
-        if core.mode == FailureMode::PreservePartial {
+        if core.mode() == FailureMode::PreservePartial {
             return Ok(report);
         }
         if counts.failed + counts.skipped + counts.cancelled == 0 {
@@ -270,12 +270,12 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
                     Poll::Pending => return Poll::Pending,
                 }
                 // A run cancelled before it started is over already: nothing to admit.
-                if self.state.core.reason.get().is_none() {
+                if self.state.core.reason().is_none() {
                     let state = &self.state;
                     let view: Weak<dyn InFlight> = Arc::downgrade(state) as Weak<dyn InFlight>;
                     let admitted = state.graph.orchestrator.admit(
                         view,
-                        state.core.run_id.seq(),
+                        state.core.run_id().seq(),
                         state.graph.meta.len(),
                     );
                     let Some(key) = admitted else {
@@ -284,8 +284,7 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
                     };
                     // Read when the run ends (`report_end`), after `start` marked it
                     // admitted: that compare-and-swap publishes it.
-                    let set = state.core.key.set(key);
-                    debug_assert!(set.is_ok(), "a run is admitted once");
+                    state.core.keep(key);
                     // `start` also marks the run admitted, before its first driver.
                     self.embedded = self.state.start(handle).map(SyncWrapper::new);
                 }
@@ -303,7 +302,7 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
             }
         }
         let core = &self.state.core;
-        core.done.register(cx.waker());
+        core.wait_end(cx.waker());
         if core.is_ended() {
             self.phase = Phase::Done;
             return Poll::Ready(self.result());

@@ -19,7 +19,7 @@
 
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
-use super::state::RunBuffers;
+use super::node::RunBuffers;
 use crate::util::striped::{Padded, STRIPES, stripe};
 
 /// Graphs of at most this many nodes keep a set of run arrays per thread stripe (at most
@@ -53,13 +53,13 @@ impl Spares {
     }
 
     /// Set `home`'s arrays, if it has them and no other run holds its lock now.
-    pub(crate) fn take(&self, home: usize) -> Option<RunBuffers> {
+    pub(super) fn take(&self, home: usize) -> Option<RunBuffers> {
         self.lock(home)?.take()
     }
 
     /// Keeps `buffers` (cleared) in set `home` for a later run, unless it holds arrays
     /// already or another run holds its lock now (`buffers` are then dropped).
-    pub(crate) fn put(&self, home: usize, buffers: RunBuffers) {
+    pub(super) fn put(&self, home: usize, buffers: RunBuffers) {
         if let Some(mut set) = self.lock(home) {
             if set.is_none() {
                 *set = Some(buffers);
@@ -103,7 +103,7 @@ mod tests {
         spares.put(home, buffers(5));
         let other = (home + 1) % STRIPES;
         assert!(spares.take(other).is_none(), "another stripe's set");
-        let taken = spares.take(home).map(|b| b.hot.len());
+        let taken = spares.take(home).map(|b| b.nodes.len());
         assert_eq!(taken, Some(3));
         assert!(spares.take(home).is_none());
     }
@@ -117,7 +117,7 @@ mod tests {
         assert!(spares.take(0).is_none());
         spares.put(0, buffers(2));
         drop(held);
-        assert_eq!(spares.take(0).map(|b| b.hot.len()), Some(1));
+        assert_eq!(spares.take(0).map(|b| b.nodes.len()), Some(1));
         assert!(spares.take(1).is_none(), "out of range");
     }
 }

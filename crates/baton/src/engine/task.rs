@@ -240,7 +240,7 @@ where
             finished,
             on_abandon: Box::new(move || {
                 if let Some(slot) = run.core.slot(node) {
-                    slot.abandoned.fetch_add(1, Ordering::Relaxed);
+                    slot.count_abandoned();
                 }
             }),
         };
@@ -360,7 +360,7 @@ impl<I> Ctx<I> {
     /// The run this attempt belongs to.
     #[must_use]
     pub fn run_id(&self) -> RunId {
-        self.run.core.run_id
+        self.run.core.run_id()
     }
 
     /// A key that is the same for every attempt of this node in this run and differs
@@ -369,7 +369,7 @@ impl<I> Ctx<I> {
     /// it (a timed-out attempt may have had its side effect).
     #[must_use]
     pub fn idempotency_key(&self) -> IdempotencyKey {
-        IdempotencyKey::new(self.run.core.run_id, self.node)
+        IdempotencyKey::new(self.run.core.run_id(), self.node)
     }
 
     /// A token that is cancelled when this attempt ends in any way: it completed, timed
@@ -384,9 +384,9 @@ impl<I> Ctx<I> {
     #[must_use]
     pub fn cancellation_token(&self) -> CancellationToken {
         let core = &self.run.core;
-        match (core.hot(self.node), core.slot(self.node)) {
+        match (core.node(self.node), core.slot(self.node)) {
             (Some(hot), Some(slot)) => {
-                core.tokens
+                core.tokens()
                     .get(hot, slot, self.node, self.attempt, core.run_token())
             }
             _ => {
@@ -403,7 +403,7 @@ impl<I> fmt::Debug for Ctx<I> {
         f.debug_struct("Ctx")
             .field("node", &self.node_name())
             .field("attempt", &self.attempt)
-            .field("run", &self.run.core.run_id)
+            .field("run", &self.run.core.run_id())
             .finish_non_exhaustive()
     }
 }

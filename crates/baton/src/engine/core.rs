@@ -1,0 +1,510 @@
+//! [`RunCore`]: the state of one run that does not depend on its input type: the per-node
+//! arrays, the ready queue, the run's lifecycle counters and flags, and what it fixed when
+//! it started. Its fields are private: the run's protocols (`live`, admission, cancellation)
+//! are methods here, each with its orderings beside it.
+
+use std::pin::Pin;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering, fence};
+use std::task::{Context, Waker};
+use std::time::Duration;
+
+use futures_util::task::AtomicWaker;
+use tokio::runtime::Handle;
+use tokio::time::{Instant, Sleep};
+use tokio_util::sync::CancellationToken;
+
+use super::node::{NodeState, RunBuffers, Slot};
+use super::ready::ReadyQueue;
+use super::run::FailureMode;
+use super::tokens::Tokens;
+use crate::error::CancelReason;
+use crate::id::RunId;
+use crate::orchestrator::RunKey;
+use crate::policy::deadline::{TimerHook, poll_timer};
+use crate::util::once::WriteOnce;
+use crate::util::value::Value;
+
+const NOT_ADMITTED: u8 = 0;
+const ADMITTED: u8 = 1;
+const ENDED: u8 = 2;
+
+/// The run's standing with its orchestrator: not admitted yet, admitted, or ended. Whichever
+/// of "admitted" and "ended" comes second tells the orchestrator the run ended, so it is
+/// told exactly once.
+#[derive(Debug)]
+struct Admission(AtomicU8);
+
+/// What [`RunCore::admit`] found.
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Admit {
+    /// The run is admitted; its end will tell the orchestrator.
+    Admitted,
+    /// The run ended while it was being admitted (a cancel swept it): the caller tells the
+    /// orchestrator now.
+    AlreadyEnded,
+}
+
+/// What [`RunCore::end`] found.
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum End {
+    /// The run was admitted: the caller tells the orchestrator it ended.
+    WasAdmitted,
+    /// Not admitted yet: whoever admits it will find it ended.
+    NotAdmitted,
+}
+
+/// What a run fixes when it starts.
+#[derive(Debug)]
+struct Started {
+    origin: Instant,
+    /// From its options: timeout and deadline.
+    deadline: Option<Instant>,
+    /// The runtime its drivers are spawned on.
+    handle: Handle,
+    /// The runtime's worker threads, whatever the start mode.
+    runtime_workers: usize,
+    span: tracing::Span,
+}
+
+/// Graphs of at least this many nodes prefetch what their nodes touch at scattered places
+/// (about 170 bytes per node in the run's and the graph's arrays: 4 096 nodes are some
+/// 700 KB, most of a core's second-level cache). Smaller graphs stay in the caches, where
+/// the hints would only add instructions.
+pub(super) const PREFETCH_MIN_NODES: usize = 4096;
+
+/// See the module docs.
+#[derive(Debug)]
+pub(crate) struct RunCore {
+    nodes: Box<[NodeState]>,
+    slots: Box<[Slot]>,
+    /// The nodes' values, apart from their records: downstreams read them at random places
+    /// on large graphs, and a dense array of 24-byte cells is kinder to the cache.
+    values: Box<[WriteOnce<Value>]>,
+    /// Nodes made ready that no driver has picked up yet (`ready.rs`).
+    ready: ReadyQueue,
+    /// Nodes not finalized plus drivers alive; the run ends when it reaches zero.
+    live: AtomicUsize,
+    /// The run's future, woken when the run ends.
+    done: AtomicWaker,
+    cancelled: AtomicBool,
+    reason: OnceLock<CancelReason>,
+    /// What the run fixed when it started (one cell, set once; a `WriteOnce`, whose write
+    /// is a compare-and-swap and a store, where `OnceLock::set` runs a `Once`).
+    started: WriteOnce<Started>,
+    token: OnceLock<CancellationToken>,
+    run_id: RunId,
+    mode: FailureMode,
+    /// The run starts in the task that awaits it, and schedules as on a one-worker runtime
+    /// until that task stops driving it ([`spread`](Self::spread)).
+    inline: bool,
+    /// How many drivers at most drain the ready queue: the runtime's worker threads, or one
+    /// while an inline run is driven by its future. Read with `Relaxed`: the ready queue's
+    /// protocol holds for any count of one or more, and a driver that reads one after it
+    /// changed only shares its nodes a node later.
+    drivers: AtomicUsize,
+    /// The graph is large enough for its per-node arrays to outgrow the caches, and
+    /// scattered: the scheduler prefetches what a node touches at scattered places.
+    prefetch: bool,
+    /// The graph's set of spare arrays this run took, or would have taken, and gives its
+    /// own back to when it ends (`spare.rs`).
+    home: usize,
+    admission: Admission,
+    /// Where the orchestrator keeps the run while it is in flight: set once admitted.
+    key: WriteOnce<RunKey>,
+    /// Some node's outcome was recorded before the run was marked admitted, and is not
+    /// counted yet (`RunState::report_end`).
+    uncounted: AtomicBool,
+    /// Set once the run's end has told the orchestrator and the observers.
+    ended: AtomicBool,
+    tokens: Tokens,
+    timeout: Option<Duration>,
+    fixed_deadline: Option<Instant>,
+    /// A timer at the cut of the run's first policy attempt that waited, registered with
+    /// tokio's and never polled again ([`floor_timers`](Self::floor_timers)).
+    timer_floor: WriteOnce<Pin<Box<Sleep>>>,
+}
+
+impl RunCore {
+    /// A run over `buffers` (reset for it) with these options; `prefetch` and `home` as
+    /// described on the fields. Inlined, so that the run's state is built in place.
+    #[inline(always)]
+    pub(super) fn new(
+        buffers: RunBuffers,
+        mode: FailureMode,
+        inline: bool,
+        prefetch: bool,
+        home: usize,
+        timeout: Option<Duration>,
+        fixed_deadline: Option<Instant>,
+    ) -> Self {
+        let RunBuffers {
+            nodes,
+            slots,
+            values,
+            queue,
+        } = buffers;
+        RunCore {
+            live: AtomicUsize::new(nodes.len()),
+            values,
+            ready: ReadyQueue::new(queue),
+            nodes,
+            slots,
+            done: AtomicWaker::new(),
+            cancelled: AtomicBool::new(false),
+            reason: OnceLock::new(),
+            started: WriteOnce::new(),
+            token: OnceLock::new(),
+            run_id: RunId::next(),
+            mode,
+            inline,
+            drivers: AtomicUsize::new(1),
+            prefetch,
+            home,
+            admission: Admission(AtomicU8::new(NOT_ADMITTED)),
+            key: WriteOnce::new(),
+            uncounted: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
+            tokens: Tokens::default(),
+            timeout,
+            fixed_deadline,
+            timer_floor: WriteOnce::new(),
+        }
+    }
+
+    /// The per-node arrays, for the graph's next run (`self` is being dropped), and the
+    /// set of spare arrays they go back to.
+    #[inline]
+    pub(super) fn take_buffers(&mut self) -> (RunBuffers, usize) {
+        let ready = std::mem::replace(&mut self.ready, ReadyQueue::new(Box::new([])));
+        let buffers = RunBuffers {
+            nodes: std::mem::take(&mut self.nodes),
+            slots: std::mem::take(&mut self.slots),
+            values: std::mem::take(&mut self.values),
+            queue: ready.into_slots(),
+        };
+        (buffers, self.home)
+    }
+
+    /// Now, on tokio's clock (paused in tests).
+    #[inline]
+    pub(super) fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    #[inline]
+    pub(crate) fn run_id(&self) -> RunId {
+        self.run_id
+    }
+
+    #[inline]
+    pub(super) fn mode(&self) -> FailureMode {
+        self.mode
+    }
+
+    #[inline]
+    pub(super) fn prefetch(&self) -> bool {
+        self.prefetch
+    }
+
+    #[inline]
+    pub(super) fn ready(&self) -> &ReadyQueue {
+        &self.ready
+    }
+
+    #[inline]
+    pub(super) fn tokens(&self) -> &Tokens {
+        &self.tokens
+    }
+
+    #[inline]
+    pub(super) fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    #[inline]
+    pub(super) fn node(&self, id: u32) -> Option<&NodeState> {
+        self.nodes.get(id as usize)
+    }
+
+    #[inline]
+    pub(super) fn slot(&self, id: u32) -> Option<&Slot> {
+        self.slots.get(id as usize)
+    }
+
+    /// Every node's state and slot, by index.
+    pub(super) fn nodes(&self) -> impl Iterator<Item = (&NodeState, &Slot)> {
+        self.nodes.iter().zip(self.slots.iter())
+    }
+
+    /// Every node's value cell, by index.
+    #[inline]
+    pub(super) fn values(&self) -> &[WriteOnce<Value>] {
+        &self.values
+    }
+
+    /// Node `id`'s value, once it ended with one.
+    #[inline]
+    pub(super) fn value(&self, id: u32) -> Option<&Value> {
+        self.values.get(id as usize)?.get()
+    }
+
+    /// The cell of node `id`'s value.
+    #[inline]
+    pub(super) fn value_cell(&self, id: u32) -> Option<&WriteOnce<Value>> {
+        self.values.get(id as usize)
+    }
+
+    /// `at` as an offset from the run's start (zero before it started).
+    pub(super) fn offset(&self, at: Instant) -> Duration {
+        self.started
+            .get()
+            .map_or(Duration::ZERO, |s| at.saturating_duration_since(s.origin))
+    }
+
+    /// Fixes what the run fixes when it starts at `origin`: its deadline (from its options,
+    /// the earlier of its timeout and its fixed deadline), its runtime, its span, and how
+    /// many drivers it starts with. Called once, by the run's first poll.
+    #[inline]
+    pub(super) fn fix_start(
+        &self,
+        origin: Instant,
+        handle: Handle,
+        runtime_workers: usize,
+        span: tracing::Span,
+    ) {
+        let by_timeout = self.timeout.and_then(|t| origin.checked_add(t));
+        let deadline = crate::policy::deadline::earliest(by_timeout, self.fixed_deadline);
+        let drivers = if self.inline { 1 } else { runtime_workers };
+        self.drivers.store(drivers, Ordering::Relaxed);
+        let fixed = self.started.set(Started {
+            origin,
+            deadline,
+            handle,
+            runtime_workers,
+            span,
+        });
+        debug_assert!(fixed.is_ok(), "a run starts once");
+    }
+
+    /// The runtime the run's drivers are spawned on, once it started.
+    pub(super) fn handle(&self) -> Option<&Handle> {
+        self.started.get().map(|s| &s.handle)
+    }
+
+    /// Whether the run starts in the task that awaits it ([`StartMode::Inline`]).
+    ///
+    /// [`StartMode::Inline`]: super::StartMode::Inline
+    #[inline]
+    pub(super) fn is_inline(&self) -> bool {
+        self.inline
+    }
+
+    /// Whether the run's runtime has more than one worker thread: while one runs the run's
+    /// nodes, another may be parked in tokio's drivers.
+    pub(super) fn several_workers(&self) -> bool {
+        self.started.get().is_some_and(|s| s.runtime_workers > 1)
+    }
+
+    /// How many drivers at most drain the ready queue: the runtime's worker threads (one for
+    /// an inline run while its future drives it).
+    #[inline]
+    pub(super) fn drivers(&self) -> usize {
+        self.drivers.load(Ordering::Relaxed)
+    }
+
+    /// The run's future stopped driving its nodes (its embedded driver ended or handed
+    /// off): an inline run is now scheduled as a spread one, over every worker. Nodes that
+    /// become ready from here on go to the shared queue, and drivers keeping nodes for
+    /// themselves share half of them at their next node's end.
+    pub(super) fn spread(&self) {
+        if let Some(s) = self.started.get() {
+            self.drivers.store(s.runtime_workers, Ordering::Relaxed);
+        }
+    }
+
+    /// The run's deadline (from its options), once it started.
+    #[inline]
+    pub(super) fn deadline(&self) -> Option<Instant> {
+        self.started.get().and_then(|s| s.deadline)
+    }
+
+    /// The run's span, once it started.
+    pub(super) fn span(&self) -> Option<&tracing::Span> {
+        self.started.get().map(|s| &s.span)
+    }
+
+    /// Registers, once per run, a timer at `until` (the cut of the run's first policy
+    /// attempt that waits) that nobody waits for: it keeps tokio's timer from being woken
+    /// for each later attempt's timer. Called just before an attempt's timer is set (the
+    /// fast path's `guarded::wait`, and the policy path's `Deadline` through
+    /// [`TimerHook`]).
+    ///
+    /// Tokio's timer wakes the worker parked in its drivers whenever a timer is registered
+    /// that is due before any the parked worker knows of: with nothing else registered,
+    /// that is every attempt's first timer, each a wake-up of a second worker. With this
+    /// floor registered, an attempt whose cut is not earlier (with one timeout for the
+    /// graph's nodes, every later one) registers its timer without waking anyone, until the
+    /// floor's own instant passes. The floor costs one wake-up per run, fires at its cut
+    /// waking no task, and is dropped with the run. A runtime with one worker has no other
+    /// thread to wake: no floor.
+    ///
+    /// # Panics
+    ///
+    /// On a runtime built without timers, as `tokio::time::sleep_until` does: its callers
+    /// make a timer right after, which would panic the same way; the driver catches either
+    /// and fails the node.
+    pub(super) fn floor_timers(&self, until: Instant) {
+        if self.timer_floor.get().is_some() || !self.several_workers() {
+            return;
+        }
+        let mut timer = Box::pin(tokio::time::sleep_until(until));
+        // Registered by its first poll (outside the coop budget, which the attempt may have
+        // spent: a poll inside it would register nothing, and there is no second one); the
+        // waker it keeps is a no-op.
+        let _ = poll_timer(timer.as_mut(), &mut Context::from_waker(Waker::noop()));
+        // (Another driver's, set meanwhile, does as well: this one is dropped.)
+        let _ = self.timer_floor.set(timer);
+    }
+
+    /// The run's timer floor, once set.
+    #[cfg(test)]
+    pub(super) fn timer_floor(&self) -> Option<&Pin<Box<Sleep>>> {
+        self.timer_floor.get()
+    }
+
+    /// Counts one more party in `live`: a driver about to be spawned.
+    #[inline]
+    pub(super) fn retain(&self) {
+        self.live.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Drops `k` parties from `live`; whether this call brought it to zero (then the caller
+    /// ends the run). AcqRel: the party that ends the run sees every record written.
+    #[inline]
+    pub(super) fn release(&self, k: usize) -> bool {
+        k > 0 && self.live.fetch_sub(k, Ordering::AcqRel) == k
+    }
+
+    /// Every node is done and no driver is left.
+    pub(super) fn is_over(&self) -> bool {
+        self.live.load(Ordering::Acquire) == 0
+    }
+
+    /// Where the orchestrator keeps the run: set once, when it admits the run, before the
+    /// run is marked admitted ([`admit`](Self::admit), whose compare-and-swap publishes it).
+    #[inline]
+    pub(super) fn keep(&self, key: RunKey) {
+        let kept = self.key.set(key).is_ok();
+        debug_assert!(kept, "a run is admitted once");
+    }
+
+    /// Marks the run admitted by its orchestrator (after [`keep`](Self::keep)).
+    pub(super) fn admit(&self) -> Admit {
+        match self.admission.0.compare_exchange(
+            NOT_ADMITTED,
+            ADMITTED,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => Admit::Admitted,
+            Err(_) => Admit::AlreadyEnded,
+        }
+    }
+
+    /// The run ended (every node finalized, every driver gone).
+    pub(super) fn end(&self) -> End {
+        match self.admission.0.swap(ENDED, Ordering::AcqRel) {
+            ADMITTED => End::WasAdmitted,
+            _ => End::NotAdmitted,
+        }
+    }
+
+    /// Whether a node's outcome recorded now is counted at once: the run was admitted (or
+    /// ended, which it can only be after its nodes were recorded).
+    #[inline]
+    pub(super) fn counts_outcomes(&self) -> bool {
+        self.admission.0.load(Ordering::Acquire) != NOT_ADMITTED
+    }
+
+    /// Where the orchestrator keeps the run, once admitted.
+    #[inline]
+    pub(super) fn key(&self) -> Option<RunKey> {
+        self.key.get().copied()
+    }
+
+    /// Some node's outcome was recorded before the run was admitted.
+    pub(super) fn note_uncounted(&self) {
+        self.uncounted.store(true, Ordering::Release);
+    }
+
+    /// Whether some node's outcome was recorded before the run was admitted.
+    pub(super) fn has_uncounted(&self) -> bool {
+        self.uncounted.load(Ordering::Acquire)
+    }
+
+    /// The run's end was told to the orchestrator and the observers: its future may resolve
+    /// now, and is woken.
+    pub(super) fn mark_ended(&self) {
+        // Release: whoever sees it ended finds the stats and the observers told.
+        self.ended.store(true, Ordering::Release);
+        self.done.wake();
+    }
+
+    /// The run is over and told so. What the run's future waits for.
+    pub(super) fn is_ended(&self) -> bool {
+        self.ended.load(Ordering::Acquire)
+    }
+
+    /// Registers the run's future to be woken when the run ends.
+    pub(super) fn wait_end(&self, waker: &Waker) {
+        self.done.register(waker);
+    }
+
+    /// Marks the run cancelled for `reason`, and cancels the run-wide token if one was
+    /// made; whether this call did (the first reason wins, and a run that is over is not
+    /// cancelled).
+    pub(super) fn begin_cancel(&self, reason: CancelReason) -> bool {
+        // The reason is set before the flag: whoever sees the flag finds the reason.
+        if self.is_over() || self.reason.set(reason).is_err() {
+            return false;
+        }
+        self.cancelled.store(true, Ordering::SeqCst);
+        // Pairs with the fence in `run_token`: either it sees this flag, or we its token.
+        fence(Ordering::SeqCst);
+        if let Some(token) = self.token.get() {
+            token.cancel();
+        }
+        true
+    }
+
+    #[inline]
+    pub(super) fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Why the run was cancelled, if it was.
+    #[inline]
+    pub(super) fn reason(&self) -> Option<&CancelReason> {
+        self.reason.get()
+    }
+
+    /// The run-wide token, created on first use; cancelled when the run is.
+    pub(super) fn run_token(&self) -> &CancellationToken {
+        let token = self.token.get_or_init(CancellationToken::new);
+        // Pairs with the fence in `begin_cancel`: either it sees this token, or we its flag.
+        fence(Ordering::SeqCst);
+        if self.is_cancelled() {
+            token.cancel();
+        }
+        token
+    }
+}
+
+impl TimerHook for RunCore {
+    fn timer_made(&self, until: Instant) {
+        self.floor_timers(until);
+    }
+}
