@@ -1,0 +1,302 @@
+//! The driver: the tokio task that runs nodes. It takes a node from the run's ready queue
+//! (`ready.rs`), runs it, records its outcome, carries on with one downstream it made ready
+//! (Taskflow's continuation: a chain runs in one task, not one spawn per node), queues the
+//! others, and goes back to the queue until it is empty. A node whose attempt waits
+//! (`Pending`) keeps its driver, which then stops draining the queue and spawns a
+//! replacement if nodes are waiting there.
+//!
+//! In an inline run (`StartMode::Inline`, the default), or on a runtime where one thread
+//! runs every task (taken to be so on current-thread, or one worker awaited from a task:
+//! `RunState::start`), a run's first driver is no task but part of the run's future
+//! (`embedded`): it runs nodes in the task that awaits the run, spending
+//! that task's coop budget as a spawned driver would (and at most [`INLINE_MAX`] of them),
+//! and never waits: a node whose attempt returns `Pending` moves, as it is, to
+//! a driver spawned for it (the embedded one goes on with its stack and the queue), and
+//! where a spawned driver would yield, the embedded one hands its node and stack to spawned
+//! drivers and ends. So a graph of nodes that end at once costs no spawn at all, and a run
+//! whose future is not polled still makes progress.
+//!
+//! It is a hand-written future, fifteen words wide (its attempt box among them), because
+//! every spawn copies it into a new tokio task. Its poll is a loop over one step per state
+//! ([`State`]): take a node from the queue (`queue.rs`), begin it, poll its attempt
+//! (`attempt.rs`), end it and go on with a downstream it made ready (`node.rs`). A node
+//! takes one of two paths:
+//!
+//! - the **fast path**, here: one boxed attempt future, polled under `catch_unwind`; the
+//!   driver writes its next node's attempt into the same box when the two futures have the
+//!   same layout, so a run of such nodes allocates one box per driver, not one per node.
+//!   Nodes with policies start their first attempt here too (`guarded.rs`), waited for
+//!   under the driver's timer, kept from one such attempt to the next;
+//! - the **full path** of `exec.rs`, boxed: the onion (retries, the breaker's verdict, the
+//!   fallback), routers, and nodes with `tracing` spans. A policy node's first attempt goes
+//!   there only when it fails, panics or reaches its cut.
+//!
+//! Both paths count attempts, end their tokens and tell the observers through the same
+//! routines (`attempt.rs` of the engine).
+
+mod attempt;
+mod node;
+mod queue;
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::ops::ControlFlow;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tokio::time::{Instant, Sleep};
+
+use super::guarded::Held;
+use super::ready::Pop;
+use super::state::RunState;
+use super::task::AttemptFuture;
+use crate::report::Record;
+
+/// What a driver's step tells its poll: go on with the next step, or return.
+type Step = ControlFlow<Poll<()>>;
+
+enum State {
+    /// Looking for a node in the ready queue.
+    Idle,
+    /// Node `id` is `RUNNING` and nothing of it has run yet.
+    Begin,
+    /// Fast path: its first attempt is running, in the driver's `attempt` box; with what it
+    /// holds for the node's policies, if it has any (`guarded.rs`).
+    Attempt(Option<Held>),
+    /// Full path (policies, routers, spans); with the node's record, whether it spawned a
+    /// driver for nodes it queued (a router's branch made them ready).
+    Full(Pin<Box<dyn Future<Output = (Record, bool)> + Send>>),
+    /// The driver has nothing left to run.
+    Done,
+}
+
+/// Runs nodes from the ready queue (or a given first node, already `RUNNING`), each
+/// followed, while finishing a node makes a downstream ready, by one such downstream.
+/// Counted in the run's `live` by whoever spawned it; releases itself when it ends or is
+/// dropped.
+pub(in crate::engine) struct Driver<I: Send + Sync + 'static> {
+    run: Arc<RunState<I>>,
+    id: u32,
+    /// Counted in the queue's active drivers: it looks at the queue again before it ends
+    /// or waits.
+    active: bool,
+    /// Nodes this driver finished, released from `live` with the driver itself (a graph
+    /// has at most `u32::MAX` nodes).
+    finished: u32,
+    /// When the current node started, once read. `Idle`: the end of the node it just
+    /// finished (still `id`) if that node produced a value (so `finish` skipped nothing),
+    /// until it takes its next node in the same poll; when that node is a root (ready from
+    /// the run's start: no upstream ended later) and nothing but bookkeeping followed the
+    /// end (`RunState::quiet_after`), it starts then.
+    start: Option<Instant>,
+    /// Nodes it made ready and keeps for itself, run last in, first out (`ready.rs`).
+    local: VecDeque<u32>,
+    /// The current node came from the queue (it may not be queued again this run).
+    from_queue: bool,
+    /// It just spawned a driver for nodes it queued: it yields once before its next node,
+    /// so that the new driver, in this worker's LIFO slot, runs here while this one moves
+    /// to where an idle worker can take it (see `RunState::schedule`).
+    handoff: bool,
+    /// Polled inside the run's own future (`Run::poll`), not a task of its own: it runs
+    /// nodes only while they end at once and holds nothing across a `Pending`. Where a
+    /// spawned driver would wait or yield, it hands its node to a spawned driver instead
+    /// ([`migrate`](Self::migrate), [`hand_off`](Self::hand_off)) and carries on or ends.
+    embedded: bool,
+    /// Embedded: how many nodes it started; it hands off at [`INLINE_MAX`] even when the
+    /// awaiting task's coop budget is not spent (`tokio::task::unconstrained`).
+    inline: u32,
+    /// The fast path's attempt future: the current node's in `State::Attempt`, else the
+    /// last one, ended, whose box the next attempt reuses when their layouts match.
+    attempt: Option<AttemptFuture>,
+    /// The timer that wakes the driver by the cut of a policy node's first attempt that
+    /// waits, kept from one such attempt to the next and polled only by this driver's task
+    /// (`guarded::wait`); deregistered when the driver ends.
+    timer: Option<Pin<Box<Sleep>>>,
+    state: State,
+}
+
+/// The most nodes an embedded driver starts before it hands the rest of the run to spawned
+/// drivers: tokio's coop budget per poll, which an unconstrained task does not have.
+const INLINE_MAX: u32 = 128;
+
+impl<I: Send + Sync + 'static> Driver<I> {
+    /// A driver that starts with node `id` (already `RUNNING`), or, with `None`, with the
+    /// queue; `active`: its spawner counted it as an active driver.
+    pub(in crate::engine) fn new(run: Arc<RunState<I>>, id: Option<u32>, active: bool) -> Self {
+        Driver {
+            run,
+            id: id.unwrap_or(0),
+            active,
+            finished: 0,
+            start: None,
+            handoff: false,
+            embedded: false,
+            inline: 0,
+            local: VecDeque::new(),
+            from_queue: false,
+            attempt: None,
+            timer: None,
+            state: if id.is_some() {
+                State::Begin
+            } else {
+                State::Idle
+            },
+        }
+    }
+
+    /// A driver for the run's future to poll (see the `embedded` field), starting with node
+    /// `id` (already `RUNNING`); `active`: its creator counted it as an active driver;
+    /// `start`: when node `id` starts, if the creator read the clock with nothing but
+    /// bookkeeping left before the node's first poll (`None`: read when it starts).
+    pub(in crate::engine) fn embedded(
+        run: Arc<RunState<I>>,
+        id: u32,
+        active: bool,
+        start: Option<Instant>,
+    ) -> Self {
+        let mut driver = Driver::new(run, Some(id), active);
+        driver.embedded = true;
+        driver.start = start;
+        driver
+    }
+
+    pub(super) fn start(&mut self) -> Instant {
+        *self.start.get_or_insert_with(Instant::now)
+    }
+
+    /// It just spawned a driver for nodes it queued: it yields once (a spawned driver) or
+    /// hands off and ends (an embedded one), before its next node.
+    fn after_spawn(&mut self, cx: &mut Context<'_>) -> Step {
+        self.handoff = false;
+        self.start = None;
+        if self.embedded {
+            self.hand_off();
+            return ControlFlow::Break(Poll::Ready(()));
+        }
+        cx.waker().wake_by_ref();
+        ControlFlow::Break(Poll::Pending)
+    }
+
+    /// Idle: takes the next node from the queue, or ends, or waits for a pusher.
+    fn take_next(&mut self, cx: &mut Context<'_>) -> Step {
+        let Some(poll) = self.next_from_queue(cx) else {
+            return ControlFlow::Continue(());
+        };
+        if poll.is_pending() && self.embedded {
+            self.hand_off();
+            return ControlFlow::Break(Poll::Ready(()));
+        }
+        // `Drop` treats a driver not `Done` as dropped mid-run.
+        debug_assert!(poll.is_pending() || matches!(self.state, State::Done));
+        ControlFlow::Break(poll)
+    }
+
+    /// Begins the current node, if tokio's coop budget lets it: every node started spends
+    /// a unit of the task's budget, so a long chain or a long queue yields its worker now
+    /// and then (to timers, I/O and other tasks), as tokio's own resources do.
+    fn step_begin(&mut self, cx: &mut Context<'_>) -> Step {
+        match tokio::task::coop::poll_proceed(cx) {
+            Poll::Ready(coop) if self.embedded && self.inline == INLINE_MAX => {
+                drop(coop); // (not spent: the node starts elsewhere)
+                self.start = None;
+                self.hand_off();
+                return ControlFlow::Break(Poll::Ready(()));
+            }
+            Poll::Ready(coop) => {
+                coop.made_progress();
+                self.inline += u32::from(self.embedded);
+            }
+            Poll::Pending => {
+                // Time passes before the node starts: its start is read afresh.
+                self.start = None;
+                if self.embedded {
+                    self.hand_off();
+                    return ControlFlow::Break(Poll::Ready(()));
+                }
+                self.take_turns();
+                return ControlFlow::Break(Poll::Pending);
+            }
+        }
+        if self.run.core.is_cancelled() {
+            self.cancelled(false);
+        } else {
+            self.begin();
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+impl<I: Send + Sync + 'static> Future for Driver<I> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        if matches!(this.state, State::Idle) {
+            // Time passed since the end of the last node it finished.
+            this.start = None;
+        }
+        loop {
+            let step = match this.state {
+                State::Done => return Poll::Ready(()),
+                State::Idle | State::Begin if this.handoff => this.after_spawn(cx),
+                State::Idle => this.take_next(cx),
+                State::Begin => this.step_begin(cx),
+                State::Attempt(_) => this.poll_attempt(cx),
+                State::Full(_) => this.poll_full(cx),
+            };
+            if let ControlFlow::Break(poll) = step {
+                return poll;
+            }
+        }
+    }
+}
+
+impl<I: Send + Sync + 'static> Drop for Driver<I> {
+    fn drop(&mut self) {
+        // Dropped before its end (the runtime shut down): its node, and every node still
+        // queued, which no driver may be left to take, end `Cancelled`.
+        if !matches!(self.state, State::Done) {
+            self.release_held();
+            if !matches!(self.state, State::Idle) {
+                self.run.core.tokens().end(self.id, 1);
+                self.run.abandon(self.id);
+            }
+            self.state = State::Done;
+            self.attempt = None;
+            for id in std::mem::take(&mut self.local) {
+                self.run.abandon(id);
+            }
+            // A slot being written by a driver on another thread is waited for, briefly.
+            let mut busy = 0;
+            loop {
+                match self.run.core.ready().pop() {
+                    Pop::Node(id) => self.run.abandon(id),
+                    Pop::Busy if busy < 10_000 => {
+                        busy += 1;
+                        std::hint::spin_loop();
+                    }
+                    Pop::Busy | Pop::Empty => break,
+                }
+            }
+        }
+        if self.active {
+            self.active = false;
+            self.run.core.ready().leave(0);
+        }
+        self.run.release(1 + self.finished as usize);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The module doc's "fifteen words": every spawned driver is copied into its task.
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn a_driver_is_fifteen_words() {
+        assert_eq!(
+            std::mem::size_of::<super::Driver<()>>(),
+            15 * std::mem::size_of::<usize>()
+        );
+    }
+}
