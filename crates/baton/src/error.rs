@@ -246,13 +246,6 @@ pub enum NodeError {
         #[source]
         error: Option<Arc<NodeError>>,
     },
-    /// An internal invariant did not hold. This is a bug in baton; please report it with the
-    /// message.
-    #[error("internal error in baton: {message}")]
-    Internal {
-        /// What went wrong.
-        message: &'static str,
-    },
 }
 
 impl NodeError {

@@ -222,8 +222,8 @@ where
         None
     }
 
-    fn select(&self, input: &I, cx: &FetchCx<'_>) -> Option<Result<String, NodeError>> {
+    fn select(&self, input: &I, cx: &FetchCx<'_>) -> Option<String> {
         let values = U::__fetch(cx)?;
-        Some(Ok((self.select)(input, &values)))
+        Some((self.select)(input, &values))
     }
 }

@@ -45,6 +45,14 @@ impl<I: Send + Sync + 'static> RunState<I> {
         }
     }
 
+    /// Attempt `number` of node `id` ended, in any way (attempts `u32::MAX`: all of them):
+    /// the cancellation token it asked for, if any, is cancelled. Inline: on every node's
+    /// path, and nothing to do unless a task asked for a token.
+    #[inline]
+    pub(crate) fn attempt_ended(&self, id: u32, number: u32) {
+        self.core.tokens().end(id, number);
+    }
+
     /// Tells the observers attempt `number` of node `id` failed with `error`.
     pub(crate) fn attempt_failed(&self, id: u32, number: u32, error: &NodeError) {
         if self.observed() {
@@ -69,9 +77,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
     ) -> Result<AttemptFuture, NodeError> {
         let mut into = None;
         self.call_task_into(id, number, CtxCut::At(deadline), permit, &mut into)?;
-        into.ok_or(NodeError::Internal {
-            message: "the task returned no attempt",
-        })
+        let Some(attempt) = into else {
+            unreachable!("a task that was called wrote its attempt")
+        };
+        Ok(attempt)
     }
 
     /// [`call_task`](Self::call_task), with the attempt's cut as its `Ctx` gives it, and
@@ -86,18 +95,15 @@ impl<I: Send + Sync + 'static> RunState<I> {
         into: &mut Option<AttemptFuture>,
     ) -> Result<(), NodeError> {
         let Some(task) = self.graph.task(id) else {
-            return Err(NodeError::Internal {
-                message: "node index out of range",
-            });
+            unreachable!("node {id} is in its graph")
         };
         let cx = self.fetch_cx(id);
         let ctx = Ctx::new(Arc::clone(self), id, number, cut);
-        if guarded(|| task.call(ctx, &cx, permit, into))? {
-            Ok(())
-        } else {
-            Err(NodeError::Internal {
-                message: "an upstream value is missing or of another type",
-            })
-        }
+        guarded(|| {
+            // Validation checked every upstream's type, and a node runs only once each of
+            // its upstreams produced a value.
+            let called = task.call(ctx, &cx, permit, into);
+            assert!(called, "node {id}'s upstream values are present and typed");
+        })
     }
 }

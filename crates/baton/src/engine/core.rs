@@ -5,7 +5,7 @@
 
 use std::pin::Pin;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use std::task::{Context, Waker};
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ use tokio::runtime::Handle;
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
 
+use super::admission::Admission;
 use super::node::{NodeState, RunBuffers, Slot};
 use super::ready::ReadyQueue;
 use super::run::FailureMode;
@@ -24,37 +25,6 @@ use crate::orchestrator::RunKey;
 use crate::policy::deadline::{TimerHook, poll_timer};
 use crate::util::once::WriteOnce;
 use crate::util::value::Value;
-
-const NOT_ADMITTED: u8 = 0;
-const ADMITTED: u8 = 1;
-const ENDED: u8 = 2;
-
-/// The run's standing with its orchestrator: not admitted yet, admitted, or ended. Whichever
-/// of "admitted" and "ended" comes second tells the orchestrator the run ended, so it is
-/// told exactly once.
-#[derive(Debug)]
-struct Admission(AtomicU8);
-
-/// What [`RunCore::admit`] found.
-#[must_use]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Admit {
-    /// The run is admitted; its end will tell the orchestrator.
-    Admitted,
-    /// The run ended while it was being admitted (a cancel swept it): the caller tells the
-    /// orchestrator now.
-    AlreadyEnded,
-}
-
-/// What [`RunCore::end`] found.
-#[must_use]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum End {
-    /// The run was admitted: the caller tells the orchestrator it ended.
-    WasAdmitted,
-    /// Not admitted yet: whoever admits it will find it ended.
-    NotAdmitted,
-}
 
 /// What a run fixes when it starts.
 #[derive(Debug)]
@@ -163,7 +133,7 @@ impl RunCore {
             drivers: AtomicUsize::new(1),
             prefetch,
             home,
-            admission: Admission(AtomicU8::new(NOT_ADMITTED)),
+            admission: Admission::new(),
             key: WriteOnce::new(),
             uncounted: AtomicBool::new(false),
             ended: AtomicBool::new(false),
@@ -394,39 +364,17 @@ impl RunCore {
     }
 
     /// Where the orchestrator keeps the run: set once, when it admits the run, before the
-    /// run is marked admitted ([`admit`](Self::admit), whose compare-and-swap publishes it).
+    /// run is marked admitted (`Admission::admit`, whose compare-and-swap publishes it).
     #[inline]
     pub(super) fn keep(&self, key: RunKey) {
         let kept = self.key.set(key).is_ok();
         debug_assert!(kept, "a run is admitted once");
     }
 
-    /// Marks the run admitted by its orchestrator (after [`keep`](Self::keep)).
-    pub(super) fn admit(&self) -> Admit {
-        match self.admission.0.compare_exchange(
-            NOT_ADMITTED,
-            ADMITTED,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => Admit::Admitted,
-            Err(_) => Admit::AlreadyEnded,
-        }
-    }
-
-    /// The run ended (every node finalized, every driver gone).
-    pub(super) fn end(&self) -> End {
-        match self.admission.0.swap(ENDED, Ordering::AcqRel) {
-            ADMITTED => End::WasAdmitted,
-            _ => End::NotAdmitted,
-        }
-    }
-
-    /// Whether a node's outcome recorded now is counted at once: the run was admitted (or
-    /// ended, which it can only be after its nodes were recorded).
+    /// The run's standing with its orchestrator.
     #[inline]
-    pub(super) fn counts_outcomes(&self) -> bool {
-        self.admission.0.load(Ordering::Acquire) != NOT_ADMITTED
+    pub(super) fn admission(&self) -> &Admission {
+        &self.admission
     }
 
     /// Where the orchestrator keeps the run, once admitted.

@@ -153,71 +153,30 @@ async fn route<I: Send + Sync + 'static>(
     start: Instant,
 ) -> (Record, bool) {
     let core = &run.core;
-    let router = run.graph.meta.name(id);
-    let failed = |error: NodeError| {
-        let record = Record::ended(Outcome::Failed, None, Some(start), core.now());
-        (record.with_error(Some(Arc::new(error))), false)
-    };
     if core.is_cancelled() {
         run.release(run.not_taken_except(id, None, core.now()));
         return (Record::empty(Outcome::Cancelled, core.now()), false);
     }
-    let NodeKind::Router { branches } = run.graph.kind(id) else {
-        return failed(NodeError::Internal {
-            message: "router without branches",
-        });
-    };
-    let cx = run.fetch_cx(id);
-    let key = match run.graph.task(id) {
-        Some(task) => guarded(|| task.select(&run.input, &cx)).and_then(|k| {
-            k.unwrap_or(Err(NodeError::Internal {
-                message: "an upstream value is missing or of another type",
-            }))
-        }),
-        None => Err(NodeError::Internal {
-            message: "node index out of range",
-        }),
-    };
-    let key = match key {
-        Ok(key) => key,
+    let branch = match choose(run, id) {
+        Ok(branch) => branch,
         Err(error) => {
             run.release(run.not_taken_except(id, None, core.now()));
-            return failed(error);
+            let record = Record::ended(Outcome::Failed, None, Some(start), core.now());
+            return (record.with_error(Some(Arc::new(error))), false);
         }
     };
-    let Some(&(_, branch)) = branches.iter().find(|(k, _)| **k == *key) else {
-        run.release(run.not_taken_except(id, None, core.now()));
-        return failed(NodeError::UnknownBranch {
-            router: router.to_owned(),
-            key,
-            known: branches.iter().map(|(k, _)| k.to_string()).collect(),
-        });
-    };
     run.release(run.not_taken_except(id, Some(branch), core.now()));
-    let Some(hot) = core.node(branch) else {
-        return failed(NodeError::Internal {
-            message: "branch index out of range",
-        });
+    let Some(node) = core.node(branch) else {
+        unreachable!("branch {branch} is in its graph")
     };
-    if hot.claim() == Claim::Taken {
+    if node.claim() == Claim::Taken {
         // Swept by a cancellation between the choice and now.
         let record = Record::empty(Outcome::Cancelled, core.now()).started(Some(start));
         return (record, false);
     }
-    let span = trace::node_span(|| core.span(), || run.graph.meta.name(branch));
+    // Until the branch is finished below: a router dropped meanwhile ends it `Cancelled`.
     let _abandoned = BranchGuard { run, branch };
-    let branch_start = core.now();
-    // User code of the branch's policies (a retry predicate, a breaker filter) may panic: the
-    // branch fails with it, and the router with the branch, as for a task's panic.
-    // (A branch is a task node: it spawns nothing itself.)
-    let record = match AssertUnwindSafe(Box::pin(run_node(run, branch, span, branch_start, None)))
-        .catch_unwind()
-        .await
-    {
-        Ok((record, _)) => record,
-        Err(panic) => Record::ended(Outcome::Failed, None, Some(branch_start), core.now())
-            .with_error(Some(Arc::new(NodeError::from_panic(panic.as_ref())))),
-    };
+    let record = run_branch(run, branch).await;
     let (outcome, value, error) = match (&record.value, record.outcome) {
         // A branch served by its fallback makes the router `Recovered` too, with its error.
         (Some(v), Outcome::Recovered) => (
@@ -231,7 +190,7 @@ async fn route<I: Send + Sync + 'static>(
             Outcome::Failed,
             None,
             Some(Arc::new(NodeError::BranchFailed {
-                router: router.to_owned(),
+                router: run.graph.meta.name(id).to_owned(),
                 branch: run.graph.meta.name(branch).to_owned(),
                 error: record.error().cloned(),
             })),
@@ -249,9 +208,53 @@ async fn route<I: Send + Sync + 'static>(
     if let Some(next) = released.next {
         spawned |= run.schedule(next);
     }
-    debug_assert!(hot.is_done());
+    debug_assert!(node.is_done());
     let record = Record::ended(outcome, value, Some(start), core.now()).with_error(error);
     (record, spawned)
+}
+
+/// The branch router `id` chooses: its selector's key, looked up among its branches. A
+/// panicking selector, or a key no branch has, is the router's error.
+fn choose<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Result<u32, NodeError> {
+    let NodeKind::Router { branches } = run.graph.kind(id) else {
+        unreachable!("`route` runs routers")
+    };
+    let Some(task) = run.graph.task(id) else {
+        unreachable!("node {id} is in its graph")
+    };
+    let cx = run.fetch_cx(id);
+    let key = guarded(|| {
+        let key = task.select(&run.input, &cx);
+        // Validation checked every upstream's type, and a router runs only once each of
+        // its upstreams produced a value.
+        key.unwrap_or_else(|| unreachable!("router {id}'s upstream values are present"))
+    })?;
+    match branches.iter().find(|(k, _)| **k == *key) {
+        Some(&(_, branch)) => Ok(branch),
+        None => Err(NodeError::UnknownBranch {
+            router: run.graph.meta.name(id).to_owned(),
+            key,
+            known: branches.iter().map(|(k, _)| k.to_string()).collect(),
+        }),
+    }
+}
+
+/// Runs router branch `branch` (claimed) as a node of its own, to its record.
+async fn run_branch<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, branch: u32) -> Record {
+    let core = &run.core;
+    let span = trace::node_span(|| core.span(), || run.graph.meta.name(branch));
+    let start = core.now();
+    // User code of the branch's policies (a retry predicate, a breaker filter) may panic: the
+    // branch fails with it, and the router with the branch, as for a task's panic.
+    // (A branch is a task node: it spawns nothing itself.)
+    match AssertUnwindSafe(Box::pin(run_node(run, branch, span, start, None)))
+        .catch_unwind()
+        .await
+    {
+        Ok((record, _)) => record,
+        Err(panic) => Record::ended(Outcome::Failed, None, Some(start), core.now())
+            .with_error(Some(Arc::new(NodeError::from_panic(panic.as_ref())))),
+    }
 }
 
 /// Ends a router's branch `Cancelled` when the router's future is dropped while the branch

@@ -58,7 +58,7 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
     }
 
     fn attempt_ended(&self, number: u32) {
-        self.run.core.tokens().end(self.id, number);
+        self.run.attempt_ended(self.id, number);
     }
 
     fn attempt_failed(&self, number: u32, error: &NodeError) {

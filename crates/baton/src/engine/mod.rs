@@ -15,6 +15,7 @@
 //! here together; `state.rs` writes down the run's invariants, `ready.rs` the queue's
 //! protocol, `driver.rs` how nodes are run.
 
+mod admission;
 mod attempt;
 mod core;
 mod driver;

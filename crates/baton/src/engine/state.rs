@@ -32,7 +32,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::core::{Admit, End, PREFETCH_MIN_NODES, RunCore};
+use super::admission::{Admit, End};
+use super::core::{PREFETCH_MIN_NODES, RunCore};
 use super::graph::GraphInner;
 use super::node::RunBuffers;
 use super::run::{Control, FailureMode};
@@ -123,7 +124,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
     }
 
     pub(super) fn on_end(&self) {
-        if self.core.end() == End::WasAdmitted {
+        if self.core.admission().end() == End::WasAdmitted {
             self.report_end();
         }
         // Only now may the run's future resolve: whoever reads the stats or awaits an
@@ -135,7 +136,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// origin, before the first driver). If the run already ended (it was cancelled while
     /// being admitted), says so now.
     pub(super) fn mark_admitted(&self) {
-        if self.core.admit() == Admit::AlreadyEnded {
+        if self.core.admission().admit() == Admit::AlreadyEnded {
             self.report_end();
         }
     }
@@ -194,12 +195,12 @@ impl<I: Send + Sync + 'static> RunState<I> {
         if was_running {
             node.finish();
         }
-        core.tokens().end(id, u32::MAX);
+        self.attempt_ended(id, u32::MAX);
         let counters = self.graph.orchestrator.counters().local();
         // A node that did not run, recorded before its run was marked admitted (a cancel's
         // sweep), counts only if the run turns out admitted: `report_end` counts it then.
         // (A run cancelled before the orchestrator saw it submitted nothing.)
-        if was_running || core.counts_outcomes() {
+        if was_running || core.admission().counts_outcomes() {
             counters.outcome(outcome);
         } else {
             slot.mark_uncounted();

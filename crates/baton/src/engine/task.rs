@@ -62,8 +62,9 @@ pub(crate) trait ErasedTask<I>: Send + Sync + 'static {
     fn fallback(&self, node: &str, error: Arc<NodeError>) -> Option<FallbackFuture>;
 
     /// For a router: the key of the branch to run, from the run input and the upstreams'
-    /// values. `None` for other nodes, or when a value is missing.
-    fn select(&self, _input: &I, _cx: &FetchCx<'_>) -> Option<Result<String, NodeError>> {
+    /// values. `None` for other nodes, or when a value is missing (which validation rules
+    /// out).
+    fn select(&self, _input: &I, _cx: &FetchCx<'_>) -> Option<String> {
         None
     }
 }

@@ -16,6 +16,7 @@
 //! this same code, so a node and a pipeline call with the same policies behave alike.
 
 mod attempt;
+mod call;
 mod fallback;
 mod pipeline;
 mod policies;
@@ -28,9 +29,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+pub use call::{Attempt, Call};
 pub use fallback::Fallback;
 pub(crate) use fallback::Recovered;
-pub use pipeline::{Attempt, Call, Pipeline, PipelineBuilder};
+pub use pipeline::{Pipeline, PipelineBuilder};
 pub(crate) use policies::{ErrorFilter, Policies};
 pub use retry::Retry;
 

@@ -2,25 +2,21 @@
 
 use std::fmt;
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::call::{Attempt, Call, CallHost};
 use super::fallback::Recovered;
-use super::{Execution, Fallback, Host, Policies, Retry};
+use super::{ErrorFilter, Execution, Fallback, Policies, Retry};
 use crate::error::{BoxError, BuildError, NodeError};
 use crate::id::RunId;
 use crate::observe::Event;
-use crate::orchestrator::{Orchestrator, deliver};
-use crate::policy::bulkhead::BulkheadPermit;
-use crate::policy::deadline::TimerHook;
+use crate::orchestrator::{NameTaken, Orchestrator};
 use crate::policy::{Bulkhead, CircuitBreaker};
-use crate::report::{AttemptReport, Outcome};
 
 /// The policies of a graph node around a single call: attempt (bulkhead permit, task,
 /// per-attempt timeout) → retry inside a deadline budget → circuit breaker → fallback, in
@@ -69,15 +65,15 @@ pub struct Pipeline<T> {
     inner: Arc<Inner<T>>,
 }
 
-struct Inner<T> {
-    name: String,
-    policies: Policies,
-    fallback: Option<Recover<T>>,
-    orchestrator: Option<Orchestrator>,
+pub(super) struct Inner<T> {
+    pub(super) name: String,
+    pub(super) policies: Policies,
+    pub(super) fallback: Option<Recover<T>>,
+    pub(super) orchestrator: Option<Orchestrator>,
 }
 
 /// A fallback's run: the call's name and error in, its value out.
-type RecoverFuture<T> = Pin<Box<dyn Future<Output = Result<T, NodeError>> + Send>>;
+pub(super) type RecoverFuture<T> = Pin<Box<dyn Future<Output = Result<T, NodeError>> + Send>>;
 type Recover<T> = Arc<dyn Fn(&str, Arc<NodeError>) -> RecoverFuture<T> + Send + Sync>;
 
 impl<T> Clone for Pipeline<T> {
@@ -112,7 +108,7 @@ pub struct PipelineBuilder<T> {
     budget: Option<Duration>,
     min_attempt: Option<Duration>,
     breaker: Option<CircuitBreaker>,
-    breaker_ignore: Option<super::ErrorFilter>,
+    breaker_ignore: Option<ErrorFilter>,
     bulkhead: Option<Bulkhead>,
     fallback: Option<Recover<T>>,
     orchestrator: Option<Orchestrator>,
@@ -328,7 +324,7 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
 
 /// Registers the pipeline's breaker, bulkhead and retry budget in `orch`.
 fn register(orch: &Orchestrator, name: &str, policies: &Policies) -> Result<(), BuildError> {
-    let conflict = |taken: crate::orchestrator::NameTaken| BuildError::PolicyConflict {
+    let conflict = |taken: NameTaken| BuildError::PolicyConflict {
         node: name.to_owned(),
         kind: taken.kind,
         name: taken.name,
@@ -343,255 +339,4 @@ fn register(orch: &Orchestrator, name: &str, policies: &Policies) -> Result<(), 
         orch.add_retry_budget(budget).map_err(conflict)?;
     }
     Ok(())
-}
-
-/// One attempt of a pipeline call, as its task sees it.
-#[derive(Debug, Clone, Copy)]
-pub struct Attempt {
-    number: u32,
-    deadline: Option<Instant>,
-}
-
-impl Attempt {
-    /// The attempt number, starting at 1.
-    #[must_use]
-    pub fn number(&self) -> u32 {
-        self.number
-    }
-
-    /// When this attempt will be cut: the earlier of its timeout and the call's budget;
-    /// `None` when neither applies. A tokio (monotonic) instant.
-    #[must_use]
-    pub fn deadline(&self) -> Option<Instant> {
-        self.deadline
-    }
-
-    /// The time left before [`deadline`](Self::deadline) (zero once it passed); pass it
-    /// downstream as the request's timeout.
-    #[must_use]
-    pub fn remaining(&self) -> Option<Duration> {
-        self.deadline
-            .map(|d| d.saturating_duration_since(Instant::now()))
-    }
-}
-
-/// What one [`Pipeline::run`] did.
-#[derive(Debug)]
-pub struct Call<T> {
-    result: Result<T, Arc<NodeError>>,
-    recovered_from: Option<Arc<NodeError>>,
-    attempt_log: Vec<AttemptReport>,
-    attempts: u32,
-    run: RunId,
-    elapsed: Duration,
-}
-
-impl<T> Call<T> {
-    /// `Succeeded`, `Recovered` (the fallback answered) or `Failed`.
-    #[must_use]
-    pub fn outcome(&self) -> Outcome {
-        match (&self.result, &self.recovered_from) {
-            (Ok(_), None) => Outcome::Succeeded,
-            (Ok(_), Some(_)) => Outcome::Recovered,
-            (Err(_), _) => Outcome::Failed,
-        }
-    }
-
-    /// The value, from the task or the fallback.
-    #[must_use]
-    pub fn value(&self) -> Option<&T> {
-        self.result.as_ref().ok()
-    }
-
-    /// The error: why the call failed, or what the fallback recovered from.
-    #[must_use]
-    pub fn error(&self) -> Option<&NodeError> {
-        match (&self.result, &self.recovered_from) {
-            (Err(e), _) | (Ok(_), Some(e)) => Some(e),
-            (Ok(_), None) => None,
-        }
-    }
-
-    /// The value, or the error the call failed with.
-    ///
-    /// # Errors
-    /// The call's final error when no value came from the task or the fallback.
-    pub fn into_result(self) -> Result<T, Arc<NodeError>> {
-        self.result
-    }
-
-    /// How many attempts started.
-    #[must_use]
-    pub fn attempts(&self) -> u32 {
-        self.attempts
-    }
-
-    /// Each attempt's start, end, preceding backoff and error, from the call's start, when
-    /// the call retried or failed (empty after one successful attempt), as a node's.
-    #[must_use]
-    pub fn attempt_log(&self) -> &[AttemptReport] {
-        &self.attempt_log
-    }
-
-    /// The call's id: the run id its events carry.
-    #[must_use]
-    pub fn id(&self) -> RunId {
-        self.run
-    }
-
-    /// How long the call took.
-    #[must_use]
-    pub fn elapsed(&self) -> Duration {
-        self.elapsed
-    }
-}
-
-/// The onion's host for one pipeline call.
-struct CallHost<'a, T, F> {
-    inner: &'a Inner<T>,
-    task: &'a F,
-    run: RunId,
-    started: Instant,
-    attempts: AtomicU32,
-}
-
-impl<T, F> CallHost<'_, T, F> {
-    fn emit<'e>(&'e self, event: impl FnOnce(RunId, &'e str) -> Event<'e>) {
-        if let Some(orch) = &self.inner.orchestrator {
-            if !orch.observers().is_empty() {
-                deliver(orch.observers(), &event(self.run, &self.inner.name));
-            }
-        }
-    }
-
-    fn count(&self, counter: impl FnOnce(&crate::observe::stats::Stripe)) {
-        if let Some(orch) = &self.inner.orchestrator {
-            counter(orch.counters().local());
-        }
-    }
-}
-
-impl<T, F, Fut, E> Host for CallHost<'_, T, F>
-where
-    T: Send + Sync + 'static,
-    F: Fn(Attempt) -> Fut + Send + Sync,
-    Fut: Future<Output = Result<T, E>> + Send,
-    E: Into<BoxError>,
-{
-    type Value = T;
-    type Attempt = Held<Fut>;
-    type Recover = RecoverFuture<T>;
-
-    fn name(&self) -> &str {
-        &self.inner.name
-    }
-
-    fn call(
-        &self,
-        number: u32,
-        cut: Option<Instant>,
-        permit: Option<BulkheadPermit>,
-    ) -> Result<Held<Fut>, NodeError> {
-        let attempt = Attempt {
-            number,
-            deadline: cut,
-        };
-        let fut = std::panic::catch_unwind(AssertUnwindSafe(|| (self.task)(attempt)))
-            .map_err(|panic| NodeError::from_panic(panic.as_ref()))?;
-        Ok(Held { fut, permit })
-    }
-
-    fn fallback(&self, error: &Arc<NodeError>) -> Option<Self::Recover> {
-        let fallback = self.inner.fallback.as_ref()?;
-        Some(fallback(&self.inner.name, Arc::clone(error)))
-    }
-
-    fn timer_hook(&self) -> Option<&dyn TimerHook> {
-        None
-    }
-
-    fn offset(&self, at: Instant) -> Duration {
-        at.saturating_duration_since(self.started)
-    }
-
-    fn attempt_started(&self, number: u32, budget: Option<Duration>) {
-        self.attempts.fetch_add(1, Ordering::Relaxed);
-        self.count(|c| {
-            c.attempts.incr();
-            if number > 1 {
-                c.retries.incr();
-            }
-        });
-        self.emit(|run, node| Event::AttemptStarted {
-            run,
-            node,
-            attempt: number,
-            budget,
-        });
-    }
-
-    fn attempt_ended(&self, _number: u32) {}
-
-    fn attempt_failed(&self, number: u32, error: &NodeError) {
-        self.emit(|run, node| Event::AttemptFailed {
-            run,
-            node,
-            attempt: number,
-            error,
-        });
-    }
-
-    fn attempt_cut(&self, number: u32, limit: Duration) {
-        self.count(|c| c.timeouts.incr());
-        self.emit(|run, node| Event::Timeout {
-            run,
-            node,
-            attempt: number,
-            limit,
-        });
-    }
-
-    fn retry_scheduled(&self, next: u32, delay: Duration, remaining: Option<Duration>) {
-        self.emit(|run, node| Event::RetryScheduled {
-            run,
-            node,
-            attempt: next,
-            delay,
-            remaining,
-        });
-    }
-
-    fn rejected(&self) {
-        self.count(|c| c.breaker_rejections.incr());
-    }
-
-    fn fell_back(&self, error: &NodeError) {
-        self.count(|c| c.fallbacks.incr());
-        self.emit(|run, node| Event::FallbackUsed { run, node, error });
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// A pipeline attempt: the task's future, with its error boxed, holding its bulkhead
-    /// permit until it ends or is dropped.
-    pub(crate) struct Held<Fut> {
-        #[pin]
-        fut: Fut,
-        permit: Option<BulkheadPermit>,
-    }
-}
-
-impl<Fut, T, E> Future for Held<Fut>
-where
-    Fut: Future<Output = Result<T, E>>,
-    E: Into<BoxError>,
-{
-    type Output = Result<T, BoxError>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let out = std::task::ready!(this.fut.poll(cx));
-        drop(this.permit.take());
-        Poll::Ready(out.map_err(Into::into))
-    }
 }

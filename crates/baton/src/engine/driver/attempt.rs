@@ -116,7 +116,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
                 guarded::release(&self.run, self.id, held);
                 self.attempt = None;
                 self.state = State::Done;
-                self.run.core.tokens().end(self.id, u32::MAX);
+                self.run.attempt_ended(self.id, u32::MAX);
                 let start = self.start();
                 self.attempt_failed(start, NodeError::from_panic(panic.as_ref()));
             }
@@ -173,7 +173,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
             }
             Err(panic) => {
                 self.state = State::Done;
-                self.run.core.tokens().end(self.id, u32::MAX);
+                self.run.attempt_ended(self.id, u32::MAX);
                 let start = self.start();
                 self.attempt_failed(start, NodeError::from_panic(panic.as_ref()));
             }

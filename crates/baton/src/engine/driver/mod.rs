@@ -259,7 +259,7 @@ impl<I: Send + Sync + 'static> Drop for Driver<I> {
         if !matches!(self.state, State::Done) {
             self.release_held();
             if !matches!(self.state, State::Idle) {
-                self.run.core.tokens().end(self.id, 1);
+                self.run.attempt_ended(self.id, 1);
                 self.run.abandon(self.id);
             }
             self.state = State::Done;

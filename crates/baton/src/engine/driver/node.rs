@@ -74,7 +74,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
 
     pub(super) fn attempt_failed(&mut self, start: Instant, error: NodeError) {
         let run = &self.run;
-        run.core.tokens().end(self.id, 1);
+        run.attempt_ended(self.id, 1);
         run.attempt_failed(self.id, 1, &error);
         let record = Record::ended(Outcome::Failed, None, Some(start), run.core.now())
             .with_error(Some(Arc::new(error)));
@@ -129,7 +129,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
         self.release_held();
         self.state = State::Done;
         self.attempt = None;
-        self.run.core.tokens().end(self.id, 1);
+        self.run.attempt_ended(self.id, 1);
         let record = Record::empty(Outcome::Cancelled, self.run.core.now()).started(start);
         self.end(record);
     }

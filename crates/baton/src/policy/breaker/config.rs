@@ -166,113 +166,16 @@ impl CircuitBreakerBuilder {
         if self.name.is_empty() {
             return Err(BreakerConfigError::EmptyName);
         }
-        let b = || self.name.clone();
-        let zero = |field| BreakerConfigError::Zero {
-            breaker: b(),
-            field,
-        };
-        let rate_ok = |v: f64| v > 0.0 && v <= 1.0; // false for NaN
         if self.consecutive_failures == Some(0) {
-            return Err(zero("consecutive_failures"));
+            return Err(self.zero("consecutive_failures"));
         }
-        let mut window = None;
-        if let Some((threshold, w, min_calls)) = self.failure_rate {
-            if !rate_ok(threshold) {
-                return Err(BreakerConfigError::RateOutOfRange {
-                    breaker: b(),
-                    field: "failure_rate.threshold",
-                    value: threshold,
-                });
-            }
-            window = Some((w, min_calls));
-        }
-        let slow = match self.slow_calls {
-            Some((slower_than, rate)) => {
-                if slower_than.is_zero() {
-                    return Err(zero("slow_calls.slower_than"));
-                }
-                if !rate_ok(rate) {
-                    return Err(BreakerConfigError::RateOutOfRange {
-                        breaker: b(),
-                        field: "slow_calls.rate",
-                        value: rate,
-                    });
-                }
-                window.get_or_insert((DEFAULT_WINDOW, DEFAULT_MIN_CALLS));
-                Some(SlowRule { slower_than, rate })
-            }
-            None => None,
-        };
-        let rates = match window {
-            None => None,
-            Some((w, min_calls)) => {
-                if min_calls == 0 {
-                    return Err(zero("failure_rate.min_calls"));
-                }
-                match w {
-                    BreakerWindow::Count(0) => return Err(zero("failure_rate.window")),
-                    BreakerWindow::Count(n) if n > MAX_COUNT_WINDOW => {
-                        return Err(BreakerConfigError::TooLarge {
-                            breaker: b(),
-                            field: "failure_rate.window",
-                            value: u64::from(n),
-                            max: u64::from(MAX_COUNT_WINDOW),
-                        });
-                    }
-                    BreakerWindow::Count(n) if min_calls > n => {
-                        return Err(BreakerConfigError::MinCallsExceedWindow {
-                            breaker: b(),
-                            min_calls,
-                            window: n,
-                        });
-                    }
-                    BreakerWindow::Time(d) if d.is_zero() => {
-                        return Err(zero("failure_rate.window"));
-                    }
-                    _ => {}
-                }
-                Some(RateRules {
-                    window: w,
-                    min_calls,
-                    failure_rate: self.failure_rate.map(|(t, _, _)| t),
-                    slow,
-                })
-            }
-        };
+        let rates = self.rate_rules()?;
         let consecutive_failures = match (self.consecutive_failures, &rates) {
             (Some(n), _) => Some(n),
             (None, None) => Some(5),
             (None, Some(_)) => None,
         };
-        if let Some((multiplier, max)) = self.growth {
-            if !(multiplier.is_finite() && multiplier >= 1.0) {
-                return Err(BreakerConfigError::InvalidMultiplier {
-                    breaker: b(),
-                    value: multiplier,
-                });
-            }
-            if max < self.open_duration {
-                return Err(BreakerConfigError::GrowthCapBelowOpenDuration {
-                    breaker: b(),
-                    max,
-                    open_duration: self.open_duration,
-                });
-            }
-        }
-        if self.half_open_probes == 0 {
-            return Err(zero("half_open_probes"));
-        }
-        if self.half_open_probes > MAX_PROBES {
-            return Err(BreakerConfigError::TooLarge {
-                breaker: b(),
-                field: "half_open_probes",
-                value: u64::from(self.half_open_probes),
-                max: u64::from(MAX_PROBES),
-            });
-        }
-        if self.half_open_max_wait.is_zero() {
-            return Err(zero("half_open_max_wait"));
-        }
+        self.check_recovery()?;
         Ok(Config {
             consecutive_failures,
             rates,
@@ -281,6 +184,115 @@ impl CircuitBreakerBuilder {
             half_open_probes: self.half_open_probes,
             half_open_max_wait: self.half_open_max_wait,
         })
+    }
+
+    /// The error for a `field` that must not be zero.
+    fn zero(&self, field: &'static str) -> BreakerConfigError {
+        BreakerConfigError::Zero {
+            breaker: self.name.clone(),
+            field,
+        }
+    }
+
+    /// The error for a rate `field` outside `(0, 1]`, if `value` is (NaN included).
+    fn rate(&self, field: &'static str, value: f64) -> Result<(), BreakerConfigError> {
+        if value > 0.0 && value <= 1.0 {
+            return Ok(());
+        }
+        Err(BreakerConfigError::RateOutOfRange {
+            breaker: self.name.clone(),
+            field,
+            value,
+        })
+    }
+
+    /// The failure-rate and slow-call rules, validated, with their window; `None` without
+    /// either rule.
+    fn rate_rules(&self) -> Result<Option<RateRules>, BreakerConfigError> {
+        let mut window = None;
+        if let Some((threshold, w, min_calls)) = self.failure_rate {
+            self.rate("failure_rate.threshold", threshold)?;
+            window = Some((w, min_calls));
+        }
+        let slow = match self.slow_calls {
+            Some((slower_than, rate)) => {
+                if slower_than.is_zero() {
+                    return Err(self.zero("slow_calls.slower_than"));
+                }
+                self.rate("slow_calls.rate", rate)?;
+                window.get_or_insert((DEFAULT_WINDOW, DEFAULT_MIN_CALLS));
+                Some(SlowRule { slower_than, rate })
+            }
+            None => None,
+        };
+        let Some((w, min_calls)) = window else {
+            return Ok(None);
+        };
+        if min_calls == 0 {
+            return Err(self.zero("failure_rate.min_calls"));
+        }
+        match w {
+            BreakerWindow::Count(0) => return Err(self.zero("failure_rate.window")),
+            BreakerWindow::Count(n) if n > MAX_COUNT_WINDOW => {
+                return Err(BreakerConfigError::TooLarge {
+                    breaker: self.name.clone(),
+                    field: "failure_rate.window",
+                    value: u64::from(n),
+                    max: u64::from(MAX_COUNT_WINDOW),
+                });
+            }
+            BreakerWindow::Count(n) if min_calls > n => {
+                return Err(BreakerConfigError::MinCallsExceedWindow {
+                    breaker: self.name.clone(),
+                    min_calls,
+                    window: n,
+                });
+            }
+            BreakerWindow::Time(d) if d.is_zero() => {
+                return Err(self.zero("failure_rate.window"));
+            }
+            _ => {}
+        }
+        Ok(Some(RateRules {
+            window: w,
+            min_calls,
+            failure_rate: self.failure_rate.map(|(t, _, _)| t),
+            slow,
+        }))
+    }
+
+    /// Checks the open duration's growth and the half-open settings.
+    fn check_recovery(&self) -> Result<(), BreakerConfigError> {
+        if let Some((multiplier, max)) = self.growth {
+            if !(multiplier.is_finite() && multiplier >= 1.0) {
+                return Err(BreakerConfigError::InvalidMultiplier {
+                    breaker: self.name.clone(),
+                    value: multiplier,
+                });
+            }
+            if max < self.open_duration {
+                return Err(BreakerConfigError::GrowthCapBelowOpenDuration {
+                    breaker: self.name.clone(),
+                    max,
+                    open_duration: self.open_duration,
+                });
+            }
+        }
+        if self.half_open_probes == 0 {
+            return Err(self.zero("half_open_probes"));
+        }
+        if self.half_open_probes > MAX_PROBES {
+            return Err(BreakerConfigError::TooLarge {
+                breaker: self.name.clone(),
+                field: "half_open_probes",
+                value: u64::from(self.half_open_probes),
+                max: u64::from(MAX_PROBES),
+            });
+        }
+        if self.half_open_max_wait.is_zero() {
+            return Err(self.zero("half_open_max_wait"));
+        }
+        Ok(())
     }
 }
 

@@ -45,33 +45,10 @@ use super::permit::{Outcome, Permit, Ticket};
 use super::window::Window;
 use crate::util::sync::{Atomic, Lock, SyncFamily};
 
-const FREE_MASK: u64 = 0xFFFF;
-const KIND_SHIFT: u32 = 16;
-const GEN_SHIFT: u32 = 18;
-const GEN_MASK: u64 = (1 << 46) - 1;
-const TAG_MASK: u64 = 0xFFFF;
-const MAX_MICROS: u64 = (1 << 48) - 1;
-
-const CLOSED: u64 = 0;
-const OPEN: u64 = 1;
-const HALF_OPEN: u64 = 2;
-
-fn pack(kind: u64, generation: u64, free: u32) -> u64 {
-    ((generation & GEN_MASK) << GEN_SHIFT) | (kind << KIND_SHIFT) | (u64::from(free) & FREE_MASK)
-}
-fn kind_of(word: u64) -> u64 {
-    (word >> KIND_SHIFT) & 0b11
-}
-fn gen_of(word: u64) -> u64 {
-    word >> GEN_SHIFT
-}
-fn state_of(kind: u64) -> BreakerState {
-    match kind {
-        CLOSED => BreakerState::Closed,
-        OPEN => BreakerState::Open,
-        _ => BreakerState::HalfOpen,
-    }
-}
+use super::word::{
+    CLOSED, FREE_MASK, GEN_MASK, HALF_OPEN, LazyNow, MAX_MICROS, OPEN, TAG_MASK, add, gen_of,
+    kind_of, pack, state_of,
+};
 
 /// The fields behind the mutex.
 struct Core {
@@ -503,37 +480,6 @@ impl<S: SyncFamily> Machine<S> {
             .unwrap_or(u64::MAX)
             .min(MAX_MICROS)
     }
-}
-
-/// The clock, read at most once and only if needed.
-struct LazyNow<F> {
-    clock: Option<F>,
-    now: Option<Instant>,
-}
-
-impl<F: FnOnce() -> Instant> LazyNow<F> {
-    fn new(clock: F) -> Self {
-        LazyNow {
-            clock: Some(clock),
-            now: None,
-        }
-    }
-
-    fn get(&mut self) -> Instant {
-        match (self.now, self.clock.take()) {
-            (Some(now), _) => now,
-            (None, Some(clock)) => *self.now.insert(clock()),
-            // Unreachable: the clock is only taken when `now` is set.
-            (None, None) => Instant::now(),
-        }
-    }
-}
-
-/// `t + d`, saturating instead of panicking on overflow.
-fn add(t: Instant, d: Duration) -> Instant {
-    t.checked_add(d)
-        .or_else(|| t.checked_add(Duration::from_secs(u64::from(u32::MAX))))
-        .unwrap_or(t)
 }
 
 #[cfg(test)]

@@ -75,6 +75,7 @@ mod machine;
 mod permit;
 
 mod window;
+mod word;
 
 use std::fmt;
 use std::sync::Arc;

@@ -1,0 +1,179 @@
+//! The orchestrator: the long-lived owner of what outlives a run — the registries of circuit
+//! breakers, bulkheads and retry budgets shared by name, the observers, the statistics, and
+//! the runs in flight (for `cancel_all` and `shutdown`; seed 002 §18).
+//!
+//! Names identify downstreams: every node, in any graph built from one orchestrator and in
+//! any run, that names the breaker `inventory` uses the same breaker, so its state reflects
+//! every call to the inventory service (seed 000: "one guard per downstream").
+
+mod registry;
+mod runs;
+
+use std::fmt;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
+
+pub use registry::NameTaken;
+use registry::Registry;
+pub(crate) use runs::RunKey;
+pub use runs::ShutdownReport;
+use runs::{RunsShard, SHARDS};
+
+use crate::error::CancelReason;
+use crate::observe::stats::Counters;
+use crate::observe::{Event, Observer, Stats};
+use crate::policy::Bulkhead;
+
+/// A run in flight, as the orchestrator holds it: something it can cancel. The engine
+/// implements it.
+pub(crate) trait InFlight: Send + Sync + 'static {
+    /// Cancels the run for `reason` (nothing if it ended).
+    fn cancel(&self, reason: CancelReason);
+}
+
+/// Owns the breaker, bulkhead and retry-budget registries, the observers, the statistics and
+/// the lifecycle of its runs; cheap to clone (`Arc`).
+///
+/// Build graphs from it with [`Orchestrator::graph`] so that they share all of that.
+/// [`Graph::builder`](crate::Graph::builder) uses a fresh orchestrator of its own.
+#[derive(Clone)]
+pub struct Orchestrator {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    registry: Mutex<Registry>,
+    observers: Box<[Arc<dyn Observer>]>,
+    counters: Counters,
+    accepting: AtomicBool,
+    runs: [Mutex<RunsShard>; SHARDS],
+    /// Runs being admitted or admitted, and not ended: what `shutdown` waits on (`idle`).
+    /// A run counts here before the orchestrator checks that it accepts runs (see `leave`),
+    /// so a run it refuses counts for a moment too.
+    in_flight: AtomicUsize,
+    /// Admitted runs that ended while the orchestrator refused new runs (the low 32 bits),
+    /// and those of them that a shutdown cancelled (the high 32 bits): what
+    /// [`ShutdownReport`] counts, as the difference over one shutdown. One word, so that a
+    /// shutdown reads both counts at once; counted only then, so that a run's end costs no
+    /// shared write otherwise.
+    ended_in_shutdown: AtomicU64,
+    idle: Notify,
+}
+
+impl Default for Orchestrator {
+    fn default() -> Self {
+        Orchestrator::builder().build()
+    }
+}
+
+impl fmt::Debug for Orchestrator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let r = self.registry();
+        f.debug_struct("Orchestrator")
+            .field("breakers", &r.breakers.keys().collect::<Vec<_>>())
+            .field("bulkheads", &r.bulkheads.keys().collect::<Vec<_>>())
+            .field("retry_budgets", &r.budgets.keys().collect::<Vec<_>>())
+            .field("observers", &self.inner.observers.len())
+            .field("runs_in_flight", &self.runs_in_flight())
+            .field("accepting", &self.inner.accepting.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// Configures an [`Orchestrator`]; from [`Orchestrator::builder`].
+///
+/// # Defaults
+/// - observers: none.
+#[derive(Default)]
+#[must_use = "call `.build()` to get the orchestrator"]
+pub struct OrchestratorBuilder {
+    observers: Vec<Arc<dyn Observer>>,
+}
+
+impl fmt::Debug for OrchestratorBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OrchestratorBuilder")
+            .field("observers", &self.observers.len())
+            .finish()
+    }
+}
+
+impl OrchestratorBuilder {
+    /// Adds an observer that receives every event of every run (see
+    /// [`observe`](crate::observe)). Observers are called in the order they were added.
+    pub fn observer(mut self, observer: impl Observer) -> Self {
+        self.observers.push(Arc::new(observer));
+        self
+    }
+
+    /// Builds the orchestrator.
+    #[must_use]
+    pub fn build(self) -> Orchestrator {
+        Orchestrator {
+            inner: Arc::new(Inner {
+                registry: Mutex::default(),
+                observers: self.observers.into_boxed_slice(),
+                counters: Counters::default(),
+                accepting: AtomicBool::new(true),
+                runs: std::array::from_fn(|_| Mutex::default()),
+                in_flight: AtomicUsize::new(0),
+                ended_in_shutdown: AtomicU64::new(0),
+                idle: Notify::new(),
+            }),
+        }
+    }
+}
+
+impl Orchestrator {
+    /// An orchestrator with empty registries and no observers.
+    #[must_use]
+    pub fn new() -> Self {
+        Orchestrator::default()
+    }
+
+    /// Configures an orchestrator (observers).
+    pub fn builder() -> OrchestratorBuilder {
+        OrchestratorBuilder::default()
+    }
+
+    /// A snapshot of the statistics (counters since creation or the last
+    /// [`reset_stats`](Self::reset_stats), gauges now, and the current tokio runtime's
+    /// metrics when called inside one). `Display` prints the one-line panel.
+    #[must_use]
+    pub fn stats(&self) -> Stats {
+        let waiters = self
+            .registry()
+            .bulkheads
+            .values()
+            .map(Bulkhead::waiting)
+            .sum();
+        self.inner.counters.snapshot(waiters)
+    }
+
+    /// Sets every counter back to zero (gauges are live values and are kept).
+    pub fn reset_stats(&self) {
+        self.inner.counters.reset();
+    }
+
+    pub(crate) fn observers(&self) -> &[Arc<dyn Observer>] {
+        &self.inner.observers
+    }
+
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.inner.counters
+    }
+}
+
+/// Delivers `event` to each observer in order; a panicking observer is caught and logged.
+pub(crate) fn deliver(observers: &[Arc<dyn Observer>], event: &Event<'_>) {
+    for observer in observers {
+        if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(|| observer.on_event(event)))
+        {
+            let message = crate::error::NodeError::from_panic(panic.as_ref());
+            tracing::error!(%message, "observer panicked; event dropped for it");
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! The runs in flight of an orchestrator: admitting them, their end, and cancelling them
+//! all or shutting down.
+
+use std::sync::atomic::Ordering;
+use std::sync::{MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use super::{InFlight, Orchestrator};
+use crate::error::CancelReason;
+
+pub(super) const SHARDS: usize = 16;
+
+/// Runs in flight of one shard: a slab, so that admitting a run and ending it cost a push
+/// and a pop (a free slot's index), not a hash-table insert and remove. The run keeps its
+/// slot's index ([`RunKey`]). It keeps the size of its busiest moment (as the hash table
+/// did): `cancel_all` and `shutdown` scan that many slots.
+#[derive(Default)]
+pub(super) struct RunsShard {
+    slots: Vec<Option<Weak<dyn InFlight>>>,
+    free: Vec<u32>,
+}
+
+impl RunsShard {
+    /// Keeps `run`; its slot's index.
+    fn insert(&mut self, run: Weak<dyn InFlight>) -> u32 {
+        if let Some(i) = self.free.pop() {
+            if let Some(slot) = self.slots.get_mut(i as usize) {
+                *slot = Some(run);
+                return i;
+            }
+        }
+        self.slots.push(Some(run));
+        (self.slots.len() - 1) as u32
+    }
+
+    /// Forgets the run in slot `i` (nothing if it is empty).
+    fn remove(&mut self, i: u32) {
+        if let Some(slot) = self.slots.get_mut(i as usize) {
+            if slot.take().is_some() {
+                self.free.push(i);
+            }
+        }
+    }
+
+    fn runs(&self) -> impl Iterator<Item = &Weak<dyn InFlight>> {
+        self.slots.iter().flatten()
+    }
+}
+
+/// Where the orchestrator keeps an admitted run: its shard and its slot there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RunKey {
+    shard: u32,
+    slot: u32,
+}
+
+/// What [`Orchestrator::shutdown`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Runs in flight when the shutdown began that ended without being cancelled by it
+    /// (within the grace period, or as the cancel came).
+    pub finished: usize,
+    /// Runs still in flight when the grace period ended that the shutdown cancelled (or a
+    /// shutdown overlapping it did): their futures end with
+    /// [`RunError::Cancelled`](crate::RunError::Cancelled), reason
+    /// [`CancelReason::Shutdown`].
+    pub cancelled: usize,
+}
+
+impl Orchestrator {
+    /// How many runs have started and not finished. (A run being admitted counts for an
+    /// instant before the orchestrator checks that it accepts runs, and may still be
+    /// refused; a refused run is in no [`ShutdownReport`] count.)
+    #[must_use]
+    pub fn runs_in_flight(&self) -> usize {
+        self.inner.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) was called: new runs are refused with
+    /// [`RunError::ShuttingDown`](crate::RunError::ShuttingDown).
+    #[must_use]
+    pub fn is_shutting_down(&self) -> bool {
+        !self.inner.accepting.load(Ordering::SeqCst)
+    }
+
+    /// Cancels every run in flight (each ends with
+    /// [`RunError::Cancelled`](crate::RunError::Cancelled), reason
+    /// [`CancelReason::CancelAll`]); returns how many runs it found in flight (a run that
+    /// ended meanwhile, or was being refused during a shutdown, is among them). New runs
+    /// are still accepted.
+    #[allow(
+        clippy::must_use_candidate,
+        reason = "cancelling is the point; the count is informational"
+    )]
+    pub fn cancel_all(&self) -> usize {
+        self.cancel_runs(CancelReason::CancelAll)
+    }
+
+    fn cancel_runs(&self, reason: CancelReason) -> usize {
+        let mut runs = Vec::new();
+        for shard in &self.inner.runs {
+            let shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
+            runs.extend(shard.runs().filter_map(Weak::upgrade));
+        }
+        // Cancelling fires callbacks: never while holding a lock.
+        for run in &runs {
+            run.cancel(reason.clone());
+        }
+        runs.len()
+    }
+
+    /// Stops accepting runs (a new run fails at once with
+    /// [`RunError::ShuttingDown`](crate::RunError::ShuttingDown)), waits up to `grace` for
+    /// the runs in flight to finish, then cancels the rest and waits for them to wind down.
+    ///
+    /// Cancel-safe: dropping the future leaves the orchestrator refusing new runs, with the
+    /// runs in flight running on.
+    ///
+    /// The report counts the runs that ended after the orchestrator stopped accepting runs
+    /// and before the call returned: cancelled by a shutdown, or not. A run refused
+    /// meanwhile is in neither count. Two shutdowns that overlap both count the runs
+    /// either cancelled. The call returns only when every run has ended: a node that
+    /// never yields after the cancel holds it up.
+    pub async fn shutdown(&self, grace: Duration) -> ShutdownReport {
+        let inner = &self.inner;
+        let before = inner.ended_in_shutdown.load(Ordering::SeqCst);
+        inner.accepting.store(false, Ordering::SeqCst);
+        let _ = tokio::time::timeout(grace, self.idle()).await;
+        if inner.in_flight.load(Ordering::SeqCst) > 0 {
+            self.cancel_runs(CancelReason::Shutdown);
+            self.idle().await;
+        }
+        // Every run admitted before the store above has ended (`idle`) and counted itself
+        // first (`run_ended`): a run that ended after the store saw it, one that did not
+        // ended before the shutdown began.
+        let after = inner.ended_in_shutdown.load(Ordering::SeqCst);
+        let ended = (after & u64::from(u32::MAX)).wrapping_sub(before & u64::from(u32::MAX));
+        let cancelled = (after >> 32).wrapping_sub(before >> 32);
+        ShutdownReport {
+            finished: usize::try_from(ended.saturating_sub(cancelled)).unwrap_or(usize::MAX),
+            cancelled: usize::try_from(cancelled).unwrap_or(usize::MAX),
+        }
+    }
+
+    /// Resolves when no run is in flight.
+    async fn idle(&self) {
+        loop {
+            let notified = self.inner.idle.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            // `SeqCst`, not `runs_in_flight`'s acquire: see `leave`.
+            if self.inner.in_flight.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Admits a run that is starting: where it is kept, or `None` when shutting down
+    /// (nothing is kept then). `seq` (the run's sequence number) picks the shard.
+    pub(crate) fn admit(&self, run: Weak<dyn InFlight>, seq: u64, nodes: usize) -> Option<RunKey> {
+        let inner = &self.inner;
+        let shard = (seq % SHARDS as u64) as u32;
+        let slot = self.shard(shard).insert(run);
+        let key = RunKey { shard, slot };
+        inner.in_flight.fetch_add(1, Ordering::SeqCst);
+        if !inner.accepting.load(Ordering::SeqCst) {
+            self.shard(shard).remove(slot);
+            self.leave();
+            inner.counters.local().runs_rejected.incr();
+            return None;
+        }
+        let c = inner.counters.local();
+        c.runs_started.incr();
+        c.runs_in_flight.incr();
+        c.nodes_submitted.add(nodes as i64);
+        Some(key)
+    }
+
+    /// A run admitted by [`admit`](Self::admit), kept at `key`, ended; `by_shutdown`: it
+    /// was cancelled by a shutdown. Counted before `leave`, so that a shutdown that sees no
+    /// run in flight finds it counted.
+    pub(crate) fn run_ended(&self, key: RunKey, by_shutdown: bool) {
+        let inner = &self.inner;
+        self.shard(key.shard).remove(key.slot);
+        if !inner.accepting.load(Ordering::SeqCst) {
+            let by_shutdown = if by_shutdown { 1 << 32 } else { 0 };
+            inner
+                .ended_in_shutdown
+                .fetch_add(1 | by_shutdown, Ordering::SeqCst);
+        }
+        let c = inner.counters.local();
+        c.runs_finished.incr();
+        c.runs_in_flight.decr();
+        self.leave();
+    }
+
+    /// A run admitted by [`admit`](Self::admit) is no longer in flight. Only `shutdown`
+    /// waits for none to be (`idle`), and only after it stopped accepting: while the
+    /// orchestrator accepts, nobody is told (`notify_waiters` takes a lock, on every run
+    /// that ends with no other in flight). Both sides are `SeqCst`: if this reads
+    /// "accepting", the shutdown's store comes later in their total order, and so does its
+    /// read of `in_flight`, which sees this decrement.
+    fn leave(&self) {
+        let inner = &self.inner;
+        if inner.in_flight.fetch_sub(1, Ordering::SeqCst) == 1
+            && !inner.accepting.load(Ordering::SeqCst)
+        {
+            inner.idle.notify_waiters();
+        }
+    }
+
+    fn shard(&self, shard: u32) -> MutexGuard<'_, RunsShard> {
+        self.inner.runs[shard as usize % SHARDS]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Weak;
+
+    use super::RunsShard;
+    use crate::error::CancelReason;
+    use crate::orchestrator::InFlight;
+
+    struct Idle;
+
+    impl InFlight for Idle {
+        fn cancel(&self, _: CancelReason) {}
+    }
+
+    fn run() -> Weak<dyn InFlight> {
+        Weak::<Idle>::new() as Weak<dyn InFlight>
+    }
+
+    /// A slot freed by a run that ended is the next one taken, removing an empty slot (or
+    /// one out of range) changes nothing, so no slot is on the free list twice, and only
+    /// kept runs are listed. (The scheduler removes each run once: a second removal after
+    /// the slot was reused would take another run's.)
+    #[test]
+    fn the_runs_slab_reuses_freed_slots_once() {
+        let mut shard = RunsShard::default();
+        let (a, b, c) = (
+            shard.insert(run()),
+            shard.insert(run()),
+            shard.insert(run()),
+        );
+        assert_eq!((a, b, c), (0, 1, 2));
+        shard.remove(b);
+        shard.remove(b);
+        shard.remove(7);
+        assert_eq!(shard.runs().count(), 2);
+        assert_eq!(shard.insert(run()), b, "the freed slot");
+        assert_eq!(shard.insert(run()), 3, "no slot freed twice");
+        assert_eq!(shard.runs().count(), 4);
+    }
+}

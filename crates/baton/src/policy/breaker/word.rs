@@ -1,0 +1,67 @@
+//! The breaker's packed state word (generation, kind, free probe slots), its lazy clock
+//! and saturating instant arithmetic.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::events::BreakerState;
+
+pub(super) const FREE_MASK: u64 = 0xFFFF;
+const KIND_SHIFT: u32 = 16;
+const GEN_SHIFT: u32 = 18;
+pub(super) const GEN_MASK: u64 = (1 << 46) - 1;
+pub(super) const TAG_MASK: u64 = 0xFFFF;
+pub(super) const MAX_MICROS: u64 = (1 << 48) - 1;
+
+pub(super) const CLOSED: u64 = 0;
+pub(super) const OPEN: u64 = 1;
+pub(super) const HALF_OPEN: u64 = 2;
+
+pub(super) fn pack(kind: u64, generation: u64, free: u32) -> u64 {
+    ((generation & GEN_MASK) << GEN_SHIFT) | (kind << KIND_SHIFT) | (u64::from(free) & FREE_MASK)
+}
+pub(super) fn kind_of(word: u64) -> u64 {
+    (word >> KIND_SHIFT) & 0b11
+}
+pub(super) fn gen_of(word: u64) -> u64 {
+    word >> GEN_SHIFT
+}
+pub(super) fn state_of(kind: u64) -> BreakerState {
+    match kind {
+        CLOSED => BreakerState::Closed,
+        OPEN => BreakerState::Open,
+        _ => BreakerState::HalfOpen,
+    }
+}
+
+/// The clock, read at most once and only if needed.
+pub(super) struct LazyNow<F> {
+    clock: Option<F>,
+    now: Option<Instant>,
+}
+
+impl<F: FnOnce() -> Instant> LazyNow<F> {
+    pub(super) fn new(clock: F) -> Self {
+        LazyNow {
+            clock: Some(clock),
+            now: None,
+        }
+    }
+
+    pub(super) fn get(&mut self) -> Instant {
+        match (self.now, self.clock.take()) {
+            (Some(now), _) => now,
+            (None, Some(clock)) => *self.now.insert(clock()),
+            // Unreachable: the clock is only taken when `now` is set.
+            (None, None) => Instant::now(),
+        }
+    }
+}
+
+/// `t + d`, saturating instead of panicking on overflow.
+pub(super) fn add(t: Instant, d: Duration) -> Instant {
+    t.checked_add(d)
+        .or_else(|| t.checked_add(Duration::from_secs(u64::from(u32::MAX))))
+        .unwrap_or(t)
+}
