@@ -1,0 +1,486 @@
+//! A graph node and a pipeline call with the same policies behave alike: every scenario
+//! here runs both ways, on the paused clock, and compares what each did (outcome, value,
+//! attempts, attempt log, error, timing, events).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use baton::{
+    Backoff, BoxError, Bulkhead, CircuitBreaker, Event, Fallback, NodeError,
+    Orchestrator, Outcome, Pipeline, Retry, RetryBudget,
+};
+use tokio::time::{Instant, sleep};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// What one attempt of the task does.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// Answers at once.
+    Value(u32),
+    /// Fails at once.
+    Fail,
+    /// Panics at once.
+    Panic,
+    /// Waits this long, then takes the next step.
+    Wait(u64, &'static Step),
+}
+
+const VALUE: Step = Step::Value(7);
+const FAIL: Step = Step::Fail;
+
+impl Step {
+    async fn run(self) -> Result<u32, BoxError> {
+        let mut step = self;
+        loop {
+            match step {
+                Step::Value(v) => return Ok(v),
+                Step::Fail => return Err("downstream 503".into()),
+                Step::Panic => panic!("bug in the task"),
+                Step::Wait(n, then) => {
+                    sleep(ms(n)).await;
+                    step = *then;
+                }
+            }
+        }
+    }
+}
+
+/// The policies of one scenario; breakers and bulkheads are made afresh for each side.
+#[derive(Clone, Default)]
+struct Spec {
+    timeout: Option<Duration>,
+    retry: Option<Retry>,
+    budget: Option<Duration>,
+    min_attempt: Option<Duration>,
+    breaker: Option<u32>,
+    ignore_failures: bool,
+    bulkhead: Option<(usize, Duration)>,
+    fallback: Option<fn() -> Fallback<u32>>,
+    /// Steps of attempts 1, 2, …; the last repeats.
+    steps: Vec<Step>,
+    /// Calls made one after the other (the same breaker sees them all).
+    calls: usize,
+    /// A call that holds the bulkhead's only permit this long, alongside the first call.
+    holder: Option<u64>,
+}
+
+/// What one call (or run) did, as both sides report it.
+#[derive(Debug, Clone, PartialEq)]
+struct Seen {
+    outcome: Outcome,
+    value: Option<u32>,
+    attempts: u32,
+    /// (start, end, delay before, error) per logged attempt, in ms.
+    log: Vec<(u128, u128, u128, Option<String>)>,
+    error: Option<String>,
+    took: Duration,
+    events: Vec<String>,
+}
+
+fn breaker(threshold: u32) -> CircuitBreaker {
+    CircuitBreaker::builder("downstream")
+        .consecutive_failures(threshold)
+        .open_duration(Duration::from_secs(5))
+        .build()
+        .expect("a valid breaker")
+}
+
+/// An orchestrator whose observer keeps each node-level event's text.
+fn observed() -> (Orchestrator, Arc<Mutex<Vec<String>>>) {
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&events);
+    let orch = Orchestrator::builder()
+        .observer(move |e: &Event<'_>| match e {
+            Event::RunStarted { .. } | Event::RunFinished { .. } => {}
+            Event::BreakerTransition(t) => {
+                seen.lock().unwrap().push(format!("breaker {} -> {}", t.from(), t.to()));
+            }
+            other => seen.lock().unwrap().push(other.to_string()),
+        })
+        .build();
+    (orch, events)
+}
+
+/// The task of `spec`: attempt `n` takes step `n` (the last repeats); counts its calls.
+fn task(spec: &Spec, calls: &Arc<AtomicU32>, attempt: u32) -> impl Future<Output = Result<u32, BoxError>> + use<> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    let at = (attempt as usize - 1).min(spec.steps.len() - 1);
+    spec.steps[at].run()
+}
+
+/// An error and its sources, joined by `: `.
+fn chain(error: &NodeError) -> String {
+    let mut parts = vec![error.to_string()];
+    let mut source = std::error::Error::source(error);
+    while let Some(e) = source {
+        parts.push(e.to_string());
+        source = e.source();
+    }
+    parts.join(": ")
+}
+
+fn log_of(log: &[baton::AttemptReport]) -> Vec<(u128, u128, u128, Option<String>)> {
+    log.iter()
+        .map(|a| {
+            (
+                a.start.as_millis(),
+                a.end.as_millis(),
+                a.delay_before.as_millis(),
+                a.error.clone(),
+            )
+        })
+        .collect()
+}
+
+/// Runs `spec` as a graph of one node (and, with a holder, a second node holding the
+/// bulkhead), once per call.
+async fn as_node(spec: &Spec) -> Vec<Seen> {
+    let (orch, events) = observed();
+    let breaker = spec.breaker.map(breaker);
+    let bulkhead = spec.bulkhead.map(|(n, wait)| Bulkhead::new("pool", n, wait));
+    let calls = Arc::new(AtomicU32::new(0));
+    let mut g = orch.graph::<()>();
+    // Declared first: it takes the bulkhead's permit first, as the pipeline's holder does.
+    let holder = match (spec.holder, &bulkhead) {
+        (Some(hold), Some(b)) => Some(
+            g.node::<u32>("holder")
+                .bulkhead(b)
+                .task(move |_ctx, ()| async move {
+                    sleep(ms(hold)).await;
+                    Ok::<u32, BoxError>(0)
+                }),
+        ),
+        _ => None,
+    };
+    let mut node = g.node::<u32>("downstream");
+    if let Some(t) = spec.timeout {
+        node = node.timeout(t);
+    }
+    if let Some(r) = &spec.retry {
+        node = node.retry(r.clone());
+    }
+    if let Some(b) = spec.budget {
+        node = node.budget(b);
+    }
+    if let Some(m) = spec.min_attempt {
+        node = node.min_attempt_time(m);
+    }
+    if let Some(b) = &breaker {
+        node = node.breaker(b);
+    }
+    if spec.ignore_failures {
+        node = node.breaker_ignore(|e| e.task_error().is_some());
+    }
+    if let Some(b) = &bulkhead {
+        node = node.bulkhead(b);
+    }
+    if let Some(f) = spec.fallback {
+        node = node.fallback(f());
+    }
+    let s = spec.clone();
+    let counted = Arc::clone(&calls);
+    let handle = node.task(move |ctx, ()| task(&s, &counted, ctx.attempt()));
+    let graph = g.build().expect("a valid graph");
+    let mut seen = Vec::new();
+    for _ in 0..spec.calls.max(1) {
+        events.lock().unwrap().clear();
+        let started = Instant::now();
+        let report = graph.run(()).await.expect("preserve-partial");
+        let n = report.node(handle).expect("the node");
+        let mut evs = events.lock().unwrap().clone();
+        if let Some(h) = holder {
+            let holder = report.node(h).expect("the holder").name().to_owned();
+            evs.retain(|e| !e.contains(&format!("`{holder}`")));
+        }
+        seen.push(Seen {
+            outcome: n.outcome(),
+            value: report.get(handle).copied(),
+            attempts: n.attempts(),
+            log: log_of(n.attempt_log()),
+            error: n.error().map(chain),
+            took: n.end() - n.start().unwrap_or_default(),
+            events: evs,
+        });
+        let _ = started;
+    }
+    seen
+}
+
+/// Runs `spec` as a pipeline, once per call (with a holder, a second call of a pipeline on
+/// the same bulkhead holds it alongside the first).
+async fn as_pipeline(spec: &Spec) -> Vec<Seen> {
+    let (orch, events) = observed();
+    let breaker = spec.breaker.map(breaker);
+    let bulkhead = spec.bulkhead.map(|(n, wait)| Bulkhead::new("pool", n, wait));
+    let calls = Arc::new(AtomicU32::new(0));
+    let mut p = Pipeline::<u32>::builder("downstream").orchestrator(&orch);
+    if let Some(t) = spec.timeout {
+        p = p.timeout(t);
+    }
+    if let Some(r) = &spec.retry {
+        p = p.retry(r.clone());
+    }
+    if let Some(b) = spec.budget {
+        p = p.budget(b);
+    }
+    if let Some(m) = spec.min_attempt {
+        p = p.min_attempt_time(m);
+    }
+    if let Some(b) = &breaker {
+        p = p.breaker(b);
+    }
+    if spec.ignore_failures {
+        p = p.breaker_ignore(|e| e.task_error().is_some());
+    }
+    if let Some(b) = &bulkhead {
+        p = p.bulkhead(b);
+    }
+    if let Some(f) = spec.fallback {
+        p = p.fallback(f());
+    }
+    let pipeline = p.build().expect("a valid pipeline");
+    let mut seen = Vec::new();
+    for i in 0..spec.calls.max(1) {
+        events.lock().unwrap().clear();
+        let s = spec.clone();
+        let counted = Arc::clone(&calls);
+        let call = pipeline.run(move |attempt| task(&s, &counted, attempt.number()));
+        let call = match (i, spec.holder, &bulkhead) {
+            (0, Some(hold), Some(b)) => {
+                let holding = Pipeline::<u32>::builder("holder").bulkhead(b).build().unwrap();
+                let held = holding.call(move |_| async move {
+                    sleep(ms(hold)).await;
+                    Ok::<u32, BoxError>(0)
+                });
+                tokio::join!(held, call).1
+            }
+            _ => call.await,
+        };
+        seen.push(Seen {
+            outcome: call.outcome(),
+            value: call.value().copied(),
+            attempts: call.attempts(),
+            log: log_of(call.attempt_log()),
+            error: call.error().map(chain),
+            took: call.elapsed(),
+            events: events.lock().unwrap().clone(),
+        });
+    }
+    seen
+}
+
+/// Runs `spec` both ways and checks they agree; returns what they saw.
+async fn alike(spec: Spec) -> Vec<Seen> {
+    let node = as_node(&spec).await;
+    let pipeline = as_pipeline(&spec).await;
+    assert_eq!(node, pipeline, "a node and a pipeline call differ");
+    node
+}
+
+fn retry(n: u32, delay: u64) -> Retry {
+    Retry::new(n).backoff(Backoff::constant(ms(delay)))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_first_attempt_that_succeeds() {
+    let seen = alike(Spec {
+        timeout: Some(ms(100)),
+        retry: Some(retry(3, 10)),
+        steps: vec![Step::Wait(20, &VALUE)],
+        ..Spec::default()
+    })
+    .await;
+    assert_eq!(seen[0].outcome, Outcome::Succeeded);
+    assert_eq!((seen[0].attempts, seen[0].took), (1, ms(20)));
+    assert!(seen[0].log.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_after_failures_with_their_backoffs() {
+    let seen = alike(Spec {
+        retry: Some(Retry::new(4).backoff(Backoff::exponential(ms(10)))),
+        steps: vec![FAIL, FAIL, Step::Wait(5, &VALUE)],
+        ..Spec::default()
+    })
+    .await;
+    assert_eq!(seen[0].value, Some(7));
+    assert_eq!(seen[0].attempts, 3);
+    let delays: Vec<u128> = seen[0].log.iter().map(|a| a.2).collect();
+    assert_eq!(delays, [0, 10, 20]);
+    assert_eq!(seen[0].took, ms(35));
+}
+
+#[tokio::test(start_paused = true)]
+async fn attempts_cut_by_their_timeout_then_the_series_gives_up() {
+    let seen = alike(Spec {
+        timeout: Some(ms(50)),
+        retry: Some(retry(3, 10)),
+        steps: vec![Step::Wait(1_000, &VALUE)],
+        ..Spec::default()
+    })
+    .await;
+    let s = &seen[0];
+    assert_eq!(s.outcome, Outcome::Failed);
+    assert_eq!(s.attempts, 3);
+    assert_eq!(s.took, ms(170));
+    let error = s.error.as_deref().unwrap_or_default();
+    assert!(error.contains("gave up after 3 attempt(s)"), "{error}");
+    assert!(s.events.iter().any(|e| e.contains("cut after 50 ms")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_budget_clips_the_backoff_and_ends_the_series() {
+    let seen = alike(Spec {
+        retry: Some(retry(10, 400)),
+        budget: Some(ms(300)),
+        steps: vec![Step::Wait(100, &FAIL)],
+        ..Spec::default()
+    })
+    .await;
+    let s = &seen[0];
+    assert_eq!(s.outcome, Outcome::Failed);
+    assert!(s.took <= ms(300), "{:?}", s.took);
+    assert!(s.error.as_deref().unwrap_or_default().contains("deadline"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_fallback_serves_after_the_series_failed() {
+    let seen = alike(Spec {
+        retry: Some(retry(2, 10)),
+        fallback: Some(|| Fallback::value(0)),
+        steps: vec![FAIL],
+        ..Spec::default()
+    })
+    .await;
+    assert_eq!(seen[0].outcome, Outcome::Recovered);
+    assert_eq!(seen[0].value, Some(0));
+    assert!(seen[0].events.iter().any(|e| e.contains("fell back after")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fallback_of_the_error() {
+    alike(Spec {
+        fallback: Some(|| Fallback::from_fn(|e: &NodeError| e.to_string().len() as u32)),
+        steps: vec![FAIL],
+        ..Spec::default()
+    })
+    .await;
+    alike(Spec {
+        fallback: Some(|| {
+            Fallback::from_async(|_e| async {
+                sleep(ms(5)).await;
+                Err::<u32, BoxError>("the cache is down too".into())
+            })
+        }),
+        steps: vec![FAIL],
+        ..Spec::default()
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panic_fails_the_attempt_and_is_not_retried() {
+    let seen = alike(Spec {
+        retry: Some(retry(3, 10)),
+        steps: vec![Step::Panic],
+        ..Spec::default()
+    })
+    .await;
+    assert_eq!(seen[0].attempts, 1);
+    assert!(seen[0].error.as_deref().unwrap_or_default().contains("bug in the task"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn only_retryable_errors_are_retried() {
+    let seen = alike(Spec {
+        retry: Some(retry(3, 10).retry_if(|e| e.is_timeout())),
+        steps: vec![FAIL],
+        ..Spec::default()
+    })
+    .await;
+    assert_eq!(seen[0].attempts, 1);
+    assert!(seen[0].error.as_deref().unwrap_or_default().contains("not retryable"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_breaker_counts_series_opens_and_rejects() {
+    let seen = alike(Spec {
+        retry: Some(retry(2, 10)),
+        breaker: Some(2),
+        fallback: Some(|| Fallback::value(0)),
+        steps: vec![FAIL],
+        calls: 3,
+        ..Spec::default()
+    })
+    .await;
+    assert_eq!(seen[0].attempts, 2, "one series of two attempts");
+    assert_eq!(seen[1].attempts, 2);
+    assert!(seen[1].events.iter().any(|e| e.contains("-> open")));
+    assert_eq!(seen[2].attempts, 0, "rejected without running");
+    assert_eq!(seen[2].outcome, Outcome::Recovered);
+    assert!(seen[2].error.as_deref().unwrap_or_default().contains("is open"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn ignored_errors_do_not_count_for_the_breaker() {
+    let seen = alike(Spec {
+        breaker: Some(1),
+        ignore_failures: true,
+        steps: vec![FAIL],
+        calls: 3,
+        ..Spec::default()
+    })
+    .await;
+    assert!(seen.iter().all(|s| s.attempts == 1), "never rejected");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_bulkhead_makes_the_attempt_wait_then_fail() {
+    let seen = alike(Spec {
+        bulkhead: Some((1, ms(30))),
+        holder: Some(100),
+        steps: vec![VALUE],
+        ..Spec::default()
+    })
+    .await;
+    assert_eq!(seen[0].outcome, Outcome::Failed);
+    assert!(seen[0].error.as_deref().unwrap_or_default().contains("bulkhead `pool` full"));
+    let seen = alike(Spec {
+        bulkhead: Some((1, ms(300))),
+        holder: Some(100),
+        steps: vec![VALUE],
+        ..Spec::default()
+    })
+    .await;
+    assert_eq!(seen[0].outcome, Outcome::Succeeded);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_budget_stops_a_retry_storm() {
+    let budget = RetryBudget::with("downstream", Duration::from_secs(10), 0, 0.0);
+    let seen = alike(Spec {
+        retry: Some(retry(5, 10).budget(budget)),
+        steps: vec![FAIL],
+        ..Spec::default()
+    })
+    .await;
+    assert_eq!(seen[0].attempts, 1);
+    assert!(seen[0].error.as_deref().unwrap_or_default().contains("retry budget"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_custom_backoff_that_runs_out_ends_the_series() {
+    let seen = alike(Spec {
+        retry: Some(Retry::new(10).backoff(Backoff::custom([ms(5), ms(15)]))),
+        steps: vec![FAIL],
+        ..Spec::default()
+    })
+    .await;
+    assert_eq!(seen[0].attempts, 3);
+    assert_eq!(seen[0].took, ms(20));
+    assert!(seen[0].error.as_deref().unwrap_or_default().contains("backoff sequence exhausted"));
+}
