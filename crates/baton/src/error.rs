@@ -21,8 +21,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 ///
 /// `build()` reports one problem: the first, in declaration order, of the first check that
 /// finds any (see [`GraphBuilder::build`](crate::GraphBuilder::build)). Nothing runs until every
-/// problem is fixed, so a bad graph never hangs or panics at run time (DESIGN rule 13;
-/// seed 002 §18, "entry checks").
+/// problem is fixed, so a bad graph never hangs or panics at run time.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BuildError {
@@ -133,7 +132,7 @@ pub enum NodeError {
     /// The task returned an error.
     #[error(transparent)]
     Task(BoxError),
-    /// The task panicked; the panic was caught and the run went on (DESIGN rule 15).
+    /// The task panicked; the panic was caught and the run went on.
     #[error("task panicked: {message}")]
     Panicked {
         /// The panic payload, when it was a string; `"<non-string panic payload>"` otherwise.

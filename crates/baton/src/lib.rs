@@ -4,7 +4,7 @@
 //! moment its upstreams finish, and every run returns a [`Report`] of what each node did and
 //! why.
 //!
-//! The order placement of the seed articles: `user` and `sku` do not depend on each other,
+//! An order placement: `user` and `sku` do not depend on each other,
 //! `stock` needs both, `promo` needs `stock`, `notify` needs `promo`. Called one after the
 //! other they take 200 + 200 + 150 + 100 + 50 = 700 ms; as a graph, 500 ms.
 //!

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use baton::{
-    Backoff, BoxError, Bulkhead, CircuitBreaker, Event, Fallback, NodeError,
-    Orchestrator, Outcome, Pipeline, Retry, RetryBudget,
+    Backoff, BoxError, Bulkhead, CircuitBreaker, Event, Fallback, NodeError, Orchestrator, Outcome,
+    Pipeline, Retry, RetryBudget,
 };
 use tokio::time::{Instant, sleep};
 
@@ -97,7 +97,9 @@ fn observed() -> (Orchestrator, Arc<Mutex<Vec<String>>>) {
         .observer(move |e: &Event<'_>| match e {
             Event::RunStarted { .. } | Event::RunFinished { .. } => {}
             Event::BreakerTransition(t) => {
-                seen.lock().unwrap().push(format!("breaker {} -> {}", t.from(), t.to()));
+                seen.lock()
+                    .unwrap()
+                    .push(format!("breaker {} -> {}", t.from(), t.to()));
             }
             other => seen.lock().unwrap().push(other.to_string()),
         })
@@ -106,7 +108,11 @@ fn observed() -> (Orchestrator, Arc<Mutex<Vec<String>>>) {
 }
 
 /// The task of `spec`: attempt `n` takes step `n` (the last repeats); counts its calls.
-fn task(spec: &Spec, calls: &Arc<AtomicU32>, attempt: u32) -> impl Future<Output = Result<u32, BoxError>> + use<> {
+fn task(
+    spec: &Spec,
+    calls: &Arc<AtomicU32>,
+    attempt: u32,
+) -> impl Future<Output = Result<u32, BoxError>> + use<> {
     calls.fetch_add(1, Ordering::SeqCst);
     let at = (attempt as usize - 1).min(spec.steps.len() - 1);
     spec.steps[at].run()
@@ -141,19 +147,19 @@ fn log_of(log: &[baton::AttemptReport]) -> Vec<(u128, u128, u128, Option<String>
 async fn as_node(spec: &Spec) -> Vec<Seen> {
     let (orch, events) = observed();
     let breaker = spec.breaker.map(breaker);
-    let bulkhead = spec.bulkhead.map(|(n, wait)| Bulkhead::new("pool", n, wait));
+    let bulkhead = spec
+        .bulkhead
+        .map(|(n, wait)| Bulkhead::new("pool", n, wait));
     let calls = Arc::new(AtomicU32::new(0));
     let mut g = orch.graph::<()>();
     // Declared first: it takes the bulkhead's permit first, as the pipeline's holder does.
     let holder = match (spec.holder, &bulkhead) {
-        (Some(hold), Some(b)) => Some(
-            g.node::<u32>("holder")
-                .bulkhead(b)
-                .task(move |_ctx, ()| async move {
-                    sleep(ms(hold)).await;
-                    Ok::<u32, BoxError>(0)
-                }),
-        ),
+        (Some(hold), Some(b)) => Some(g.node::<u32>("holder").bulkhead(b).task(
+            move |_ctx, ()| async move {
+                sleep(ms(hold)).await;
+                Ok::<u32, BoxError>(0)
+            },
+        )),
         _ => None,
     };
     let mut node = g.node::<u32>("downstream");
@@ -215,7 +221,9 @@ async fn as_node(spec: &Spec) -> Vec<Seen> {
 async fn as_pipeline(spec: &Spec) -> Vec<Seen> {
     let (orch, events) = observed();
     let breaker = spec.breaker.map(breaker);
-    let bulkhead = spec.bulkhead.map(|(n, wait)| Bulkhead::new("pool", n, wait));
+    let bulkhead = spec
+        .bulkhead
+        .map(|(n, wait)| Bulkhead::new("pool", n, wait));
     let calls = Arc::new(AtomicU32::new(0));
     let mut p = Pipeline::<u32>::builder("downstream").orchestrator(&orch);
     if let Some(t) = spec.timeout {
@@ -251,7 +259,10 @@ async fn as_pipeline(spec: &Spec) -> Vec<Seen> {
         let call = pipeline.run(move |attempt| task(&s, &counted, attempt.number()));
         let call = match (i, spec.holder, &bulkhead) {
             (0, Some(hold), Some(b)) => {
-                let holding = Pipeline::<u32>::builder("holder").bulkhead(b).build().unwrap();
+                let holding = Pipeline::<u32>::builder("holder")
+                    .bulkhead(b)
+                    .build()
+                    .unwrap();
                 let held = holding.call(move |_| async move {
                     sleep(ms(hold)).await;
                     Ok::<u32, BoxError>(0)
@@ -391,7 +402,13 @@ async fn a_panic_fails_the_attempt_and_is_not_retried() {
     })
     .await;
     assert_eq!(seen[0].attempts, 1);
-    assert!(seen[0].error.as_deref().unwrap_or_default().contains("bug in the task"));
+    assert!(
+        seen[0]
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("bug in the task")
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -403,7 +420,13 @@ async fn only_retryable_errors_are_retried() {
     })
     .await;
     assert_eq!(seen[0].attempts, 1);
-    assert!(seen[0].error.as_deref().unwrap_or_default().contains("not retryable"));
+    assert!(
+        seen[0]
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("not retryable")
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -422,7 +445,13 @@ async fn the_breaker_counts_series_opens_and_rejects() {
     assert!(seen[1].events.iter().any(|e| e.contains("-> open")));
     assert_eq!(seen[2].attempts, 0, "rejected without running");
     assert_eq!(seen[2].outcome, Outcome::Recovered);
-    assert!(seen[2].error.as_deref().unwrap_or_default().contains("is open"));
+    assert!(
+        seen[2]
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("is open")
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -448,7 +477,13 @@ async fn a_full_bulkhead_makes_the_attempt_wait_then_fail() {
     })
     .await;
     assert_eq!(seen[0].outcome, Outcome::Failed);
-    assert!(seen[0].error.as_deref().unwrap_or_default().contains("bulkhead `pool` full"));
+    assert!(
+        seen[0]
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("bulkhead `pool` full")
+    );
     let seen = alike(Spec {
         bulkhead: Some((1, ms(300))),
         holder: Some(100),
@@ -469,7 +504,13 @@ async fn a_retry_budget_stops_a_retry_storm() {
     })
     .await;
     assert_eq!(seen[0].attempts, 1);
-    assert!(seen[0].error.as_deref().unwrap_or_default().contains("retry budget"));
+    assert!(
+        seen[0]
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("retry budget")
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -482,5 +523,11 @@ async fn a_custom_backoff_that_runs_out_ends_the_series() {
     .await;
     assert_eq!(seen[0].attempts, 3);
     assert_eq!(seen[0].took, ms(20));
-    assert!(seen[0].error.as_deref().unwrap_or_default().contains("backoff sequence exhausted"));
+    assert!(
+        seen[0]
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("backoff sequence exhausted")
+    );
 }

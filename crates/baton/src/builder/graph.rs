@@ -193,7 +193,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
         NodeBuilder::new(self)
     }
 
-    /// Starts a router called `name` (seed 002 §14): declare its upstreams, then its
+    /// Starts a router called `name`: declare its upstreams, then its
     /// selector with [`RouterBuilder::select`], then its branches with
     /// [`Router::branch`](super::Router::branch), and [`finish`](super::Router::finish) it.
     ///

@@ -23,7 +23,7 @@ use crate::report::NodeReport;
 ///
 /// # Policies and their defaults
 /// Policies compose in a fixed onion, inner to outer: attempt (bulkhead permit + task +
-/// per-attempt timeout) → retry → circuit breaker → fallback (DESIGN rule 3).
+/// per-attempt timeout) → retry → circuit breaker → fallback (`docs/contract.md`, rule 3).
 /// - [`timeout`](Self::timeout): none;
 /// - [`retry`](Self::retry): none (one attempt);
 /// - [`budget`](Self::budget): none (only the run's deadline, if any, applies);
@@ -57,7 +57,7 @@ impl<'g, I: Send + Sync + 'static, T> NodeBuilder<'g, I, (), T> {
     /// `Arc`: `(Node<User>, Node<Sku>)` gives `(Arc<User>, Arc<Sku>)`.
     ///
     /// The node's first attempt starts only after every upstream ended with a value; when one
-    /// did not, the node ends `Skipped` naming it (DESIGN rule 1).
+    /// did not, the node ends `Skipped` naming it.
     pub fn after<U: Upstreams>(self, upstreams: U) -> NodeBuilder<'g, I, U, T> {
         NodeBuilder {
             builder: self.builder,
@@ -126,7 +126,7 @@ impl<'g, I, U, T> NodeBuilder<'g, I, U, T> {
 impl<I, U, T: Send + Sync + 'static> NodeBuilder<'_, I, U, T> {
     /// Calls `f` with the node's value when it ends `Succeeded` or `Recovered`. Several
     /// callbacks stack and fire in registration order, exactly once per run; a panicking
-    /// one is caught and logged (seed 002 §16).
+    /// one is caught and logged.
     pub fn on_success(mut self, f: impl Fn(&T) + Send + Sync + 'static) -> Self {
         self.callbacks().on_success(f);
         self
@@ -171,14 +171,14 @@ impl<I, U, T> NodeBuilder<'_, I, U, T> {
     /// must end by then (and by the run's deadline, if earlier). When it runs out mid-attempt
     /// the attempt is cut at the deadline, and the node fails with
     /// [`NodeError::DeadlineExceeded`] (or [`NodeError::GaveUp`] saying how many attempts
-    /// ran and how long the series took). Seed 000.
+    /// ran and how long the series took).
     pub fn budget(mut self, budget: Duration) -> Self {
         self.policy().budget = Some(budget);
         self
     }
 
     /// No attempt starts with less than `min` left before the deadline, and backoffs are
-    /// clipped to leave it (default 10 ms, seed 000's `MIN_ATTEMPT_MILLIS`).
+    /// clipped to leave it (default 10 ms).
     pub fn min_attempt_time(mut self, min: Duration) -> Self {
         self.policy().min_attempt = Some(min);
         self

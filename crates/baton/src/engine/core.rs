@@ -309,7 +309,7 @@ impl RunCore {
     /// Registers, once per run, a timer at `until` (the cut of the run's first policy
     /// attempt that waits) that nobody waits for: it keeps tokio's timer from being woken
     /// for each later attempt's timer. Called just before an attempt's timer is set (the
-    /// fast path's `guarded::wait`, and the policy path's `Deadline` through
+    /// fast path's `first_attempt::wait`, and the policy path's `Deadline` through
     /// [`TimerHook`]).
     ///
     /// Tokio's timer wakes the worker parked in its drivers whenever a timer is registered

@@ -147,9 +147,8 @@ pub(crate) struct NodeDef<I, E = Arc<Extras<Arc<Policies>>>> {
 /// sits in one small block, one cache line. In the graph, task and branch nodes with the
 /// same resolved policy and no callbacks share one block (`validate::build`): on a large
 /// graph of such nodes it stays in the cache instead of being one more scattered read per
-/// node (policy nodes of a 100 000-node random DAG in 0.70x the time). Not aligned to a
-/// cache line: an aligned allocation doubled a policy node's memory (when each node held its
-/// own record: about 970 against 540 bytes) for no measurable gain in time.
+/// node. Not aligned to a cache line: that would double the memory of a node with its own
+/// block for nothing a benchmark shows.
 #[derive(Default)]
 #[repr(C)]
 pub(crate) struct Extras<P> {

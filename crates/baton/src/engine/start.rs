@@ -14,10 +14,9 @@ use std::fmt;
 /// are the same.
 ///
 /// Why `Inline` is the default: baton's graphs are mostly handlers fanning out to
-/// downstream services, whose nodes wait on I/O; for them the two modes schedule alike, and
-/// `Inline` costs about half as much per run (the 5-node order graph: about 480–730 k runs
-/// per second on two workers of the benchmark machine, against 260–350 k spread), with the
-/// semantics of the `join!` it replaces. A graph of nodes that compute asks for `Spread`.
+/// downstream services, whose nodes wait on I/O; for them the two modes schedule alike,
+/// and `Inline` starts a run without spawning a task, with the semantics of the `join!` it
+/// replaces. A graph of nodes that compute asks for `Spread`.
 ///
 /// ```
 /// use baton::{BoxError, Graph, Node, RunOptions, StartMode};
@@ -66,9 +65,8 @@ pub enum StartMode {
     /// On a multi-thread runtime the run's nodes start in tokio tasks of its own (a few
     /// drivers, not one task per node), so nodes that compute run in parallel on the
     /// workers, and never in the task that awaits the run: a timeout around the run fires
-    /// while a node computes, and the futures that task joins go on. Starting costs spawns
-    /// and wake-ups of the other workers: about 260–350 k runs per second of the 5-node
-    /// order graph on two workers of the benchmark machine.
+    /// while a node computes, and the futures that task joins go on. Starting costs a spawn
+    /// per driver and wake-ups of the other workers.
     Spread,
 }
 

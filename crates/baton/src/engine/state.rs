@@ -275,7 +275,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
 }
 
 /// Runs `f`, catching a panic; for user code called by the scheduler.
-pub(super) fn guarded<R>(f: impl FnOnce() -> R) -> Result<R, NodeError> {
+pub(super) fn catch_panic<R>(f: impl FnOnce() -> R) -> Result<R, NodeError> {
     std::panic::catch_unwind(AssertUnwindSafe(f)).map_err(|p| NodeError::from_panic(p.as_ref()))
 }
 

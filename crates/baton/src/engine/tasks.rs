@@ -5,13 +5,10 @@
 //! A graph of a million nodes whose tasks share a few types then costs no allocation per
 //! task while it is built and no free per task while it is dropped, and its tasks' data
 //! (what their closures capture) is read in node order from a few large blocks, not from a
-//! million small ones spread over the heap (measured in the README's design notes). A type
-//! seen for the first time costs two allocations (its column and a first chunk), against
-//! one box per task before: a graph of a few distinct closures allocates a little more while
-//! it is built (seven distinct closures, as in the order example: 47 allocations instead
-//! of 35), never while it runs. What
-//! a task holds on its own (a blocking task's `Arc`, a fallback's box) is allocated as
-//! before.
+//! million small ones spread over the heap. A type seen for the first time costs two
+//! allocations (its column and a first chunk); nothing is allocated per task while the
+//! graph runs. What a task holds on its own (a blocking task's `Arc`, a fallback's box) is
+//! its own allocation.
 //!
 //! A node reaches its task as it would a `Box<dyn ErasedTask>`, through a fat pointer and
 //! one dynamic call: its [`TaskRef`] points into its column. So that it stays valid, a column never moves a task

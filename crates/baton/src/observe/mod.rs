@@ -1,5 +1,5 @@
 //! Watching runs: per-node callbacks, run-level observers that receive every event as it
-//! happens, and orchestrator-wide statistics (DESIGN rules 10 and 16; seed 002 §16, §17).
+//! happens, and orchestrator-wide statistics (`docs/contract.md`, rules 10 and 16).
 //!
 //! # Callbacks
 //! [`NodeBuilder::on_success`](crate::NodeBuilder::on_success),

@@ -1,5 +1,5 @@
 //! Orchestrator-wide statistics: atomic counters and gauges, read as an immutable snapshot
-//! (seed 002 §17, with our fields and tokio's runtime metrics instead of a thread pool's).
+//! (with tokio's runtime metrics where a thread pool's would be).
 //!
 //! Counters are striped per thread, so counting costs a few nanoseconds and no contention;
 //! a snapshot sums the stripes. A snapshot taken while runs are in flight is not atomic
@@ -143,7 +143,7 @@ impl Counters {
 ///
 /// Counters count since the orchestrator was created or last
 /// [`reset`](crate::Orchestrator::reset_stats); gauges are current values. `Display` prints
-/// the one-line panel of seed 002 §17:
+/// a one-line panel:
 ///
 /// ```text
 /// runs[started 120 finished 118 in-flight 2 rejected 0] nodes[submitted 600 in-flight 3 succeeded 590 recovered 4 failed 1 skipped 2 not-taken 0 cancelled 0] attempts[612 retries 12 timeouts 5 breaker-rejections 3 fallbacks 4] bulkhead-waiters 0 runtime[workers 2 tasks 5 queue 0]

@@ -1,10 +1,10 @@
 //! The orchestrator: the long-lived owner of what outlives a run — the registries of circuit
 //! breakers, bulkheads and retry budgets shared by name, the observers, the statistics, and
-//! the runs in flight (for `cancel_all` and `shutdown`; seed 002 §18).
+//! the runs in flight (for `cancel_all` and `shutdown`).
 //!
 //! Names identify downstreams: every node, in any graph built from one orchestrator and in
 //! any run, that names the breaker `inventory` uses the same breaker, so its state reflects
-//! every call to the inventory service (seed 000: "one guard per downstream").
+//! every call to the inventory service: one guard per downstream.
 
 mod registry;
 mod runs;

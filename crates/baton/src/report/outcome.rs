@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-/// How a node ended in a run (DESIGN rule 2). Every node has exactly one.
+/// How a node ended in a run. Every node has exactly one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]

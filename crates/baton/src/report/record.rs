@@ -120,9 +120,9 @@ impl Record {
 }
 
 /// A node's record as its slot keeps it (48 bytes, where the [`Record`] in transit is 64):
-/// without the value, which the run's value array has. (Its times stay `Instant`s:
-/// converting them to offsets from the run's start when writing costs more than the 16
-/// bytes it would save, about 90 instructions per node.)
+/// without the value, which the run's value array has. Its times stay `Instant`s:
+/// converting them to offsets from the run's start when writing would cost more than the
+/// 16 bytes it saves.
 #[derive(Debug)]
 pub(crate) struct Settled {
     pub(crate) outcome: Outcome,

@@ -9,7 +9,7 @@ use std::thread;
 
 use tokio::time::Instant;
 
-use super::super::guarded::{self, Held};
+use super::super::first_attempt::{self, Held};
 use super::{Driver, State, Step};
 use crate::error::{BoxError, NodeError};
 use crate::observe::trace;
@@ -80,7 +80,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
         let attempt = match polled {
             Ok(Poll::Ready(Ok(value))) => {
                 let end = self.run.core.now();
-                guarded::succeeded(&self.run, self.id, held, self.start, end);
+                first_attempt::succeeded(&self.run, self.id, held, self.start, end);
                 let record = Record::ended(Outcome::Succeeded, Some(value), self.start, end);
                 self.end(record);
                 return ControlFlow::Continue(());
@@ -100,20 +100,20 @@ impl<I: Send + Sync + 'static> Driver<I> {
     }
 
     /// A policy node's first attempt waits: the driver waits too, under its timer for the
-    /// attempt's cut (`guarded::wait`), or hands the attempt, still running, to the onion
+    /// attempt's cut (`first_attempt::wait`), or hands the attempt, still running, to the onion
     /// once the cut passed.
     fn wait_within_cut(&mut self, mut held: Held, cx: &mut Context<'_>) -> Step {
         let start = *self.start.get_or_insert_with(Instant::now);
         // (Tokio panics making a timer on a runtime without them.)
         let (run, id, timer) = (&self.run, self.id, &mut self.timer);
         let waited = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            guarded::wait(run, id, start, &mut held, timer, cx)
+            first_attempt::wait(run, id, start, &mut held, timer, cx)
         }));
         match waited {
             // As when the policy path's own timer panics: the breaker's permit goes back
             // uncounted, and the node fails with the panic (no retry, no fallback).
             Err(panic) => {
-                guarded::release(&self.run, self.id, held);
+                first_attempt::release(&self.run, self.id, held);
                 self.attempt = None;
                 self.state = State::Done;
                 self.run.attempt_ended(self.id, u32::MAX);
@@ -147,7 +147,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
     /// The onion takes the policy node's first attempt over, with its permit: the node goes
     /// on on the full path.
     fn hand_over(&mut self, held: Held, attempt: FirstAttempt<super::super::task::AttemptFuture>) {
-        let first = guarded::hand_over(&self.run, self.id, held, attempt);
+        let first = first_attempt::hand_over(&self.run, self.id, held, attempt);
         let core = &self.run.core;
         let span = trace::node_span(|| core.span(), || self.run.graph.meta.name(self.id));
         self.full(span, Some(first));

@@ -25,9 +25,9 @@
 //! - the **fast path**, here: one boxed attempt future, polled under `catch_unwind`; the
 //!   driver writes its next node's attempt into the same box when the two futures have the
 //!   same layout, so a run of such nodes allocates one box per driver, not one per node.
-//!   Nodes with policies start their first attempt here too (`guarded.rs`), waited for
+//!   Nodes with policies start their first attempt here too (`first_attempt.rs`), waited for
 //!   under the driver's timer, kept from one such attempt to the next;
-//! - the **full path** of `exec.rs`, boxed: the onion (retries, the breaker's verdict, the
+//! - the **full path** of `full_path.rs`, boxed: the onion (retries, the breaker's verdict, the
 //!   fallback), routers, and nodes with `tracing` spans. A policy node's first attempt goes
 //!   there only when it fails, panics or reaches its cut.
 //!
@@ -47,7 +47,7 @@ use std::task::{Context, Poll};
 
 use tokio::time::{Instant, Sleep};
 
-use super::guarded::Held;
+use super::first_attempt::Held;
 use super::ready::Pop;
 use super::state::RunState;
 use super::task::AttemptFuture;
@@ -62,7 +62,7 @@ enum State {
     /// Node `id` is `RUNNING` and nothing of it has run yet.
     Begin,
     /// Fast path: its first attempt is running, in the driver's `attempt` box; with what it
-    /// holds for the node's policies, if it has any (`guarded.rs`).
+    /// holds for the node's policies, if it has any (`first_attempt.rs`).
     Attempt(Option<Held>),
     /// Full path (policies, routers, spans); with the node's record, whether it spawned a
     /// driver for nodes it queued (a router's branch made them ready).
@@ -111,7 +111,7 @@ pub(in crate::engine) struct Driver<I: Send + Sync + 'static> {
     attempt: Option<AttemptFuture>,
     /// The timer that wakes the driver by the cut of a policy node's first attempt that
     /// waits, kept from one such attempt to the next and polled only by this driver's task
-    /// (`guarded::wait`); deregistered when the driver ends.
+    /// (`first_attempt::wait`); deregistered when the driver ends.
     timer: Option<Pin<Box<Sleep>>>,
     state: State,
 }

@@ -6,7 +6,7 @@ use std::task::Context;
 
 use tokio::time::Instant;
 
-use super::super::guarded;
+use super::super::first_attempt;
 use super::super::task::{AttemptFuture, CtxCut};
 use super::{Driver, State};
 use crate::error::NodeError;
@@ -32,7 +32,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
                 (CtxCut::At(None), None)
             }
             // One with policies: its first attempt's cut and breaker permit, or the full path.
-            Some(Some(policy)) => match guarded::prepare(run, policy, start, &span) {
+            Some(Some(policy)) => match first_attempt::prepare(run, policy, start, &span) {
                 Some((cut, held)) => (cut, Some(held)),
                 None => return self.full(span, None),
             },
@@ -47,7 +47,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
             });
         }
         run.attempt_started_with(id, 1, || {
-            guarded::cut(run, id, start).map(|u| u.saturating_duration_since(start))
+            first_attempt::cut(run, id, start).map(|u| u.saturating_duration_since(start))
         });
         match (
             run.call_task_into(id, 1, cut, None, &mut self.attempt),
@@ -56,19 +56,20 @@ impl<I: Send + Sync + 'static> Driver<I> {
             (Ok(()), held) => self.state = State::Attempt(held),
             (Err(error), None) => self.attempt_failed(start, error),
             (Err(error), Some(held)) => {
-                let first = guarded::hand_over(run, id, held, FirstAttempt::NotStarted(error));
+                let first =
+                    first_attempt::hand_over(run, id, held, FirstAttempt::NotStarted(error));
                 self.full(span, Some(first));
             }
         }
     }
 
-    /// Node `id` goes on on the full path (`exec.rs`), boxed; `first` is its first attempt
+    /// Node `id` goes on on the full path (`full_path.rs`), boxed; `first` is its first attempt
     /// when the fast path started it.
     pub(super) fn full(&mut self, span: tracing::Span, first: Option<First<AttemptFuture>>) {
         let run = Arc::clone(&self.run);
         let (id, start) = (self.id, self.start());
         self.state = State::Full(Box::pin(async move {
-            super::super::exec::run_node(&run, id, span, start, first).await
+            super::super::full_path::run_node(&run, id, span, start, first).await
         }));
     }
 
@@ -155,7 +156,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
     pub(super) fn release_held(&mut self) {
         if let State::Attempt(held) = &mut self.state {
             if let Some(held) = held.take() {
-                guarded::release(&self.run, self.id, held);
+                first_attempt::release(&self.run, self.id, held);
             }
         }
     }

@@ -43,7 +43,7 @@ const DEFAULT_MIN_CALLS: u32 = 100;
 ///   enough to shed load, short enough to notice a recovery);
 /// - [`open_duration_growth`](Self::open_duration_growth): none (every trip waits
 ///   `open_duration`);
-/// - [`half_open_probes`](Self::half_open_probes): 1 (seed 000: "one trial call");
+/// - [`half_open_probes`](Self::half_open_probes): 1 (one trial call);
 /// - [`half_open_max_wait`](Self::half_open_max_wait): 30 s;
 /// - the window for `slow_calls` without `failure_rate`: the last 100 calls, 100 minimum.
 #[derive(Debug, Clone)]
@@ -74,11 +74,11 @@ impl CircuitBreakerBuilder {
     }
 
     /// Trip (closed → open) after `n` failures in a row; a success resets the count and an
-    /// ignored or cancelled call leaves it alone (seed 000's `failureThreshold`).
+    /// ignored or cancelled call leaves it alone.
     ///
-    /// The breaker records one result per retry series (DESIGN rule 3), so `n` counts
-    /// failed *requests*, not attempts; seed 000's advice `failureThreshold >= maxAttempts
-    /// + 1` is only needed when a breaker is told about every attempt.
+    /// A node's breaker records one result per retry series, so `n` counts failed
+    /// *requests*, not attempts: a threshold above the retry's attempts is only needed when
+    /// a breaker is told about every attempt.
     ///
     /// Combines with the rate rules (whichever fires first trips). `n` ≥ 1, else
     /// [`BreakerConfigError::Zero`].
@@ -113,8 +113,8 @@ impl CircuitBreakerBuilder {
         self
     }
 
-    /// How long an open breaker rejects calls before the next caller may probe (seed
-    /// 000's `openMillis`; resilience4j's `waitDurationInOpenState`). Zero is allowed: the
+    /// How long an open breaker rejects calls before the next caller may probe
+    /// (resilience4j's `waitDurationInOpenState`). Zero is allowed: the
     /// next call after a trip is a probe. Default 5 s.
     pub fn open_duration(mut self, d: Duration) -> Self {
         self.open_duration = d;

@@ -64,7 +64,7 @@ impl fmt::Display for RetryHint {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BreakerConfigError {
-    /// The name is empty; breakers are shared by name (DESIGN rule 8).
+    /// The name is empty; breakers are shared by name.
     #[error("circuit breaker name is empty: breakers are shared by name, so they need one")]
     EmptyName,
     /// A count or duration that must be positive is zero.

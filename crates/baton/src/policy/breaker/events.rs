@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// The three states of a circuit breaker (DESIGN rule 8).
+/// The three states of a circuit breaker.
 ///
 /// `Display` prints `closed`, `open` and `half_open`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -65,7 +65,7 @@ impl fmt::Display for BreakerState {
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub enum TransitionReason {
-    /// Closed → open: `count` failures in a row (seed 000's rule).
+    /// Closed → open: `count` failures in a row.
     ConsecutiveFailures {
         /// The number of consecutive failures that tripped it (the configured threshold).
         count: u32,
@@ -90,7 +90,7 @@ pub enum TransitionReason {
     /// Open → half-open: the open duration elapsed and a caller asked for a permit; that
     /// caller holds the first probe.
     CooldownElapsed,
-    /// Half-open → open: a probe failed. The cooldown starts afresh (seed 000).
+    /// Half-open → open: a probe failed. The cooldown starts afresh.
     ProbeFailed,
     /// Half-open → closed: every probe of the half-open period succeeded.
     ProbesSucceeded {

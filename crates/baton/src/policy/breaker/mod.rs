@@ -1,5 +1,5 @@
 //! Circuit breaker: closed → open → half-open, shared by every node and run that calls one
-//! downstream (DESIGN rule 8).
+//! downstream.
 //!
 //! The handle, [`CircuitBreaker`], documents the semantics; this page records the design
 //! decisions.
@@ -120,7 +120,7 @@ use permit::{Outcome, Permit};
 /// ```
 ///
 /// # Semantics
-/// - **Closed → open** on `n` consecutive failures (seed 000), or when the failure rate or
+/// - **Closed → open** on `n` consecutive failures, or when the failure rate or
 ///   the slow-call rate over a sliding window reaches its threshold once the window holds
 ///   `min_calls` calls (resilience4j).
 /// - **Open → half-open** when the open duration has elapsed, decided lazily by the next
@@ -129,7 +129,7 @@ use permit::{Outcome, Permit};
 ///   caller that makes this transition holds the first probe.
 /// - **Half-open** admits exactly `half_open_probes` permits, whatever the concurrency. All
 ///   of them succeeding closes the breaker; any failing re-opens it with a fresh (optionally
-///   growing) cooldown (seed 000: "otherwise a broken downstream is probed every 200 ms");
+///   growing) cooldown, so that a broken downstream is not probed at a fixed rate forever;
 ///   a probe dropped without a result gives its slot back; probes left unanswered for
 ///   `half_open_max_wait` count as a failure.
 /// - A result reported for a permit taken before the breaker's latest transition is
@@ -189,14 +189,14 @@ impl CircuitBreaker {
 
     /// Whether the breaker is open (rejecting everything until its cooldown ends). One
     /// atomic load, meant for a retry series to stop early when its breaker opened
-    /// meanwhile (DESIGN rule 3). `false` when half-open.
+    /// meanwhile. `false` when half-open.
     #[must_use]
     #[inline]
     pub fn is_open(&self) -> bool {
         self.machine.is_open()
     }
 
-    /// Asks to make one call (one retry series, DESIGN rule 3).
+    /// Asks to make one call (one retry series, for a node).
     ///
     /// Closed: always granted, lock-free, without reading the clock. Open: rejected until
     /// the open duration has elapsed; the first caller after it moves the breaker to

@@ -15,7 +15,7 @@ use super::core::RunCore;
 use super::graph::NodeKind;
 use super::host::NodeHost;
 use super::node::Claim;
-use super::state::{RunState, guarded};
+use super::state::{RunState, catch_panic};
 use super::task::AttemptFuture;
 use super::tokens::AttemptGuard;
 use super::upstreams::FetchCx;
@@ -223,7 +223,7 @@ fn choose<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Result<u
         unreachable!("node {id} is in its graph")
     };
     let cx = run.fetch_cx(id);
-    let key = guarded(|| {
+    let key = catch_panic(|| {
         let key = task.select(&run.input, &cx);
         // Validation checked every upstream's type, and a router runs only once each of
         // its upstreams produced a value.
