@@ -531,3 +531,23 @@ async fn a_custom_backoff_that_runs_out_ends_the_series() {
             .contains("backoff sequence exhausted")
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_backoff_the_budget_clipped_is_followed_by_one_last_attempt() {
+    let seen = alike(Spec {
+        retry: Some(retry(1_000, 500)),
+        budget: Some(ms(1_010)),
+        steps: vec![FAIL],
+        ..Spec::default()
+    })
+    .await;
+    assert_eq!(seen[0].attempts, 4);
+    let seen = alike(Spec {
+        retry: Some(retry(2, 1_000)),
+        budget: Some(ms(300)),
+        steps: vec![FAIL, VALUE],
+        ..Spec::default()
+    })
+    .await;
+    assert_eq!((seen[0].outcome, seen[0].attempts), (Outcome::Succeeded, 2));
+}

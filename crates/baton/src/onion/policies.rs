@@ -170,6 +170,18 @@ impl Policies {
         deadline::too_late(deadline, now, self.min_attempt)
     }
 
+    /// Whether an attempt may start at `now` under `deadline`; `after_clip`: it is the one a
+    /// clipped backoff made room for (see `policy::deadline`).
+    #[inline]
+    pub(crate) fn may_start(
+        &self,
+        deadline: Option<Instant>,
+        now: Instant,
+        after_clip: bool,
+    ) -> bool {
+        deadline::may_start(deadline, now, self.min_attempt, after_clip)
+    }
+
     /// A series starts: it earns its share of the retry budget, if any.
     #[inline]
     pub(crate) fn deposit(&self) {

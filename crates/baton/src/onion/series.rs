@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::attempt::attempt;
-use super::{FirstAttempt, Host, MAX_ATTEMPT_LOG, Policies};
+use super::{FirstAttempt, Host, MAX_ATTEMPT_LOG, Policies, Retry};
 use crate::error::NodeError;
 use crate::policy::backoff::BackoffIter;
 use crate::policy::breaker::{BreakerPermit, OwnedPermit};
@@ -73,11 +73,13 @@ async fn series<H: Host>(
     }
     let mut delay_before = Duration::ZERO;
     let mut number = 0u32;
+    // The last backoff was clipped by the deadline: this attempt is the last.
+    let mut after_clip = false;
     loop {
         number += 1;
         let resumed = first.take();
         // (A resumed first attempt passed this check on the fast path.)
-        if resumed.is_none() && policies.too_late(deadline, Instant::now()) {
+        if resumed.is_none() && !policies.may_start(deadline, Instant::now(), after_clip) {
             let error = out_of_time(host, number - 1, started);
             return Err(match retry {
                 Some(_) if number > 1 => give_up(
@@ -114,32 +116,13 @@ async fn series<H: Host>(
             number,
             max_attempts: retry.max_attempts,
             out_of_time: matches!(error, NodeError::DeadlineExceeded { .. }),
+            after_clip,
             deadline,
             min_attempt: policies.min_attempt,
         };
-        let next = retry::after_failure(
-            failed,
-            || retry.is_retryable(&error),
-            || permit.is_some_and(|p| !p.is_current()),
-            || backoff.get_or_insert_with(|| retry.backoff.iter()).next(),
-            Instant::now,
-        );
-        let delay = match next {
-            Next::Retry { delay } => delay,
-            Next::Stop(reason) => return Err(give_up(host, number, started, reason, error)),
-        };
-        if let Some(budget) = retry.budget.as_ref() {
-            if !budget.try_withdraw() {
-                let reason = StopReason::RetryBudgetExhausted {
-                    budget: budget.name().to_owned(),
-                };
-                return Err(give_up(host, number, started, reason, error));
-            }
-        }
-        let node = host.name();
-        tracing::debug!(node, attempt = number, ?delay, error = %error, "retry scheduled");
-        let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        host.retry_scheduled(number + 1, delay, remaining);
+        let (delay, last, error) =
+            backoff_after(host, retry, permit, failed, &mut backoff, started, error)?;
+        after_clip = last;
         delay_before = delay;
         if delay.is_zero() {
             // A series with no backoff still lets its worker run other tasks (and notice a
@@ -154,6 +137,48 @@ async fn series<H: Host>(
             }
         }
     }
+}
+
+/// After an attempt `failed` with `error`: the backoff before the next attempt (and
+/// whether the deadline clipped it, making the next attempt the last), with the error
+/// kept for the series' end; or the series' final error. Draws the retry from the retry
+/// budget, and tells the host the retry is scheduled.
+fn backoff_after<H: Host>(
+    host: &H,
+    retry: &Retry,
+    permit: Option<&BreakerPermit<'_>>,
+    failed: Failed,
+    backoff: &mut Option<BackoffIter>,
+    started: Instant,
+    error: NodeError,
+) -> Result<(Duration, bool, NodeError), NodeError> {
+    let number = failed.number;
+    let next = retry::after_failure(
+        failed,
+        || retry.is_retryable(&error),
+        || permit.is_some_and(|p| !p.is_current()),
+        || backoff.get_or_insert_with(|| retry.backoff.iter()).next(),
+        Instant::now,
+    );
+    let (delay, last) = match next {
+        Next::Retry { delay, last } => (delay, last),
+        Next::Stop(reason) => return Err(give_up(host, number, started, reason, error)),
+    };
+    if let Some(budget) = retry.budget.as_ref() {
+        if !budget.try_withdraw() {
+            let reason = StopReason::RetryBudgetExhausted {
+                budget: budget.name().to_owned(),
+            };
+            return Err(give_up(host, number, started, reason, error));
+        }
+    }
+    let node = host.name();
+    tracing::debug!(node, attempt = number, ?delay, error = %error, "retry scheduled");
+    let remaining = failed
+        .deadline
+        .map(|d| d.saturating_duration_since(Instant::now()));
+    host.retry_scheduled(number + 1, delay, remaining);
+    Ok((delay, last, error))
 }
 
 /// The error of a series whose deadline left no room for attempt `attempts + 1`.

@@ -6,7 +6,11 @@
 //! - the attempt's **cut**: the earlier of its per-attempt timeout and the deadline;
 //! - the **backoff** before the next attempt: `min(computed, time left − minimum attempt
 //!   time)`, so that the attempt after it still fits;
-//! - the **minimum attempt time**: no attempt starts with less than it left.
+//! - the **minimum attempt time**: no attempt starts with less than it left, but the one
+//!   that a clipped backoff made room for. That attempt is the series' last: it starts with
+//!   whatever is left above zero (a timer fires up to a tick late, so after the clipped
+//!   wait a little less than the minimum may be left), and no attempt follows it, so a
+//!   budget never turns into a loop of attempts with no wait between them.
 //!
 //! These are pure functions of instants and durations, shared by the scheduler's fast path
 //! and the onion. [`Deadline`] enforces a cut: a timeout that costs nothing until the
@@ -55,6 +59,15 @@ pub(crate) fn too_late(deadline: Option<Instant>, now: Instant, min_attempt: Dur
     deadline.is_some_and(|d| d.saturating_duration_since(now) < min_attempt)
 }
 
+/// A backoff after [`clip_backoff`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Backoff {
+    /// The wait.
+    pub(crate) delay: Duration,
+    /// The deadline cut it short: the attempt after it is the last.
+    pub(crate) clipped: bool,
+}
+
 /// The backoff `delay` clipped so that an attempt of `min_attempt` still fits before
 /// `deadline` when it ends: `min(delay, time left − min_attempt)`. `None` when less than
 /// `min_attempt` is left at `now`: no attempt fits any more.
@@ -64,13 +77,36 @@ pub(crate) fn clip_backoff(
     deadline: Option<Instant>,
     now: Instant,
     min_attempt: Duration,
-) -> Option<Duration> {
+) -> Option<Backoff> {
     let Some(deadline) = deadline else {
-        return Some(delay);
+        return Some(Backoff {
+            delay,
+            clipped: false,
+        });
     };
     let left = deadline.saturating_duration_since(now);
     let room = left.checked_sub(min_attempt)?;
-    Some(delay.min(room))
+    Some(Backoff {
+        delay: delay.min(room),
+        clipped: delay > room,
+    })
+}
+
+/// Whether an attempt may start at `now`: with at least `min_attempt` left before
+/// `deadline`, or, for the attempt a clipped backoff made room for (`after_clip`), with any
+/// time left at all.
+#[inline]
+pub(crate) fn may_start(
+    deadline: Option<Instant>,
+    now: Instant,
+    min_attempt: Duration,
+    after_clip: bool,
+) -> bool {
+    match deadline {
+        None => true,
+        Some(_) if !after_clip => !too_late(deadline, now, min_attempt),
+        Some(d) => d > now,
+    }
 }
 
 /// When an attempt is cut, and whether by the deadline rather than its own timeout.
@@ -225,13 +261,37 @@ mod tests {
     fn a_backoff_leaves_room_for_one_minimum_attempt() {
         let t = Instant::now();
         let d = Some(t + ms(100));
-        assert_eq!(clip_backoff(ms(50), d, t, ms(10)), Some(ms(50)));
-        assert_eq!(clip_backoff(ms(500), d, t, ms(10)), Some(ms(90)));
-        assert_eq!(clip_backoff(ms(500), d, t + ms(90), ms(10)), Some(ms(0)));
+        let waits = |delay, clipped| Some(Backoff { delay, clipped });
+        assert_eq!(clip_backoff(ms(50), d, t, ms(10)), waits(ms(50), false));
+        assert_eq!(clip_backoff(ms(90), d, t, ms(10)), waits(ms(90), false));
+        assert_eq!(clip_backoff(ms(500), d, t, ms(10)), waits(ms(90), true));
+        assert_eq!(
+            clip_backoff(ms(500), d, t + ms(90), ms(10)),
+            waits(ms(0), true)
+        );
+        assert_eq!(
+            clip_backoff(ms(0), d, t + ms(90), ms(10)),
+            waits(ms(0), false)
+        );
         assert_eq!(clip_backoff(ms(500), d, t + ms(95), ms(10)), None);
-        assert_eq!(clip_backoff(ms(500), None, t, ms(10)), Some(ms(500)));
+        assert_eq!(
+            clip_backoff(ms(500), None, t, ms(10)),
+            waits(ms(500), false)
+        );
         assert!(!too_late(d, t + ms(90), ms(10)));
         assert!(too_late(d, t + ms(91), ms(10)));
         assert!(!too_late(None, t, ms(10)));
+    }
+
+    #[test]
+    fn the_attempt_after_a_clipped_backoff_starts_with_any_time_left() {
+        let t = Instant::now();
+        let d = Some(t + ms(100));
+        // A timer that fired a tick late leaves less than the minimum: it still starts.
+        assert!(may_start(d, t + ms(91), ms(10), true));
+        assert!(!may_start(d, t + ms(91), ms(10), false));
+        assert!(may_start(d, t + ms(99), ms(10), true));
+        assert!(!may_start(d, t + ms(100), ms(10), true), "nothing left");
+        assert!(may_start(None, t, ms(10), false));
     }
 }

@@ -55,6 +55,8 @@ pub(crate) enum Next {
     Retry {
         /// The backoff.
         delay: Duration,
+        /// The deadline clipped the backoff: the next attempt is the last.
+        last: bool,
     },
     /// Stop, for this reason.
     Stop(StopReason),
@@ -69,6 +71,8 @@ pub(crate) struct Failed {
     pub(crate) max_attempts: u32,
     /// The attempt ran out of the deadline (it was cut by it, or none could start).
     pub(crate) out_of_time: bool,
+    /// The attempt followed a backoff the deadline clipped: it was the last.
+    pub(crate) after_clip: bool,
     /// The series' deadline.
     pub(crate) deadline: Option<Instant>,
     /// The least time an attempt needs.
@@ -76,7 +80,8 @@ pub(crate) struct Failed {
 }
 
 /// Decides whether the series retries after `failed`, reading what it must in this order,
-/// each only when the ones before let the series go on: whether the error is `retryable`,
+/// each only when the ones before let the series go on: nothing after the attempt a clipped
+/// backoff made room for (the series' last); then whether the error is `retryable`,
 /// whether the breaker the series reports to `moved` on since it was admitted, the next
 /// `backoff` delay, and the time left at `now()`. A retry budget, if any, is asked after
 /// this says [`Next::Retry`].
@@ -87,7 +92,7 @@ pub(crate) fn after_failure(
     backoff: impl FnOnce() -> Option<Duration>,
     now: impl FnOnce() -> Instant,
 ) -> Next {
-    if failed.out_of_time {
+    if failed.out_of_time || failed.after_clip {
         return Next::Stop(StopReason::DeadlineExceeded);
     }
     if failed.number >= failed.max_attempts {
@@ -104,7 +109,10 @@ pub(crate) fn after_failure(
         return Next::Stop(StopReason::BackoffExhausted);
     };
     match clip_backoff(delay, failed.deadline, now(), failed.min_attempt) {
-        Some(delay) => Next::Retry { delay },
+        Some(backoff) => Next::Retry {
+            delay: backoff.delay,
+            last: backoff.clipped,
+        },
         None => Next::Stop(StopReason::DeadlineExceeded),
     }
 }
@@ -122,6 +130,7 @@ mod tests {
             number,
             max_attempts: 3,
             out_of_time: false,
+            after_clip: false,
             deadline,
             min_attempt: ms(10),
         }
@@ -130,7 +139,10 @@ mod tests {
     #[test]
     fn each_reason_stops_the_series_in_order() {
         let t = Instant::now();
-        let go = || Next::Retry { delay: ms(100) };
+        let go = || Next::Retry {
+            delay: ms(100),
+            last: false,
+        };
         let next = |f: Failed, r: bool, m: bool, b: Option<Duration>| {
             after_failure(f, || r, || m, || b, || t)
         };
@@ -161,7 +173,19 @@ mod tests {
         );
         assert_eq!(
             next(failed(1, Some(t + ms(50))), true, false, Some(ms(100))),
-            Next::Retry { delay: ms(40) }
+            Next::Retry {
+                delay: ms(40),
+                last: true
+            }
+        );
+        let after_clip = Failed {
+            after_clip: true,
+            ..failed(1, None)
+        };
+        assert_eq!(
+            next(after_clip, true, false, Some(ms(1))),
+            Next::Stop(StopReason::DeadlineExceeded),
+            "the attempt after a clipped backoff is the last"
         );
         assert_eq!(
             next(failed(1, Some(t + ms(5))), true, false, Some(ms(100))),

@@ -1,0 +1,99 @@
+//! A backoff the deadline clipped is followed by exactly one more attempt: it runs with
+//! whatever time is left, on a real clock as on the paused one, and no attempt follows it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use baton::{
+    Backoff, BoxError, Graph, Node, NodeError, Outcome, Report, Retry, RunOptions, StopReason,
+};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// One node whose first `failures` attempts fail at once and whose next ones succeed, with
+/// `retry`, run with a run timeout of `timeout`.
+fn graph(failures: u32, retry: Retry) -> (Graph<()>, Node<u32>) {
+    let calls = Arc::new(AtomicU32::new(0));
+    let mut g = Graph::<()>::builder();
+    let node = g.node("stock").retry(retry).task(move |_ctx, ()| {
+        let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
+        async move {
+            if n <= failures {
+                return Err::<u32, BoxError>("503".into());
+            }
+            Ok(n)
+        }
+    });
+    (g.build().expect("a valid graph"), node)
+}
+
+async fn run(graph: &Graph<()>, timeout: Duration) -> Report {
+    graph
+        .run_with((), RunOptions::new().timeout(timeout))
+        .await
+        .expect("preserve-partial")
+}
+
+/// A 1 s backoff under a 300 ms run timeout is clipped to 290 ms (the minimum attempt time,
+/// 10 ms, is left for the last attempt), which then succeeds.
+#[tokio::test(start_paused = true)]
+async fn the_attempt_a_clipped_backoff_made_room_for_runs() {
+    let (graph, node) = graph(1, Retry::new(2).backoff(Backoff::constant(ms(1_000))));
+    let report = run(&graph, ms(300)).await;
+    let n = report.node(node).expect("the node");
+    assert_eq!(n.outcome(), Outcome::Succeeded);
+    assert_eq!(report.get(node), Some(&2));
+    assert_eq!(n.attempts(), 2);
+    assert_eq!(n.attempt_log()[1].start, ms(290));
+    assert_eq!(n.attempt_log()[1].delay_before, ms(290));
+}
+
+/// On a real clock the clipped wait ends a little late, with less than the minimum
+/// attempt time left: the attempt still runs. (A few runs of 300 ms on a multi-thread
+/// runtime; the outcome and the attempt count are asserted, not the time.)
+#[test]
+fn on_a_real_clock_the_attempt_after_a_clipped_backoff_still_runs() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    for _ in 0..3 {
+        let (graph, node) = graph(1, Retry::new(2).backoff(Backoff::constant(ms(1_000))));
+        let report = rt.block_on(run(&graph, ms(300)));
+        let n = report.node(node).expect("the node");
+        assert_eq!(
+            (n.outcome(), n.attempts()),
+            (Outcome::Succeeded, 2),
+            "{:?}",
+            n.message()
+        );
+    }
+}
+
+/// With exactly the minimum attempt time left the backoff is clipped to zero: one attempt
+/// follows it, not a zero-delay loop until the attempts run out.
+#[tokio::test(start_paused = true)]
+async fn a_budget_never_becomes_a_zero_delay_loop() {
+    let (graph, node) = graph(
+        u32::MAX,
+        Retry::new(1_000).backoff(Backoff::constant(ms(500))),
+    );
+    let report = run(&graph, ms(1_010)).await;
+    let n = report.node(node).expect("the node");
+    assert_eq!(n.outcome(), Outcome::Failed);
+    // At 0, 500 and 1 000 ms (backoffs of 500 and 500), then at 1 000 ms after a backoff
+    // clipped to zero: the last.
+    assert_eq!(n.attempts(), 4);
+    let delays: Vec<Duration> = n.attempt_log().iter().map(|a| a.delay_before).collect();
+    assert_eq!(delays, [ms(0), ms(500), ms(500), ms(0)]);
+    match n.error() {
+        Some(NodeError::GaveUp {
+            attempts, reason, ..
+        }) => assert_eq!((*attempts, reason), (4, &StopReason::DeadlineExceeded)),
+        other => panic!("expected GaveUp, got {other:?}"),
+    }
+}
