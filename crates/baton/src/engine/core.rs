@@ -440,7 +440,7 @@ impl RunCore {
     }
 
     /// The run-wide token, created on first use; cancelled when the run is.
-    pub(super) fn run_token(&self) -> &CancellationToken {
+    pub(in crate::engine) fn run_token(&self) -> &CancellationToken {
         let token = self.token.get_or_init(CancellationToken::new);
         // Pairs with the fence in `begin_cancel`: either it sees this token, or we its flag.
         fence(Ordering::SeqCst);

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use sync_wrapper::SyncWrapper;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::driver;
 use super::graph::GraphInner;
@@ -120,14 +121,6 @@ impl RunOptions {
     }
 }
 
-/// What a [`RunCanceller`] reaches of its run, whatever the input type.
-pub(crate) trait Control: InFlight {
-    /// The run's id.
-    fn run_id(&self) -> RunId;
-    /// Whether the run has been cancelled.
-    fn is_cancelled(&self) -> bool;
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Idle,
@@ -208,8 +201,11 @@ impl<I: Send + Sync + 'static> Run<I> {
     /// A handle that cancels this run from anywhere, also before it starts.
     #[must_use]
     pub fn canceller(&self) -> RunCanceller {
+        let run = Arc::downgrade(&self.state) as Weak<dyn InFlight>;
         RunCanceller {
-            run: Arc::clone(&self.state) as Arc<dyn Control>,
+            run,
+            id: self.state.core.run_id(),
+            cancelled: self.state.core.run_token().clone(),
         }
     }
 
@@ -321,18 +317,22 @@ impl<I: Send + Sync + 'static> Drop for Run<I> {
 
 /// Cancels one run; get it from [`Run::canceller`]. Cloneable, `Send + Sync`.
 ///
-/// Like a [`Report`], it holds the run's state: the run's values and records (and the
-/// per-run arrays its graph would reuse) stay alive until every canceller and report of the
-/// run is dropped. Keep it no longer than the run.
+/// It does not keep the run alive: a canceller kept anywhere, in a task of the run's own
+/// graph included, holds neither the run's values nor its records, and once the run's
+/// future and reports are dropped, cancelling does nothing.
 #[derive(Clone)]
 pub struct RunCanceller {
-    run: Arc<dyn Control>,
+    run: Weak<dyn InFlight>,
+    id: RunId,
+    /// The run's token, cancelled when the run is.
+    cancelled: CancellationToken,
 }
 
 impl fmt::Debug for RunCanceller {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RunCanceller")
-            .field("run", &self.run.run_id())
+            .field("run", &self.id)
+            .field("cancelled", &self.is_cancelled())
             .finish()
     }
 }
@@ -342,13 +342,22 @@ impl RunCanceller {
     /// their next `.await` and end `Cancelled`. The run then resolves to
     /// [`RunError::Cancelled`]. Cancelling a finished run, or twice, does nothing.
     pub fn cancel(&self) {
-        self.run.cancel(CancelReason::Requested);
+        if let Some(run) = self.run.upgrade() {
+            run.cancel(CancelReason::Requested);
+        }
     }
 
-    /// Whether the run has been cancelled (by this handle, a drop, or fail-fast).
+    /// Whether the run has been cancelled (by this handle, a drop, fail-fast, the
+    /// orchestrator, or its runtime shutting down).
     #[must_use]
     pub fn is_cancelled(&self) -> bool {
-        self.run.is_cancelled()
+        self.cancelled.is_cancelled()
+    }
+
+    /// The run's id.
+    #[must_use]
+    pub fn run_id(&self) -> RunId {
+        self.id
     }
 }
 

@@ -36,7 +36,7 @@ use super::admission::{Admit, End};
 use super::core::{PREFETCH_MIN_NODES, RunCore};
 use super::graph::GraphInner;
 use super::node::RunBuffers;
-use super::run::{Control, FailureMode};
+use super::run::FailureMode;
 use super::start::StartMode;
 use crate::error::{CancelReason, NodeError};
 use crate::id::RunId;
@@ -251,12 +251,13 @@ impl<I: Send + Sync + 'static> RunState<I> {
         self.release(swept);
     }
 
-    /// Finalizes a node whose driver disappeared without ending it (the runtime dropped the
-    /// task, e.g. because it is shutting down): it ends `Cancelled`, and so does the rest of
-    /// the run, which cannot go on without it.
-    pub(super) fn abandon(&self, id: u32) {
+    /// Finalizes a node whose driver disappeared without ending it: it ends `Cancelled`,
+    /// and so does the rest of the run, which cannot go on without it, for `reason` (the
+    /// run's future was dropped with the driver it polled, or the runtime dropped the
+    /// driver's task as it shut down).
+    pub(super) fn abandon(&self, id: u32, reason: &CancelReason) {
         if self.core.node(id).is_some_and(|n| n.is_running()) {
-            self.cancel(CancelReason::Dropped);
+            self.cancel(reason.clone());
             let record = Record::empty(Outcome::Cancelled, self.core.now());
             self.record(id, record, true);
             self.release(1);
@@ -282,16 +283,6 @@ pub(super) fn catch_panic<R>(f: impl FnOnce() -> R) -> Result<R, NodeError> {
 impl<I: Send + Sync + 'static> InFlight for RunState<I> {
     fn cancel(&self, reason: CancelReason) {
         RunState::cancel(self, reason);
-    }
-}
-
-impl<I: Send + Sync + 'static> Control for RunState<I> {
-    fn run_id(&self) -> RunId {
-        self.core.run_id()
-    }
-
-    fn is_cancelled(&self) -> bool {
-        self.core.is_cancelled()
     }
 }
 

@@ -51,6 +51,7 @@ use super::first_attempt::Held;
 use super::ready::Pop;
 use super::state::RunState;
 use super::task::AttemptFuture;
+use crate::error::CancelReason;
 use crate::report::Record;
 
 /// What a driver's step tells its poll: go on with the next step, or return.
@@ -254,24 +255,30 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
 
 impl<I: Send + Sync + 'static> Drop for Driver<I> {
     fn drop(&mut self) {
-        // Dropped before its end (the runtime shut down): its node, and every node still
-        // queued, which no driver may be left to take, end `Cancelled`.
+        // Dropped before its end: its node, and every node still queued, which no driver
+        // may be left to take, end `Cancelled`. An embedded driver goes with the run's
+        // future; a spawned one only when its runtime drops its task, shutting down.
         if !matches!(self.state, State::Done) {
+            let reason = if self.embedded {
+                CancelReason::Dropped
+            } else {
+                CancelReason::RuntimeShutDown
+            };
             self.release_held();
             if !matches!(self.state, State::Idle) {
                 self.run.attempt_ended(self.id, 1);
-                self.run.abandon(self.id);
+                self.run.abandon(self.id, &reason);
             }
             self.state = State::Done;
             self.attempt = None;
             for id in std::mem::take(&mut self.local) {
-                self.run.abandon(id);
+                self.run.abandon(id, &reason);
             }
             // A slot being written by a driver on another thread is waited for, briefly.
             let mut busy = 0;
             loop {
                 match self.run.core.ready().pop() {
-                    Pop::Node(id) => self.run.abandon(id),
+                    Pop::Node(id) => self.run.abandon(id, &reason),
                     Pop::Busy if busy < 10_000 => {
                         busy += 1;
                         std::hint::spin_loop();
