@@ -2,6 +2,9 @@
 //! carry, checked with a real subscriber (tracing-subscriber's registry and a layer that
 //! records each span's parent).
 
+// A test binary of its own: `set_default` makes `tracing::dispatcher::has_been_set()` true
+// for the rest of the process, and from then on baton makes spans in every run.
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

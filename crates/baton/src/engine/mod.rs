@@ -48,3 +48,6 @@ pub(crate) use tasks::{TaskRef, Tasks};
 // `FetchCx` and `UpstreamRef` are named in the sealed `Upstreams` trait's hidden methods.
 #[allow(unreachable_pub)]
 pub use upstreams::{FetchCx, Inputs, Named, UpstreamRef, Upstreams};
+
+#[cfg(test)]
+mod tests;

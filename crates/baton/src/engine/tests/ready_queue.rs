@@ -1,5 +1,5 @@
-//! The ready queue (`run/ready.rs`) and its drivers under stress: nodes that compute fan out
-//! to every worker (`StartMode::Spread`), no queued node is stranded in either start mode
+//! The ready queue (`engine/ready.rs`) and its drivers under stress: nodes that compute fan
+//! out to every worker (`StartMode::Spread`), no queued node is stranded in either start mode
 //! (random graphs mixing immediate, yielding, blocking and sleeping nodes; concurrent runs;
 //! runtimes dropped mid-run), large graphs reuse their queue, router branches are never left
 //! running, nested runs complete.
@@ -12,9 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-mod common;
-
-use baton::{BoxError, Graph, Node, Outcome, RunOptions, StartMode};
+use super::common;
+use crate::{BoxError, Graph, Node, Outcome, RunOptions, StartMode};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -188,7 +187,7 @@ fn small_graph_reuses_its_queue_across_runs_and_aborted_runs() {
 fn reuses_its_arrays_across_runs_and_aborted_runs(
     (graph, nodes, expect): (Graph<()>, Vec<Node<u64>>, Vec<u64>),
 ) {
-    let check = |report: &baton::Report| {
+    let check = |report: &crate::Report| {
         for (n, e) in nodes.iter().zip(&expect) {
             assert_eq!(report.get(*n), Some(e));
         }
@@ -217,7 +216,7 @@ fn reuses_its_arrays_across_runs_and_aborted_runs(
             let res = res.expect("an aborted run resolves");
             match res {
                 Ok(report) => check(&report),
-                Err(baton::RunError::Cancelled { report, .. }) => {
+                Err(crate::RunError::Cancelled { report, .. }) => {
                     assert_eq!(report.len(), graph.len());
                     for n in report.nodes() {
                         assert!(
@@ -287,7 +286,7 @@ fn run_on_a_dropped_runtime(
     doomed: impl FnOnce() -> tokio::runtime::Runtime,
     yields: u64,
     other: &tokio::runtime::Runtime,
-) -> baton::Report {
+) -> crate::Report {
     let mut run = graph.run_with((), options);
     let doomed = doomed();
     doomed.block_on(async {
@@ -302,7 +301,7 @@ fn run_on_a_dropped_runtime(
         .expect("the run resolves");
     match res {
         Ok(report) => report,
-        Err(baton::RunError::Cancelled { report, .. }) => *report,
+        Err(crate::RunError::Cancelled { report, .. }) => *report,
         Err(e) => panic!("{e}"),
     }
 }
@@ -350,7 +349,7 @@ fn runtime_dropped_while_a_router_branch_waits() {
 #[tokio::test(start_paused = true)]
 async fn fail_fast_with_a_long_queue() {
     let mut g = Graph::<()>::builder();
-    g.failure_mode(baton::FailureMode::FailFast);
+    g.failure_mode(crate::FailureMode::FailFast);
     for i in 0..2_000 {
         g.node(format!("n{i}")).task(move |_ctx, ()| async move {
             if i == 1_500 {
@@ -371,13 +370,13 @@ async fn fail_fast_with_a_long_queue() {
 
 #[tokio::test(start_paused = true)]
 async fn waiting_nodes_of_every_kind_run_at_once() {
-    let bulkhead = baton::Bulkhead::new("bh", 50, Duration::from_secs(60));
+    let bulkhead = crate::Bulkhead::new("bh", 50, Duration::from_secs(60));
     let mut g = Graph::<()>::builder();
     for i in 0..50 {
         // Retries with backoff.
         let tries = Arc::new(AtomicUsize::new(0));
         g.node(format!("retry{i}"))
-            .retry(baton::Retry::new(2).backoff(baton::Backoff::constant(ms(10))))
+            .retry(crate::Retry::new(2).backoff(crate::Backoff::constant(ms(10))))
             .task(move |_ctx, ()| {
                 let tries = Arc::clone(&tries);
                 async move {
@@ -486,7 +485,7 @@ async fn a_panicking_retry_predicate_in_a_router_branch_does_not_hang_the_run() 
         .after(up)
         .select(|_input, _v| "a")
         .branch("a", |b| {
-            b.retry(baton::Retry::new(2).retry_if(|_e| panic!("predicate boom")))
+            b.retry(crate::Retry::new(2).retry_if(|_e| panic!("predicate boom")))
                 .task(|_ctx, _v| async { Err::<u32, BoxError>("fails".into()) })
         })
         .branch("b", |b| {

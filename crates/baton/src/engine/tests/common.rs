@@ -1,11 +1,12 @@
-//! Helpers shared by the scheduler's stress tests (`ready_queue.rs`, `ready_queue_turns.rs`).
+//! Helpers shared by the scheduler's stress tests (`embedded.rs`, `ready_queue.rs`,
+//! `ready_queue_turns.rs`).
 
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use baton::BoxError;
+use crate::BoxError;
 
 /// How long a computing node waits for its siblings before it fails: wall time, and only a
 /// failing test waits that long.

@@ -8,10 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-mod common;
-
-use baton::observe::Event;
-use baton::{BoxError, Graph, Node, Orchestrator, Outcome, RunError, StartMode};
+use super::common;
+use crate::observe::Event;
+use crate::{BoxError, Graph, Node, Orchestrator, Outcome, RunError, StartMode};
 
 // ---------------------------------------------------------------------------------------
 // A cancel that lands while `start` queues the roots.

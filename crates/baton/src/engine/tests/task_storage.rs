@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use baton::{BoxError, BuildError, Graph, Node};
+use crate::{BoxError, BuildError, Graph, Node};
 
 /// Nodes alternate between two closure types (each capturing its node's index and a clone
 /// of `witness`), and every seventh is a blocking task: three columns, interleaved.
@@ -145,7 +145,7 @@ fn a_router_between_other_nodes_runs_its_chosen_branch() {
 /// below.
 fn capturing(
     witness: &Arc<()>,
-) -> impl Fn(baton::Ctx<()>, baton::Inputs<u32>) -> std::future::Ready<Result<u32, BoxError>>
+) -> impl Fn(crate::Ctx<()>, crate::Inputs<u32>) -> std::future::Ready<Result<u32, BoxError>>
 + Send
 + Sync
 + 'static {

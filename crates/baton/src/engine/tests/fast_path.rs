@@ -8,11 +8,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use baton::{
+use tokio::time::{advance, sleep};
+
+use crate::{
     AttemptReport, BoxError, BreakerState, CircuitBreaker, Fallback, Graph, Node, NodeError,
     Outcome, Report, Retry,
 };
-use tokio::time::{advance, sleep};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -195,7 +196,7 @@ async fn a_handed_over_probe_is_given_back_when_the_run_is_cancelled() {
 /// without policies.
 #[tokio::test(start_paused = true)]
 async fn a_node_cancelled_during_its_first_attempt_has_started() {
-    let slot: Arc<std::sync::OnceLock<baton::RunCanceller>> = Arc::default();
+    let slot: Arc<std::sync::OnceLock<crate::RunCanceller>> = Arc::default();
     let s = Arc::clone(&slot);
     let mut g = Graph::<()>::builder();
     let n = g.node("n").timeout(ms(1_000)).task(move |_ctx, ()| {
@@ -238,7 +239,7 @@ async fn a_run_deadline_earlier_than_the_timeout_is_the_first_attempt_s_cut() {
         async { Ok::<_, BoxError>(1u32) }
     });
     let graph = g.build().unwrap();
-    let options = |t| baton::RunOptions::new().timeout(t);
+    let options = |t| crate::RunOptions::new().timeout(t);
     let report = graph.run_with((), options(ms(30))).await.unwrap();
     assert_eq!(report.node(n).unwrap().outcome(), Outcome::Succeeded);
     assert_eq!(*seen.lock().unwrap(), [(Some(ms(30)), Some(ms(30)))]);
@@ -309,7 +310,7 @@ type Attempt = std::pin::Pin<Box<dyn Future<Output = Result<u32, BoxError>> + Se
 fn counted<U>(
     d: Duration,
     polls: &Arc<AtomicU32>,
-) -> impl Fn(baton::Ctx<()>, U) -> Attempt + Clone + use<U> {
+) -> impl Fn(crate::Ctx<()>, U) -> Attempt + Clone + use<U> {
     let calls = Arc::new(AtomicU32::new(0));
     let polls = Arc::clone(polls);
     move |_ctx, _up| {
@@ -443,7 +444,7 @@ async fn spend_coop_budget() {
 /// its later attempts end at once.
 fn hangs_after<U, F>(
     first: impl Fn() -> F + Send + Sync + 'static,
-) -> impl Fn(baton::Ctx<()>, U) -> Attempt
+) -> impl Fn(crate::Ctx<()>, U) -> Attempt
 where
     F: Future<Output = ()> + Send + 'static,
 {
@@ -548,7 +549,7 @@ async fn a_probe_that_succeeds_at_once_closes_the_breaker() {
 #[tokio::test(start_paused = true)]
 async fn a_probe_is_given_back_when_the_run_is_cancelled_before_the_first_poll() {
     let b = half_open().await;
-    let slot: Arc<std::sync::OnceLock<baton::RunCanceller>> = Arc::default();
+    let slot: Arc<std::sync::OnceLock<crate::RunCanceller>> = Arc::default();
     let s = Arc::clone(&slot);
     let mut g = Graph::<()>::builder();
     let stock = g.node("stock").breaker(&b).task(move |_ctx, ()| {
@@ -607,7 +608,7 @@ fn a_report_outlives_the_runtime_of_its_retried_waiting_nodes() {
     let stock = g
         .node("stock")
         .timeout(ms(60_000))
-        .retry(Retry::new(2).backoff(baton::Backoff::constant(Duration::ZERO)))
+        .retry(Retry::new(2).backoff(crate::Backoff::constant(Duration::ZERO)))
         .task(move |_ctx, ()| {
             let first = c.fetch_add(1, Ordering::SeqCst) == 0;
             async move {

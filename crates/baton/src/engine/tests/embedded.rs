@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-mod common;
-
-use baton::{BoxError, Graph, GraphBuilder, Node, RunOptions, StartMode};
 use tokio::task::Id;
+
+use super::common;
+use crate::{BoxError, Graph, GraphBuilder, Node, RunOptions, StartMode};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

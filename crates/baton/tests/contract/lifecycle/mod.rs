@@ -1,6 +1,9 @@
 //! Callbacks, observers, stats and the orchestrator's lifecycle (DESIGN rules 10, 14, 16;
 //! seed 002 §16–§18).
 
+mod cancel;
+mod reuse;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};

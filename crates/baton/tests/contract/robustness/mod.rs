@@ -3,6 +3,10 @@
 //! misdefined routers, retry series that never wait. Each must end in a clear outcome or a
 //! typed error — never a panic out of the run, a hang, or a leaked count.
 
+mod blocking;
+mod concurrency;
+mod panic;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;

@@ -2,6 +2,8 @@
 //! arrive typed and shared, the run input reaches every task, and no node starts before its
 //! upstreams ended (DESIGN rule 1).
 
+mod prop_dag;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,6 +1,8 @@
 //! Retry, backoff and deadline budget on tokio's paused clock (DESIGN rules 5, 6, 7; seeds
 //! 000 and 004).
 
+mod jitter;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;

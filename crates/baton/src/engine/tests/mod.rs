@@ -1,0 +1,9 @@
+//! White-box tests of the scheduler, next to the code they pin. (The run state's own tests,
+//! `state.rs`, are included from `engine/state.rs`.)
+
+mod common;
+mod embedded;
+mod fast_path;
+mod ready_queue;
+mod ready_queue_turns;
+mod task_storage;
