@@ -1,4 +1,4 @@
-//! Seed 000's borrow notification, fanned out to three channels with a budget and a circuit
+//! A borrow notification, fanned out to three channels with a budget and a circuit
 //! breaker each, against real HTTP services on `127.0.0.1`:
 //!
 //! ```text
@@ -13,13 +13,13 @@
 //! the budget, and each attempt's task passes the time it has left (`ctx.remaining()`) on to
 //! the HTTP call, as the request's timeout and in the `x-budget-ms` header, so that the
 //! service stops working when the caller stops waiting. Each channel has its own breaker
-//! (seed 000: "one guard per downstream, not one for all"), registered in one
+//! (one guard per downstream, not one for all), registered in one
 //! `Orchestrator`, so every request shares them.
 //!
 //! The example sends a stream of borrow notifications (each a run of the graph, started a
 //! few milliseconds apart, running concurrently) while one channel is down (answers 503),
 //! and prints, as it happens, from an observer given to the orchestrator:
-//! - every breaker transition, with its time since the start (seed 000's transition log):
+//! - every breaker transition, with its time since the start:
 //!   closed → open after the threshold of failed requests, open → half-open when the open
 //!   duration has elapsed and a request asks, half-open → open (probe failed, fresh
 //!   cooldown) or → closed (probe succeeded);
@@ -41,7 +41,7 @@
 //! - `--open-ms MS` (default 200): how long an open breaker rejects before a probe.
 //! - `--slow CHANNEL=MS` (repeatable): that channel answers MS ms later; with a down
 //!   channel, each failing attempt then takes longer, and the budget cuts the last one
-//!   short (seed 000's "attempt 3 budget=42.24 ms").
+//!   short ("attempt 3 budget=42.24 ms").
 //! - `--verbose`: log the attempts of every channel, not only the watched ones.
 //!
 //! # Examples
@@ -67,7 +67,7 @@ use baton_examples::{CallError, Channel, Downstreams, Notice, OrderApi, OrderSer
 use clap::Parser;
 use tokio::time::Instant;
 
-/// The per-channel settings of seed 000: "mail 2 s, 5 failures; sms 800 ms, 3; push 500 ms,
+/// The per-channel settings: "mail 2 s, 5 failures; sms 800 ms, 3; push 500 ms,
 /// 2".
 fn settings(channel: Channel) -> (Duration, u32) {
     match channel {
@@ -79,7 +79,7 @@ fn settings(channel: Channel) -> (Duration, u32) {
 
 const MAX_ATTEMPTS: u32 = 3;
 
-/// Seed 000's notification fan-out with per-channel budgets and breakers.
+/// A notification fan-out with per-channel budgets and breakers.
 #[derive(Debug, Parser)]
 #[command(name = "notify_fanout")]
 struct Args {

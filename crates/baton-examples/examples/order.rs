@@ -1,4 +1,4 @@
-//! The order placement of seed 002's final chapter (终章), as a baton graph against real HTTP
+//! The order placement of the classic order flow, as a baton graph against real HTTP
 //! services on `127.0.0.1`:
 //!
 //! ```text
@@ -106,7 +106,7 @@ const ORDER_SERVICES: [Service; 6] = [
 /// What `notify` says when the notify service fails (the seed's "通知失败，已转站内信").
 const IN_APP: &str = "sent by in-app message";
 
-/// Seed 002's final order flow as a baton graph, against HTTP services on 127.0.0.1.
+/// The order flow as a baton graph, against HTTP services on 127.0.0.1.
 #[derive(Debug, Parser)]
 #[command(name = "order")]
 struct Args {

@@ -1,11 +1,11 @@
 //! Shared pieces of the baton examples: an embedded HTTP server that stands in for the
-//! downstream services of the seeds' two scenarios, their wire types, and a small client.
+//! downstream services of the two scenarios, their wire types, and a small client.
 //!
 //! The examples run against real HTTP on `127.0.0.1` instead of sleeping in place, so that
 //! what a graph saves (and what a failure costs) is measured through sockets, a connection
 //! pool and JSON, as a request handler would see it.
 //!
-//! The order placement of seed 002's final chapter (`user ∥ sku → stock → dispatch{ship |
+//! The order placement of the classic order flow (`user ∥ sku → stock → dispatch{ship |
 //! shortage} → notify`):
 //!
 //! | service    | endpoint             | body                          | base latency |
@@ -17,7 +17,7 @@
 //! | `shortage` | `POST /shortage`     | [`DispatchRequest`]           | 80 ms        |
 //! | `notify`   | `POST /notify`       | [`Dispatch`]                  | 50 ms        |
 //!
-//! The borrow notification of seed 000, fanned out to three channels:
+//! A borrow notification, fanned out to three channels:
 //!
 //! | service | endpoint     | body       | base latency |
 //! |---------|--------------|------------|--------------|
@@ -30,7 +30,7 @@
 //! behind a shared, cloneable [`Downstreams`] handle that an example configures before the
 //! server starts or while it runs; the server reads the current behaviour on every call.
 //!
-//! **Deadline propagation** (seed 000): a client made with [`OrderApi::within`] sends its
+//! **Deadline propagation**: a client made with [`OrderApi::within`] sends its
 //! time budget in the [`BUDGET_HEADER`] header and times the request out shortly after it
 //! ([`CLIENT_TIMEOUT_GRACE`]). The server
 //! honours the header: a call that would take longer stops at the caller's deadline and
@@ -210,7 +210,7 @@ impl FromStr for Service {
     }
 }
 
-/// The three notification channels of seed 000's fan-out.
+/// The three notification channels of the fan-out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Channel {
     /// E-mail: slow but reliable.
@@ -592,7 +592,7 @@ pub struct Notification {
     pub message: String,
 }
 
-/// The body of `POST /mail`, `/sms` and `/push`: seed 000's borrow notification.
+/// The body of `POST /mail`, `/sms` and `/push`: the borrow notification.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Notice {
     /// The borrow this notice is about (the request number in the example).
@@ -900,7 +900,7 @@ impl OrderApi {
 
     /// The same client (same pool), whose requests carry the time budget `budget`: it is
     /// sent in the [`BUDGET_HEADER`] header so that the server stops working when the
-    /// caller stops waiting (seed 000's deadline propagation), and it is each request's
+    /// caller stops waiting (deadline propagation), and it is each request's
     /// timeout (plus [`CLIENT_TIMEOUT_GRACE`]). Pass a task's `ctx.remaining()`. `None`: no
     /// budget.
     #[must_use]

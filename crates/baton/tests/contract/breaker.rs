@@ -1,4 +1,4 @@
-//! The circuit breaker's contract (DESIGN rule 8), on tokio's paused clock.
+//! The circuit breaker's contract (`docs/contract.md`, rule 8), on tokio's paused clock.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -49,7 +49,7 @@ fn consecutive(n: u32, cooldown: Duration) -> CircuitBreaker {
         .unwrap()
 }
 
-/// Seed 000's log: threshold 3, cooldown 200 ms. Closed → open after 3 failures,
+/// A classic log: threshold 3, cooldown 200 ms. Closed → open after 3 failures,
 /// rejections, half-open after 200 ms, the failed probe re-opens with a *fresh* cooldown,
 /// the next probe succeeds → closed; then failures are counted again from zero.
 #[tokio::test(start_paused = true)]

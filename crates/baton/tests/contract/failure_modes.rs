@@ -1,4 +1,4 @@
-//! Failure modes (DESIGN rule 11): `PreservePartial` returns the report, `FailAll` makes the
+//! Failure modes (`docs/contract.md`, rule 11): `PreservePartial` returns the report, `FailAll` makes the
 //! run an error that still carries every node, `FailFast` cancels what is in flight; set per
 //! graph and per run.
 

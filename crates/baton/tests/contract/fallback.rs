@@ -1,5 +1,5 @@
 //! Fallback: only after the inner layers failed, with the error they ended with; the node
-//! ends `Recovered` and the report keeps the error (DESIGN rule 9; seed 002 §12).
+//! ends `Recovered` and the report keeps the error (`docs/contract.md`, rule 9).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

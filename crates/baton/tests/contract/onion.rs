@@ -1,4 +1,4 @@
-//! The onion with the circuit breaker (DESIGN rule 3; seed 002 §13): attempt (task +
+//! The onion with the circuit breaker (`docs/contract.md`, rule 3): attempt (task +
 //! timeout) → retry → breaker → fallback. The breaker is asked once per series and told one
 //! result per series; an open breaker rejects without running the task; a breaker rejection
 //! is never retried; a series stops early when its breaker opens meanwhile.
@@ -209,7 +209,7 @@ async fn breakers_are_shared_by_name_across_graphs_and_runs() {
 }
 
 /// The breaker is checked again after each backoff: a series whose breaker opened while it
-/// waited makes no further call (DESIGN rule 3).
+/// waited makes no further call (`docs/contract.md`, rule 3).
 #[tokio::test(start_paused = true)]
 async fn a_breaker_that_opens_during_the_backoff_stops_the_series() {
     let b = breaker("mail", 1);

@@ -1,4 +1,4 @@
-//! Conditional routing (DESIGN rule 12; seed 002 §14): the chosen branch runs with its own
+//! Conditional routing (`docs/contract.md`, rule 12): the chosen branch runs with its own
 //! policies and its value becomes the router's; the others end `NotTaken`.
 
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! Skip propagation: a node whose upstream produced no value is `Skipped`, never started,
 //! and names both the immediate upstream and the root cause, through several levels
-//! (DESIGN rule 2).
+//! (`docs/contract.md`, rule 2).
 
 use std::fmt;
 use std::sync::Arc;

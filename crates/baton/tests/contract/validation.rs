@@ -1,4 +1,4 @@
-//! Validation before anything runs (DESIGN rule 13): every `BuildError` with its exact
+//! Validation before anything runs (`docs/contract.md`, rule 13): every `BuildError` with its exact
 //! message, cycles printed as `a -> b -> c -> a`, and nothing panics or hangs.
 
 use baton::{BoxError, BuildError, Graph, GraphBuilder, Inputs, Node};

@@ -1,4 +1,4 @@
-//! Lifecycle (DESIGN rule 14): dropping a run's future cancels its nodes and leaves no task
+//! Lifecycle (`docs/contract.md`, rule 14): dropping a run's future cancels its nodes and leaves no task
 //! behind; `RunCanceller::cancel` ends a run with `RunError::Cancelled` and its report;
 //! cancelling before the first poll or after completion.
 

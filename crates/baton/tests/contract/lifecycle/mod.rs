@@ -1,8 +1,9 @@
-//! Callbacks, observers, stats and the orchestrator's lifecycle (DESIGN rules 10, 14, 16;
-//! seed 002 §16–§18).
+//! Callbacks, observers, stats and the orchestrator's lifecycle (`docs/contract.md`, rules
+//! 10, 14 and 16).
 
 mod cancel;
 mod reuse;
+mod run_lifetime;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

@@ -1,6 +1,6 @@
 //! Backoff and jitter properties: no jittered delay exceeds the cap; full and equal jitter
 //! stay within their ranges; decorrelated jitter lengthens delays within `[d, 3·previous]`;
-//! arithmetic saturates for any attempt number (DESIGN rule 7).
+//! arithmetic saturates for any attempt number (`docs/contract.md`, rule 7).
 
 use std::time::Duration;
 

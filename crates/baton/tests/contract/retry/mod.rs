@@ -1,6 +1,7 @@
-//! Retry, backoff and deadline budget on tokio's paused clock (DESIGN rules 5, 6, 7; seeds
-//! 000 and 004).
+//! Retry, backoff and deadline budget on tokio's paused clock (`docs/contract.md`, rules
+//! 5, 6 and 7).
 
+mod clipped_backoff;
 mod jitter;
 
 use std::sync::Arc;
@@ -14,7 +15,7 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// Seed 004's experiment: one worker thread, two nodes that each fail twice with a 1 s
+/// The classic experiment: one worker thread, two nodes that each fail twice with a 1 s
 /// backoff. Waiting holds no thread, so both finish at 2 s, not 4 s.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn backoff_holds_no_thread_two_retrying_nodes_finish_in_two_seconds() {
@@ -48,7 +49,7 @@ async fn backoff_holds_no_thread_two_retrying_nodes_finish_in_two_seconds() {
     }
 }
 
-/// Seed 000's run: a 300 ms budget, three attempts of 80, 90 and 120 ms, a 15 ms base
+/// A classic run: a 300 ms budget, three attempts of 80, 90 and 120 ms, a 15 ms base
 /// backoff. The third attempt gets only what is left and is cut at the deadline: the series
 /// ends at 300 ms exactly, not 8 ms after.
 #[tokio::test(start_paused = true)]
@@ -178,7 +179,7 @@ async fn run_deadline_fails_nodes_that_cannot_start_and_cuts_running_ones() {
 }
 
 /// Timeouts sit inside the retry: each attempt gets a full timeout, and the series goes on
-/// (seed 002 §13, counter-example one: a timeout outside the retry would kill the series).
+/// (a timeout outside the retry would kill the series).
 #[tokio::test(start_paused = true)]
 async fn each_attempt_gets_its_own_timeout_inside_the_retry() {
     let mut g = Graph::<()>::builder();

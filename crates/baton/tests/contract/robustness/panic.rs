@@ -1,4 +1,4 @@
-//! Panics in tasks (DESIGN rule 15): caught, the node ends `Failed` with
+//! Panics in tasks (`docs/contract.md`, rule 15): caught, the node ends `Failed` with
 //! `NodeError::Panicked` carrying the message, the other nodes are unaffected and the run
 //! completes.
 

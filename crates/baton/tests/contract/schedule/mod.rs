@@ -1,6 +1,6 @@
 //! Scheduling: makespan equals the critical path on tokio's paused clock, upstream values
 //! arrive typed and shared, the run input reaches every task, and no node starts before its
-//! upstreams ended (DESIGN rule 1).
+//! upstreams ended (`docs/contract.md`, rule 1).
 
 mod prop_dag;
 
