@@ -132,9 +132,13 @@ pub enum NodeError {
     /// The task returned an error.
     #[error(transparent)]
     Task(BoxError),
-    /// The task panicked; the panic was caught and the run went on.
-    #[error("task panicked: {message}")]
+    /// User code panicked (the task, or a closure of its policies); the panic was caught
+    /// and the run went on.
+    #[error("{code} panicked: {message}")]
+    #[non_exhaustive]
     Panicked {
+        /// Which code panicked.
+        code: UserCode,
         /// The panic payload, when it was a string; `"<non-string panic payload>"` otherwise.
         message: String,
     },
@@ -285,15 +289,58 @@ impl NodeError {
         )
     }
 
-    pub(crate) fn from_panic(payload: &(dyn std::any::Any + Send)) -> Self {
-        let message = if let Some(s) = payload.downcast_ref::<&'static str>() {
-            (*s).to_owned()
-        } else if let Some(s) = payload.downcast_ref::<String>() {
-            s.clone()
-        } else {
-            "<non-string panic payload>".to_owned()
-        };
-        NodeError::Panicked { message }
+    /// The error of a panic of `code`, with its payload's message.
+    pub(crate) fn from_panic(code: UserCode, payload: &(dyn std::any::Any + Send)) -> Self {
+        NodeError::Panicked {
+            code,
+            message: panic_message(payload),
+        }
+    }
+}
+
+/// A panic payload's message, when it is a string.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&'static str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "<non-string panic payload>".to_owned()
+    }
+}
+
+/// Which code a caught panic came from ([`NodeError::Panicked`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UserCode {
+    /// The node's task (calling it, or polling the future it returned).
+    Task,
+    /// The node's fallback.
+    Fallback,
+    /// A router's selector.
+    Selector,
+    /// The retry predicate (`Retry::retry_if`).
+    RetryPredicate,
+    /// The breaker's error filter (`breaker_ignore`).
+    BreakerFilter,
+    /// A custom backoff's sequence of delays.
+    Backoff,
+    /// None of the above: code the scheduler called around them (a `tracing` subscriber),
+    /// or a bug in baton; please report it with the message.
+    Scheduler,
+}
+
+impl fmt::Display for UserCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            UserCode::Task => "task",
+            UserCode::Fallback => "fallback",
+            UserCode::Selector => "router selector",
+            UserCode::RetryPredicate => "retry predicate",
+            UserCode::BreakerFilter => "breaker filter",
+            UserCode::Backoff => "backoff",
+            UserCode::Scheduler => "the scheduler",
+        })
     }
 }
 

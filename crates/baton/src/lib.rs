@@ -144,7 +144,7 @@ pub use engine::{
     Ctx, FailureMode, Graph, Inputs, Named, Run, RunCanceller, RunError, RunOptions, StartMode,
     Upstreams,
 };
-pub use error::{BoxError, BuildError, CancelReason, NodeError, StopReason};
+pub use error::{BoxError, BuildError, CancelReason, NodeError, StopReason, UserCode};
 pub use id::{IdempotencyKey, Node, RunId};
 pub use observe::{Event, Observer, Stats};
 pub use onion::{Attempt, Call, Fallback, Pipeline, PipelineBuilder, Retry};

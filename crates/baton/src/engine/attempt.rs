@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::state::{RunState, catch_panic};
 use super::task::{AttemptFuture, Ctx, CtxCut};
-use crate::error::NodeError;
+use crate::error::{NodeError, UserCode};
 use crate::observe::Event;
 use crate::policy::bulkhead::BulkheadPermit;
 
@@ -99,7 +99,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         };
         let cx = self.fetch_cx(id);
         let ctx = Ctx::new(Arc::clone(self), id, number, cut);
-        catch_panic(|| {
+        catch_panic(UserCode::Task, || {
             // Validation checked every upstream's type, and a node runs only once each of
             // its upstreams produced a value.
             let called = task.call(ctx, &cx, permit, into);

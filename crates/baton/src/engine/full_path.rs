@@ -19,7 +19,7 @@ use super::state::{RunState, catch_panic};
 use super::task::AttemptFuture;
 use super::tokens::AttemptGuard;
 use super::upstreams::FetchCx;
-use crate::error::NodeError;
+use crate::error::{NodeError, UserCode};
 use crate::observe::{Event, trace};
 use crate::onion::{self, Execution, First, Policies};
 use crate::report::{Outcome, Record};
@@ -134,7 +134,7 @@ async fn plain<I: Send + Sync + 'static>(
         Ok(attempt) => match trace::within(span, AssertUnwindSafe(attempt).catch_unwind()).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => Err(NodeError::Task(error)),
-            Err(panic) => Err(NodeError::from_panic(panic.as_ref())),
+            Err(panic) => Err(NodeError::from_panic(UserCode::Task, panic.as_ref())),
         },
         Err(error) => Err(error),
     };
@@ -223,7 +223,7 @@ fn choose<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Result<u
         unreachable!("node {id} is in its graph")
     };
     let cx = run.fetch_cx(id);
-    let key = catch_panic(|| {
+    let key = catch_panic(UserCode::Selector, || {
         let key = task.select(&run.input, &cx);
         // Validation checked every upstream's type, and a router runs only once each of
         // its upstreams produced a value.
@@ -252,8 +252,11 @@ async fn run_branch<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, branch: u3
         .await
     {
         Ok((record, _)) => record,
-        Err(panic) => Record::ended(Outcome::Failed, None, Some(start), core.now())
-            .with_error(Some(Arc::new(NodeError::from_panic(panic.as_ref())))),
+        Err(panic) => {
+            Record::ended(Outcome::Failed, None, Some(start), core.now()).with_error(Some(
+                Arc::new(NodeError::from_panic(UserCode::Scheduler, panic.as_ref())),
+            ))
+        }
     }
 }
 

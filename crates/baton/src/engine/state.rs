@@ -38,7 +38,7 @@ use super::graph::GraphInner;
 use super::node::RunBuffers;
 use super::run::FailureMode;
 use super::start::StartMode;
-use crate::error::{CancelReason, NodeError};
+use crate::error::{CancelReason, NodeError, UserCode};
 use crate::id::RunId;
 use crate::observe::Event;
 use crate::orchestrator::{InFlight, deliver};
@@ -275,9 +275,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
     }
 }
 
-/// Runs `f`, catching a panic; for user code called by the scheduler.
-pub(super) fn catch_panic<R>(f: impl FnOnce() -> R) -> Result<R, NodeError> {
-    std::panic::catch_unwind(AssertUnwindSafe(f)).map_err(|p| NodeError::from_panic(p.as_ref()))
+/// Runs `f`, user code of kind `code`, catching a panic.
+pub(super) fn catch_panic<R>(code: UserCode, f: impl FnOnce() -> R) -> Result<R, NodeError> {
+    std::panic::catch_unwind(AssertUnwindSafe(f))
+        .map_err(|p| NodeError::from_panic(code, p.as_ref()))
 }
 
 impl<I: Send + Sync + 'static> InFlight for RunState<I> {

@@ -65,7 +65,7 @@ impl NodeCallbacks {
 
 fn guarded(node: &str, which: &str, f: impl FnOnce()) {
     if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(f)) {
-        let message = crate::error::NodeError::from_panic(panic.as_ref());
+        let message = crate::error::panic_message(panic.as_ref());
         tracing::error!(node, callback = which, %message, "node callback panicked; ignored");
     }
 }

@@ -6,7 +6,7 @@ use futures_util::FutureExt;
 use tokio::time::Instant;
 
 use super::{FirstAttempt, Host, Policies};
-use crate::error::{BoxError, NodeError};
+use crate::error::{BoxError, NodeError, UserCode};
 use crate::observe::trace;
 use crate::policy::bulkhead::BulkheadPermit;
 use crate::policy::deadline::{Cut, Deadline};
@@ -133,7 +133,7 @@ fn settle<H: Host>(
             Err(cut_error(host, policies, number, cut, started))
         }
         Ok(Err(error)) => Err(NodeError::Task(error)),
-        Err(panic) => Err(NodeError::from_panic(panic.as_ref())),
+        Err(panic) => Err(NodeError::from_panic(UserCode::Task, panic.as_ref())),
     }
 }
 

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::Host;
 use super::pipeline::{Inner, RecoverFuture};
-use crate::error::{BoxError, NodeError};
+use crate::error::{BoxError, NodeError, UserCode};
 use crate::id::RunId;
 use crate::observe::Event;
 use crate::orchestrator::deliver;
@@ -173,7 +173,7 @@ where
             deadline: cut,
         };
         let fut = std::panic::catch_unwind(AssertUnwindSafe(|| (self.task)(attempt)))
-            .map_err(|panic| NodeError::from_panic(panic.as_ref()))?;
+            .map_err(|panic| NodeError::from_panic(UserCode::Task, panic.as_ref()))?;
         Ok(Held { fut, permit })
     }
 

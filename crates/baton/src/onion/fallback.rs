@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use futures_util::FutureExt;
 
-use crate::error::{BoxError, NodeError};
+use crate::error::{BoxError, NodeError, UserCode};
 
 type AsyncFallback<T> = Arc<
     dyn Fn(Arc<NodeError>) -> Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send>>
@@ -111,18 +111,29 @@ impl<T: Send + Sync + 'static> Fallback<T> {
             Kind::Value(v) => Ok(Recovered::Shared(Arc::clone(v))),
             Kind::Fn(f) => match std::panic::catch_unwind(AssertUnwindSafe(|| f(&error))) {
                 Ok(v) => Ok(Recovered::Owned(v)),
-                Err(p) => Err(failed(NodeError::from_panic(p.as_ref()), error)),
+                Err(p) => Err(failed(
+                    NodeError::from_panic(UserCode::Fallback, p.as_ref()),
+                    error,
+                )),
             },
             Kind::Async(f) => {
                 let fut = match std::panic::catch_unwind(AssertUnwindSafe(|| f(Arc::clone(&error))))
                 {
                     Ok(fut) => fut,
-                    Err(p) => return Err(failed(NodeError::from_panic(p.as_ref()), error)),
+                    Err(p) => {
+                        return Err(failed(
+                            NodeError::from_panic(UserCode::Fallback, p.as_ref()),
+                            error,
+                        ));
+                    }
                 };
                 match AssertUnwindSafe(fut).catch_unwind().await {
                     Ok(Ok(v)) => Ok(Recovered::Owned(v)),
                     Ok(Err(e)) => Err(failed(NodeError::Task(e), error)),
-                    Err(p) => Err(failed(NodeError::from_panic(p.as_ref()), error)),
+                    Err(p) => Err(failed(
+                        NodeError::from_panic(UserCode::Fallback, p.as_ref()),
+                        error,
+                    )),
                 }
             }
         }

@@ -1,13 +1,14 @@
 //! The retry series, and the circuit breaker around it: asked once before the series (an
 //! open breaker rejects it without running the task), told one result after it.
 
+use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::attempt::attempt;
 use super::{FirstAttempt, Host, MAX_ATTEMPT_LOG, Policies, Retry};
-use crate::error::NodeError;
+use crate::error::{NodeError, UserCode};
 use crate::policy::backoff::BackoffIter;
 use crate::policy::breaker::{BreakerPermit, OwnedPermit};
 use crate::policy::retry::{self, Failed, Next, StopReason};
@@ -46,12 +47,28 @@ pub(super) async fn guarded<H: Host>(
     // Dropping `permit` (the run was cancelled mid-series) releases it uncounted.
     let out = series(host, policies, Some(&permit), deadline, started, log, first).await;
     let elapsed = started.elapsed();
-    match &out {
-        Ok(_) => permit.success(elapsed),
-        Err(e) if policies.breaker_ignore.as_ref().is_some_and(|f| f(e)) => permit.ignore(),
-        Err(_) => permit.failure(elapsed),
+    let error = match out {
+        Ok(value) => {
+            permit.success(elapsed);
+            return Ok(value);
+        }
+        Err(error) => error,
+    };
+    let ignored = match &policies.breaker_ignore {
+        None => false,
+        Some(filter) => match catch(UserCode::BreakerFilter, || filter(&error)) {
+            Ok(ignored) => ignored,
+            // A filter that panics tells the breaker nothing (the permit is released
+            // uncounted) and fails the node with its panic.
+            Err(panic) => return Err(panic),
+        },
+    };
+    if ignored {
+        permit.ignore();
+    } else {
+        permit.failure(elapsed);
     }
-    out
+    Err(error)
 }
 
 /// The retry series (a single attempt without a retry policy); `first` is its first
@@ -153,13 +170,30 @@ fn backoff_after<H: Host>(
     error: NodeError,
 ) -> Result<(Duration, bool, NodeError), NodeError> {
     let number = failed.number;
+    // The user's predicate and backoff may panic: the series ends with the panic.
+    let panicked = std::cell::Cell::new(None);
     let next = retry::after_failure(
         failed,
-        || retry.is_retryable(&error),
+        || {
+            let retryable = catch(UserCode::RetryPredicate, || retry.is_retryable(&error));
+            retryable.unwrap_or_else(|panic| {
+                panicked.set(Some(panic));
+                false
+            })
+        },
         || permit.is_some_and(|p| !p.is_current()),
-        || backoff.get_or_insert_with(|| retry.backoff.iter()).next(),
+        || {
+            let delays = backoff.get_or_insert_with(|| retry.backoff.iter());
+            catch(UserCode::Backoff, || delays.next()).unwrap_or_else(|panic| {
+                panicked.set(Some(panic));
+                None
+            })
+        },
         Instant::now,
     );
+    if let Some(panic) = panicked.into_inner() {
+        return Err(panic);
+    }
     let (delay, last) = match next {
         Next::Retry { delay, last } => (delay, last),
         Next::Stop(reason) => return Err(give_up(host, number, started, reason, error)),
@@ -179,6 +213,12 @@ fn backoff_after<H: Host>(
         .map(|d| d.saturating_duration_since(Instant::now()));
     host.retry_scheduled(number + 1, delay, remaining);
     Ok((delay, last, error))
+}
+
+/// Runs `f`, user code of kind `code`, catching a panic as that code's error.
+fn catch<R>(code: UserCode, f: impl FnOnce() -> R) -> Result<R, NodeError> {
+    std::panic::catch_unwind(AssertUnwindSafe(f))
+        .map_err(|panic| NodeError::from_panic(code, panic.as_ref()))
 }
 
 /// The error of a series whose deadline left no room for attempt `attempts + 1`.

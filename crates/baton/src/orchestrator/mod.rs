@@ -172,7 +172,7 @@ pub(crate) fn deliver(observers: &[Arc<dyn Observer>], event: &Event<'_>) {
     for observer in observers {
         if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(|| observer.on_event(event)))
         {
-            let message = crate::error::NodeError::from_panic(panic.as_ref());
+            let message = crate::error::panic_message(panic.as_ref());
             tracing::error!(%message, "observer panicked; event dropped for it");
         }
     }

@@ -60,11 +60,16 @@ fn errors_box_into_box_error() {
     );
     let e: BoxError = RunError::NoRuntime.into();
     assert!(e.downcast_ref::<RunError>().is_some());
-    let e: BoxError = NodeError::Panicked {
-        message: "x".to_owned(),
+    let e: BoxError = NodeError::Timeout {
+        node: "stock".to_owned(),
+        attempt: 2,
+        limit: std::time::Duration::from_millis(300),
     }
     .into();
-    assert_eq!(e.to_string(), "task panicked: x");
+    assert_eq!(
+        e.to_string(),
+        "node `stock` attempt 2 timed out after 300 ms"
+    );
 }
 
 #[test]

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::super::first_attempt::{self, Held};
 use super::{Driver, State, Step};
-use crate::error::{BoxError, NodeError};
+use crate::error::{BoxError, NodeError, UserCode};
 use crate::observe::trace;
 use crate::onion::FirstAttempt;
 use crate::report::{Outcome, Record};
@@ -68,7 +68,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
             }
             Err(panic) => {
                 let start = self.start();
-                self.attempt_failed(start, NodeError::from_panic(panic.as_ref()));
+                self.attempt_failed(start, NodeError::from_panic(UserCode::Task, panic.as_ref()));
             }
         }
         ControlFlow::Continue(())
@@ -118,7 +118,10 @@ impl<I: Send + Sync + 'static> Driver<I> {
                 self.state = State::Done;
                 self.run.attempt_ended(self.id, u32::MAX);
                 let start = self.start();
-                self.attempt_failed(start, NodeError::from_panic(panic.as_ref()));
+                self.attempt_failed(
+                    start,
+                    NodeError::from_panic(UserCode::Scheduler, panic.as_ref()),
+                );
             }
             Ok(Poll::Pending) => {
                 self.hold(held);
@@ -175,7 +178,10 @@ impl<I: Send + Sync + 'static> Driver<I> {
                 self.state = State::Done;
                 self.run.attempt_ended(self.id, u32::MAX);
                 let start = self.start();
-                self.attempt_failed(start, NodeError::from_panic(panic.as_ref()));
+                self.attempt_failed(
+                    start,
+                    NodeError::from_panic(UserCode::Scheduler, panic.as_ref()),
+                );
             }
         }
         ControlFlow::Continue(())

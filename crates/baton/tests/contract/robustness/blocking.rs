@@ -83,7 +83,7 @@ async fn a_panicking_blocking_task_fails_the_node() {
     let report = g.build().unwrap().run(()).await.unwrap();
     assert!(matches!(
         report.node(n).unwrap().error(),
-        Some(NodeError::Panicked { message }) if message == "blocking bug"
+        Some(NodeError::Panicked { message, .. }) if message == "blocking bug"
     ));
 }
 

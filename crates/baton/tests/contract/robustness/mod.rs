@@ -52,7 +52,7 @@ async fn panics_in_policy_callbacks_fail_the_node_and_the_run_goes_on() {
         let n = report.node(node).unwrap();
         assert_eq!(n.outcome(), Outcome::Failed);
         assert!(
-            matches!(n.error(), Some(NodeError::Panicked { message: m }) if m == message),
+            matches!(n.error(), Some(NodeError::Panicked { message: m, .. }) if m == message),
             "{:?}",
             n.error()
         );

@@ -17,7 +17,7 @@ fn panic_message(report: &baton::Report, name: &str) -> String {
     assert_eq!(node.outcome(), Outcome::Failed, "{name}");
     assert_eq!(node.attempts(), 1, "{name}");
     match node.error() {
-        Some(NodeError::Panicked { message }) => {
+        Some(NodeError::Panicked { message, .. }) => {
             assert_eq!(
                 node.message(),
                 Some(format!("task panicked: {message}")),
@@ -164,4 +164,114 @@ async fn panics_on_a_multi_thread_runtime_are_caught_too() {
     }
     assert_eq!(report.counts().failed, 8);
     assert_eq!(report.counts().succeeded, 8);
+}
+
+/// A caught panic names the code it came from, for a graph node and a pipeline call alike:
+/// the task, the fallback, the router's selector, the retry predicate, the breaker's
+/// filter, a custom backoff.
+#[tokio::test(start_paused = true)]
+async fn a_panic_names_the_code_that_panicked() {
+    use baton::{Backoff, CircuitBreaker, Fallback, Pipeline, Retry, UserCode};
+
+    fn code_of(error: Option<&NodeError>) -> Option<UserCode> {
+        match error? {
+            NodeError::Panicked { code, .. } => Some(*code),
+            NodeError::FallbackFailed { error, .. } => code_of(Some(error)),
+            _ => None,
+        }
+    }
+    let failing = || async { Err::<u32, BoxError>("503".into()) };
+    let breaker = || CircuitBreaker::builder("b").build().unwrap();
+    let mut g = Graph::<()>::builder();
+    let task = g.node("task").task(|_ctx, ()| async {
+        panic!("in the task");
+        #[allow(unreachable_code)]
+        Ok::<u32, BoxError>(0)
+    });
+    let fallback = g
+        .node("fallback")
+        .fallback(Fallback::from_fn(|_| panic!("in the fallback")))
+        .task(move |_ctx, ()| failing());
+    let predicate = g
+        .node("predicate")
+        .retry(Retry::new(2).retry_if(|_| panic!("in the predicate")))
+        .task(move |_ctx, ()| failing());
+    let filter = g
+        .node("filter")
+        .breaker(breaker())
+        .breaker_ignore(|_| panic!("in the filter"))
+        .task(move |_ctx, ()| failing());
+    let backoff = g
+        .node("backoff")
+        .retry(Retry::new(2).backoff(Backoff::custom(std::iter::from_fn(
+            || -> Option<Duration> { panic!("in the backoff") },
+        ))))
+        .task(move |_ctx, ()| failing());
+    let router = g
+        .router::<u32>("router")
+        .select(|_input, ()| -> &str { panic!("in the selector") })
+        .branch("only", |b| {
+            b.task(|_ctx, ()| async { Ok::<u32, BoxError>(1) })
+        })
+        .finish();
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let expected = [
+        (task, UserCode::Task, "task panicked: in the task"),
+        (
+            fallback,
+            UserCode::Fallback,
+            "fallback panicked: in the fallback",
+        ),
+        (
+            predicate,
+            UserCode::RetryPredicate,
+            "retry predicate panicked: in the predicate",
+        ),
+        (
+            filter,
+            UserCode::BreakerFilter,
+            "breaker filter panicked: in the filter",
+        ),
+        (
+            backoff,
+            UserCode::Backoff,
+            "backoff panicked: in the backoff",
+        ),
+        (
+            router,
+            UserCode::Selector,
+            "router selector panicked: in the selector",
+        ),
+    ];
+    for (node, code, text) in expected {
+        let n = report.node(node).unwrap();
+        assert_eq!(n.outcome(), Outcome::Failed, "{}", n.name());
+        assert_eq!(code_of(n.error()), Some(code), "{}", n.name());
+        let message = n.message().unwrap_or_default();
+        assert!(message.contains(text), "{}: {message}", n.name());
+    }
+
+    // The same policies around one call: the same codes, and no panic reaches the caller.
+    let predicate = Pipeline::<u32>::builder("p")
+        .retry(Retry::new(2).retry_if(|_| panic!("in the predicate")))
+        .build()
+        .unwrap();
+    let call = predicate.run(move |_| failing()).await;
+    assert_eq!(code_of(call.error()), Some(UserCode::RetryPredicate));
+    let filter = Pipeline::<u32>::builder("p")
+        .breaker(&breaker())
+        .breaker_ignore(|_| panic!("in the filter"))
+        .build()
+        .unwrap();
+    let call = filter.run(move |_| failing()).await;
+    assert_eq!(code_of(call.error()), Some(UserCode::BreakerFilter));
+    let task = Pipeline::<u32>::builder("p").build().unwrap();
+    let call = task
+        .run(|_| async {
+            panic!("in the task");
+            #[allow(unreachable_code)]
+            Ok::<u32, BoxError>(0)
+        })
+        .await;
+    assert_eq!(code_of(call.error()), Some(UserCode::Task));
 }
