@@ -41,6 +41,7 @@
 //! looks at the queue before it leaves. So the cap may change during a run (an inline run's
 //! goes from one to the worker count when its future stops driving it), and be read with a
 //! `Relaxed` load: a driver that reads a stale cap only keeps or shares its nodes later.
+//! The `loom_tests` module model-checks this, and that each node is taken exactly once.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -272,3 +273,7 @@ mod tests {
         assert_eq!(q.pop(), Pop::Empty);
     }
 }
+
+#[cfg(test)]
+#[path = "ready_loom_tests.rs"]
+mod loom_tests;
