@@ -8,7 +8,8 @@
 //! is over). The run's cells have one writer too (its future, when it starts); a read
 //! before the write finds nothing (`None`), as `OnceLock::get` would, and the run's readers
 //! treat that as "not started". This cell is what that needs: one compare-and-swap to claim
-//! the write, one release store to publish it, one acquire load to read it.
+//! the write, one release store to publish it, one acquire load to read it. The
+//! `loom_tests` module model-checks the claim, the publication and the drops.
 
 #![allow(unsafe_code)]
 
@@ -204,3 +205,7 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "once_loom_tests.rs"]
+mod loom_tests;
