@@ -41,8 +41,11 @@
 //! looks at the queue before it leaves. So the cap may change during a run (an inline run's
 //! goes from one to the worker count when its future stops driving it), and be read with a
 //! `Relaxed` load: a driver that reads a stale cap only keeps or shares its nodes later.
+//! The `loom_tests` module model-checks this, and that each node is taken exactly once.
 
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::util::sync::{AtomicInt, StdSync, SyncFamily};
 
 /// What [`ReadyQueue::pop`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,39 +58,42 @@ pub(crate) enum Pop {
     Empty,
 }
 
-/// See the module docs.
+/// See the module docs. Generic over its atomics (std's, or loom's in the model-checking
+/// tests).
 #[derive(Debug)]
-pub(crate) struct ReadyQueue {
+pub(crate) struct ReadyQueue<S: SyncFamily = StdSync> {
     /// Node id + 1 per slot; 0 while not written.
-    slots: Box<[AtomicU32]>,
-    head: AtomicUsize,
-    tail: AtomicUsize,
+    slots: Box<[S::AtomicU32]>,
+    head: S::AtomicUsize,
+    tail: S::AtomicUsize,
     /// Drivers that will look at the queue before they end or wait.
-    active: AtomicUsize,
+    active: S::AtomicUsize,
 }
 
 impl ReadyQueue {
-    /// A queue for a run over `slots` (one per node, all zero).
-    pub(crate) fn new(slots: Box<[AtomicU32]>) -> Self {
-        ReadyQueue {
-            slots,
-            head: AtomicUsize::new(0),
-            tail: AtomicUsize::new(0),
-            active: AtomicUsize::new(0),
-        }
-    }
-
     /// Fresh zeroed slots for `n` nodes.
     pub(crate) fn slots(n: usize) -> Box<[AtomicU32]> {
         (0..n).map(|_| AtomicU32::new(0)).collect()
     }
+}
+
+impl<S: SyncFamily> ReadyQueue<S> {
+    /// A queue for a run over `slots` (one per node, all zero).
+    pub(crate) fn new(slots: Box<[S::AtomicU32]>) -> Self {
+        ReadyQueue {
+            slots,
+            head: AtomicInt::new(0),
+            tail: AtomicInt::new(0),
+            active: AtomicInt::new(0),
+        }
+    }
 
     /// Gives the slots back, zeroed, for the graph's next run.
-    pub(crate) fn into_slots(mut self) -> Box<[AtomicU32]> {
+    pub(crate) fn into_slots(mut self) -> Box<[S::AtomicU32]> {
         let mut slots = self.slots;
-        let written = (*self.tail.get_mut()).min(slots.len());
+        let written = self.tail.with_mut(|tail| *tail).min(slots.len());
         for slot in &mut slots[..written] {
-            *slot.get_mut() = 0;
+            slot.with_mut(|id| *id = 0);
         }
         slots
     }
@@ -188,7 +194,7 @@ mod tests {
 
     #[test]
     fn nodes_come_out_in_order_once() {
-        let q = ReadyQueue::new(ReadyQueue::slots(3));
+        let q: ReadyQueue = ReadyQueue::new(ReadyQueue::slots(3));
         assert_eq!(q.pop(), Pop::Empty);
         assert!(q.push(7).is_ok());
         assert!(q.push(0).is_ok());
@@ -206,7 +212,7 @@ mod tests {
 
     #[test]
     fn a_claimed_slot_not_yet_written_is_busy() {
-        let q = ReadyQueue::new(ReadyQueue::slots(2));
+        let q: ReadyQueue = ReadyQueue::new(ReadyQueue::slots(2));
         q.tail.fetch_add(1, Ordering::SeqCst);
         assert_eq!(q.pop(), Pop::Busy);
         assert!(!q.is_empty());
@@ -214,7 +220,7 @@ mod tests {
 
     #[test]
     fn active_drivers_are_capped_and_a_leaver_stays_for_waiting_work() {
-        let q = ReadyQueue::new(ReadyQueue::slots(2));
+        let q: ReadyQueue = ReadyQueue::new(ReadyQueue::slots(2));
         assert!(q.try_activate(2));
         assert!(q.try_activate(2));
         assert!(!q.try_activate(2));
@@ -227,7 +233,8 @@ mod tests {
     #[test]
     fn concurrent_pushers_and_poppers_see_every_node_once() {
         let n = 20_000u32;
-        let q = std::sync::Arc::new(ReadyQueue::new(ReadyQueue::slots(n as usize)));
+        let q: std::sync::Arc<ReadyQueue> =
+            std::sync::Arc::new(ReadyQueue::new(ReadyQueue::slots(n as usize)));
         let seen: std::sync::Arc<Vec<AtomicU32>> =
             std::sync::Arc::new((0..n).map(|_| AtomicU32::new(0)).collect());
         let pushers: Vec<_> = (0..2)
@@ -266,3 +273,7 @@ mod tests {
         assert_eq!(q.pop(), Pop::Empty);
     }
 }
+
+#[cfg(test)]
+#[path = "ready_loom_tests.rs"]
+mod loom_tests;

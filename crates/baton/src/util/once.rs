@@ -8,7 +8,8 @@
 //! is over). The run's cells have one writer too (its future, when it starts); a read
 //! before the write finds nothing (`None`), as `OnceLock::get` would, and the run's readers
 //! treat that as "not started". This cell is what that needs: one compare-and-swap to claim
-//! the write, one release store to publish it, one acquire load to read it.
+//! the write, one release store to publish it, one acquire load to read it. The
+//! `loom_tests` module model-checks the claim, the publication and the drops.
 
 #![allow(unsafe_code)]
 
@@ -17,30 +18,36 @@ use std::fmt;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use super::sync::{AtomicInt, RawCell, StdSync, SyncFamily};
+
 const EMPTY: u8 = 0;
 const WRITING: u8 = 1;
 const READY: u8 = 2;
 
-/// A cell written at most once; readers see nothing until the write is complete.
-pub(crate) struct WriteOnce<T> {
-    state: AtomicU8,
-    value: UnsafeCell<MaybeUninit<T>>,
+/// A cell written at most once; readers see nothing until the write is complete. Generic
+/// over its atomic and cell (std's, or loom's in the model-checking tests).
+pub(crate) struct WriteOnce<T, S: SyncFamily = StdSync> {
+    state: S::AtomicU8,
+    value: S::UnsafeCell<MaybeUninit<T>>,
 }
 
 // SAFETY: a shared `WriteOnce<T>` hands out only `&T` (so `T: Sync` is needed), and the one
 // write moves a `T` in from whichever thread won the claim (so `T: Send` is needed). The
 // write happens before the `READY` release store and every read after an acquire load of
 // `READY`, so no read overlaps the write; `take` and `Drop` need `&mut self`.
-unsafe impl<T: Send + Sync> Sync for WriteOnce<T> {}
+unsafe impl<T: Send + Sync, S: SyncFamily> Sync for WriteOnce<T, S> {}
 
 impl<T> WriteOnce<T> {
+    /// An empty cell (a constant, so that arrays of cells are built without copies).
     pub(crate) const fn new() -> Self {
         WriteOnce {
             state: AtomicU8::new(EMPTY),
             value: UnsafeCell::new(MaybeUninit::uninit()),
         }
     }
+}
 
+impl<T, S: SyncFamily> WriteOnce<T, S> {
     /// Stores `value`; gives it back when the cell was already written (or is being written
     /// by another thread).
     pub(crate) fn set(&self, value: T) -> Result<(), T> {
@@ -53,7 +60,7 @@ impl<T> WriteOnce<T> {
         }
         // SAFETY: the compare-and-swap above made this call the only writer, ever; readers
         // do not look at the value until `READY` is stored below.
-        unsafe { (*self.value.get()).write(value) };
+        self.value.with_mut(|cell| unsafe { (*cell).write(value) });
         self.state.store(READY, Ordering::Release);
         Ok(())
     }
@@ -63,7 +70,7 @@ impl<T> WriteOnce<T> {
         if self.state.load(Ordering::Acquire) == READY {
             // SAFETY: `READY` was stored (release) after the value was written, and only
             // `take` and `Drop`, which hold `&mut self`, ever leave `READY`.
-            Some(unsafe { (*self.value.get()).assume_init_ref() })
+            Some(self.value.with(|cell| unsafe { (*cell).assume_init_ref() }))
         } else {
             None
         }
@@ -71,29 +78,43 @@ impl<T> WriteOnce<T> {
 
     /// Moves the value out, leaving the cell empty (to be written again).
     pub(crate) fn take(&mut self) -> Option<T> {
-        if *self.state.get_mut() != READY {
+        let was_ready = self.state.with_mut(|state| {
+            if *state != READY {
+                return false;
+            }
+            *state = EMPTY;
+            true
+        });
+        if !was_ready {
             return None;
         }
-        *self.state.get_mut() = EMPTY;
-        // SAFETY: `READY` means the value is initialized; the state is `EMPTY` again, so it
-        // is neither read nor dropped a second time.
-        Some(unsafe { self.value.get_mut().assume_init_read() })
+        // SAFETY: `READY` means the value is initialized, and `&mut self` excludes any
+        // other access; the state is `EMPTY` again, so it is neither read nor dropped a
+        // second time.
+        let value = self
+            .value
+            .with_mut(|cell| unsafe { (*cell).assume_init_read() });
+        Some(value)
     }
 }
 
-impl<T> Default for WriteOnce<T> {
+impl<T, S: SyncFamily> Default for WriteOnce<T, S> {
+    /// An empty cell.
     fn default() -> Self {
-        Self::new()
+        WriteOnce {
+            state: AtomicInt::new(EMPTY),
+            value: RawCell::new(MaybeUninit::uninit()),
+        }
     }
 }
 
-impl<T> Drop for WriteOnce<T> {
+impl<T, S: SyncFamily> Drop for WriteOnce<T, S> {
     fn drop(&mut self) {
         drop(self.take());
     }
 }
 
-impl<T: fmt::Debug> fmt::Debug for WriteOnce<T> {
+impl<T: fmt::Debug, S: SyncFamily> fmt::Debug for WriteOnce<T, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.get() {
             Some(v) => f.debug_tuple("WriteOnce").field(v).finish(),
@@ -184,3 +205,7 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "once_loom_tests.rs"]
+mod loom_tests;

@@ -1,18 +1,23 @@
-//! The synchronization primitives the state machine is written against.
+//! The synchronization primitives concurrent code is written against.
 //!
-//! The breaker's internals ([`Machine`](super::machine::Machine)) are generic over a
-//! [`SyncFamily`]: [`StdSync`] in the library, and, in this crate's own tests, a family
-//! backed by the [loom](https://docs.rs/loom) model checker. Loom replaces the atomics and
-//! the mutex with instrumented versions and explores every interleaving of a small test,
-//! so the properties the breaker promises (exactly N half-open probes, every transition
-//! delivered once and in order) are checked, not hoped for. Because the swap happens
-//! through this trait rather than `--cfg loom`, the loom tests run under a plain
-//! `cargo test` and tokio is left alone.
+//! The breaker's state machine, the run's ready queue and the write-once cell are generic
+//! over a [`SyncFamily`]: [`StdSync`] in the library, and, in this crate's own tests, a
+//! family backed by the [loom](https://docs.rs/loom) model checker. Loom replaces the
+//! atomics, the mutex and the unsafe cell with instrumented versions and explores every
+//! interleaving of a small test, so the properties these types promise (exactly N half-open
+//! probes, no ready node stranded, one write per cell) are checked, not hoped for. Because
+//! the swap happens through this trait rather than `--cfg loom`, the loom tests run under a
+//! plain `cargo test` and tokio is left alone. The std family is each type's default
+//! parameter, so the library names them without it.
 //!
-//! The surface is deliberately tiny: one 64-bit atomic with `load`/`store` (every
-//! read-modify-write happens under the mutex), and a mutex used through a closure, so that
-//! no guard can be held across an `.await` or leak out of a critical section.
+//! The surface is deliberately small: a 64-bit atomic with `load`/`store` (the breaker does
+//! every read-modify-write under its mutex); 8-, 32-bit and pointer-sized atomics with the
+//! few read-modify-writes the ready queue and the write-once cell use; a mutex used through
+//! a closure, so that no guard can be held across an `.await` or leak out of a critical
+//! section; and an unsafe cell reached through closures, as loom's is, so that loom sees
+//! each access begin and end.
 
+use std::fmt;
 use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
 
@@ -35,12 +40,122 @@ pub(crate) trait Lock<T>: Send + Sync {
     fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R;
 }
 
+/// An atomic integer: the operations of std's `AtomicU8`, `AtomicU32` and `AtomicUsize`
+/// that the ready queue and the write-once cell use, with the same meaning.
+pub(crate) trait AtomicInt: Send + Sync + fmt::Debug {
+    /// The integer it holds.
+    type Int: Copy;
+    /// A cell holding `v`.
+    fn new(v: Self::Int) -> Self;
+    /// Reads the cell.
+    fn load(&self, order: Ordering) -> Self::Int;
+    /// Writes the cell.
+    fn store(&self, v: Self::Int, order: Ordering);
+    /// Adds `v` (wrapping); returns the previous value.
+    fn fetch_add(&self, v: Self::Int, order: Ordering) -> Self::Int;
+    /// Subtracts `v` (wrapping); returns the previous value.
+    fn fetch_sub(&self, v: Self::Int, order: Ordering) -> Self::Int;
+    /// Writes `new` if the cell holds `current`; the previous value, `Ok` if it was written.
+    fn compare_exchange(
+        &self,
+        current: Self::Int,
+        new: Self::Int,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<Self::Int, Self::Int>;
+    /// [`compare_exchange`](Self::compare_exchange), which may fail spuriously.
+    fn compare_exchange_weak(
+        &self,
+        current: Self::Int,
+        new: Self::Int,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<Self::Int, Self::Int>;
+    /// Runs `f` on the value, reached without synchronization through `&mut self`.
+    fn with_mut<R>(&mut self, f: impl FnOnce(&mut Self::Int) -> R) -> R;
+}
+
+/// A cell whose value is reached through raw pointers, as `std::cell::UnsafeCell`'s is.
+/// Each access is a closure call, so that loom can check that no write overlaps another
+/// access; dereferencing the pointer is the caller's `unsafe`.
+pub(crate) trait RawCell<T> {
+    /// A cell holding `v`.
+    fn new(v: T) -> Self;
+    /// Runs `f` with a pointer to read the value through.
+    fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R;
+    /// Runs `f` with a pointer to write the value through.
+    fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R;
+}
+
 /// A family of primitives: std's in the library, loom's in the model-checking tests.
 pub(crate) trait SyncFamily: Send + Sync + 'static {
-    /// The atomic cell.
+    /// The 64-bit atomic cell.
     type Atomic: Atomic;
     /// The mutex.
     type Lock<T: Send>: Lock<T>;
+    /// An 8-bit atomic integer.
+    type AtomicU8: AtomicInt<Int = u8>;
+    /// A 32-bit atomic integer.
+    type AtomicU32: AtomicInt<Int = u32>;
+    /// A pointer-sized atomic integer.
+    type AtomicUsize: AtomicInt<Int = usize>;
+    /// The unsafe cell.
+    type UnsafeCell<T>: RawCell<T>;
+}
+
+/// Implements [`AtomicInt`] for an atomic type by forwarding to its inherent methods;
+/// `$with_mut` is how `with_mut` reaches the value.
+macro_rules! atomic_int {
+    ($atomic:ty, $int:ty, |$this:ident, $f:ident| $with_mut:expr) => {
+        impl AtomicInt for $atomic {
+            type Int = $int;
+            #[inline]
+            fn new(v: $int) -> Self {
+                <$atomic>::new(v)
+            }
+            #[inline]
+            fn load(&self, order: Ordering) -> $int {
+                <$atomic>::load(self, order)
+            }
+            #[inline]
+            fn store(&self, v: $int, order: Ordering) {
+                <$atomic>::store(self, v, order);
+            }
+            #[inline]
+            fn fetch_add(&self, v: $int, order: Ordering) -> $int {
+                <$atomic>::fetch_add(self, v, order)
+            }
+            #[inline]
+            fn fetch_sub(&self, v: $int, order: Ordering) -> $int {
+                <$atomic>::fetch_sub(self, v, order)
+            }
+            #[inline]
+            fn compare_exchange(
+                &self,
+                current: $int,
+                new: $int,
+                success: Ordering,
+                failure: Ordering,
+            ) -> Result<$int, $int> {
+                <$atomic>::compare_exchange(self, current, new, success, failure)
+            }
+            #[inline]
+            fn compare_exchange_weak(
+                &self,
+                current: $int,
+                new: $int,
+                success: Ordering,
+                failure: Ordering,
+            ) -> Result<$int, $int> {
+                <$atomic>::compare_exchange_weak(self, current, new, success, failure)
+            }
+            #[inline]
+            fn with_mut<R>(&mut self, f: impl FnOnce(&mut $int) -> R) -> R {
+                let ($this, $f) = (self, f);
+                $with_mut
+            }
+        }
+    };
 }
 
 /// The standard library's primitives.
@@ -50,6 +165,33 @@ pub(crate) enum StdSync {}
 impl SyncFamily for StdSync {
     type Atomic = std::sync::atomic::AtomicU64;
     type Lock<T: Send> = std::sync::Mutex<T>;
+    type AtomicU8 = std::sync::atomic::AtomicU8;
+    type AtomicU32 = std::sync::atomic::AtomicU32;
+    type AtomicUsize = std::sync::atomic::AtomicUsize;
+    type UnsafeCell<T> = std::cell::UnsafeCell<T>;
+}
+
+atomic_int!(std::sync::atomic::AtomicU8, u8, |this, f| f(this.get_mut()));
+atomic_int!(std::sync::atomic::AtomicU32, u32, |this, f| f(
+    this.get_mut()
+));
+atomic_int!(std::sync::atomic::AtomicUsize, usize, |this, f| f(
+    this.get_mut()
+));
+
+impl<T> RawCell<T> for std::cell::UnsafeCell<T> {
+    #[inline]
+    fn new(v: T) -> Self {
+        std::cell::UnsafeCell::new(v)
+    }
+    #[inline]
+    fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.get())
+    }
+    #[inline]
+    fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.get())
+    }
 }
 
 impl Atomic for std::sync::atomic::AtomicU64 {
@@ -87,6 +229,32 @@ pub(crate) enum LoomSync {}
 impl SyncFamily for LoomSync {
     type Atomic = loom::sync::atomic::AtomicU64;
     type Lock<T: Send> = loom::sync::Mutex<T>;
+    type AtomicU8 = loom::sync::atomic::AtomicU8;
+    type AtomicU32 = loom::sync::atomic::AtomicU32;
+    type AtomicUsize = loom::sync::atomic::AtomicUsize;
+    type UnsafeCell<T> = loom::cell::UnsafeCell<T>;
+}
+
+#[cfg(test)]
+atomic_int!(loom::sync::atomic::AtomicU8, u8, |this, f| this.with_mut(f));
+#[cfg(test)]
+atomic_int!(loom::sync::atomic::AtomicU32, u32, |this, f| this
+    .with_mut(f));
+#[cfg(test)]
+atomic_int!(loom::sync::atomic::AtomicUsize, usize, |this, f| this
+    .with_mut(f));
+
+#[cfg(test)]
+impl<T> RawCell<T> for loom::cell::UnsafeCell<T> {
+    fn new(v: T) -> Self {
+        loom::cell::UnsafeCell::new(v)
+    }
+    fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        loom::cell::UnsafeCell::with(self, f)
+    }
+    fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        loom::cell::UnsafeCell::with_mut(self, f)
+    }
 }
 
 #[cfg(test)]
