@@ -59,11 +59,11 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use baton::{
+use baton_examples::{CallError, Channel, Downstreams, Notice, OrderApi, OrderServer};
+use baton_graph::{
     Backoff, BreakerState, CircuitBreaker, Event, Graph, Jitter, NodeError, NodeReport,
     Orchestrator, Outcome, Report, Retry, RunId, StopReason,
 };
-use baton_examples::{CallError, Channel, Downstreams, Notice, OrderApi, OrderServer};
 use clap::Parser;
 use tokio::time::Instant;
 

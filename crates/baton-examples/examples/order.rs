@@ -82,13 +82,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use baton::{
-    Backoff, BuildError, CircuitBreaker, Event, FailureMode, Fallback, Graph, Node, NodeError,
-    NodeReport, Orchestrator, Outcome, Report, Retry, RunOptions,
-};
 use baton_examples::{
     Behavior, CallError, Dispatch, DispatchRequest, Downstreams, OrderApi, OrderRequest,
     OrderServer, Service,
+};
+use baton_graph::{
+    Backoff, BuildError, CircuitBreaker, Event, FailureMode, Fallback, Graph, Node, NodeError,
+    NodeReport, Orchestrator, Outcome, Report, Retry, RunOptions,
 };
 use clap::Parser;
 use tokio::time::Instant;
@@ -239,7 +239,7 @@ fn order_graph(
         });
     let branch = |api: &OrderApi, service: Service| {
         let api = api.clone();
-        move |ctx: baton::Ctx<OrderRequest>, quantity: Arc<u64>| {
+        move |ctx: baton_graph::Ctx<OrderRequest>, quantity: Arc<u64>| {
             let api = api.within(ctx.remaining());
             let req = DispatchRequest {
                 user_id: ctx.input().user_id,

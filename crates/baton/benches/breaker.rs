@@ -3,14 +3,14 @@
 //! baton's `CircuitBreaker` next to the `failsafe` and `recloser` crates, configured
 //! equivalently (trip on 5 consecutive failures, 5 s open), single-threaded and with a
 //! second thread hammering the same breaker. Run with
-//! `cargo bench -p baton --bench breaker`; the medians land in
+//! `cargo bench -p baton-graph --bench breaker`; the medians land in
 //! `target/criterion/breaker_closed_*/*/new/estimates.json`.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use baton::{BreakerWindow, CircuitBreaker};
+use baton_graph::{BreakerWindow, CircuitBreaker};
 use criterion::{Criterion, criterion_group, criterion_main};
 use failsafe::CircuitBreaker as _;
 

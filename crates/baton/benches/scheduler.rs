@@ -20,7 +20,7 @@
 //! `iter_custom`. The tokio baseline for graphs is the obvious join-counter code: one atomic
 //! counter per node, a task spawned per node when its counter reaches zero.
 //!
-//! `cargo bench -p baton --bench scheduler` (add `-- --quick` for a fast pass).
+//! `cargo bench -p baton-graph --bench scheduler` (add `-- --quick` for a fast pass).
 
 use std::fmt::Write as _;
 use std::future::{Ready, ready};
@@ -29,7 +29,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use baton::{BoxError, CircuitBreaker, Ctx, Fallback, Graph, Node, Retry, RunOptions, StartMode};
+use baton_graph::{
+    BoxError, CircuitBreaker, Ctx, Fallback, Graph, Node, Retry, RunOptions, StartMode,
+};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use tokio::runtime::Runtime;
 use tokio::sync::Notify;

@@ -10,7 +10,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use baton::{BoxError, Graph, Outcome};
+//! use baton_graph::{BoxError, Graph, Outcome};
 //! use tokio::time::sleep;
 //!
 //! struct Order { user_id: u64, sku_id: u64 }
@@ -58,7 +58,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use baton::{Backoff, BoxError, CircuitBreaker, Fallback, Orchestrator, Outcome, Retry};
+//! use baton_graph::{Backoff, BoxError, CircuitBreaker, Fallback, Orchestrator, Outcome, Retry};
 //! use tokio::time::sleep;
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -127,6 +127,11 @@
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
+
+// The README's examples are compiled and run as tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 mod builder;
 mod engine;

@@ -8,7 +8,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use baton::{Backoff, BoxError, Graph, Retry};
+use baton_graph::{Backoff, BoxError, Graph, Retry};
 use tracing::Subscriber;
 use tracing::span::{Attributes, Id};
 use tracing_subscriber::layer::{Context, Layer};

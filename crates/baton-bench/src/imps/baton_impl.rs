@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use baton::{BoxError, CircuitBreaker, Ctx, Fallback, Graph, Node, NodeBuilder, Retry, StartMode};
+use baton_graph::{
+    BoxError, CircuitBreaker, Ctx, Fallback, Graph, Node, NodeBuilder, Retry, StartMode,
+};
 
 use crate::probe::{Probe, Step};
 use crate::shapes::Dag;

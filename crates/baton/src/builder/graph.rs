@@ -198,7 +198,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     /// [`Router::branch`](super::Router::branch), and [`finish`](super::Router::finish) it.
     ///
     /// ```
-    /// # use baton::{BoxError, Graph};
+    /// # use baton_graph::{BoxError, Graph};
     /// let mut g = Graph::<()>::builder();
     /// let stock = g.node("stock").task(|_ctx, ()| async { Ok::<_, BoxError>(3u32) });
     /// let dispatch = g

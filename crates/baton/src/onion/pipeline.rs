@@ -27,7 +27,7 @@ use crate::policy::{Bulkhead, CircuitBreaker};
 ///
 /// ```
 /// use std::time::Duration;
-/// use baton::{Backoff, BoxError, CircuitBreaker, Fallback, Pipeline, Retry};
+/// use baton_graph::{Backoff, BoxError, CircuitBreaker, Fallback, Pipeline, Retry};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {

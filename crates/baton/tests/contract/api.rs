@@ -1,7 +1,7 @@
 //! The public types have the auto traits a tokio user relies on: graphs, handles, runs,
 //! reports and errors cross tasks and threads, and errors box into `BoxError`.
 
-use baton::{
+use baton_graph::{
     BoxError, BuildError, CancelReason, Counts, Ctx, FailureMode, Graph, IdempotencyKey, Node,
     NodeError, NodeReport, Outcome, Report, Run, RunCanceller, RunError, RunId, RunOptions,
 };

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use baton::{BoxError, Bulkhead, Graph, NodeError, Orchestrator, Outcome};
+use baton_graph::{BoxError, Bulkhead, Graph, NodeError, Orchestrator, Outcome};
 use tokio::time::sleep;
 
 fn ms(n: u64) -> Duration {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use baton::{
+use baton_graph::{
     BoxError, CancelReason, FailureMode, Graph, GraphBuilder, Node, Outcome, Report, RunError,
     RunOptions,
 };

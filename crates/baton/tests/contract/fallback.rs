@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use baton::{Backoff, BoxError, Fallback, Graph, NodeError, Outcome, Retry};
+use baton_graph::{Backoff, BoxError, Fallback, Graph, NodeError, Outcome, Retry};
 use tokio::time::sleep;
 
 fn ms(n: u64) -> Duration {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use baton::{
+use baton_graph::{
     Backoff, BoxError, BreakerState, CircuitBreaker, Fallback, Graph, NodeError, Orchestrator,
     Outcome, Retry, StopReason,
 };
@@ -201,7 +201,7 @@ async fn breakers_are_shared_by_name_across_graphs_and_runs() {
         .task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
     assert!(matches!(
         g.build(),
-        Err(baton::BuildError::PolicyConflict {
+        Err(baton_graph::BuildError::PolicyConflict {
             kind: "circuit breaker",
             ..
         })

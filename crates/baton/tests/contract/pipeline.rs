@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use baton::{
+use baton_graph::{
     Backoff, BoxError, Bulkhead, CircuitBreaker, Event, Fallback, NodeError, Orchestrator, Outcome,
     Pipeline, Retry, RetryBudget,
 };
@@ -129,7 +129,7 @@ fn chain(error: &NodeError) -> String {
     parts.join(": ")
 }
 
-fn log_of(log: &[baton::AttemptReport]) -> Vec<(u128, u128, u128, Option<String>)> {
+fn log_of(log: &[baton_graph::AttemptReport]) -> Vec<(u128, u128, u128, Option<String>)> {
     log.iter()
         .map(|a| {
             (

@@ -3,14 +3,20 @@
 
 use std::time::Duration;
 
-use baton::{BoxError, Fallback, Graph, NodeError, Outcome, Retry};
+use baton_graph::{BoxError, Fallback, Graph, NodeError, Outcome, Retry};
 use tokio::time::sleep;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-fn dispatch_graph(stock: u32) -> (Graph<()>, baton::Node<String>, baton::Node<String>) {
+fn dispatch_graph(
+    stock: u32,
+) -> (
+    Graph<()>,
+    baton_graph::Node<String>,
+    baton_graph::Node<String>,
+) {
     let mut g = Graph::<()>::builder();
     let stock = g.node("stock").task(move |_ctx, ()| async move {
         sleep(ms(150)).await;
@@ -141,7 +147,7 @@ async fn a_failing_branch_fails_the_router_and_branch_policies_apply() {
         .router("dispatch")
         .select(|_input, ()| "ship")
         .branch("ship", |b| {
-            b.retry(Retry::new(2).backoff(baton::Backoff::constant(ms(10))))
+            b.retry(Retry::new(2).backoff(baton_graph::Backoff::constant(ms(10))))
                 .task(|_ctx, ()| async { Err::<u8, BoxError>("carrier down".into()) })
         })
         .finish();
@@ -244,7 +250,7 @@ async fn downstreams_of_a_failed_router_name_the_router() {
 #[tokio::test(start_paused = true)]
 async fn fail_fast_through_a_branch_skips_the_routers_downstreams() {
     let mut g = Graph::<()>::builder();
-    g.failure_mode(baton::FailureMode::FailFast);
+    g.failure_mode(baton_graph::FailureMode::FailFast);
     let r = g
         .router("dispatch")
         .select(|_input, ()| "ship")

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use baton::{BoxError, Graph, Node, NodeError, Outcome, Report};
+use baton_graph::{BoxError, Graph, Node, NodeError, Outcome, Report};
 use tokio::time::sleep;
 
 fn ms(n: u64) -> Duration {
@@ -40,7 +40,7 @@ impl std::error::Error for DbDown {
 
 /// A task that counts its invocations and would produce `()` after `ms`.
 fn counted(
-    g: &mut baton::GraphBuilder<()>,
+    g: &mut baton_graph::GraphBuilder<()>,
     name: &str,
     ups: Vec<Node<()>>,
     wait: u64,

@@ -1,7 +1,7 @@
 //! Validation before anything runs (`docs/contract.md`, rule 13): every `BuildError` with its exact
 //! message, cycles printed as `a -> b -> c -> a`, and nothing panics or hangs.
 
-use baton::{BoxError, BuildError, Graph, GraphBuilder, Inputs, Node};
+use baton_graph::{BoxError, BuildError, Graph, GraphBuilder, Inputs, Node};
 
 fn leaf(g: &mut GraphBuilder<()>, name: &str) -> Node<u32> {
     g.node(name)

@@ -101,7 +101,7 @@ use permit::{Outcome, Permit};
 ///
 /// ```
 /// use std::time::Duration;
-/// use baton::{BreakerState, CircuitBreaker};
+/// use baton_graph::{BreakerState, CircuitBreaker};
 ///
 /// let breaker = CircuitBreaker::builder("inventory")
 ///     .consecutive_failures(3)

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::Poll;
 use std::time::Duration;
 
-use baton::{BoxError, CancelReason, Graph, Node, Outcome, RunError};
+use baton_graph::{BoxError, CancelReason, Graph, Node, Outcome, RunError};
 use tokio::time::sleep;
 
 fn ms(n: u64) -> Duration {
@@ -44,7 +44,7 @@ type Input = Arc<()>;
 
 /// A node that sleeps `wait` ms inside a guarded future, then produces `()`.
 fn guarded(
-    g: &mut baton::GraphBuilder<Input>,
+    g: &mut baton_graph::GraphBuilder<Input>,
     name: &str,
     ups: Vec<Node<()>>,
     wait: u64,
@@ -566,11 +566,11 @@ fn a_cancel_racing_the_last_node_is_never_ok_with_cancelled_nodes() {
     let graph = g.build().expect("valid");
     for i in 0..stress_runs() {
         let mode = if i % 2 == 0 {
-            baton::FailureMode::PreservePartial
+            baton_graph::FailureMode::PreservePartial
         } else {
-            baton::FailureMode::FailAll
+            baton_graph::FailureMode::FailAll
         };
-        let run = graph.run_with((), baton::RunOptions::new().failure_mode(mode));
+        let run = graph.run_with((), baton_graph::RunOptions::new().failure_mode(mode));
         let canceller = run.canceller();
         let result = rt.block_on(async move {
             let cancel = tokio::spawn(async move {

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use baton::{
+use baton_graph::{
     BoxError, CancelReason, Event, FailureMode, Graph, Node, Orchestrator, Outcome, Retry,
     RunError, RunId, RunOptions,
 };
@@ -26,7 +26,7 @@ async fn callbacks_stack_in_order_and_fire_once_on_every_outcome() {
     let mut g = Graph::<()>::builder();
     let l = |tag: &'static str| {
         let log = Arc::clone(&log);
-        move |n: &baton::NodeReport<'_>| {
+        move |n: &baton_graph::NodeReport<'_>| {
             log.lock()
                 .unwrap()
                 .push(format!("{tag} {} {}", n.name(), n.outcome()));
@@ -43,7 +43,7 @@ async fn callbacks_stack_in_order_and_fire_once_on_every_outcome() {
     let bad = g
         .node("bad")
         .after(ok)
-        .retry(Retry::new(3).backoff(baton::Backoff::constant(ms(1))))
+        .retry(Retry::new(3).backoff(baton_graph::Backoff::constant(ms(1))))
         .on_failure(l("failure"))
         .on_complete(l("complete"))
         .task(|_ctx, _| async { Err::<u32, BoxError>("nope".into()) });
@@ -107,8 +107,8 @@ async fn observers_see_events_in_order_per_node() {
     let _ = g
         .node("stock")
         .timeout(ms(100))
-        .retry(Retry::new(2).backoff(baton::Backoff::constant(ms(20))))
-        .fallback(baton::Fallback::value(0u32))
+        .retry(Retry::new(2).backoff(baton_graph::Backoff::constant(ms(20))))
+        .fallback(baton_graph::Fallback::value(0u32))
         .task(move |_ctx, ()| {
             let n = calls.fetch_add(1, Ordering::SeqCst);
             async move {
@@ -174,7 +174,7 @@ async fn stats_equal_the_reports_counts_after_many_concurrent_runs() {
             report.counts()
         }));
     }
-    let mut total = baton::Counts::default();
+    let mut total = baton_graph::Counts::default();
     for h in handles {
         let c = h.await.unwrap();
         total.succeeded += c.succeeded;

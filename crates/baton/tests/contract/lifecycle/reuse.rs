@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
-use baton::{Backoff, BoxError, Fallback, Graph, Node, Outcome, Retry};
+use baton_graph::{Backoff, BoxError, Fallback, Graph, Node, Outcome, Retry};
 
 /// A large graph (one set of arrays) and a small one (a set per stripe).
 const SIZES: [usize; 2] = [5_000, 8];
@@ -133,7 +133,7 @@ fn mixed() -> (Graph<u64>, Vec<Node<u64>>) {
 
 /// Each node's name, outcome, attempts, attempt-log length, error message and skip cause,
 /// then the values of `nodes`: a run's report in a form that compares across graphs.
-fn summary(report: &baton::Report, nodes: &[Node<u64>]) -> Vec<String> {
+fn summary(report: &baton_graph::Report, nodes: &[Node<u64>]) -> Vec<String> {
     let mut lines: Vec<String> = report
         .nodes()
         .map(|n| {

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use baton::{BoxError, CancelReason, Graph, Node, Outcome, RunCanceller, RunError};
+use baton_graph::{BoxError, CancelReason, Graph, Node, Outcome, RunCanceller, RunError};
 
 /// A run input that counts its drops: it lives exactly as long as the run's state.
 struct Input(Arc<AtomicUsize>);

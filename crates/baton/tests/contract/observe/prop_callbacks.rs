@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use baton::{
+use baton_graph::{
     Backoff, BoxError, Event, FailureMode, Fallback, Node, NodeReport, Orchestrator, Outcome,
     Retry, RunOptions,
 };
@@ -101,7 +101,7 @@ fn check(specs: Vec<Spec>, cancel_after: Option<u64>, fail_fast: bool) {
                 .collect()
         };
         let (sleep_ms, fail_attempts) = (s.sleep_ms, u32::from(s.fail_attempts));
-        let task = move |ctx: baton::Ctx<()>, vals: Vec<Arc<u64>>| async move {
+        let task = move |ctx: baton_graph::Ctx<()>, vals: Vec<Arc<u64>>| async move {
             tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
             if ctx.attempt() <= fail_attempts {
                 Err::<u64, BoxError>("planned failure".into())
@@ -216,9 +216,9 @@ fn check(specs: Vec<Spec>, cancel_after: Option<u64>, fail_fast: bool) {
 }
 
 fn with_callbacks<'g, U, T: Send + Sync + 'static>(
-    b: baton::NodeBuilder<'g, (), U, T>,
+    b: baton_graph::NodeBuilder<'g, (), U, T>,
     tally: &Arc<Tally>,
-) -> baton::NodeBuilder<'g, (), U, T> {
+) -> baton_graph::NodeBuilder<'g, (), U, T> {
     let (t1, t2, t3) = (Arc::clone(tally), Arc::clone(tally), Arc::clone(tally));
     b.on_success(move |_| {
         t1.success.fetch_add(1, Ordering::SeqCst);

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton::{BoxError, Counts, Graph, Node, Outcome, Report};
+use baton_graph::{BoxError, Counts, Graph, Node, Outcome, Report};
 use tokio::time::sleep;
 
 fn ms(n: u64) -> Duration {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use baton::{
+use baton_graph::{
     Backoff, BoxError, Graph, Node, NodeError, Outcome, Report, Retry, RunOptions, StopReason,
 };
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use baton::{Backoff, Jitter};
+use baton_graph::{Backoff, Jitter};
 use proptest::prelude::*;
 
 fn jitter() -> impl Strategy<Value = Jitter> {

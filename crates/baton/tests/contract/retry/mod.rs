@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use baton::{Backoff, BoxError, Graph, NodeError, Outcome, Retry, RunOptions, StopReason};
+use baton_graph::{Backoff, BoxError, Graph, NodeError, Outcome, Retry, RunOptions, StopReason};
 use tokio::time::{Instant, sleep};
 
 fn ms(n: u64) -> Duration {
@@ -294,7 +294,7 @@ async fn panics_are_not_retried_by_default_and_custom_backoffs_can_run_out() {
 #[tokio::test(start_paused = true)]
 async fn retry_budget_shared_by_nodes_caps_retries() {
     // No floor, 50 % ratio: 4 first attempts allow 2 retries in all.
-    let budget = baton::RetryBudget::with("inventory", Duration::from_secs(10), 0, 0.5);
+    let budget = baton_graph::RetryBudget::with("inventory", Duration::from_secs(10), 0, 0.5);
     let mut g = Graph::<()>::builder();
     let calls = Arc::new(AtomicU32::new(0));
     for i in 0..4 {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use baton::{BoxError, Bulkhead, Graph, NodeError, Outcome};
+use baton_graph::{BoxError, Bulkhead, Graph, NodeError, Outcome};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

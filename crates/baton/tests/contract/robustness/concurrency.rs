@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton::{BoxError, Graph, IdempotencyKey, Node, Outcome, RunId};
+use baton_graph::{BoxError, Graph, IdempotencyKey, Node, Outcome, RunId};
 
 struct Keys {
     run: RunId,
@@ -22,7 +22,7 @@ struct Shape {
     keys: Vec<Node<Keys>>,
 }
 
-fn keys_node(g: &mut baton::GraphBuilder<u64>, name: &str) -> Node<Keys> {
+fn keys_node(g: &mut baton_graph::GraphBuilder<u64>, name: &str) -> Node<Keys> {
     g.node(name).task(|ctx, ()| async move {
         let first = ctx.idempotency_key();
         tokio::task::yield_now().await;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use baton::{
+use baton_graph::{
     Backoff, BoxError, BuildError, Bulkhead, Event, Fallback, Graph, NodeError, Orchestrator,
     Outcome, Retry, RunOptions,
 };
@@ -159,7 +159,7 @@ fn misdefined_routers_are_build_errors() {
     let s = g
         .node("s")
         .task(|_ctx, ()| async { Ok::<_, BoxError>(1u8) });
-    let _: baton::Node<u8> = g.router("r").after(s).select(|_i, _v| "x").finish();
+    let _: baton_graph::Node<u8> = g.router("r").after(s).select(|_i, _v| "x").finish();
     assert_eq!(
         g.build().unwrap_err(),
         BuildError::InvalidRouter {
@@ -205,7 +205,7 @@ fn misdefined_routers_are_build_errors() {
 #[tokio::test(start_paused = true)]
 async fn what_depends_on_a_branch_not_taken_is_not_taken() {
     let mut g = Graph::<()>::builder();
-    g.failure_mode(baton::FailureMode::FailAll);
+    g.failure_mode(baton_graph::FailureMode::FailAll);
     let mut ship = None;
     let _ = g
         .router("dispatch")
@@ -252,7 +252,7 @@ async fn a_retry_series_without_backoff_yields_and_its_log_is_bounded() {
     canceller.cancel();
     let out = handle.await.unwrap();
     assert!(
-        matches!(out, Err(baton::RunError::Cancelled { .. })),
+        matches!(out, Err(baton_graph::RunError::Cancelled { .. })),
         "{out:?}"
     );
     assert!(calls.load(Ordering::Relaxed) < 2_000_000);

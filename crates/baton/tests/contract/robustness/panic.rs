@@ -5,14 +5,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton::{BoxError, FailureMode, Graph, NodeError, Outcome, RunError};
+use baton_graph::{BoxError, FailureMode, Graph, NodeError, Outcome, RunError};
 use tokio::time::sleep;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-fn panic_message(report: &baton::Report, name: &str) -> String {
+fn panic_message(report: &baton_graph::Report, name: &str) -> String {
     let node = report.by_name(name).expect("node");
     assert_eq!(node.outcome(), Outcome::Failed, "{name}");
     assert_eq!(node.attempts(), 1, "{name}");
@@ -171,7 +171,7 @@ async fn panics_on_a_multi_thread_runtime_are_caught_too() {
 /// filter, a custom backoff.
 #[tokio::test(start_paused = true)]
 async fn a_panic_names_the_code_that_panicked() {
-    use baton::{Backoff, CircuitBreaker, Fallback, Pipeline, Retry, UserCode};
+    use baton_graph::{Backoff, CircuitBreaker, Fallback, Pipeline, Retry, UserCode};
 
     fn code_of(error: Option<&NodeError>) -> Option<UserCode> {
         match error? {

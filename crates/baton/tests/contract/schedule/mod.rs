@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use baton::{BoxError, Graph, Inputs, Node, Outcome, Report};
+use baton_graph::{BoxError, Graph, Inputs, Node, Outcome, Report};
 use tokio::time::{Instant, sleep};
 
 fn ms(n: u64) -> Duration {
@@ -414,7 +414,7 @@ async fn ctx_carries_input_name_attempt_and_run_id() {
         input: String,
         name: String,
         attempt: u32,
-        run: baton::RunId,
+        run: baton_graph::RunId,
     }
     let mut g = Graph::<String>::builder();
     let a = g.node("alpha").task(|ctx, ()| async move {
@@ -636,7 +636,7 @@ async fn a_task_can_run_another_graph_and_propagate_its_error() {
         }
         Ok::<_, BoxError>(*ctx.input() * 2)
     });
-    inner.failure_mode(baton::FailureMode::FailAll);
+    inner.failure_mode(baton_graph::FailureMode::FailAll);
     let inner = inner.build().expect("valid");
 
     let mut g = Graph::<u32>::builder();
@@ -809,7 +809,7 @@ fn a_runtime_dropped_with_nodes_still_queued_ends_them_cancelled() {
         .block_on(async { tokio::time::timeout(Duration::from_secs(10), run).await })
         .expect("the run resolves")
         .expect_err("the run was cancelled");
-    let baton::RunError::Cancelled { report, .. } = err else {
+    let baton_graph::RunError::Cancelled { report, .. } = err else {
         panic!("expected a cancelled run, got {err}");
     };
     let counts = report.counts();
@@ -825,7 +825,10 @@ fn a_runtime_dropped_with_nodes_still_queued_ends_them_cancelled() {
 /// counted from 0, when `r` was stamped with `a`'s end).
 #[tokio::test(start_paused = true)]
 async fn a_root_taken_after_a_skip_callback_starts_after_it() {
-    for mode in [baton::StartMode::Inline, baton::StartMode::Spread] {
+    for mode in [
+        baton_graph::StartMode::Inline,
+        baton_graph::StartMode::Spread,
+    ] {
         let mut g = Graph::<()>::builder();
         let a = g
             .node("a")
@@ -843,9 +846,9 @@ async fn a_root_taken_after_a_skip_callback_starts_after_it() {
             Ok::<_, BoxError>(())
         });
         let graph = g.build().expect("valid");
-        let options = baton::RunOptions::new()
+        let options = baton_graph::RunOptions::new()
             .start_mode(mode)
-            .failure_mode(baton::FailureMode::PreservePartial);
+            .failure_mode(baton_graph::FailureMode::PreservePartial);
         let report = graph.run_with((), options).await.expect("run");
         let r = report.by_name("r").expect("r");
         assert_eq!(r.outcome(), Outcome::Succeeded, "{mode:?}: {report:?}");

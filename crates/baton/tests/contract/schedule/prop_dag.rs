@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use baton::{BoxError, FailureMode, Graph, Node, Outcome, Report, RunError, RunOptions, StartMode};
+use baton_graph::{
+    BoxError, FailureMode, Graph, Node, Outcome, Report, RunError, RunOptions, StartMode,
+};
 use proptest::prelude::*;
 use proptest::sample::Index;
 
@@ -435,7 +437,7 @@ proptest! {
         match result {
             Ok(report) => check_preserve_partial(&specs, &b, &report, &m, false),
             Err(RunError::Cancelled { reason, report }) => {
-                prop_assert_eq!(reason, baton::CancelReason::Requested);
+                prop_assert_eq!(reason, baton_graph::CancelReason::Requested);
                 check_structure(&specs, &b, &report, &m);
                 prop_assert!(report.counts().cancelled >= 1);
                 for (i, node) in report.nodes().enumerate() {
