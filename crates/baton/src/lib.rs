@@ -103,7 +103,8 @@
 //!   is `Skipped`, naming that upstream and the root cause; nothing is silently absent.
 //! - A panic in a task becomes that node's `Failed` outcome; the run goes on.
 //! - Dropping a [`Run`] cancels every node of it; a [`RunCanceller`] cancels it from
-//!   elsewhere; when a run resolves, no task it spawned is still running.
+//!   elsewhere; when a run resolves, no node of it is still running (a blocking closure
+//!   abandoned after its timeout excepted: a thread cannot be stopped from outside).
 //! - The [`FailureMode`] decides whether failures make the run an error; the report is kept
 //!   either way.
 //! - The [`StartMode`] decides where nodes start on a multi-thread runtime: in the task that
@@ -111,13 +112,19 @@
 //!   that ends at once, and a node that waits moves to a task of its own), or in tasks of
 //!   the run's own, spread over the workers (`Spread`: nodes that compute run in parallel).
 //!
+//! The execution contract, rule by rule, is `docs/contract.md` in the repository.
+//!
+//! ## Without a graph
+//! A [`Pipeline`] runs the same policies, in the same order, around a single call, with
+//! the same errors, events and attempt log as a node.
+//!
 //! ## Layout
 //! Everything is re-exported from the crate root; only [`observe`] (callbacks, observers,
-//! stats, tracing spans, metrics) is a public module. Inside, one concept per module: the
-//! graph builder, handles, routers and validation; the scheduler (its invariants are
-//! written down at the top of `run/state.rs`); one module per policy (backoff, retry, retry
-//! budget, circuit breaker, bulkhead, fallback) and the onion that composes them; the
-//! report; the orchestrator; the per-attempt context; the errors.
+//! stats, tracing spans, metrics) is a public module. Inside, the modules form layers, each
+//! using only those below it: leaf utilities, identifiers, policy primitives, errors, the
+//! report, observing, the orchestrator, the onion (and the pipeline), the engine (compiled
+//! graph, run state, drivers), the builder. `docs/architecture.md` in the repository is the
+//! map.
 //!
 //! ## Features
 //! - `tracing` (default): spans per run, node and attempt.

@@ -75,7 +75,7 @@ type Types<U, T, E, Fut> = PhantomData<fn() -> (U, T, E, Fut)>;
 
 /// Where a task keeps its fallback: `()` for none (most nodes), or a box. A type, not an
 /// `Option`, so that a task without one is its closure alone, and a closure that captures
-/// nothing takes no room in the graph's task storage (`graph/tasks.rs`).
+/// nothing takes no room in the graph's task storage (`engine/tasks.rs`).
 pub(crate) trait FallbackSlot<T>: Send + Sync + 'static {
     fn get(&self) -> Option<&Fallback<T>>;
 }

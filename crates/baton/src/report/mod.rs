@@ -59,7 +59,7 @@ pub(crate) trait RunRecords: Send + Sync + 'static {
 /// Cheap to clone (an `Arc` of the run's state, which it keeps alive — the run input
 /// included — as long as it lives). `Display` prints a text timeline: one line per node with
 /// its outcome, a bar from its start to its end scaled to the makespan, its attempts, and its
-/// error. With the `serde` feature it serializes to JSON; the schema is in the README
+/// error. With the `serde` feature it serializes to JSON; the fields are listed in the README
 /// ("The report").
 #[derive(Clone)]
 pub struct Report {

@@ -2,9 +2,8 @@
 //! own start (`Started`) and orchestrator key.
 //!
 //! `std::sync::OnceLock::set` goes through `Once::call_once_force` (a closure, a queue of
-//! waiters it never needs here): some sixty instructions per write, twice per node. A node's
-//! record and value have exactly one writer (whoever finalizes the node, invariant 1 in
-//! `state.rs`) and readers who never wait (they read after the node is `DONE`, or the run
+//! waiters it never needs here), twice per node. A node's record and value have exactly
+//! one writer (whoever finalizes the node, invariant 1 in `engine/state.rs`) and readers who never wait (they read after the node is `DONE`, or the run
 //! is over). The run's cells have one writer too (its future, when it starts); a read
 //! before the write finds nothing (`None`), as `OnceLock::get` would, and the run's readers
 //! treat that as "not started". This cell is what that needs: one compare-and-swap to claim

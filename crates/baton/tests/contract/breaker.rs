@@ -53,7 +53,7 @@ fn consecutive(n: u32, cooldown: Duration) -> CircuitBreaker {
 /// rejections, half-open after 200 ms, the failed probe re-opens with a *fresh* cooldown,
 /// the next probe succeeds → closed; then failures are counted again from zero.
 #[tokio::test(start_paused = true)]
-async fn seed_000_transition_log() {
+async fn a_threshold_of_three_and_a_200ms_cooldown_in_order() {
     let t0 = Instant::now();
     let b = consecutive(3, ms(200));
     let log = logged(&b);

@@ -232,3 +232,37 @@ fn comments_cite_only_documents_in_the_repository() {
         "citations of documents outside the repository: {cited:#?}"
     );
 }
+
+/// Every test `docs/contract.md` names under "Checked by" exists in this suite.
+#[test]
+fn the_contract_names_tests_that_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let contract = fs::read_to_string(root.join("../../docs/contract.md")).expect("the contract");
+    let suite = root.join("tests/contract");
+    let mut missing = Vec::new();
+    let mut named = 0;
+    for paragraph in contract
+        .split("\n\n")
+        .filter(|p| p.starts_with("Checked by:"))
+    {
+        for name in paragraph.split('`').skip(1).step_by(2) {
+            let Some((module, test)) = name.rsplit_once("::") else {
+                continue;
+            };
+            let dir = suite.join(module.replace("::", "/"));
+            let candidates = [dir.with_extension("rs"), dir.join("mod.rs")];
+            let found = candidates.iter().any(|file| {
+                fs::read_to_string(file).is_ok_and(|text| text.contains(&format!("fn {test}(")))
+            });
+            if !found {
+                missing.push(name.to_owned());
+            }
+            named += 1;
+        }
+    }
+    assert!(named > 50, "the contract names its tests ({named} found)");
+    assert!(
+        missing.is_empty(),
+        "named in docs/contract.md but not found: {missing:#?}"
+    );
+}

@@ -184,7 +184,7 @@ fn a_floor_set_with_the_coop_budget_spent_is_registered() {
 }
 
 /// What a node costs per run, beside its join counter (8 bytes), value cell (24) and
-/// ready-queue cell (4): the README's "about 130 bytes per node".
+/// ready-queue cell (4): about 130 bytes per node in all.
 #[cfg(target_pointer_width = "64")]
 #[test]
 fn a_slot_is_96_bytes_and_its_record_48() {

@@ -53,7 +53,7 @@ async fn backoff_holds_no_thread_two_retrying_nodes_finish_in_two_seconds() {
 /// backoff. The third attempt gets only what is left and is cut at the deadline: the series
 /// ends at 300 ms exactly, not 8 ms after.
 #[tokio::test(start_paused = true)]
-async fn seed_000_budget_cuts_the_third_attempt_at_the_deadline() {
+async fn a_300ms_budget_cuts_the_third_attempt_at_the_deadline() {
     let mut g = Graph::<()>::builder();
     let budgets = Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = Arc::clone(&budgets);
