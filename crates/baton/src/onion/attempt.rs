@@ -1,6 +1,7 @@
 //! One attempt: a bulkhead permit, then the task under its cut, with panics caught.
 
 use std::panic::AssertUnwindSafe;
+use std::time::Duration;
 
 use futures_util::FutureExt;
 use tokio::time::Instant;
@@ -12,8 +13,8 @@ use crate::policy::bulkhead::BulkheadPermit;
 use crate::policy::deadline::{Cut, Deadline};
 
 /// Attempt `number` of a series that started at `started`: a bulkhead permit, then the
-/// task under `min(timeout, deadline)`, with its events and span. Also returns when the
-/// attempt started. `resumed`: the first attempt, which the fast path started.
+/// task, both under the attempt's cut (`min(timeout, deadline)`), with its events and span.
+/// `resumed`: the first attempt, which the fast path started.
 pub(super) async fn attempt<H: Host>(
     host: &H,
     policies: &Policies,
@@ -21,51 +22,74 @@ pub(super) async fn attempt<H: Host>(
     deadline: Option<Instant>,
     started: Instant,
     resumed: Option<FirstAttempt<H::Attempt>>,
-) -> (Result<H::Value, NodeError>, Instant) {
+) -> Attempted<H::Value> {
     let node = host.name();
-    let permit = match &policies.bulkhead {
-        // The fast path takes no node with a bulkhead.
-        _ if resumed.is_some() => None,
-        None => None,
-        Some(bulkhead) => match bulkhead.acquire(deadline).await {
-            Ok(p) => Some(p),
-            Err(waited) => {
-                let error = NodeError::BulkheadFull {
-                    node: node.to_owned(),
-                    attempt: number,
-                    bulkhead: bulkhead.name().to_owned(),
-                    waited,
-                };
-                return (Err(error), Instant::now());
-            }
-        },
-    };
-    // The first attempt of a series without a bulkhead starts when the series did.
-    let now = if number == 1 && policies.bulkhead.is_none() {
-        started
-    } else {
-        Instant::now()
-    };
+    // An attempt begins when it asks for its bulkhead permit: the wait counts toward its
+    // timeout. The first one of a series begins when the series did.
+    let now = if number == 1 { started } else { Instant::now() };
     let cut = policies.cut(now, deadline);
     let budget = cut.until.map(|u| u.saturating_duration_since(now));
     if resumed.is_none() {
         host.attempt_started(number, budget);
     }
+    let (permit, waited) = match &policies.bulkhead {
+        // The fast path takes no node with a bulkhead.
+        _ if resumed.is_some() => (None, Duration::ZERO),
+        None => (None, Duration::ZERO),
+        Some(bulkhead) => match bulkhead.acquire(cut.until).await {
+            Ok((permit, waited)) => (Some(permit), waited),
+            Err(refused) => {
+                let error = if refused.cut {
+                    cut_error(host, policies, number, cut, started)
+                } else {
+                    NodeError::BulkheadFull {
+                        node: node.to_owned(),
+                        attempt: number,
+                        bulkhead: bulkhead.name().to_owned(),
+                        waited: refused.waited,
+                    }
+                };
+                let out = Err(failed(host, number, budget, error));
+                return Attempted {
+                    out,
+                    start: now,
+                    waited: refused.waited,
+                };
+            }
+        },
+    };
     let out = trace::within(
         trace::attempt_span(node, number, budget),
         call(host, policies, number, cut, started, permit, resumed),
     )
     .await;
-    if let Err(error) = &out {
-        if matches!(
-            error,
-            NodeError::Timeout { .. } | NodeError::DeadlineExceeded { .. }
-        ) {
-            host.attempt_cut(number, budget.unwrap_or_default());
-        }
-        host.attempt_failed(number, error);
+    let out = out.map_err(|error| failed(host, number, budget, error));
+    Attempted {
+        out,
+        start: now,
+        waited,
     }
-    (out, now)
+}
+
+/// What one attempt did: its output, when it began, and how long it waited for its
+/// bulkhead permit.
+pub(super) struct Attempted<V> {
+    pub(super) out: Result<V, NodeError>,
+    pub(super) start: Instant,
+    pub(super) waited: Duration,
+}
+
+/// Attempt `number`, with `budget` before its cut, failed with `error`: the host is told
+/// (its cut too, when it was cut).
+fn failed<H: Host>(host: &H, number: u32, budget: Option<Duration>, error: NodeError) -> NodeError {
+    if matches!(
+        error,
+        NodeError::Timeout { .. } | NodeError::DeadlineExceeded { .. }
+    ) {
+        host.attempt_cut(number, budget.unwrap_or_default());
+    }
+    host.attempt_failed(number, &error);
+    error
 }
 
 /// Tells the host that attempt `number` ended when the attempt's future completes or is

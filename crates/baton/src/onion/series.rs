@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::attempt::attempt;
+use super::attempt::{Attempted, attempt};
 use super::{FirstAttempt, Host, MAX_ATTEMPT_LOG, Policies, Retry};
 use crate::error::{NodeError, UserCode};
 use crate::policy::backoff::BackoffIter;
@@ -109,15 +109,16 @@ async fn series<H: Host>(
                 _ => error,
             });
         }
-        let (out, attempt_start) =
+        let Attempted { out, start, waited } =
             attempt(host, policies, number, deadline, started, resumed).await;
-        // A series that succeeds at its first attempt has nothing to add to the node's own
-        // start and end: its log stays empty (and costs nothing).
-        if (number > 1 || out.is_err()) && log.len() < MAX_ATTEMPT_LOG {
+        // A series that succeeds at its first attempt, at once, has nothing to add to the
+        // node's own start and end: its log stays empty (and costs nothing).
+        if (number > 1 || out.is_err() || !waited.is_zero()) && log.len() < MAX_ATTEMPT_LOG {
             log.push(AttemptReport {
                 number,
-                start: host.offset(attempt_start),
+                start: host.offset(start),
                 end: host.offset(Instant::now()),
+                permit_wait: waited,
                 delay_before,
                 error: out.as_ref().err().map(ToString::to_string),
             });

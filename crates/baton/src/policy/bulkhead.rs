@@ -99,39 +99,53 @@ impl Bulkhead {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
-    /// Waits for a permit until `max_wait` or `deadline`, whichever is first. `Err` carries
-    /// how long it waited. Cancel-safe: dropping the future gives up the place in the queue.
+    /// Waits for a permit until `max_wait` or `until` (the end of the attempt that asks),
+    /// whichever is first; with the permit, how long it waited. Permits are granted in the
+    /// order they were asked for. Cancel-safe: dropping the future gives up the place in
+    /// the queue.
     pub(crate) async fn acquire(
         &self,
-        deadline: Option<Instant>,
-    ) -> Result<BulkheadPermit, Duration> {
+        until: Option<Instant>,
+    ) -> Result<(BulkheadPermit, Duration), Refused> {
         if let Ok(permit) = Arc::clone(&self.inner.semaphore).try_acquire_owned() {
-            return Ok(BulkheadPermit { _permit: permit });
+            return Ok((BulkheadPermit { _permit: permit }, Duration::ZERO));
         }
         let started = Instant::now();
+        let waited = || Instant::now().saturating_duration_since(started);
         // An unrepresentable instant (`Duration::MAX`) means "no bound" from that side.
-        let until = match (started.checked_add(self.inner.max_wait), deadline) {
-            (Some(u), Some(d)) => Some(u.min(d)),
-            (u, d) => u.or(d),
+        let by_wait = started.checked_add(self.inner.max_wait);
+        let (limit, cut) = match (by_wait, until) {
+            (Some(w), Some(u)) if u <= w => (Some(u), true),
+            (Some(w), _) => (Some(w), false),
+            (None, u) => (u, u.is_some()),
         };
-        let Some(until) = until else {
+        let refused = |waited| Refused { waited, cut };
+        let Some(limit) = limit else {
             let _waiting = WaitingGuard::new(&self.inner.waiting);
             return match Arc::clone(&self.inner.semaphore).acquire_owned().await {
-                Ok(permit) => Ok(BulkheadPermit { _permit: permit }),
-                Err(_) => Err(Instant::now().saturating_duration_since(started)),
+                Ok(permit) => Ok((BulkheadPermit { _permit: permit }, waited())),
+                Err(_) => Err(refused(waited())),
             };
         };
-        if until <= started {
-            return Err(Duration::ZERO);
+        if limit <= started {
+            return Err(refused(Duration::ZERO));
         }
         let _waiting = WaitingGuard::new(&self.inner.waiting);
         let acquire = Arc::clone(&self.inner.semaphore).acquire_owned();
-        match tokio::time::timeout_at(until, acquire).await {
-            Ok(Ok(permit)) => Ok(BulkheadPermit { _permit: permit }),
+        match tokio::time::timeout_at(limit, acquire).await {
+            Ok(Ok(permit)) => Ok((BulkheadPermit { _permit: permit }, waited())),
             // The semaphore is never closed; treat it like a timeout if it were.
-            Ok(Err(_)) | Err(_) => Err(Instant::now().saturating_duration_since(started)),
+            Ok(Err(_)) | Err(_) => Err(refused(waited())),
         }
     }
+}
+
+/// No permit came free in time: how long the attempt waited, and whether the attempt's
+/// own end (`cut`), rather than the bulkhead's maximum wait, ended the wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Refused {
+    pub(crate) waited: Duration,
+    pub(crate) cut: bool,
 }
 
 struct WaitingGuard<'a>(&'a AtomicUsize);

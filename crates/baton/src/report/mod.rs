@@ -81,7 +81,7 @@ fn missing() -> &'static Settled {
 pub struct AttemptReport {
     /// The attempt number, from 1.
     pub number: u32,
-    /// When it started, from the run's start (after any bulkhead wait).
+    /// When it started (asked for its bulkhead permit, if it has one), from the run's start.
     #[cfg_attr(
         feature = "serde",
         serde(rename = "start_ms", serialize_with = "json::ms")
@@ -93,6 +93,13 @@ pub struct AttemptReport {
         serde(rename = "end_ms", serialize_with = "json::ms")
     )]
     pub end: Duration,
+    /// How long it waited for its bulkhead permit (zero without a bulkhead, or when a
+    /// permit was free). The wait counts toward the attempt's timeout.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "permit_wait_ms", serialize_with = "json::ms")
+    )]
+    pub permit_wait: Duration,
     /// The backoff waited before it (zero for the first attempt).
     #[cfg_attr(
         feature = "serde",

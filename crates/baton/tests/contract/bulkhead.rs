@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use baton_graph::{BoxError, Bulkhead, Graph, NodeError, Orchestrator, Outcome};
+use baton_graph::{BoxError, Bulkhead, Graph, Node, NodeError, Orchestrator, Outcome};
 use tokio::time::sleep;
 
 fn ms(n: u64) -> Duration {
@@ -127,4 +127,49 @@ async fn a_cancelled_waiter_does_not_leak_its_place() {
     }
     assert_eq!(bulkhead.waiting(), 0);
     assert_eq!(bulkhead.available(), 1);
+}
+
+/// The wait for a permit belongs to the attempt: a node with a 50 ms timeout whose permit
+/// is held for a second fails with its timeout at 50 ms (not at 1 005 ms, after the
+/// holder), and the attempt log says how long each attempt waited.
+#[tokio::test(start_paused = true)]
+async fn the_wait_for_a_permit_counts_toward_the_attempts_timeout() {
+    let bulkhead = Bulkhead::new("pool", 1, Duration::from_secs(10));
+    let mut g = Graph::<()>::builder();
+    let _holder: Node<()> = g.node("holder").bulkhead(&bulkhead).task(|_ctx, ()| async {
+        sleep(Duration::from_secs(1)).await;
+        Ok::<_, BoxError>(())
+    });
+    let waiter: Node<()> =
+        g.node("waiter")
+            .bulkhead(&bulkhead)
+            .timeout(ms(50))
+            .task(|_ctx, ()| async {
+                sleep(ms(5)).await;
+                Ok::<_, BoxError>(())
+            });
+    let patient: Node<()> = g
+        .node("patient")
+        .bulkhead(&bulkhead)
+        .timeout(ms(1_500))
+        .task(|_ctx, ()| async {
+            sleep(ms(5)).await;
+            Ok::<_, BoxError>(())
+        });
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let w = report.node(waiter).unwrap();
+    assert_eq!(w.outcome(), Outcome::Failed);
+    assert!(
+        matches!(w.error(), Some(NodeError::Timeout { attempt: 1, .. })),
+        "{:?}",
+        w.error()
+    );
+    assert_eq!(w.end(), ms(50));
+    assert_eq!(w.attempts(), 1);
+    assert_eq!(w.attempt_log()[0].permit_wait, ms(50));
+    let p = report.node(patient).unwrap();
+    assert_eq!(p.outcome(), Outcome::Succeeded);
+    assert_eq!(p.end(), ms(1_005));
+    let log = p.attempt_log();
+    assert_eq!((log[0].start, log[0].permit_wait), (ms(0), ms(1_000)));
 }
