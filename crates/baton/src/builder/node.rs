@@ -261,7 +261,7 @@ where
     ///
     /// When an attempt times out (or the run is cancelled) the node moves on at once; the
     /// closure cannot be stopped from outside, so its thread keeps running until it returns
-    /// (the one exception to "no task outlives its run"). The report counts such attempts as
+    /// (the one exception to "no attempt outlives its run"). The report counts such attempts as
     /// abandoned ([`NodeReport::abandoned`](crate::NodeReport::abandoned)), and
     /// [`Ctx::cancellation_token`] is cancelled so that a closure that checks it can stop
     /// early. A bulkhead permit stays held until the closure returns. An attempt abandoned

@@ -255,6 +255,15 @@ fn resolve(
             )
         }
     };
+    if let Some(bulkhead) = &bulkhead {
+        bulkhead
+            .validate()
+            .map_err(|reason| BuildError::InvalidPolicy {
+                node: node.to_owned(),
+                policy: "bulkhead",
+                reason,
+            })?;
+    }
     Ok(Some(policies.guarded_by(breaker, bulkhead)))
 }
 

@@ -11,7 +11,8 @@
 //!    and the one a run's future may hold, `driver.rs`). A record is written before `live`
 //!    is decremented for it, and a driver decrements it as its very last action; the run
 //!    ends when `live` reaches zero, so when the run future resolves every record is
-//!    readable, every callback has fired, and no driver of the run is still running.
+//!    readable, every callback has fired, and no driver of the run will run a node again
+//!    (one may still be returning from its last poll).
 //! 3. A node starts only when its join counter reaches zero *and* it is still `PENDING`.
 //!    An upstream that ends without a value passes its downstreams over (state to `DONE`)
 //!    *before* decrementing their counters, so whoever brings a counter to zero sees the

@@ -143,6 +143,11 @@ impl Policies {
                 .validate()
                 .or_else(|reason| invalid("retry", reason))?;
         }
+        if let Some(bulkhead) = &self.bulkhead {
+            bulkhead
+                .validate()
+                .or_else(|reason| invalid("bulkhead", reason))?;
+        }
         Ok(())
     }
 

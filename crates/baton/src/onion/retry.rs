@@ -127,6 +127,9 @@ impl Retry {
         if self.max_attempts == 0 {
             return Err("retry needs at least 1 attempt, got 0".to_owned());
         }
+        if let Some(budget) = &self.budget {
+            budget.validate()?;
+        }
         self.backoff.validate()
     }
 }

@@ -50,23 +50,56 @@ pub(crate) struct BulkheadPermit {
 
 impl Bulkhead {
     /// A bulkhead called `name` that lets at most `max_concurrent` attempts run at once; an
-    /// attempt waits at most `max_wait` for a permit (and never past its deadline), then
-    /// fails with [`NodeError::BulkheadFull`](crate::NodeError::BulkheadFull).
+    /// attempt waits at most `max_wait` for a permit (and never past its cut), then fails
+    /// with [`NodeError::BulkheadFull`](crate::NodeError::BulkheadFull). Permits are granted
+    /// in the order attempts ask for them. `Duration::ZERO` means "do not wait".
     ///
-    /// `max_concurrent` is clamped to `1..=Semaphore::MAX_PERMITS`; `Duration::ZERO` means
-    /// "do not wait".
+    /// A `max_concurrent` of 0, or above [`Bulkhead::MAX_CONCURRENT`], could never work: a
+    /// graph or pipeline given such a bulkhead fails to build
+    /// ([`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::Bulkhead;
+    ///
+    /// // At most 8 calls to the inventory service at once; wait up to 50 ms for a slot.
+    /// let inventory = Bulkhead::new("inventory", 8, Duration::from_millis(50));
+    /// assert_eq!(inventory.available(), 8);
+    /// ```
     #[must_use]
     pub fn new(name: impl Into<String>, max_concurrent: usize, max_wait: Duration) -> Self {
-        let max_concurrent = max_concurrent.clamp(1, Semaphore::MAX_PERMITS);
         Bulkhead {
             inner: Arc::new(Inner {
                 name: name.into(),
                 max_concurrent,
                 max_wait,
-                semaphore: Arc::new(Semaphore::new(max_concurrent)),
+                semaphore: Arc::new(Semaphore::new(max_concurrent.min(Self::MAX_CONCURRENT))),
                 waiting: AtomicUsize::new(0),
             }),
         }
+    }
+
+    /// The most permits a bulkhead can have.
+    pub const MAX_CONCURRENT: usize = Semaphore::MAX_PERMITS;
+
+    /// Checks that the bulkhead can ever admit an attempt.
+    ///
+    /// # Errors
+    /// Why it cannot: no permit, or more than [`MAX_CONCURRENT`](Self::MAX_CONCURRENT).
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        let (name, n) = (&self.inner.name, self.inner.max_concurrent);
+        if n == 0 {
+            return Err(format!(
+                "bulkhead `{name}` has 0 permits: no attempt could ever run"
+            ));
+        }
+        if n > Self::MAX_CONCURRENT {
+            return Err(format!(
+                "bulkhead `{name}` asks for {n} permits, more than the {} a bulkhead can have",
+                Self::MAX_CONCURRENT
+            ));
+        }
+        Ok(())
     }
 
     /// The bulkhead's name.

@@ -16,6 +16,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+/// The range of a budget's `ttl`.
+const MIN_TTL: Duration = Duration::from_secs(1);
+const MAX_TTL: Duration = Duration::from_secs(3600);
+/// The largest ratio of retries to first attempts.
+const MAX_RATIO: f64 = 1000.0;
+
 /// Number of buckets the `ttl` window is divided into.
 const BUCKETS: u32 = 10;
 
@@ -65,16 +71,21 @@ impl RetryBudget {
     /// A budget called `name`: deposits count for `ttl`; retries may add `ratio` (0.0 to
     /// 1000.0) of the first attempts in the window, plus `min_per_sec` per second.
     ///
-    /// Out-of-range values are clamped: `ttl` to at least 1 s and at most 1 hour, `ratio`
-    /// to `[0, 1000]` (NaN is 0).
+    /// A `ttl` below 1 s or above 1 hour, or a `ratio` outside `[0, 1000]` (or NaN), makes
+    /// a graph or pipeline given the budget fail to build
+    /// ([`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{Retry, RetryBudget};
+    ///
+    /// // Retries may add 10 % to the first attempts of the last 10 s, plus 5 per second.
+    /// let budget = RetryBudget::with("inventory", Duration::from_secs(10), 5, 0.1);
+    /// let retry = Retry::new(3).budget(budget);
+    /// # let _ = retry;
+    /// ```
     #[must_use]
     pub fn with(name: impl Into<String>, ttl: Duration, min_per_sec: u32, ratio: f64) -> Self {
-        let ttl = ttl.clamp(Duration::from_secs(1), Duration::from_secs(3600));
-        let ratio = if ratio.is_nan() {
-            0.0
-        } else {
-            ratio.clamp(0.0, 1000.0)
-        };
         RetryBudget {
             inner: Arc::new(Inner {
                 name: name.into(),
@@ -87,6 +98,41 @@ impl RetryBudget {
                 }),
             }),
         }
+    }
+
+    /// The window deposits count in, within the range a budget accepts (a budget outside
+    /// it fails the build of its graph; used on its own, it keeps to the range).
+    fn ttl(&self) -> Duration {
+        self.inner.ttl.clamp(MIN_TTL, MAX_TTL)
+    }
+
+    /// The ratio of retries to first attempts, within the range a budget accepts.
+    fn ratio(&self) -> f64 {
+        let ratio = self.inner.ratio;
+        if ratio.is_nan() {
+            0.0
+        } else {
+            ratio.clamp(0.0, MAX_RATIO)
+        }
+    }
+
+    /// Checks the budget's settings.
+    ///
+    /// # Errors
+    /// Which setting is out of its range, and its range.
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        let (name, ttl, ratio) = (&self.inner.name, self.inner.ttl, self.inner.ratio);
+        if !(MIN_TTL..=MAX_TTL).contains(&ttl) {
+            return Err(format!(
+                "retry budget `{name}`: a ttl of {ttl:?} is outside 1 s to 1 hour"
+            ));
+        }
+        if !(0.0..=MAX_RATIO).contains(&ratio) {
+            return Err(format!(
+                "retry budget `{name}`: a ratio of {ratio} is outside 0 to {MAX_RATIO}"
+            ));
+        }
+        Ok(())
     }
 
     /// The budget's name.
@@ -120,7 +166,7 @@ impl RetryBudget {
     }
 
     fn bucket_len(&self) -> Duration {
-        self.inner.ttl / BUCKETS
+        self.ttl() / BUCKETS
     }
 
     fn with_window<R>(&self, now: Instant, f: impl FnOnce(&mut Window, u64) -> R) -> R {
@@ -137,8 +183,8 @@ impl RetryBudget {
     }
 
     pub(crate) fn try_withdraw_at(&self, now: Instant) -> bool {
-        let floor = f64::from(self.inner.min_per_sec) * self.inner.ttl.as_secs_f64();
-        let ratio = self.inner.ratio;
+        let floor = f64::from(self.inner.min_per_sec) * self.ttl().as_secs_f64();
+        let ratio = self.ratio();
         self.with_window(now, |w, bucket| {
             let (deposits, retries) = w
                 .buckets

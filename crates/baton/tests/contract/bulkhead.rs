@@ -173,3 +173,38 @@ async fn the_wait_for_a_permit_counts_toward_the_attempts_timeout() {
     let log = p.attempt_log();
     assert_eq!((log[0].start, log[0].permit_wait), (ms(0), ms(1_000)));
 }
+
+/// A bulkhead that could never admit an attempt is a typed build error naming the node and
+/// the bulkhead, for a graph and a pipeline alike, not a bulkhead quietly given 1 permit.
+#[test]
+fn a_bulkhead_without_permits_is_a_build_error() {
+    let empty = Bulkhead::new("pool", 0, ms(10));
+    let mut g = Graph::<()>::builder();
+    let _: Node<()> = g
+        .node("stock")
+        .bulkhead(&empty)
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    let error = g.build().unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "node `stock`: invalid bulkhead policy: bulkhead `pool` has 0 permits: no attempt could ever run"
+    );
+    let error = baton_graph::Pipeline::<()>::builder("stock")
+        .bulkhead(&empty)
+        .build()
+        .unwrap_err();
+    assert!(matches!(
+        error,
+        baton_graph::BuildError::InvalidPolicy {
+            policy: "bulkhead",
+            ..
+        }
+    ));
+    let huge = Bulkhead::new("huge", usize::MAX, ms(10));
+    let mut g = Graph::<()>::builder();
+    let _: Node<()> = g
+        .node("n")
+        .bulkhead(&huge)
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    assert!(g.build().unwrap_err().to_string().contains("more than the"));
+}

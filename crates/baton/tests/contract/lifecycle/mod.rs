@@ -571,7 +571,11 @@ fn when_a_run_resolves_no_attempt_runs_and_no_permit_is_held() {
             dropped.load(std::sync::atomic::Ordering::SeqCst),
         );
         assert_eq!(dropped, started, "run {run}: an attempt was still alive");
-        assert_eq!(bulkhead.available(), 100, "run {run}: a permit was still held");
+        assert_eq!(
+            bulkhead.available(),
+            100,
+            "run {run}: a permit was still held"
+        );
     }
 }
 

@@ -382,3 +382,42 @@ async fn a_task_timing_out_on_its_own_remaining_budget_counts_as_a_timeout() {
     );
     assert_eq!(node.end(), ms(300));
 }
+
+/// A retry budget whose window or ratio is out of range is a typed build error naming the
+/// node and the budget, not a budget quietly set to the nearest valid value.
+#[test]
+fn a_retry_budget_out_of_range_is_a_build_error() {
+    use baton_graph::{BuildError, Graph, Node, Retry, RetryBudget};
+    let cases = [
+        (
+            RetryBudget::with("short", Duration::from_millis(10), 1, 0.2),
+            "a ttl of 10ms",
+        ),
+        (
+            RetryBudget::with("nan", Duration::from_secs(10), 1, f64::NAN),
+            "a ratio of NaN",
+        ),
+        (
+            RetryBudget::with("neg", Duration::from_secs(10), 1, -1.0),
+            "a ratio of -1",
+        ),
+    ];
+    for (budget, why) in cases {
+        let mut g = Graph::<()>::builder();
+        let _: Node<()> = g
+            .node("stock")
+            .retry(Retry::new(3).budget(budget))
+            .task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+        match g.build() {
+            Err(BuildError::InvalidPolicy {
+                node,
+                policy,
+                reason,
+            }) => {
+                assert_eq!((node.as_str(), policy), ("stock", "retry"));
+                assert!(reason.contains(why), "{reason}");
+            }
+            other => panic!("expected an invalid retry policy, got {other:?}"),
+        }
+    }
+}
