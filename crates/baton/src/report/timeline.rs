@@ -10,13 +10,40 @@
 //!
 //! Bars are scaled to the makespan (40 columns). A node that never started shows a `·` where
 //! it ended. The last column is the node's error, skip cause or cancel reason.
+//!
+//! Names and messages are written as text a terminal shows on one line: control characters
+//! are escaped (`\n`, `\r`, `\t`, `\u{1b}`), and columns are padded by display width, so
+//! that a wide (CJK) or emoji name keeps the columns aligned. The JSON keeps them exact.
 
+use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 use std::time::Duration;
+
+use unicode_width::UnicodeWidthStr;
 
 use super::{NodeReport, Report};
 
 const WIDTH: usize = 40;
+
+/// `text` as a terminal shows it on one line: control characters escaped.
+fn one_line(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
@@ -56,27 +83,24 @@ impl fmt::Display for Report {
             ms(span),
             self.counts()
         )?;
-        let name_w = self
-            .nodes()
-            .map(|n| n.name().chars().count())
-            .max()
-            .unwrap_or(4)
-            .max(4);
+        let names: Vec<Cow<'_, str>> = self.nodes().map(|n| one_line(n.name())).collect();
+        let name_w = names.iter().map(|n| n.width()).max().unwrap_or(4).max(4);
         let scale = format!("0 ms{:>w$}", format!("{:.1} ms", ms(span)), w = WIDTH - 4);
         writeln!(
             f,
             "{:name_w$}  {:9}  |{scale}|  {:>17}  tries",
             "node", "outcome", "start → end (ms)"
         )?;
-        for node in self.nodes() {
+        for (node, name) in self.nodes().zip(&names) {
             let mut line = String::new();
             let start = node
                 .start()
                 .map_or_else(|| "-".to_owned(), |s| format!("{:.1}", ms(s)));
+            let pad = name_w - name.width();
             write!(
                 line,
-                "{:name_w$}  {:9}  |{}|  {:>7} → {:>7.1}  {:>5}",
-                node.name(),
+                "{name}{:pad$}  {:9}  |{}|  {:>7} → {:>7.1}  {:>5}",
+                "",
                 node.outcome().as_str(),
                 bar(&node, span),
                 start,
@@ -84,7 +108,7 @@ impl fmt::Display for Report {
                 node.attempts(),
             )?;
             if let Some(msg) = node.message() {
-                write!(line, "  {msg}")?;
+                write!(line, "  {}", one_line(&msg))?;
             }
             writeln!(f, "{}", line.trim_end())?;
         }

@@ -381,3 +381,55 @@ mod json {
         }
     }
 }
+
+/// The text timeline keeps one row per node whatever its name: control characters are
+/// escaped, and columns are padded by display width (CJK and emoji are two columns wide).
+/// The JSON keeps the names exact.
+#[tokio::test(start_paused = true)]
+async fn the_timeline_keeps_its_rows_and_columns_with_any_name() {
+    let names = [
+        "line\nbreak",
+        "car\rriage",
+        "tab\tbed",
+        "库存",
+        "📦 ship",
+        "esc\u{1b}[31m",
+    ];
+    let mut g = Graph::<()>::builder();
+    for name in names {
+        let _: Node<()> = g
+            .node(name)
+            .task(|_ctx, ()| async { Err::<(), BoxError>("a\nmultiline\nerror".into()) });
+    }
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let text = report.to_string();
+    let rows: Vec<&str> = text.lines().collect();
+    assert_eq!(rows.len(), 2 + names.len(), "one row per node:\n{text}");
+    for (row, escaped) in rows[2..].iter().zip([
+        "line\\nbreak",
+        "car\\rriage",
+        "tab\\tbed",
+        "库存",
+        "📦 ship",
+        "esc\\u{1b}[31m",
+    ]) {
+        assert!(row.starts_with(escaped), "{row}");
+        assert!(row.ends_with("a\\nmultiline\\nerror"), "{row}");
+    }
+    // The bar starts in the same display column on every row.
+    let bar_column = |row: &str| {
+        let at = row.find('|').expect("a bar");
+        unicode_width::UnicodeWidthStr::width(&row[..at])
+    };
+    let first = bar_column(rows[1]);
+    assert!(
+        rows[2..].iter().all(|row| bar_column(row) == first),
+        "{text}"
+    );
+    #[cfg(feature = "serde")]
+    {
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["nodes"][0]["name"], "line\nbreak");
+        assert_eq!(json["nodes"][3]["name"], "库存");
+    }
+}
