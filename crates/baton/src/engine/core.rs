@@ -259,6 +259,11 @@ impl RunCore {
         debug_assert!(fixed.is_ok(), "a run starts once");
     }
 
+    /// Whether the run's options give it a deadline (a timeout or an instant).
+    pub(super) fn has_deadline(&self) -> bool {
+        self.timeout.is_some() || self.fixed_deadline.is_some()
+    }
+
     /// The runtime the run's drivers are spawned on, once it started.
     pub(super) fn handle(&self) -> Option<&Handle> {
         self.started.get().map(|s| &s.handle)

@@ -170,6 +170,9 @@ pub(crate) struct GraphInner<I> {
     pub(crate) start: StartMode,
     /// The per-run arrays of ended runs, kept for the next runs.
     pub(crate) spare: Spares,
+    /// Some node's policies make timers (a timeout, a retry's backoff, a budget, a
+    /// bulkhead's bounded wait).
+    pub(crate) uses_timers: bool,
 }
 
 static TASK: NodeKind = NodeKind::Task;
@@ -195,6 +198,15 @@ impl<I> GraphInner<I> {
     ) -> Self {
         tasks.freeze();
         let spare = Spares::new(meta.len());
+        let uses_timers = nodes.iter().any(|node| {
+            let policy = node.extras.as_deref().and_then(|e| e.policy.as_deref());
+            policy.is_some_and(|p| {
+                p.timeout.is_some()
+                    || p.budget.is_some()
+                    || p.retry.is_some()
+                    || p.bulkhead.is_some()
+            })
+        });
         GraphInner {
             meta,
             nodes,
@@ -203,6 +215,7 @@ impl<I> GraphInner<I> {
             mode,
             start,
             spare,
+            uses_timers,
         }
     }
 

@@ -128,6 +128,8 @@ enum Phase {
     Done,
     /// The orchestrator was shutting down.
     Refused,
+    /// The run needs timers, and its runtime has none.
+    NoTimers,
 }
 
 /// One run of a graph: a future that resolves to the run's [`Report`].
@@ -159,7 +161,8 @@ enum Phase {
 /// # Output
 /// - `Ok(report)`: every node ended, and the failure mode accepts the outcomes.
 /// - [`RunError::Failed`] (fail-all, fail-fast) or [`RunError::Cancelled`], both carrying the
-///   report; [`RunError::NoRuntime`] when polled outside tokio.
+///   report; [`RunError::NoRuntime`] when polled outside tokio; [`RunError::NoTimers`]
+///   when its policies need timers and its runtime has none (nothing runs).
 ///
 /// Polling it again after it is ready returns the same result again.
 #[must_use = "a run does nothing until it is awaited"]
@@ -255,10 +258,15 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.phase {
             Phase::Refused => return Poll::Ready(Err(RunError::ShuttingDown)),
+            Phase::NoTimers => return Poll::Ready(Err(RunError::NoTimers)),
             Phase::Idle => {
                 let Ok(handle) = tokio::runtime::Handle::try_current() else {
                     return Poll::Ready(Err(RunError::NoRuntime));
                 };
+                if self.state.needs_timers() && !timers_on(&handle) {
+                    self.phase = Phase::NoTimers;
+                    return Poll::Ready(Err(RunError::NoTimers));
+                }
                 // Starting a run spends a unit of the task's coop budget; with none left the
                 // task yields first (its first nodes run here, see `RunState::start`).
                 match tokio::task::coop::poll_proceed(cx) {
@@ -313,6 +321,25 @@ impl<I: Send + Sync + 'static> Drop for Run<I> {
             self.state.cancel(CancelReason::Dropped);
         }
     }
+}
+
+/// Whether `handle`'s runtime has timers, checked once per runtime and thread: tokio says
+/// so only by panicking when a timer is made without them (the panic is caught; the
+/// default panic hook prints it once).
+fn timers_on(handle: &tokio::runtime::Handle) -> bool {
+    use std::cell::Cell;
+    thread_local! {
+        static LAST: Cell<Option<(tokio::runtime::Id, bool)>> = const { Cell::new(None) };
+    }
+    let id = handle.id();
+    if let Ok(Some((seen, on))) = LAST.try_with(Cell::get) {
+        if seen == id {
+            return on;
+        }
+    }
+    let on = std::panic::catch_unwind(|| drop(tokio::time::sleep(Duration::ZERO))).is_ok();
+    let _ = LAST.try_with(|last| last.set(Some((id, on))));
+    on
 }
 
 /// Cancels one run; get it from [`Run::canceller`]. Cloneable, `Send + Sync`.
@@ -398,6 +425,12 @@ pub enum RunError {
     /// The run was polled outside a tokio runtime, so it could not spawn its nodes.
     #[error("no tokio runtime: a baton run must be awaited inside a tokio runtime")]
     NoRuntime,
+    /// The run's policies (timeouts, retries, budgets, bulkheads) or its own timeout need
+    /// tokio's timers, and its runtime was built without them; nothing ran.
+    #[error(
+        "the tokio runtime has no timers, which this run's timeouts, retries or budgets need: build it with `enable_time()` (or `enable_all()`)"
+    )]
+    NoTimers,
     /// The orchestrator is shutting down (or shut down) and accepts no new run; nothing ran.
     #[error("orchestrator is shutting down: run refused")]
     ShuttingDown,
@@ -409,7 +442,7 @@ impl RunError {
     pub fn report(&self) -> Option<&Report> {
         match self {
             RunError::Failed { report, .. } | RunError::Cancelled { report, .. } => Some(report),
-            RunError::NoRuntime | RunError::ShuttingDown => None,
+            RunError::NoRuntime | RunError::NoTimers | RunError::ShuttingDown => None,
         }
     }
 
@@ -418,7 +451,7 @@ impl RunError {
     pub fn into_report(self) -> Option<Report> {
         match self {
             RunError::Failed { report, .. } | RunError::Cancelled { report, .. } => Some(*report),
-            RunError::NoRuntime | RunError::ShuttingDown => None,
+            RunError::NoRuntime | RunError::NoTimers | RunError::ShuttingDown => None,
         }
     }
 }

@@ -94,6 +94,11 @@ impl<I: Send + Sync + 'static> RunState<I> {
         })
     }
 
+    /// Whether the run makes timers: its graph's policies do, or it has a deadline.
+    pub(super) fn needs_timers(&self) -> bool {
+        self.graph.uses_timers || self.core.has_deadline()
+    }
+
     /// Sends `event` to the orchestrator's observers. Check [`observed`](Self::observed)
     /// first when building the event costs anything.
     pub(super) fn emit(&self, event: &Event<'_>) {

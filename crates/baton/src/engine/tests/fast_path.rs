@@ -628,14 +628,11 @@ fn a_report_outlives_the_runtime_of_its_retried_waiting_nodes() {
     drop(graph);
 }
 
-/// On a runtime built without timers, a policy node whose attempt waits cannot have its
-/// timeout (tokio panics making the timer): the node fails with that panic's message, as
-/// on the policy path; its breaker's permit goes back uncounted (a half-open probe is free
-/// again, a closed breaker one failure from opening stays closed); the other node runs and
-/// the run ends. (The driver must not die with the panic: the run would end
-/// `Cancelled`, and the probe would be lost.) One worker and two.
+/// On a runtime built without timers, a run whose policies need them is refused before
+/// any task runs (`RunError::NoTimers`): no attempt starts, its breakers are left as they
+/// were (a half-open breaker keeps its probe, a closed one its count). One worker and two.
 #[test]
-fn a_waiting_policy_node_fails_cleanly_without_timers() {
+fn a_run_that_needs_timers_is_refused_on_a_runtime_without_them() {
     for workers in [1, 2] {
         let rt = match workers {
             1 => tokio::runtime::Builder::new_current_thread().build(),
@@ -682,17 +679,15 @@ fn a_waiting_policy_node_fails_cleanly_without_timers() {
             Ok::<_, BoxError>(2u32)
         });
         let graph = g.build().unwrap();
-        let report = rt
-            .block_on(graph.run(()))
-            .unwrap_or_else(|e| panic!("{workers} worker(s): the run ended early: {e}"));
-        let node = report.node(stock).unwrap();
-        assert_eq!(node.outcome(), Outcome::Failed, "{workers} worker(s)");
-        let message = node.error().map(ToString::to_string).unwrap_or_default();
-        assert!(message.contains("timers are disabled"), "{message}");
-        assert_eq!(report.get(other), Some(&2));
-        assert_eq!(report.node(price).unwrap().outcome(), Outcome::Failed);
-        assert_eq!(closed.state(), BreakerState::Closed, "released uncounted");
-        let probe = b.try_acquire().expect("the probe was given back");
+        let error = rt.block_on(graph.run(())).unwrap_err();
+        assert!(
+            matches!(error, crate::RunError::NoTimers),
+            "{workers} worker(s): {error}"
+        );
+        assert!(error.to_string().contains("enable_time"), "{error}");
+        let _ = (stock, price, other);
+        assert_eq!(closed.state(), BreakerState::Closed, "untouched");
+        let probe = b.try_acquire().expect("the probe is still free");
         assert!(probe.is_probe());
     }
 }

@@ -319,3 +319,34 @@ async fn a_router_whose_branch_recovered_is_recovered() {
     assert_eq!(report.get(r), Some(&7));
     assert_eq!(router.error().unwrap().to_string(), "down");
 }
+
+/// On a runtime built without timers, a run whose policies or options need them is refused
+/// with a typed error before any task runs; a run that needs none runs as usual.
+#[test]
+fn a_runtime_without_timers_refuses_runs_that_need_them() {
+    use baton_graph::RunError;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&calls);
+    let mut g = Graph::<()>::builder();
+    let _ = g.node("stock").timeout(ms(300)).task(move |_ctx, ()| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        async { Ok::<_, BoxError>(1u32) }
+    });
+    let timed = g.build().unwrap();
+    let error = rt.block_on(timed.run(())).unwrap_err();
+    assert!(matches!(error, RunError::NoTimers), "{error}");
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "no task ran");
+
+    let mut g = Graph::<()>::builder();
+    let plain = g
+        .node("plain")
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(2u32) });
+    let untimed = g.build().unwrap();
+    let report = rt.block_on(untimed.run(())).unwrap();
+    assert_eq!(report.get(plain), Some(&2));
+    let with_timeout = untimed.run_with((), RunOptions::new().timeout(ms(10)));
+    assert!(matches!(rt.block_on(with_timeout), Err(RunError::NoTimers)));
+}
