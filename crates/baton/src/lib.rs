@@ -169,4 +169,4 @@ pub use policy::{
     Backoff, BackoffIter, Bulkhead, DEFAULT_MAX_DELAY, DEFAULT_MIN_ATTEMPT_TIME, Jitter,
     RetryBudget,
 };
-pub use report::{AttemptReport, Counts, NodeReport, Outcome, Report};
+pub use report::{AttemptReport, Counts, MissingValue, NodeReport, Outcome, Report};

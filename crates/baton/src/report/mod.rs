@@ -9,6 +9,7 @@
 
 #[cfg(feature = "serde")]
 mod json;
+mod missing;
 mod outcome;
 mod record;
 mod timeline;
@@ -18,6 +19,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use missing::MissingValue;
 pub use outcome::{Counts, Outcome};
 pub(crate) use record::{Record, Settled};
 use tokio::time::Instant;
@@ -139,6 +141,60 @@ impl Report {
         self.run
             .value(node.index)
             .and_then(|v| v.downcast_ref::<T>())
+    }
+
+    /// The value `node` produced, or why it has none: works with `?` in the default
+    /// failure mode, where a run returns its report even when nodes failed.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Graph};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let price = g.node("price").task(|_ctx, ()| async { Ok::<_, BoxError>(59_900_u64) });
+    /// let stock = g.node("stock").task(|_ctx, ()| async { Err::<u32, BoxError>("503".into()) });
+    /// let report = g.build()?.run(()).await?;
+    /// assert_eq!(*report.require(price)?, 59_900);
+    /// let missing = report.require(stock).unwrap_err();
+    /// assert_eq!(missing.to_string(), "node `stock` failed: 503");
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`MissingValue`], naming the node, its outcome and why: its error (failed), the
+    /// upstream and root cause (skipped), the cancel reason (cancelled), or that it is a
+    /// branch not taken; also for a handle of another graph.
+    pub fn require<T: Send + Sync + 'static>(&self, node: Node<T>) -> Result<&T, MissingValue> {
+        if let Some(value) = self.get(node) {
+            return Ok(value);
+        }
+        let Some(entry) = self.node(node) else {
+            return Err(MissingValue::new(
+                format!("#{}", node.index()),
+                None,
+                "the handle belongs to another graph".to_owned(),
+                None,
+            ));
+        };
+        let outcome = entry.outcome();
+        let cause = match outcome {
+            Outcome::Skipped => entry
+                .root_cause()
+                .and_then(|root| root.record.error().cloned()),
+            _ => entry.record.error().cloned(),
+        };
+        let message = match outcome {
+            Outcome::NotTaken => "its router chose another branch".to_owned(),
+            _ => entry.message().unwrap_or_else(|| outcome.to_string()),
+        };
+        Err(MissingValue::new(
+            entry.name().to_owned(),
+            Some(outcome),
+            message,
+            cause,
+        ))
     }
 
     /// Like [`get`](Self::get), as a shared `Arc<T>` that outlives the report.

@@ -433,3 +433,58 @@ async fn the_timeline_keeps_its_rows_and_columns_with_any_name() {
         assert_eq!(json["nodes"][3]["name"], "库存");
     }
 }
+
+/// `require` gives a node's value, or an error naming the node, its outcome and why, whose
+/// source is the error behind it: the node's own, or the root cause's for a skip.
+#[tokio::test(start_paused = true)]
+async fn require_names_the_node_its_outcome_and_the_cause() {
+    use baton_graph::{MissingValue, NodeError};
+    let mut g = Graph::<()>::builder();
+    let user = g
+        .node("user")
+        .task(|_ctx, ()| async { Err::<u32, BoxError>("503".into()) });
+    let stock = g
+        .node("stock")
+        .after(user)
+        .task(|_ctx, u| async move { Ok::<_, BoxError>(*u) });
+    let mut other_branch = None;
+    let route = g
+        .router::<u32>("route")
+        .select(|_, ()| "a")
+        .branch("a", |b| b.task(|_ctx, ()| async { Ok::<_, BoxError>(1) }))
+        .branch("b", |b| {
+            let handle = b.task(|_ctx, ()| async { Ok::<_, BoxError>(2) });
+            other_branch = Some(handle);
+            handle
+        })
+        .finish();
+    let report = g.build().unwrap().run(()).await.unwrap();
+    assert_eq!(*report.require(route).unwrap(), 1);
+
+    let failed: MissingValue = report.require(user).unwrap_err();
+    assert_eq!(
+        (failed.node(), failed.outcome()),
+        ("user", Some(Outcome::Failed))
+    );
+    assert_eq!(failed.to_string(), "node `user` failed: 503");
+    let skipped = report.require(stock).unwrap_err();
+    assert_eq!(skipped.outcome(), Some(Outcome::Skipped));
+    assert_eq!(
+        skipped.to_string(),
+        "node `stock` skipped: upstream `user` failed: 503"
+    );
+    let source = std::error::Error::source(&skipped).expect("the root cause");
+    assert!(source.downcast_ref::<NodeError>().is_some());
+    let not_taken = report.require(other_branch.unwrap()).unwrap_err();
+    assert_eq!(not_taken.outcome(), Some(Outcome::NotTaken));
+    // `?` into a boxed error keeps the chain.
+    let boxed: BoxError = skipped.into();
+    assert!(boxed.to_string().contains("upstream `user` failed"));
+
+    let mut other = Graph::<()>::builder();
+    let foreign: Node<u32> = other
+        .node("x")
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(0) });
+    let error = report.require(foreign).unwrap_err();
+    assert_eq!(error.outcome(), None);
+}

@@ -1,0 +1,75 @@
+//! [`MissingValue`]: why a node a caller needs has no value.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::Arc;
+
+use super::Outcome;
+use crate::error::NodeError;
+
+/// A node that [`Report::require`](super::Report::require) asked for has no value: which
+/// node, how it ended, and why. Its [`source`](StdError::source) is the node's own error
+/// when it failed, or the root cause's when it was skipped, so `?` keeps the whole chain.
+///
+/// `Send + Sync + 'static`: it converts into [`BoxError`](crate::BoxError) and
+/// `anyhow::Error`.
+#[derive(Debug, Clone)]
+pub struct MissingValue {
+    node: String,
+    outcome: Option<Outcome>,
+    message: String,
+    cause: Option<Arc<NodeError>>,
+}
+
+impl MissingValue {
+    pub(super) fn new(
+        node: String,
+        outcome: Option<Outcome>,
+        message: String,
+        cause: Option<Arc<NodeError>>,
+    ) -> Self {
+        MissingValue {
+            node,
+            outcome,
+            message,
+            cause,
+        }
+    }
+
+    /// The node's name (`#index` for a handle of another graph).
+    #[must_use]
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// How the node ended: `Failed`, `Skipped`, `NotTaken` or `Cancelled`; `None` for a
+    /// handle of another graph.
+    #[must_use]
+    pub fn outcome(&self) -> Option<Outcome> {
+        self.outcome
+    }
+
+    /// The error behind it: the node's own (it failed), or the root cause's (it was
+    /// skipped because an upstream failed).
+    #[must_use]
+    pub fn cause(&self) -> Option<&NodeError> {
+        self.cause.as_deref()
+    }
+}
+
+impl fmt::Display for MissingValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.outcome {
+            Some(outcome) => write!(f, "node `{}` {outcome}: {}", self.node, self.message),
+            None => write!(f, "node `{}`: {}", self.node, self.message),
+        }
+    }
+}
+
+impl StdError for MissingValue {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.cause
+            .as_deref()
+            .map(|e| e as &(dyn StdError + 'static))
+    }
+}
