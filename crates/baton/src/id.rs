@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A typed handle to one node of a graph; `T` is the type of the value the node produces.
@@ -114,40 +115,78 @@ impl fmt::Display for RunId {
     }
 }
 
-/// The idempotency key of one node in one run; see [`Ctx::idempotency_key`].
+/// The idempotency key of one node in one run; see
+/// [`Ctx::idempotency_key`](crate::Ctx::idempotency_key).
 ///
-/// Displays as 32 hex digits of the run id, a dash, and the node's index:
-/// `3f9a…c1-4`. Unique within a process; across processes the run id's first 64 bits are
-/// random per process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The same for every attempt of the node in the run, different for each node and run.
+/// Displays as the run's key, a dash, and the node's index: by default the run's key is
+/// its id (32 hex digits, `3f9a…c1-4`), unique within a process and, for its first 64
+/// random bits, across processes; a caller may give its own
+/// ([`RunOptions::idempotency_key`](crate::RunOptions::idempotency_key)), e.g. the
+/// `Idempotency-Key` header of the request the run serves, so that a retried request,
+/// which is a new run, sends the same keys downstream (`order-7f3a-4`). Two keys are
+/// equal when they display alike: with a caller's key, the run's id does not matter.
+#[derive(Debug, Clone)]
 pub struct IdempotencyKey {
     run: RunId,
+    caller: Option<Arc<str>>,
     node: u32,
 }
 
 impl IdempotencyKey {
-    /// The key of node `node` in run `run`.
-    pub(crate) fn new(run: RunId, node: u32) -> Self {
-        IdempotencyKey { run, node }
+    /// The key of node `node` in run `run`, whose caller gave it the key `caller`, if any.
+    pub(crate) fn new(run: RunId, caller: Option<Arc<str>>, node: u32) -> Self {
+        IdempotencyKey { run, caller, node }
     }
-}
 
-impl IdempotencyKey {
-    /// The run part of the key.
+    /// The run part of the key: the run's id.
     #[must_use]
-    pub fn run_id(self) -> RunId {
+    pub fn run_id(&self) -> RunId {
         self.run
+    }
+
+    /// The key the run's caller gave, if it gave one.
+    #[must_use]
+    pub fn caller_key(&self) -> Option<&str> {
+        self.caller.as_deref()
     }
 
     /// The node's index in its graph.
     #[must_use]
-    pub fn node_index(self) -> usize {
+    pub fn node_index(&self) -> usize {
         self.node as usize
+    }
+}
+
+impl IdempotencyKey {
+    /// What the key is made of, as it displays: the caller's key, or else the run's id.
+    fn parts(&self) -> (Option<&str>, Option<RunId>, u32) {
+        match &self.caller {
+            Some(key) => (Some(key), None, self.node),
+            None => (None, Some(self.run), self.node),
+        }
+    }
+}
+
+impl PartialEq for IdempotencyKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for IdempotencyKey {}
+
+impl std::hash::Hash for IdempotencyKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.parts().hash(state);
     }
 }
 
 impl fmt::Display for IdempotencyKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}-{}", self.run, self.node)
+        match &self.caller {
+            Some(key) => write!(f, "{key}-{}", self.node),
+            None => write!(f, "{}-{}", self.run, self.node),
+        }
     }
 }

@@ -4,8 +4,8 @@
 //! are methods here, each with its orderings beside it.
 
 use std::pin::Pin;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Waker};
 use std::time::Duration;
 
@@ -92,6 +92,8 @@ pub(crate) struct RunCore {
     tokens: Tokens,
     timeout: Option<Duration>,
     fixed_deadline: Option<Instant>,
+    /// The key the run's caller gave its nodes' idempotency keys, if any.
+    caller_key: Option<Arc<str>>,
     /// A timer at the cut of the run's first policy attempt that waited, registered with
     /// tokio's and never polled again ([`floor_timers`](Self::floor_timers)).
     timer_floor: WriteOnce<Pin<Box<Sleep>>>,
@@ -140,8 +142,19 @@ impl RunCore {
             tokens: Tokens::default(),
             timeout,
             fixed_deadline,
+            caller_key: None,
             timer_floor: WriteOnce::new(),
         }
+    }
+
+    /// Sets the key the run's caller gave its nodes' idempotency keys.
+    pub(super) fn set_caller_key(&mut self, key: Option<Arc<str>>) {
+        self.caller_key = key;
+    }
+
+    /// The key the run's caller gave its nodes' idempotency keys, if any.
+    pub(super) fn caller_key(&self) -> Option<&Arc<str>> {
+        self.caller_key.as_ref()
     }
 
     /// The per-node arrays, for the graph's next run (`self` is being dropped), and the

@@ -77,6 +77,7 @@ pub struct RunOptions {
     start: Option<StartMode>,
     timeout: Option<Duration>,
     deadline: Option<Instant>,
+    key: Option<Arc<str>>,
 }
 
 impl RunOptions {
@@ -109,6 +110,35 @@ impl RunOptions {
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
+        self
+    }
+
+    /// Gives the run's nodes idempotency keys made of `key` instead of the run's id: `key`,
+    /// a dash and the node's index (see [`IdempotencyKey`](crate::IdempotencyKey)). Pass the
+    /// `Idempotency-Key` of the request the run serves, so that the client's retry of that
+    /// request (a new run) sends the same keys downstream and causes no second side effect.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Graph, RunOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let charge = g.node("charge").task(|ctx, ()| async move {
+    ///     Ok::<_, BoxError>(ctx.idempotency_key().to_string()) // sent with the charge
+    /// });
+    /// let graph = g.build()?;
+    /// let options = || RunOptions::new().idempotency_key("order-7f3a");
+    /// let first = graph.run_with((), options()).await?;
+    /// let retried = graph.run_with((), options()).await?;
+    /// assert_eq!(first.get(charge), Some(&"order-7f3a-0".to_owned()));
+    /// assert_eq!(first.get(charge), retried.get(charge));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn idempotency_key(mut self, key: impl Into<Arc<str>>) -> Self {
+        self.key = Some(key.into());
         self
     }
 
@@ -189,7 +219,15 @@ impl<I: Send + Sync + 'static> Run<I> {
         let mode = options.mode.unwrap_or(graph.mode);
         let start = options.start.unwrap_or(graph.start);
         Run {
-            state: RunState::new(graph, input, mode, start, options.timeout, options.deadline),
+            state: RunState::new(
+                graph,
+                input,
+                mode,
+                start,
+                options.timeout,
+                options.deadline,
+                options.key,
+            ),
             phase: Phase::Idle,
             embedded: None,
         }

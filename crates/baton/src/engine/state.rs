@@ -62,6 +62,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         start: StartMode,
         timeout: Option<Duration>,
         fixed_deadline: Option<Instant>,
+        key: Option<Arc<str>>,
     ) -> Arc<Self> {
         let meta = &graph.meta;
         let n = meta.len();
@@ -77,7 +78,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         };
         let prefetch = n >= PREFETCH_MIN_NODES && meta.scattered;
         let inline = start == StartMode::Inline;
-        let core = RunCore::new(
+        let mut core = RunCore::new(
             buffers,
             mode,
             inline,
@@ -86,6 +87,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             timeout,
             fixed_deadline,
         );
+        core.set_caller_key(key);
         Arc::new_cyclic(|me| RunState {
             graph,
             input,

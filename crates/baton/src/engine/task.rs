@@ -370,7 +370,8 @@ impl<I> Ctx<I> {
     /// it (a timed-out attempt may have had its side effect).
     #[must_use]
     pub fn idempotency_key(&self) -> IdempotencyKey {
-        IdempotencyKey::new(self.run.core.run_id(), self.node)
+        let caller = self.run.core.caller_key().cloned();
+        IdempotencyKey::new(self.run.core.run_id(), caller, self.node)
     }
 
     /// A token that is cancelled when this attempt ends in any way: it completed, timed

@@ -36,7 +36,7 @@ fn public_types_have_the_expected_auto_traits() {
     copy::<NodeReport<'static>>();
     send_sync::<Ctx<()>>();
     debug::<Ctx<()>>();
-    copy::<IdempotencyKey>();
+    send_sync::<IdempotencyKey>();
     copy::<RunId>();
     copy::<Outcome>();
     copy::<Counts>();

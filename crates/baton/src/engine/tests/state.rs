@@ -24,6 +24,7 @@ fn run_of(graph: &Graph<()>) -> Arc<RunState<()>> {
         StartMode::default(),
         None,
         None,
+        None,
     )
 }
 
@@ -110,6 +111,7 @@ fn an_inline_run_spreads_once_its_future_stops_driving_it() {
         (),
         FailureMode::default(),
         StartMode::Inline,
+        None,
         None,
         None,
     );

@@ -121,7 +121,7 @@ async fn a_hundred_concurrent_runs_each_get_their_own_values() {
             assert_eq!(k.first.node_index(), node.index());
             assert_eq!(k.first.to_string(), format!("{id}-{}", 5 + index));
             assert!(
-                all_keys.insert(k.first),
+                all_keys.insert(k.first.clone()),
                 "keys differ across nodes and runs"
             );
         }
@@ -170,12 +170,45 @@ fn idempotency_keys_and_run_ids_display_as_documented() {
             .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
     );
     assert_eq!(format!("{:032x}", id.as_u128()), text);
-    let k0 = report.get(s.keys[0]).expect("k0").first;
-    let k1 = report.get(s.keys[1]).expect("k1").first;
+    let k0 = report.get(s.keys[0]).expect("k0").first.clone();
+    let k1 = report.get(s.keys[1]).expect("k1").first.clone();
     assert_ne!(k0, k1);
     assert_eq!(k0.to_string(), format!("{text}-5"));
     assert_eq!(k1.to_string(), format!("{text}-6"));
     let again = rt.block_on(s.graph.run(2)).expect("run");
     assert_ne!(again.run_id(), id);
     assert_ne!(again.get(s.keys[0]).expect("k0").first, k0);
+}
+
+/// A caller's idempotency key replaces the run's id in every node's key: a retried request
+/// (a new run given the same key) sends the same keys downstream; without one, each run's
+/// keys are its own.
+#[tokio::test]
+async fn a_callers_idempotency_key_carries_into_every_node() {
+    use baton_graph::RunOptions;
+    let mut g = Graph::<()>::builder();
+    let a = g
+        .node("a")
+        .task(|ctx, ()| async move { Ok::<_, BoxError>(ctx.idempotency_key()) });
+    let b = g
+        .node("b")
+        .task(|ctx, ()| async move { Ok::<_, BoxError>(ctx.idempotency_key()) });
+    let graph = g.build().unwrap();
+    let keyed = || RunOptions::new().idempotency_key("req-42");
+    let first = graph.run_with((), keyed()).await.unwrap();
+    let again = graph.run_with((), keyed()).await.unwrap();
+    let (ka, kb) = (first.get(a).unwrap(), first.get(b).unwrap());
+    assert_eq!(ka.to_string(), "req-42-0");
+    assert_eq!(kb.to_string(), "req-42-1");
+    assert_eq!(ka.caller_key(), Some("req-42"));
+    assert_eq!(again.get(a), Some(ka), "the same key for the same request");
+    assert_ne!(
+        ka.run_id(),
+        again.get(a).unwrap().run_id(),
+        "two runs all the same"
+    );
+    let plain = graph.run(()).await.unwrap();
+    let kp = plain.get(a).unwrap();
+    assert_eq!(kp.caller_key(), None);
+    assert_eq!(kp.to_string(), format!("{}-0", plain.run_id()));
 }
