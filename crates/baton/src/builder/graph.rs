@@ -1,6 +1,6 @@
 //! [`GraphBuilder`]: adding nodes and routers, then `build()`.
 
-use std::any::TypeId;
+use std::any::{Any, TypeId};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,7 +10,7 @@ use super::policy::PolicySpec;
 use super::router::RouterBuilder;
 use super::validate;
 use crate::engine::{
-    Extras, FailureMode, Graph, NodeDef, NodeKind, StartMode, TaskRef, Tasks, UpstreamRef,
+    Extras, FailureMode, Graph, NodeDef, NodeKind, StartMode, States, TaskRef, Tasks, UpstreamRef,
     Upstreams,
 };
 use crate::error::BuildError;
@@ -102,6 +102,8 @@ pub struct GraphBuilder<I> {
     mode: FailureMode,
     start: StartMode,
     orchestrator: Orchestrator,
+    /// Values shared by every task, by type ([`state`](Self::state)).
+    states: Vec<(TypeId, Arc<dyn Any + Send + Sync>)>,
 }
 
 impl<I> fmt::Debug for GraphBuilder<I> {
@@ -168,6 +170,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
             mode: FailureMode::default(),
             start: StartMode::default(),
             orchestrator,
+            states: Vec::new(),
         }
     }
 
@@ -280,6 +283,15 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
         self.set_kind(router, NodeKind::Router { branches });
     }
 
+    /// Gives every task of the graph `state`, read with [`Ctx::state`](crate::Ctx::state):
+    /// the client, configuration or pool the tasks share, instead of a clone captured by
+    /// each closure. One state per type (a second of the same type replaces the first);
+    /// shared by every run of the graph, so it is `Send + Sync`.
+    pub fn state<S: Send + Sync + 'static>(&mut self, state: S) -> &mut Self {
+        self.states.push((TypeId::of::<S>(), Arc::new(state)));
+        self
+    }
+
     /// Sets the failure mode every run of the graph uses unless its
     /// [`RunOptions`](crate::RunOptions) override it. Default:
     /// [`FailureMode::PreservePartial`].
@@ -359,6 +371,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
             self.mode,
             self.start,
             &self.orchestrator,
+            States::new(self.states),
         )?;
         Ok(Graph::new(inner))
     }

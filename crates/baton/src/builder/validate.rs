@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::graph::{NameRef, Up};
 use super::policy::{PolicyRef, PolicySpec};
 use crate::engine::{
-    Extras, FailureMode, GraphInner, GraphMeta, NodeDef, NodeKind, StartMode, Tasks,
+    Extras, FailureMode, GraphInner, GraphMeta, NodeDef, NodeKind, StartMode, States, Tasks,
 };
 use crate::error::BuildError;
 use crate::onion::Policies;
@@ -27,6 +27,7 @@ pub(super) fn build<I: 'static>(
     mode: FailureMode,
     start: StartMode,
     orchestrator: &Orchestrator,
+    states: States,
 ) -> Result<GraphInner<I>, BuildError> {
     // Handles are node indices already: when no upstream was given by name, the declared
     // list is the resolved one. Handles only point to nodes added earlier, so such a graph
@@ -96,6 +97,7 @@ pub(super) fn build<I: 'static>(
         orchestrator.clone(),
         mode,
         start,
+        states,
     );
     if by_name {
         if let Some(path) = find_cycle(&inner) {

@@ -6,6 +6,7 @@
 //! Each [`Graph::run`] gets its own input, its own per-node state and its own report; runs
 //! never share state, so any number can run at once.
 
+use std::any::{Any, TypeId};
 use std::fmt;
 use std::sync::Arc;
 
@@ -158,6 +159,33 @@ pub(crate) struct Extras<P> {
     pub(crate) policy: Option<P>,
 }
 
+/// Values shared by every task of a graph, one per type ([`Ctx::state`]).
+///
+/// [`Ctx::state`]: super::Ctx::state
+#[derive(Default)]
+pub(crate) struct States(Box<[(TypeId, Arc<dyn Any + Send + Sync>)]>);
+
+impl States {
+    /// The states, at most one per type (a later one of a type replaces the earlier).
+    pub(crate) fn new(states: Vec<(TypeId, Arc<dyn Any + Send + Sync>)>) -> Self {
+        let mut kept: Vec<(TypeId, Arc<dyn Any + Send + Sync>)> = Vec::new();
+        for (ty, state) in states {
+            match kept.iter_mut().find(|(t, _)| *t == ty) {
+                Some(slot) => slot.1 = state,
+                None => kept.push((ty, state)),
+            }
+        }
+        States(kept.into_boxed_slice())
+    }
+
+    /// The state of type `S`, if the graph has one.
+    pub(crate) fn get<S: 'static>(&self) -> Option<&S> {
+        let ty = TypeId::of::<S>();
+        let (_, state) = self.0.iter().find(|(t, _)| *t == ty)?;
+        state.downcast_ref::<S>()
+    }
+}
+
 /// The graph as the scheduler sees it.
 pub(crate) struct GraphInner<I> {
     pub(crate) meta: GraphMeta,
@@ -170,6 +198,8 @@ pub(crate) struct GraphInner<I> {
     pub(crate) start: StartMode,
     /// The per-run arrays of ended runs, kept for the next runs.
     pub(crate) spare: Spares,
+    /// Values shared by every task ([`Ctx::state`](super::Ctx::state)).
+    pub(crate) states: States,
     /// Some node's policies make timers (a timeout, a retry's backoff, a budget, a
     /// bulkhead's bounded wait).
     pub(crate) uses_timers: bool,
@@ -195,6 +225,7 @@ impl<I> GraphInner<I> {
         orchestrator: Orchestrator,
         mode: FailureMode,
         start: StartMode,
+        states: States,
     ) -> Self {
         tasks.freeze();
         let spare = Spares::new(meta.len());
@@ -215,6 +246,7 @@ impl<I> GraphInner<I> {
             mode,
             start,
             spare,
+            states,
             uses_timers,
         }
     }

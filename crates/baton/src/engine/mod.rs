@@ -38,7 +38,7 @@ mod tokens;
 mod upstreams;
 
 pub use graph::Graph;
-pub(crate) use graph::{Extras, GraphInner, GraphMeta, NodeDef, NodeKind};
+pub(crate) use graph::{Extras, GraphInner, GraphMeta, NodeDef, NodeKind, States};
 pub use run::{FailureMode, Run, RunCanceller, RunError, RunOptions};
 
 pub use start::StartMode;

@@ -346,6 +346,54 @@ impl<I> Ctx<I> {
         &self.run.input
     }
 
+    /// The graph's shared state of type `S` ([`GraphBuilder::state`]): a client, a
+    /// configuration, a pool, given once to the graph instead of cloned into every task.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use baton_graph::{BoxError, Graph};
+    ///
+    /// struct Api {
+    ///     base: String,
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<u64>::builder();
+    /// g.state(Api { base: "http://127.0.0.1:8080".to_owned() });
+    /// let user = g.node("user").task(|ctx, ()| async move {
+    ///     let api = ctx.state::<Api>(); // no clone into the closure
+    ///     Ok::<_, BoxError>(format!("{}/users/{}", api.base, ctx.input()))
+    /// });
+    /// let report = g.build()?.run(7).await?;
+    /// assert_eq!(report.get(user).map(String::as_str), Some("http://127.0.0.1:8080/users/7"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When the graph has no state of type `S` (no `GraphBuilder::state` call gave one): the
+    /// task panics, and its node fails with the message. See [`try_state`](Self::try_state).
+    ///
+    /// [`GraphBuilder::state`]: crate::GraphBuilder::state
+    #[must_use]
+    pub fn state<S: Send + Sync + 'static>(&self) -> &S {
+        match self.try_state::<S>() {
+            Some(state) => state,
+            None => panic!(
+                "the graph has no state of type `{}`: give it with `GraphBuilder::state`",
+                std::any::type_name::<S>()
+            ),
+        }
+    }
+
+    /// The graph's shared state of type `S`, if it has one.
+    #[must_use]
+    pub fn try_state<S: Send + Sync + 'static>(&self) -> Option<&S> {
+        self.run.graph.states.get::<S>()
+    }
+
     /// The attempt number, starting at 1.
     #[must_use]
     pub fn attempt(&self) -> u32 {

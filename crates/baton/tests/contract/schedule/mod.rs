@@ -856,3 +856,33 @@ async fn a_root_taken_after_a_skip_callback_starts_after_it() {
         assert_eq!(r.end(), ms(70), "{mode:?}: end of r");
     }
 }
+
+/// A graph's state reaches every task without a clone per closure; one per type (the
+/// latest wins); a task asking for a state the graph lacks fails its node, naming the type.
+#[tokio::test]
+async fn tasks_share_the_graphs_state_by_type() {
+    struct Api(&'static str);
+    struct Limits(u32);
+    let mut g = Graph::<u32>::builder();
+    g.state(Api("old"))
+        .state(Api("http://stock"))
+        .state(Limits(3));
+    let url = g.node("url").task(|ctx, ()| async move {
+        let (api, limits) = (ctx.state::<Api>(), ctx.state::<Limits>());
+        Ok::<_, BoxError>(format!("{}/{}?max={}", api.0, ctx.input(), limits.0))
+    });
+    let missing = g.node("missing").task(|ctx, ()| async move {
+        assert!(ctx.try_state::<String>().is_none());
+        Ok::<_, BoxError>(ctx.state::<String>().len())
+    });
+    let report = g.build().unwrap().run(42).await.unwrap();
+    assert_eq!(
+        report.get(url).map(String::as_str),
+        Some("http://stock/42?max=3")
+    );
+    let message = report.node(missing).unwrap().message().unwrap_or_default();
+    assert!(
+        message.contains("the graph has no state of type `alloc::string::String`"),
+        "{message}"
+    );
+}
