@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use super::graph::{GraphBuilder, NewNode};
 use super::policy::{PolicyRef, PolicySpec};
-use crate::engine::{BlockingTask, Ctx, Extras, Named, TaskRef, Tasks, TypedTask, Upstreams};
+use crate::engine::{
+    BlockingTask, Ctx, Extras, Named, NodeFallback, TaskRef, Tasks, TypedTask, Upstreams,
+};
 use crate::error::{BoxError, NodeError};
 use crate::id::Node;
 use crate::observe::NodeCallbacks;
@@ -38,7 +40,7 @@ pub struct NodeBuilder<'g, I, U, T> {
     /// Boxed on first use: most nodes have no policy and no callback, and a small builder
     /// is cheap to move through `.after(..)` and `.task(..)`.
     extras: Option<Box<Extras<PolicySpec>>>,
-    fallback: Option<Fallback<T>>,
+    fallback: Option<NodeFallback<I, T>>,
 }
 
 impl<I, U: fmt::Debug, T> fmt::Debug for NodeBuilder<'_, I, U, T> {
@@ -212,9 +214,58 @@ impl<I, U, T> NodeBuilder<'_, I, U, T> {
     }
 
     /// Recovers with `fallback` when the inner layers failed: the node ends `Recovered` with
-    /// the fallback's value, and the report keeps the error.
+    /// the fallback's value, and the report keeps the error. Replaces a fallback set before.
     pub fn fallback(mut self, fallback: Fallback<T>) -> Self {
-        self.fallback = Some(fallback);
+        self.fallback = Some(NodeFallback::Plain(fallback));
+        self.policy().has_fallback = true;
+        self
+    }
+}
+
+impl<I, U, T> NodeBuilder<'_, I, U, T>
+where
+    I: Send + Sync + 'static,
+    U: Upstreams,
+    T: Send + Sync + 'static,
+{
+    /// Recovers like [`fallback`](Self::fallback), with an async function that is also
+    /// given the node's context and its upstream values: `|ctx, values, error| async move
+    /// { .. }`. `ctx` gives the run input, the graph's state and
+    /// [`ctx.attempt()`](Ctx::attempt), here the number of attempts that ran; `values` are
+    /// the upstreams' values as the task receives them; `error` is what the inner layers
+    /// ended with. An `Err` or a panic leaves the node `Failed` with
+    /// [`NodeError::FallbackFailed`], and the fallback is cut at the node's deadline like
+    /// any other. Replaces a fallback set before.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use baton_graph::{BoxError, Graph, Outcome};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<&'static str>::builder(); // the run input: a SKU
+    /// let currency = g.node("currency").task(|_ctx, ()| async { Ok::<_, BoxError>("EUR") });
+    /// let price = g
+    ///     .node("price")
+    ///     .after(currency)
+    ///     .fallback_with(|ctx, currency: Arc<&'static str>, _error| async move {
+    ///         // The list price for this SKU, in the currency the upstream gave.
+    ///         Ok::<_, BoxError>(format!("{}: 10.00 {currency}", ctx.input()))
+    ///     })
+    ///     .task(|_ctx, _currency| async { Err::<String, _>("pricing service is down") });
+    /// let report = g.build()?.run("sku-1").await?;
+    /// assert_eq!(report.node(price).map(|n| n.outcome()), Some(Outcome::Recovered));
+    /// assert_eq!(report.get(price).map(String::as_str), Some("sku-1: 10.00 EUR"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn fallback_with<F, Fut, E>(mut self, f: F) -> Self
+    where
+        F: Fn(Ctx<I>, U::Values, Arc<NodeError>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<T, E>> + Send + 'static,
+        E: Into<BoxError> + 'static,
+    {
+        self.fallback = Some(NodeFallback::with_ctx::<U, _, _, _>(f));
         self.policy().has_fallback = true;
         self
     }
@@ -271,11 +322,16 @@ where
         F: Fn(Ctx<I>, U::Values) -> Result<T, E> + Send + Sync + 'static,
         E: Into<BoxError> + 'static,
     {
-        self.finish(|tasks, fallback| tasks.push(BlockingTask::<U, _, _, _>::new(task, fallback)))
+        self.finish(|tasks, fallback| {
+            tasks.push(BlockingTask::<I, U, _, _, _>::new(task, fallback))
+        })
     }
 
     /// Adds the node, its task stored by `store` (given the node's fallback, if any).
-    fn finish(self, store: impl FnOnce(&mut Tasks, Option<Fallback<T>>) -> TaskRef<I>) -> Node<T> {
+    fn finish(
+        self,
+        store: impl FnOnce(&mut Tasks, Option<NodeFallback<I, T>>) -> TaskRef<I>,
+    ) -> Node<T> {
         let NodeBuilder {
             builder,
             upstreams,

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use super::graph::{GraphBuilder, NewNode};
 use super::node::NodeBuilder;
 use crate::engine::{
-    AttemptFuture, Ctx, ErasedTask, Extras, FallbackFuture, FetchCx, Named, NodeKind, Upstreams,
+    AttemptFuture, Ctx, ErasedTask, Extras, FallbackFuture, FallbackScope, FetchCx, Named,
+    NodeKind, Upstreams,
 };
 use crate::error::NodeError;
 use crate::id::Node;
@@ -218,7 +219,11 @@ where
         false
     }
 
-    fn fallback(&self, _node: &str, _error: Arc<NodeError>) -> Option<FallbackFuture> {
+    fn fallback(
+        &self,
+        _scope: &FallbackScope<'_, I>,
+        _error: Arc<NodeError>,
+    ) -> Option<FallbackFuture> {
         None
     }
 

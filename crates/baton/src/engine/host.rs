@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::fallback::FallbackScope;
 use super::state::RunState;
 use super::task::{AttemptFuture, FallbackFuture};
 use crate::error::NodeError;
@@ -40,9 +41,20 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
         self.run.call_task(self.id, number, cut, permit)
     }
 
-    fn fallback(&self, error: &Arc<NodeError>) -> Option<FallbackFuture> {
+    fn fallback(
+        &self,
+        error: &Arc<NodeError>,
+        attempts: u32,
+        deadline: Option<Instant>,
+    ) -> Option<FallbackFuture> {
         let task = self.run.graph.task(self.id)?;
-        task.fallback(self.name(), Arc::clone(error))
+        let scope = FallbackScope {
+            run: self.run,
+            node: self.id,
+            attempts,
+            deadline,
+        };
+        task.fallback(&scope, Arc::clone(error))
     }
 
     fn timer_hook(&self) -> Option<&dyn TimerHook> {

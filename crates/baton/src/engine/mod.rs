@@ -19,6 +19,7 @@ mod admission;
 mod attempt;
 mod core;
 mod driver;
+mod fallback;
 mod finish;
 mod first_attempt;
 mod full_path;
@@ -41,6 +42,7 @@ pub use graph::Graph;
 pub(crate) use graph::{Extras, GraphInner, GraphMeta, NodeDef, NodeKind, States};
 pub use run::{FailureMode, Run, RunCanceller, RunError, RunOptions};
 
+pub(crate) use fallback::{FallbackScope, NodeFallback};
 pub use start::StartMode;
 pub use task::Ctx;
 pub(crate) use task::{AttemptFuture, BlockingTask, ErasedTask, FallbackFuture, TypedTask};

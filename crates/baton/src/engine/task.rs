@@ -14,11 +14,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, ReusableBoxFuture};
 
+use super::fallback::{FallbackScope, FallbackSlot, NodeFallback};
 use super::state::RunState;
+use super::tokens::FALLBACK;
 use super::upstreams::{FetchCx, Upstreams};
 use crate::error::{BoxError, NodeError};
 use crate::id::{IdempotencyKey, RunId};
-use crate::onion::{Fallback, Recovered};
 use crate::policy::bulkhead::BulkheadPermit;
 use crate::util::value::{Value, into_value};
 
@@ -59,7 +60,11 @@ pub(crate) trait ErasedTask<I>: Send + Sync + 'static {
     ) -> bool;
 
     /// The node's fallback for `error`, if it has one.
-    fn fallback(&self, node: &str, error: Arc<NodeError>) -> Option<FallbackFuture>;
+    fn fallback(
+        &self,
+        scope: &FallbackScope<'_, I>,
+        error: Arc<NodeError>,
+    ) -> Option<FallbackFuture>;
 
     /// For a router: the key of the branch to run, from the run input and the upstreams'
     /// values. `None` for other nodes, or when a value is missing (which validation rules
@@ -72,25 +77,6 @@ pub(crate) trait ErasedTask<I>: Send + Sync + 'static {
 /// Carries a task's type parameters without owning values of them. The upstreams' shape
 /// `U` is a type only: their values are fetched by position from the run.
 type Types<U, T, E, Fut> = PhantomData<fn() -> (U, T, E, Fut)>;
-
-/// Where a task keeps its fallback: `()` for none (most nodes), or a box. A type, not an
-/// `Option`, so that a task without one is its closure alone, and a closure that captures
-/// nothing takes no room in the graph's task storage (`engine/tasks.rs`).
-pub(crate) trait FallbackSlot<T>: Send + Sync + 'static {
-    fn get(&self) -> Option<&Fallback<T>>;
-}
-
-impl<T> FallbackSlot<T> for () {
-    fn get(&self) -> Option<&Fallback<T>> {
-        None
-    }
-}
-
-impl<T: Send + Sync + 'static> FallbackSlot<T> for Box<Fallback<T>> {
-    fn get(&self) -> Option<&Fallback<T>> {
-        Some(self)
-    }
-}
 
 pub(crate) struct TypedTask<U, F, T, E, Fut, Fb = ()> {
     task: F,
@@ -109,10 +95,10 @@ impl<U, F, T, E, Fut> TypedTask<U, F, T, E, Fut> {
     }
 
     /// The task with `fallback` (boxed: few nodes have one).
-    pub(crate) fn with_fallback(
+    pub(crate) fn with_fallback<I>(
         self,
-        fallback: Fallback<T>,
-    ) -> TypedTask<U, F, T, E, Fut, Box<Fallback<T>>> {
+        fallback: NodeFallback<I, T>,
+    ) -> TypedTask<U, F, T, E, Fut, Box<NodeFallback<I, T>>> {
         TypedTask {
             task: self.task,
             fallback: Box::new(fallback),
@@ -121,24 +107,9 @@ impl<U, F, T, E, Fut> TypedTask<U, F, T, E, Fut> {
     }
 }
 
-fn fallback_future<T: Send + Sync + 'static>(
-    fallback: Option<&Fallback<T>>,
-    node: &str,
-    error: Arc<NodeError>,
-) -> Option<FallbackFuture> {
-    let fallback = fallback?.clone();
-    let node = node.to_owned();
-    Some(Box::pin(async move {
-        Ok(match fallback.recover(&node, error).await? {
-            Recovered::Shared(value) => value as Value,
-            Recovered::Owned(value) => into_value(value),
-        })
-    }))
-}
-
 impl<I, U, F, T, E, Fut, Fb> ErasedTask<I> for TypedTask<U, F, T, E, Fut, Fb>
 where
-    Fb: FallbackSlot<T>,
+    Fb: FallbackSlot<I, T>,
     I: Send + Sync + 'static,
     U: Upstreams,
     F: Fn(Ctx<I>, U::Values) -> Fut + Send + Sync + 'static,
@@ -172,20 +143,24 @@ where
         true
     }
 
-    fn fallback(&self, node: &str, error: Arc<NodeError>) -> Option<FallbackFuture> {
-        fallback_future(self.fallback.get(), node, error)
+    fn fallback(
+        &self,
+        scope: &FallbackScope<'_, I>,
+        error: Arc<NodeError>,
+    ) -> Option<FallbackFuture> {
+        self.fallback.recover(scope, error)
     }
 }
 
 /// A synchronous task, run on tokio's blocking pool.
-pub(crate) struct BlockingTask<U, F, T, E> {
+pub(crate) struct BlockingTask<I, U, F, T, E> {
     task: Arc<F>,
-    fallback: Option<Box<Fallback<T>>>,
+    fallback: Option<Box<NodeFallback<I, T>>>,
     _types: Types<U, T, E, ()>,
 }
 
-impl<U, F, T, E> BlockingTask<U, F, T, E> {
-    pub(crate) fn new(task: F, fallback: Option<Fallback<T>>) -> Self {
+impl<I, U, F, T, E> BlockingTask<I, U, F, T, E> {
+    pub(crate) fn new(task: F, fallback: Option<NodeFallback<I, T>>) -> Self {
         BlockingTask {
             task: Arc::new(task),
             fallback: fallback.map(Box::new),
@@ -194,7 +169,7 @@ impl<U, F, T, E> BlockingTask<U, F, T, E> {
     }
 }
 
-impl<I, U, F, T, E> ErasedTask<I> for BlockingTask<U, F, T, E>
+impl<I, U, F, T, E> ErasedTask<I> for BlockingTask<I, U, F, T, E>
 where
     I: Send + Sync + 'static,
     U: Upstreams,
@@ -259,8 +234,12 @@ where
         true
     }
 
-    fn fallback(&self, node: &str, error: Arc<NodeError>) -> Option<FallbackFuture> {
-        fallback_future(self.fallback.as_deref(), node, error)
+    fn fallback(
+        &self,
+        scope: &FallbackScope<'_, I>,
+        error: Arc<NodeError>,
+    ) -> Option<FallbackFuture> {
+        self.fallback.recover(scope, error)
     }
 }
 
@@ -304,6 +283,8 @@ pub(crate) enum CtxCut {
     /// timeout). Only for a first attempt whose node has no budget, in a run without a
     /// deadline, where the timeout alone cuts it.
     TimeoutAfter(Instant),
+    /// A fallback's context, cut at the node's deadline (`None`: nothing cuts it).
+    Fallback(Option<Instant>),
 }
 
 impl<I> Ctx<I> {
@@ -321,7 +302,7 @@ impl<I> Ctx<I> {
     #[must_use]
     pub fn deadline(&self) -> Option<Instant> {
         match self.cut {
-            CtxCut::At(at) => at,
+            CtxCut::At(at) | CtxCut::Fallback(at) => at,
             CtxCut::TimeoutAfter(start) => {
                 let timeout = self.run.graph.policy(self.node)?.timeout?;
                 start.checked_add(timeout)
@@ -395,6 +376,10 @@ impl<I> Ctx<I> {
     }
 
     /// The attempt number, starting at 1.
+    ///
+    /// In a fallback's `Ctx` ([`NodeBuilder::fallback_with`](crate::NodeBuilder::fallback_with)):
+    /// how many attempts ran, 0 when none did (the circuit breaker rejected the node, or
+    /// the deadline left no time for one).
     #[must_use]
     pub fn attempt(&self) -> u32 {
         self.attempt
@@ -430,14 +415,20 @@ impl<I> Ctx<I> {
     /// thread (a blocking task's closure should check it), so that nothing outlives the
     /// attempt. Created on first call; later calls in the same attempt return clones of it.
     /// Called on the `Ctx` of an attempt that has already ended, it returns a cancelled
-    /// token.
+    /// token. In a fallback's `Ctx`, the token is cancelled when the fallback ends or the
+    /// run is cancelled.
     #[must_use]
     pub fn cancellation_token(&self) -> CancellationToken {
         let core = &self.run.core;
+        // A fallback keeps its token under a number no attempt has.
+        let attempt = match self.cut {
+            CtxCut::Fallback(_) => FALLBACK,
+            _ => self.attempt,
+        };
         match (core.node(self.node), core.slot(self.node)) {
             (Some(hot), Some(slot)) => {
                 core.tokens()
-                    .get(hot, slot, self.node, self.attempt, core.run_token())
+                    .get(hot, slot, self.node, attempt, core.run_token())
             }
             _ => {
                 let t = CancellationToken::new();
@@ -461,6 +452,7 @@ impl<I> fmt::Debug for Ctx<I> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::onion::Fallback;
 
     /// A task without a fallback is its closure alone: one that captures nothing is a
     /// zero-sized value (stored without memory). With a fallback, the task holds it behind
@@ -475,9 +467,7 @@ mod tests {
         }
         let task = typed(|_ctx, ()| async { Ok::<u32, BoxError>(1) });
         assert_eq!(std::mem::size_of_val(&task), 0);
-        let task = task.with_fallback(Fallback::value(2));
+        let task = task.with_fallback::<()>(NodeFallback::Plain(Fallback::value(2)));
         assert_eq!(std::mem::size_of_val(&task), std::mem::size_of::<usize>());
-        assert!(FallbackSlot::get(&task.fallback).is_some());
-        assert!(FallbackSlot::<u32>::get(&()).is_none());
     }
 }

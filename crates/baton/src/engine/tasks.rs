@@ -202,7 +202,7 @@ mod tests {
     use super::*;
     use crate::Ctx;
     use crate::engine::FetchCx;
-    use crate::engine::{AttemptFuture, FallbackFuture};
+    use crate::engine::{AttemptFuture, FallbackFuture, FallbackScope};
     use crate::error::NodeError;
     use crate::policy::bulkhead::BulkheadPermit;
 
@@ -264,7 +264,7 @@ mod tests {
             false
         }
 
-        fn fallback(&self, _: &str, _: Arc<NodeError>) -> Option<FallbackFuture> {
+        fn fallback(&self, _: &FallbackScope<'_, ()>, _: Arc<NodeError>) -> Option<FallbackFuture> {
             None
         }
     }

@@ -18,6 +18,9 @@ pub(super) struct Tokens {
     live: Mutex<FxHashMap<u32, (u32, CancellationToken)>>,
 }
 
+/// The number under which a node's fallback keeps its token: after every attempt's.
+pub(super) const FALLBACK: u32 = u32::MAX;
+
 impl Tokens {
     fn live(&self) -> MutexGuard<'_, FxHashMap<u32, (u32, CancellationToken)>> {
         self.live.lock().unwrap_or_else(PoisonError::into_inner)

@@ -177,7 +177,12 @@ where
         Ok(Held { fut, permit })
     }
 
-    fn fallback(&self, error: &Arc<NodeError>) -> Option<Self::Recover> {
+    fn fallback(
+        &self,
+        error: &Arc<NodeError>,
+        _attempts: u32,
+        _deadline: Option<Instant>,
+    ) -> Option<Self::Recover> {
         let fallback = self.inner.fallback.as_ref()?;
         Some(fallback(&self.inner.name, Arc::clone(error)))
     }

@@ -116,27 +116,45 @@ impl<T: Send + Sync + 'static> Fallback<T> {
                     error,
                 )),
             },
-            Kind::Async(f) => {
-                let fut = match std::panic::catch_unwind(AssertUnwindSafe(|| f(Arc::clone(&error))))
-                {
-                    Ok(fut) => fut,
-                    Err(p) => {
-                        return Err(failed(
-                            NodeError::from_panic(UserCode::Fallback, p.as_ref()),
-                            error,
-                        ));
-                    }
-                };
-                match AssertUnwindSafe(fut).catch_unwind().await {
-                    Ok(Ok(v)) => Ok(Recovered::Owned(v)),
-                    Ok(Err(e)) => Err(failed(NodeError::Task(e), error)),
-                    Err(p) => Err(failed(
-                        NodeError::from_panic(UserCode::Fallback, p.as_ref()),
-                        error,
-                    )),
-                }
-            }
+            Kind::Async(f) => recover_async(node, error, |e| f(e))
+                .await
+                .map(Recovered::Owned),
         }
+    }
+}
+
+/// Runs an async fallback: `start(error)` makes its future, which is awaited. A panic in
+/// either (caught) or an `Err` fails with [`NodeError::FallbackFailed`] naming `node` and
+/// keeping `error`.
+pub(crate) async fn recover_async<T, Fut>(
+    node: &str,
+    error: Arc<NodeError>,
+    start: impl FnOnce(Arc<NodeError>) -> Fut,
+) -> Result<T, NodeError>
+where
+    Fut: Future<Output = Result<T, BoxError>>,
+{
+    let failed = |e: NodeError, original: Arc<NodeError>| NodeError::FallbackFailed {
+        node: node.to_owned(),
+        error: Box::new(e),
+        original,
+    };
+    let fut = match std::panic::catch_unwind(AssertUnwindSafe(|| start(Arc::clone(&error)))) {
+        Ok(fut) => fut,
+        Err(p) => {
+            return Err(failed(
+                NodeError::from_panic(UserCode::Fallback, p.as_ref()),
+                error,
+            ));
+        }
+    };
+    match AssertUnwindSafe(fut).catch_unwind().await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(failed(NodeError::Task(e), error)),
+        Err(p) => Err(failed(
+            NodeError::from_panic(UserCode::Fallback, p.as_ref()),
+            error,
+        )),
     }
 }
 

@@ -31,7 +31,7 @@ use tokio::time::Instant;
 
 pub use call::{Attempt, Call};
 pub use fallback::Fallback;
-pub(crate) use fallback::Recovered;
+pub(crate) use fallback::{Recovered, recover_async};
 pub use pipeline::{Pipeline, PipelineBuilder};
 pub(crate) use policies::{ErrorFilter, Policies};
 pub use retry::Retry;
@@ -68,8 +68,14 @@ pub(crate) trait Host {
         permit: Option<BulkheadPermit>,
     ) -> Result<Self::Attempt, NodeError>;
 
-    /// The fallback's run for `error`, if there is a fallback.
-    fn fallback(&self, error: &Arc<NodeError>) -> Option<Self::Recover>;
+    /// The fallback's run for `error`, if there is a fallback; `attempts` ran, and the
+    /// fallback is cut at `deadline`.
+    fn fallback(
+        &self,
+        error: &Arc<NodeError>,
+        attempts: u32,
+        deadline: Option<Instant>,
+    ) -> Option<Self::Recover>;
 
     /// Told before an attempt's timer is made.
     fn timer_hook(&self) -> Option<&dyn TimerHook>;
@@ -141,32 +147,27 @@ pub(crate) async fn execute<H: Host>(
     first: Option<First<H::Attempt>>,
 ) -> Execution<H::Value> {
     let deadline = policies.deadline(run_deadline, started);
-    let mut attempts = Vec::new();
+    let mut log = series::AttemptLog::default();
     let (first, held) = match first {
         Some(First { attempt, permit }) => (Some(attempt), permit),
         None => (None, None),
     };
-    let series = series::guarded(
-        host,
-        policies,
-        deadline,
-        started,
-        &mut attempts,
-        first,
-        held,
-    )
-    .await;
+    let series = series::guarded(host, policies, deadline, started, &mut log, first, held).await;
     let error = match series {
         Ok(value) => {
             return Execution {
                 result: Ok(value),
                 recovered_from: None,
-                attempts,
+                attempts: log.entries,
             };
         }
         Err(e) => Arc::new(e),
     };
-    match recover(host, &error, deadline, started, attempts.len()).await {
+    let series::AttemptLog {
+        entries: attempts,
+        started: ran,
+    } = log;
+    match recover(host, &error, deadline, started, ran).await {
         None => Execution {
             result: Err(error),
             recovered_from: None,
@@ -192,9 +193,9 @@ async fn recover<H: Host>(
     error: &Arc<NodeError>,
     deadline: Option<Instant>,
     started: Instant,
-    attempts: usize,
+    attempts: u32,
 ) -> Option<Result<H::Value, NodeError>> {
-    let recover = host.fallback(error)?;
+    let recover = host.fallback(error, attempts, deadline)?;
     host.fell_back(error);
     let Some(until) = deadline else {
         return Some(recover.await);
@@ -207,7 +208,7 @@ async fn recover<H: Host>(
                 node: node.to_owned(),
                 error: Box::new(NodeError::DeadlineExceeded {
                     node: node.to_owned(),
-                    attempts: attempts as u32,
+                    attempts,
                     elapsed: started.elapsed(),
                 }),
                 original: Arc::clone(error),

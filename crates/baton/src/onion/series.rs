@@ -14,6 +14,16 @@ use crate::policy::breaker::{BreakerPermit, OwnedPermit};
 use crate::policy::retry::{self, Failed, Next, StopReason};
 use crate::report::AttemptReport;
 
+/// What a series records of its attempts.
+#[derive(Debug, Default)]
+pub(super) struct AttemptLog {
+    /// The report's entries: at most [`MAX_ATTEMPT_LOG`], none for a first attempt that
+    /// succeeded at once.
+    pub(super) entries: Vec<AttemptReport>,
+    /// How many attempts started.
+    pub(super) started: u32,
+}
+
 /// The series under the breaker, if the policies have one: `held` is the permit the fast
 /// path took for its first attempt.
 pub(super) async fn guarded<H: Host>(
@@ -21,7 +31,7 @@ pub(super) async fn guarded<H: Host>(
     policies: &Policies,
     deadline: Option<Instant>,
     started: Instant,
-    log: &mut Vec<AttemptReport>,
+    log: &mut AttemptLog,
     first: Option<FirstAttempt<H::Attempt>>,
     mut held: Option<OwnedPermit>,
 ) -> Result<H::Value, NodeError> {
@@ -79,7 +89,7 @@ async fn series<H: Host>(
     permit: Option<&BreakerPermit<'_>>,
     deadline: Option<Instant>,
     started: Instant,
-    log: &mut Vec<AttemptReport>,
+    log: &mut AttemptLog,
     mut first: Option<FirstAttempt<H::Attempt>>,
 ) -> Result<H::Value, NodeError> {
     let retry = policies.retry.as_ref();
@@ -109,12 +119,14 @@ async fn series<H: Host>(
                 _ => error,
             });
         }
+        log.started = number;
         let Attempted { out, start, waited } =
             attempt(host, policies, number, deadline, started, resumed).await;
         // A series that succeeds at its first attempt, at once, has nothing to add to the
         // node's own start and end: its log stays empty (and costs nothing).
-        if (number > 1 || out.is_err() || !waited.is_zero()) && log.len() < MAX_ATTEMPT_LOG {
-            log.push(AttemptReport {
+        if (number > 1 || out.is_err() || !waited.is_zero()) && log.entries.len() < MAX_ATTEMPT_LOG
+        {
+            log.entries.push(AttemptReport {
                 number,
                 start: host.offset(start),
                 end: host.offset(Instant::now()),
