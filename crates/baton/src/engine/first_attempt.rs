@@ -16,8 +16,8 @@
 //! the fallback.
 //!
 //! Not taken for routers, branches, nodes with a bulkhead (whose permit is awaited), nodes
-//! whose deadline leaves less than the minimum attempt time, an open breaker (the onion
-//! reports it), or when `tracing` spans are made.
+//! whose deadline leaves less than the minimum attempt time, a breaker that is not closed (the onion
+//! asks it, once), or when `tracing` spans are made.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -89,7 +89,8 @@ pub(super) fn prepare<I: Send + Sync + 'static>(
     };
     let ticket = match &policy.breaker {
         None => None,
-        Some(breaker) => Some(breaker.try_ticket()?),
+        // Only a closed breaker's: the onion asks a breaker in any other state, once.
+        Some(breaker) => Some(breaker.closed_ticket()?),
     };
     if !policy.simple {
         policy.deposit();

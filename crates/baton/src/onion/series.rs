@@ -10,7 +10,7 @@ use super::attempt::{Attempted, attempt};
 use super::{FirstAttempt, Host, MAX_ATTEMPT_LOG, Policies, Retry};
 use crate::error::{NodeError, UserCode};
 use crate::policy::backoff::BackoffIter;
-use crate::policy::breaker::{BreakerPermit, OwnedPermit};
+use crate::policy::breaker::{BreakerOpen, BreakerPermit, CircuitBreaker, OwnedPermit, Ticket};
 use crate::policy::retry::{self, Failed, Next, StopReason};
 use crate::report::AttemptReport;
 
@@ -36,8 +36,13 @@ pub(super) async fn guarded<H: Host>(
     mut held: Option<OwnedPermit>,
 ) -> Result<H::Value, NodeError> {
     let Some(breaker) = &policies.breaker else {
-        return series(host, policies, None, deadline, started, log, first).await;
+        return series(host, policies, Guard::None, deadline, started, log, first).await;
     };
+    if breaker.counts_every_attempt() {
+        let held = held.and_then(OwnedPermit::into_ticket);
+        let guard = Guard::Attempts { breaker, held };
+        return series(host, policies, guard, deadline, started, log, first).await;
+    }
     let acquired = match held.as_mut().and_then(OwnedPermit::take) {
         Some(permit) => Ok(permit),
         None => breaker.try_acquire(),
@@ -55,7 +60,19 @@ pub(super) async fn guarded<H: Host>(
         }
     };
     // Dropping `permit` (the run was cancelled mid-series) releases it uncounted.
-    let out = series(host, policies, Some(&permit), deadline, started, log, first).await;
+    let guard = Guard::Series(&permit);
+    let out = series(host, policies, guard, deadline, started, log, first).await;
+    tell(permit, policies, out, started)
+}
+
+/// Tells `permit` how the call it admitted, begun at `started`, ended: `out`, or the
+/// panic of the breaker's error filter.
+fn tell<V>(
+    permit: BreakerPermit<'_>,
+    policies: &Policies,
+    out: Result<V, NodeError>,
+    started: Instant,
+) -> Result<V, NodeError> {
     let elapsed = started.elapsed();
     let error = match out {
         Ok(value) => {
@@ -66,12 +83,9 @@ pub(super) async fn guarded<H: Host>(
     };
     let ignored = match &policies.breaker_ignore {
         None => false,
-        Some(filter) => match catch(UserCode::BreakerFilter, || filter(&error)) {
-            Ok(ignored) => ignored,
-            // A filter that panics tells the breaker nothing (the permit is released
-            // uncounted) and fails the node with its panic.
-            Err(panic) => return Err(panic),
-        },
+        // A filter that panics tells the breaker nothing (the permit is released
+        // uncounted) and fails the node with its panic.
+        Some(filter) => catch(UserCode::BreakerFilter, || filter(&error))?,
     };
     if ignored {
         permit.ignore();
@@ -81,12 +95,84 @@ pub(super) async fn guarded<H: Host>(
     Err(error)
 }
 
+/// How a series reports to its circuit breaker.
+enum Guard<'a, 'p> {
+    /// No breaker.
+    None,
+    /// One permit for the whole series, told its result when the series ends.
+    Series(&'a BreakerPermit<'p>),
+    /// A permit per attempt, told its result when the attempt ends; `held` is the ticket
+    /// the fast path took for the first attempt.
+    Attempts {
+        breaker: &'a CircuitBreaker,
+        held: Option<Ticket>,
+    },
+}
+
+impl<'a> Guard<'a, '_> {
+    /// The permit for attempt `number`, when the breaker is told every attempt; the
+    /// breaker's error when it rejects the attempt (`last` is the error of the one before).
+    fn attempt_permit<H: Host>(
+        &mut self,
+        host: &H,
+        number: u32,
+        started: Instant,
+        last: &mut Option<NodeError>,
+    ) -> Result<Option<BreakerPermit<'a>>, NodeError> {
+        let Guard::Attempts { breaker, held } = self else {
+            return Ok(None);
+        };
+        let breaker: &'a CircuitBreaker = breaker;
+        if let Some(ticket) = held.take() {
+            return Ok(Some(breaker.resume(ticket)));
+        }
+        match breaker.try_acquire() {
+            Ok(permit) => Ok(Some(permit)),
+            Err(open) => Err(rejected(host, breaker, &open, number, started, last.take())),
+        }
+    }
+
+    /// Whether the breaker opened since the series began: it should stop.
+    fn opened(&self) -> bool {
+        match self {
+            Guard::None => false,
+            Guard::Series(permit) => !permit.is_current(),
+            Guard::Attempts { breaker, .. } => breaker.is_open(),
+        }
+    }
+}
+
+/// The breaker's error for a series whose attempt `number` it rejected; `last` is the
+/// error of the attempt before.
+fn rejected<H: Host>(
+    host: &H,
+    breaker: &CircuitBreaker,
+    open: &BreakerOpen,
+    number: u32,
+    started: Instant,
+    last: Option<NodeError>,
+) -> NodeError {
+    host.rejected();
+    let error = NodeError::BreakerOpen {
+        node: host.name().to_owned(),
+        breaker: breaker.name().to_owned(),
+        state: open.state(),
+        retry_after: open.retry_after(),
+    };
+    match last {
+        Some(last) if number > 1 => {
+            give_up(host, number - 1, started, StopReason::BreakerOpened, last)
+        }
+        _ => error,
+    }
+}
+
 /// The retry series (a single attempt without a retry policy); `first` is its first
 /// attempt when the fast path started it.
 async fn series<H: Host>(
     host: &H,
     policies: &Policies,
-    permit: Option<&BreakerPermit<'_>>,
+    mut guard: Guard<'_, '_>,
     deadline: Option<Instant>,
     started: Instant,
     log: &mut AttemptLog,
@@ -102,6 +188,8 @@ async fn series<H: Host>(
     let mut number = 0u32;
     // The last backoff was clipped by the deadline: this attempt is the last.
     let mut after_clip = false;
+    // The error of the attempt before, once one failed.
+    let mut last: Option<NodeError> = None;
     loop {
         number += 1;
         let resumed = first.take();
@@ -119,9 +207,14 @@ async fn series<H: Host>(
                 _ => error,
             });
         }
+        let permit = guard.attempt_permit(host, number, started, &mut last)?;
         log.started = number;
         let Attempted { out, start, waited } =
             attempt(host, policies, number, deadline, started, resumed).await;
+        let out = match permit {
+            Some(permit) => tell(permit, policies, out, start),
+            None => out,
+        };
         // A series that succeeds at its first attempt, at once, has nothing to add to the
         // node's own start and end: its log stays empty (and costs nothing).
         if (number > 1 || out.is_err() || !waited.is_zero()) && log.entries.len() < MAX_ATTEMPT_LOG
@@ -150,9 +243,9 @@ async fn series<H: Host>(
             deadline,
             min_attempt: policies.min_attempt,
         };
-        let (delay, last, error) =
-            backoff_after(host, retry, permit, failed, &mut backoff, started, error)?;
-        after_clip = last;
+        let (delay, clipped, error) =
+            backoff_after(host, retry, &guard, failed, &mut backoff, started, error)?;
+        after_clip = clipped;
         delay_before = delay;
         if delay.is_zero() {
             // A series with no backoff still lets its worker run other tasks (and notice a
@@ -161,11 +254,12 @@ async fn series<H: Host>(
         } else {
             tokio::time::sleep(delay).await;
             // The breaker may have opened while we waited.
-            if permit.is_some_and(|p| !p.is_current()) {
+            if guard.opened() {
                 let reason = StopReason::BreakerOpened;
                 return Err(give_up(host, number, started, reason, error));
             }
         }
+        last = Some(error);
     }
 }
 
@@ -176,7 +270,7 @@ async fn series<H: Host>(
 fn backoff_after<H: Host>(
     host: &H,
     retry: &Retry,
-    permit: Option<&BreakerPermit<'_>>,
+    guard: &Guard<'_, '_>,
     failed: Failed,
     backoff: &mut Option<BackoffIter>,
     started: Instant,
@@ -194,7 +288,7 @@ fn backoff_after<H: Host>(
                 false
             })
         },
-        || permit.is_some_and(|p| !p.is_current()),
+        || guard.opened(),
         || {
             let delays = backoff.get_or_insert_with(|| retry.backoff.iter());
             catch(UserCode::Backoff, || delays.next()).unwrap_or_else(|panic| {

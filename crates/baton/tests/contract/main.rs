@@ -3,6 +3,7 @@
 
 mod api;
 mod breaker;
+mod breaker_burst;
 mod bulkhead;
 mod failure_modes;
 mod fallback;

@@ -543,11 +543,11 @@ async fn a_probe_that_succeeds_at_once_closes_the_breaker() {
     assert_eq!(b.state(), BreakerState::Closed);
 }
 
-/// A half-open probe taken by the fast path is given back when the run is cancelled after
-/// the task was called but before its attempt was polled (here the task cancels the run
-/// as it is called): the next caller may probe.
+/// A half-open breaker is asked by the onion, not the fast path (which takes closed
+/// breakers only), and its probe is given back when the run is cancelled as the task is
+/// called (here by the task itself): the next caller may probe.
 #[tokio::test(start_paused = true)]
-async fn a_probe_is_given_back_when_the_run_is_cancelled_before_the_first_poll() {
+async fn a_probe_is_given_back_when_the_run_is_cancelled_as_its_task_is_called() {
     let b = half_open().await;
     let slot: Arc<std::sync::OnceLock<crate::RunCanceller>> = Arc::default();
     let s = Arc::clone(&slot);
@@ -556,7 +556,10 @@ async fn a_probe_is_given_back_when_the_run_is_cancelled_before_the_first_poll()
         if let Some(c) = s.get() {
             c.cancel();
         }
-        async { Ok::<_, BoxError>(7u32) }
+        async {
+            sleep(ms(1_000)).await;
+            Ok::<_, BoxError>(7u32)
+        }
     });
     let graph = g.build().unwrap();
     let run = graph.run(());

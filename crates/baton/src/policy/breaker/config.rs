@@ -45,6 +45,9 @@ const DEFAULT_MIN_CALLS: u32 = 100;
 ///   `open_duration`);
 /// - [`half_open_probes`](Self::half_open_probes): 1 (one trial call);
 /// - [`half_open_max_wait`](Self::half_open_max_wait): 30 s;
+/// - [`recovery_ramp`](Self::recovery_ramp): none (closes as soon as the probes succeed);
+/// - [`count_every_attempt`](Self::count_every_attempt): `false` (a node's breaker is told
+///   one result per retry series);
 /// - the window for `slow_calls` without `failure_rate`: the last 100 calls, 100 minimum.
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until `.build()`"]
@@ -57,6 +60,8 @@ pub struct CircuitBreakerBuilder {
     growth: Option<(f64, Duration)>,
     half_open_probes: u32,
     half_open_max_wait: Duration,
+    recovery_ramp: Option<Duration>,
+    count_every_attempt: bool,
 }
 
 impl CircuitBreakerBuilder {
@@ -70,6 +75,8 @@ impl CircuitBreakerBuilder {
             growth: None,
             half_open_probes: 1,
             half_open_max_wait: Duration::from_secs(30),
+            recovery_ramp: None,
+            count_every_attempt: false,
         }
     }
 
@@ -148,6 +155,42 @@ impl CircuitBreakerBuilder {
         self
     }
 
+    /// After the half-open probes succeed, bring traffic back over `ramp` instead of all at
+    /// once: the breaker is [`Recovering`](super::BreakerState::Recovering) and admits a
+    /// share of calls rising linearly from 10 % to 100 % over `ramp`, then closes. The rest
+    /// are rejected with [`BreakerOpen`](super::BreakerOpen) (a node's fallback serves
+    /// them). Failures while recovering count against the trip rules as when closed; a trip
+    /// re-opens the breaker with the grown cooldown. The share is kept exactly, not drawn
+    /// at random: of the calls asking during the ramp, the admitted count follows the
+    /// share to within one call. `ramp` > 0, else [`BreakerConfigError::Zero`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::CircuitBreaker;
+    ///
+    /// let breaker = CircuitBreaker::builder("inventory")
+    ///     .half_open_probes(3)
+    ///     .recovery_ramp(Duration::from_secs(10))
+    ///     .build()?;
+    /// # Ok::<(), baton_graph::BreakerConfigError>(())
+    /// ```
+    pub fn recovery_ramp(mut self, ramp: Duration) -> Self {
+        self.recovery_ramp = Some(ramp);
+        self
+    }
+
+    /// Tell the breaker the result of every attempt, not one per retry series. Each attempt
+    /// of a node (or [`Pipeline`](crate::Pipeline) call) guarded by it asks for a permit
+    /// and reports at once: a dead downstream trips the breaker after `n` failed attempts
+    /// instead of `n` failed series, and series already under way stop before their next
+    /// attempt once it is open ([`NodeError::GaveUp`](crate::NodeError::GaveUp), reason
+    /// `BreakerOpened`), going to their fallback. Half-open probes are single attempts.
+    /// Default `false`.
+    pub fn count_every_attempt(mut self, yes: bool) -> Self {
+        self.count_every_attempt = yes;
+        self
+    }
+
     /// Validates the configuration and returns the breaker, closed.
     ///
     /// # Errors
@@ -183,6 +226,8 @@ impl CircuitBreakerBuilder {
             growth: self.growth,
             half_open_probes: self.half_open_probes,
             half_open_max_wait: self.half_open_max_wait,
+            recovery_ramp: self.recovery_ramp,
+            count_every_attempt: self.count_every_attempt,
         })
     }
 
@@ -292,6 +337,9 @@ impl CircuitBreakerBuilder {
         if self.half_open_max_wait.is_zero() {
             return Err(self.zero("half_open_max_wait"));
         }
+        if self.recovery_ramp.is_some_and(|r| r.is_zero()) {
+            return Err(self.zero("recovery_ramp"));
+        }
         Ok(())
     }
 }
@@ -321,6 +369,8 @@ pub(crate) struct Config {
     pub(crate) growth: Option<(f64, Duration)>,
     pub(crate) half_open_probes: u32,
     pub(crate) half_open_max_wait: Duration,
+    pub(crate) recovery_ramp: Option<Duration>,
+    pub(crate) count_every_attempt: bool,
 }
 
 impl Config {
@@ -374,6 +424,8 @@ mod tests {
         assert_eq!(c.open_duration, Duration::from_secs(5));
         assert_eq!(c.half_open_probes, 1);
         assert_eq!(c.half_open_max_wait, Duration::from_secs(30));
+        assert_eq!(c.recovery_ramp, None);
+        assert!(!c.count_every_attempt);
         assert_eq!(c.cooldown(7), Duration::from_secs(5));
     }
 
@@ -417,6 +469,10 @@ mod tests {
         assert_eq!(
             err(b().half_open_max_wait(Duration::ZERO)),
             zero("half_open_max_wait")
+        );
+        assert_eq!(
+            err(b().recovery_ramp(Duration::ZERO)),
+            zero("recovery_ramp")
         );
         assert_eq!(
             err(b().failure_rate(0.5, BreakerWindow::Count(0), 1)),

@@ -28,10 +28,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// The three states of a circuit breaker.
+/// The states of a circuit breaker.
 ///
-/// `Display` prints `closed`, `open` and `half_open`.
+/// `Display` prints `closed`, `open`, `half_open` and `recovering`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum BreakerState {
     /// Calls pass; failures are counted against the trip rules.
     Closed,
@@ -39,16 +40,21 @@ pub enum BreakerState {
     Open,
     /// A limited number of probe calls pass; their results decide between closed and open.
     HalfOpen,
+    /// Only with a [recovery ramp](super::CircuitBreakerBuilder::recovery_ramp): the probes
+    /// succeeded, and a share of calls rising over the ramp passes while the rest are
+    /// rejected. Failures are counted against the trip rules, as when closed.
+    Recovering,
 }
 
 impl BreakerState {
-    /// `"closed"`, `"open"` or `"half_open"`.
+    /// `"closed"`, `"open"`, `"half_open"` or `"recovering"`.
     #[must_use]
     pub const fn as_str(self) -> &'static str {
         match self {
             BreakerState::Closed => "closed",
             BreakerState::Open => "open",
             BreakerState::HalfOpen => "half_open",
+            BreakerState::Recovering => "recovering",
         }
     }
 }
@@ -92,7 +98,8 @@ pub enum TransitionReason {
     CooldownElapsed,
     /// Half-open → open: a probe failed. The cooldown starts afresh.
     ProbeFailed,
-    /// Half-open → closed: every probe of the half-open period succeeded.
+    /// Half-open → closed (or → recovering, with a recovery ramp): every probe of the
+    /// half-open period succeeded.
     ProbesSucceeded {
         /// How many probes succeeded (the configured `half_open_probes`).
         probes: u32,
@@ -102,6 +109,11 @@ pub enum TransitionReason {
     ProbeTimedOut {
         /// The configured `half_open_max_wait`.
         waited: Duration,
+    },
+    /// Recovering → closed: the recovery ramp ended without a trip.
+    RampCompleted {
+        /// The configured ramp.
+        ramp: Duration,
     },
 }
 
@@ -124,6 +136,9 @@ impl fmt::Display for TransitionReason {
             }
             TransitionReason::ProbeTimedOut { waited } => {
                 write!(f, "probes unanswered after {waited:?}")
+            }
+            TransitionReason::RampCompleted { ramp } => {
+                write!(f, "recovery ramp of {ramp:?} completed")
             }
         }
     }

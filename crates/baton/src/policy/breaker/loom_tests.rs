@@ -208,3 +208,51 @@ fn a_stale_success_never_closes_the_breaker() {
         assert_eq!(m.core.with(|c| c.seq), 1);
     });
 }
+
+/// While recovering, a ramp call's failure races the caller that ends the ramp: either the
+/// failure trips the breaker and the late caller is rejected, or the breaker closes and the
+/// failure, now stale, is ignored; never both, and no transition is lost.
+#[test]
+fn a_ramp_failure_races_the_end_of_the_ramp() {
+    const RAMP: Duration = Duration::from_millis(5);
+    let t0 = Instant::now();
+    model(move || {
+        let config = CircuitBreakerBuilder::new("loom".to_owned())
+            .consecutive_failures(1)
+            .open_duration(COOLDOWN)
+            .recovery_ramp(RAMP)
+            .validate()
+            .unwrap();
+        let m = Arc::new(Machine::<LoomSync>::new(Arc::from("loom"), config, t0));
+        let log: Log = Arc::default();
+        let log2 = Arc::clone(&log);
+        m.add_listener(Arc::new(move |t: &BreakerTransition| {
+            log2.lock().unwrap().push((t.seq(), t.from(), t.to()));
+        }));
+        let tripping = m.try_acquire(|| t0).unwrap();
+        m.complete(tripping, Outcome::Failure(Duration::ZERO), || t0);
+        let t1 = t0 + COOLDOWN;
+        let probe = m.try_acquire(|| t1).unwrap();
+        m.complete(probe, Outcome::Success(Duration::ZERO), || t1);
+        assert_eq!(m.state(), BreakerState::Recovering);
+        let ramp_call = m.try_acquire(|| t1).unwrap();
+        let failing = {
+            let m = Arc::clone(&m);
+            loom::thread::spawn(move || {
+                m.complete(ramp_call, Outcome::Failure(Duration::ZERO), || t1);
+            })
+        };
+        let late = {
+            let m = Arc::clone(&m);
+            loom::thread::spawn(move || m.try_acquire(|| t1 + RAMP).is_ok())
+        };
+        failing.join().unwrap();
+        let admitted = late.join().unwrap();
+        check_log(&m, &log);
+        match m.state() {
+            BreakerState::Open => assert!(!admitted, "tripped, yet admitted"),
+            BreakerState::Closed => assert!(admitted, "closed by a rejected caller"),
+            other => panic!("ended {other}"),
+        }
+    });
+}

@@ -46,8 +46,8 @@ use super::window::Window;
 use crate::util::sync::{Atomic, Lock, SyncFamily};
 
 use super::word::{
-    CLOSED, FREE_MASK, GEN_MASK, HALF_OPEN, LazyNow, MAX_MICROS, OPEN, TAG_MASK, add, gen_of,
-    kind_of, pack, state_of,
+    CLOSED, FREE_MASK, GEN_MASK, HALF_OPEN, LazyNow, MAX_MICROS, OPEN, RECOVERING, TAG_MASK, add,
+    gen_of, kind_of, pack, state_of,
 };
 
 /// The fields behind the mutex.
@@ -65,10 +65,27 @@ struct Core {
     succeeded: u32,
     slow_probes: u32,
     probe_deadline: Instant,
+    /// Recovering: when the ramp began, and the admission credit (each call adds the
+    /// ramp's current share; a call is admitted when the credit reaches 1, which it spends).
+    ramp_start: Instant,
+    ramp_credit: f64,
     outbox: VecDeque<BreakerTransition>,
     delivering: bool,
     listeners: Vec<Listener>,
 }
+
+/// Why a call is rejected: the state, and how long until the next probe (when open).
+type Rejected = (BreakerState, Option<Duration>);
+
+/// The share of calls a recovering breaker admits `elapsed` into its `ramp`: from
+/// [`RAMP_START`] rising linearly to 1.
+fn ramp_share(elapsed: Duration, ramp: Duration) -> f64 {
+    let progress = elapsed.as_secs_f64() / ramp.as_secs_f64();
+    (RAMP_START + (1.0 - RAMP_START) * progress).min(1.0)
+}
+
+/// The share of calls admitted when a recovery ramp begins.
+const RAMP_START: f64 = 0.1;
 
 /// The breaker's state machine, generic over its sync primitives (std or loom).
 pub(crate) struct Machine<S: SyncFamily> {
@@ -106,6 +123,8 @@ impl<S: SyncFamily> Machine<S> {
             succeeded: 0,
             slow_probes: 0,
             probe_deadline: origin,
+            ramp_start: origin,
+            ramp_credit: 0.0,
             outbox: VecDeque::new(),
             delivering: false,
             listeners: Vec::new(),
@@ -129,6 +148,10 @@ impl<S: SyncFamily> Machine<S> {
     /// when it does not, callers may skip measuring it.
     pub(crate) fn times_calls(&self) -> bool {
         self.config.rates.is_some_and(|r| r.slow.is_some())
+    }
+
+    pub(crate) fn counts_every_attempt(&self) -> bool {
+        self.config.count_every_attempt
     }
 
     /// The current state; never moves time-based transitions forward.
@@ -162,6 +185,16 @@ impl<S: SyncFamily> Machine<S> {
             .map(|ticket| Permit::new(self, ticket))
     }
 
+    /// A ticket when closed, without the lock or the clock; `None` in any other state.
+    #[inline]
+    pub(crate) fn closed_ticket(&self) -> Option<Ticket> {
+        let word = self.word.load(Acquire);
+        (kind_of(word) == CLOSED).then(|| Ticket {
+            generation: gen_of(word),
+            probe: false,
+        })
+    }
+
     /// [`acquire`](Self::acquire)'s ticket, without the permit around it.
     #[inline]
     pub(crate) fn try_acquire(&self, now: impl FnOnce() -> Instant) -> Result<Ticket, BreakerOpen> {
@@ -178,7 +211,7 @@ impl<S: SyncFamily> Machine<S> {
     #[cold]
     fn acquire_slow(&self, word: u64, now: Instant) -> Result<Ticket, BreakerOpen> {
         let kind = kind_of(word);
-        if kind == OPEN || (word & FREE_MASK) == 0 {
+        if kind == OPEN || (kind == HALF_OPEN && (word & FREE_MASK) == 0) {
             let tagged = self.deadline.load(Acquire);
             let now_us = self.micros(now);
             let until_us = tagged >> 16;
@@ -197,6 +230,7 @@ impl<S: SyncFamily> Machine<S> {
                 let retry = c.open_until.saturating_duration_since(now);
                 (Err((BreakerState::Open, Some(retry))), false)
             }
+            RECOVERING => self.admit_recovering(c, now),
             _ if c.outstanding > 0 && now >= c.probe_deadline => {
                 let waited = self.config.half_open_max_wait;
                 self.transition(c, OPEN, TransitionReason::ProbeTimedOut { waited }, now);
@@ -212,18 +246,41 @@ impl<S: SyncFamily> Machine<S> {
         result.map_err(|(state, retry)| self.rejection(state, retry))
     }
 
+    /// A call while recovering: closes the breaker once the ramp has elapsed, else admits
+    /// the ramp's share of calls.
+    fn admit_recovering(&self, c: &mut Core, now: Instant) -> (Result<Ticket, Rejected>, bool) {
+        let Some(ramp) = self.config.recovery_ramp else {
+            unreachable!("a breaker without a recovery ramp never recovers")
+        };
+        let elapsed = now.saturating_duration_since(c.ramp_start);
+        if elapsed >= ramp {
+            self.transition(c, CLOSED, TransitionReason::RampCompleted { ramp }, now);
+            return (Ok(self.ticket(c, false)), true);
+        }
+        c.ramp_credit += ramp_share(elapsed, ramp);
+        if c.ramp_credit >= 1.0 {
+            c.ramp_credit -= 1.0;
+            (Ok(self.ticket(c, false)), false)
+        } else {
+            (Err((BreakerState::Recovering, None)), false)
+        }
+    }
+
     /// Reports how a permitted call ended.
     #[inline]
     pub(crate) fn complete(&self, t: Ticket, outcome: Outcome, now: impl FnOnce() -> Instant) {
         if !t.probe {
+            // A call admitted while closed or recovering.
             let word = self.word.load(Acquire);
-            if kind_of(word) != CLOSED || gen_of(word) != t.generation {
-                return; // stale: the closed state it belonged to is gone
+            if gen_of(word) != t.generation {
+                return; // stale: the state it belonged to is gone
             }
             match outcome {
                 Outcome::Released => return,
                 Outcome::Success(_)
-                    if self.config.rates.is_none() && self.consecutive.load(Acquire) == 0 =>
+                    if kind_of(word) == CLOSED
+                        && self.config.rates.is_none()
+                        && self.consecutive.load(Acquire) == 0 =>
                 {
                     return;
                 }
@@ -256,117 +313,6 @@ impl<S: SyncFamily> Machine<S> {
         if transitioned {
             self.deliver();
         }
-    }
-
-    fn record_closed<F: FnOnce() -> Instant>(
-        &self,
-        c: &mut Core,
-        outcome: Outcome,
-        now: &mut LazyNow<F>,
-    ) -> bool {
-        let (failed, elapsed) = match outcome {
-            Outcome::Success(d) => (false, d),
-            Outcome::Failure(d) => (true, d),
-            Outcome::Released => return false,
-        };
-        c.consecutive = if failed {
-            c.consecutive.saturating_add(1)
-        } else {
-            0
-        };
-        self.consecutive.store(u64::from(c.consecutive), Release);
-        // Only a time window needs the clock (a count window's success reads none).
-        let now_ns = match c.window {
-            Some(Window::Time(_)) => self.nanos(now.get()),
-            _ => 0,
-        };
-        let slow = self.config.is_slow(elapsed);
-        if let Some(w) = c.window.as_mut() {
-            w.record(now_ns, failed, slow);
-        }
-        let reason = self.trip_reason(c, now_ns);
-        if let Some(reason) = reason {
-            self.transition(c, OPEN, reason, now.get());
-        }
-        reason.is_some()
-    }
-
-    fn trip_reason(&self, c: &Core, now_ns: u64) -> Option<TransitionReason> {
-        // (No `let` chains: the crate's minimum Rust is 1.86.)
-        if let Some(n) = self
-            .config
-            .consecutive_failures
-            .filter(|&n| c.consecutive >= n)
-        {
-            return Some(TransitionReason::ConsecutiveFailures { count: n });
-        }
-        let rules = self.config.rates?;
-        let totals = c.window.as_ref()?.totals(now_ns);
-        if totals.calls < rules.min_calls || totals.calls == 0 {
-            return None;
-        }
-        let calls = f64::from(totals.calls);
-        if let Some(threshold) = rules.failure_rate {
-            let rate = f64::from(totals.failures) / calls;
-            if rate >= threshold {
-                return Some(TransitionReason::FailureRate {
-                    rate,
-                    calls: totals.calls,
-                });
-            }
-        }
-        if let Some(slow) = rules.slow {
-            let rate = f64::from(totals.slow) / calls;
-            if rate >= slow.rate {
-                return Some(TransitionReason::SlowCallRate {
-                    rate,
-                    calls: totals.calls,
-                });
-            }
-        }
-        None
-    }
-
-    fn record_probe<F: FnOnce() -> Instant>(
-        &self,
-        c: &mut Core,
-        outcome: Outcome,
-        now: &mut LazyNow<F>,
-    ) -> bool {
-        let elapsed = match outcome {
-            Outcome::Failure(_) => {
-                self.transition(c, OPEN, TransitionReason::ProbeFailed, now.get());
-                return true;
-            }
-            Outcome::Success(d) => d,
-            Outcome::Released => return false,
-        };
-        let probes = self.config.half_open_probes;
-        c.outstanding -= 1;
-        if let Some(slow) = self
-            .config
-            .rates
-            .and_then(|r| r.slow)
-            .filter(|slow| elapsed >= slow.slower_than)
-        {
-            c.slow_probes += 1;
-            let rate = f64::from(c.slow_probes) / f64::from(probes);
-            if rate >= slow.rate {
-                let reason = TransitionReason::SlowCallRate {
-                    rate,
-                    calls: probes,
-                };
-                self.transition(c, OPEN, reason, now.get());
-                return true;
-            }
-        }
-        c.succeeded += 1;
-        if c.succeeded == probes {
-            let reason = TransitionReason::ProbesSucceeded { probes };
-            self.transition(c, CLOSED, reason, now.get());
-            return true;
-        }
-        false
     }
 
     /// Takes a free half-open slot (caller checked `c.free > 0`).
@@ -407,6 +353,11 @@ impl<S: SyncFamily> Machine<S> {
                 c.trips = c.trips.saturating_add(1);
             }
             HALF_OPEN => c.free = self.config.half_open_probes,
+            RECOVERING => {
+                c.ramp_start = now;
+                // The first call of the ramp is admitted.
+                c.ramp_credit = 1.0;
+            }
             _ => c.trips = 0,
         }
         self.publish(c);
@@ -481,6 +432,9 @@ impl<S: SyncFamily> Machine<S> {
             .min(MAX_MICROS)
     }
 }
+
+#[path = "results.rs"]
+mod results;
 
 #[cfg(test)]
 #[path = "machine_tests.rs"]

@@ -241,3 +241,118 @@ fn only_a_slow_call_rule_times_calls() {
     assert!(!machine(rates.clone()).0.times_calls());
     assert!(machine(rates.slow_calls(ms(100), 0.5)).0.times_calls());
 }
+
+/// Trips a consecutive-failures(1) machine at `t0`, and has its one probe succeed at
+/// `t0 + cooldown`.
+fn recovered(m: &M, t0: Instant, cooldown: Duration) -> Instant {
+    trip(m, t0);
+    let t = t0 + cooldown;
+    let probe = m.acquire(|| t).unwrap();
+    probe.finish(Outcome::Success(ms(1)), || t);
+    t
+}
+
+#[test]
+fn a_recovery_ramp_admits_a_rising_share_then_closes() {
+    let ramp = ms(1_000);
+    let (m, t0) = machine(
+        builder()
+            .consecutive_failures(1)
+            .open_duration(ms(100))
+            .recovery_ramp(ramp),
+    );
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let l = Arc::clone(&log);
+    m.add_listener(Arc::new(move |t: &BreakerTransition| {
+        l.lock().unwrap().push((t.to, t.reason));
+    }));
+    let start = recovered(&m, t0, ms(100));
+    assert_eq!(m.state(), BreakerState::Recovering);
+    for step in 0..10u32 {
+        let t = start + ramp * step / 10;
+        let mut admitted = 0;
+        for _ in 0..100 {
+            match m.acquire(|| t) {
+                Ok(p) => {
+                    admitted += 1;
+                    p.finish(Outcome::Success(ms(1)), || t);
+                }
+                Err(e) => {
+                    assert_eq!(e.state(), BreakerState::Recovering);
+                    assert_eq!(e.retry_after(), None);
+                }
+            }
+        }
+        let share = 0.1 + 0.9 * f64::from(step) / 10.0;
+        let expected = 100.0 * share;
+        assert!(
+            (f64::from(admitted) - expected).abs() <= 1.0,
+            "step {step}: {admitted} admitted, expected {expected}"
+        );
+        assert_eq!(m.state(), BreakerState::Recovering);
+    }
+    // The ramp is over: the next caller closes the breaker and is admitted.
+    let end = start + ramp;
+    assert!(m.acquire(|| end).is_ok());
+    assert_eq!(m.state(), BreakerState::Closed);
+    assert_eq!(
+        log.lock().unwrap()[1..],
+        [
+            (BreakerState::HalfOpen, TransitionReason::CooldownElapsed),
+            (
+                BreakerState::Recovering,
+                TransitionReason::ProbesSucceeded { probes: 1 }
+            ),
+            (
+                BreakerState::Closed,
+                TransitionReason::RampCompleted { ramp }
+            ),
+        ]
+    );
+}
+
+#[test]
+fn a_failure_while_recovering_trips_with_the_grown_cooldown() {
+    let (m, t0) = machine(
+        builder()
+            .consecutive_failures(1)
+            .open_duration(ms(100))
+            .open_duration_growth(2.0, ms(10_000))
+            .recovery_ramp(ms(1_000)),
+    );
+    let start = recovered(&m, t0, ms(100));
+    let t = start + ms(10);
+    m.acquire(|| t)
+        .unwrap()
+        .finish(Outcome::Failure(ms(1)), || t);
+    assert_eq!(m.state(), BreakerState::Open);
+    let e = m.acquire(|| t).unwrap_err();
+    assert_eq!(
+        e.retry_after(),
+        Some(ms(200)),
+        "the second trip waits twice as long"
+    );
+}
+
+#[test]
+fn a_result_from_the_ramp_reported_after_the_close_is_stale() {
+    let ramp = ms(1_000);
+    let (m, t0) = machine(
+        builder()
+            .consecutive_failures(1)
+            .open_duration(ms(100))
+            .recovery_ramp(ramp),
+    );
+    let start = recovered(&m, t0, ms(100));
+    let during = m.acquire(|| start).unwrap();
+    let end = start + ramp;
+    drop(m.acquire(|| end).unwrap());
+    assert_eq!(m.state(), BreakerState::Closed);
+    during.finish(Outcome::Failure(ms(1)), || end);
+    assert_eq!(
+        m.state(),
+        BreakerState::Closed,
+        "the ramp's failure is stale"
+    );
+    assert_eq!(m.consecutive.load(Acquire), 0);
+}

@@ -64,7 +64,7 @@
 //!
 //! # Files
 //! `config` (builder, defaults, validation), `machine` (the state machine and its
-//! invariants), `permit` (the drop guard a granted call holds), `window` (count and time
+//! invariants), `results` (how reported results move it), `permit` (the drop guard a granted call holds), `window` (count and time
 //! windows), `events` (states, transitions, delivery), `error` (rejection and
 //! configuration errors), `sync` (the std/loom primitive shim).
 
@@ -132,6 +132,10 @@ use permit::{Outcome, Permit};
 ///   growing) cooldown, so that a broken downstream is not probed at a fixed rate forever;
 ///   a probe dropped without a result gives its slot back; probes left unanswered for
 ///   `half_open_max_wait` count as a failure.
+/// - **Half-open → recovering**, only with a
+///   [`recovery_ramp`](CircuitBreakerBuilder::recovery_ramp), when the probes succeed: a
+///   share of calls rising over the ramp passes, the rest are rejected; failures count as
+///   when closed; **recovering → closed** when the ramp ends.
 /// - A result reported for a permit taken before the breaker's latest transition is
 ///   ignored: it describes a state that no longer exists.
 /// - Every transition is made by exactly one caller and reaches each listener exactly once,
@@ -179,6 +183,13 @@ impl CircuitBreaker {
         self.machine.times_calls()
     }
 
+    /// Whether the breaker is told every attempt's result
+    /// ([`count_every_attempt`](CircuitBreakerBuilder::count_every_attempt)), not one per
+    /// series.
+    pub(crate) fn counts_every_attempt(&self) -> bool {
+        self.machine.counts_every_attempt()
+    }
+
     /// The current state. A query never makes a time-based transition: an open breaker
     /// whose cooldown has elapsed reads `Open` until the next
     /// [`try_acquire`](Self::try_acquire). One atomic load; never blocks.
@@ -215,15 +226,16 @@ impl CircuitBreaker {
             .map(|inner| BreakerPermit { inner })
     }
 
-    /// [`try_acquire`](Self::try_acquire)'s permit as a bare ticket, which
-    /// [`resume`](Self::resume) makes a permit again (as it must be, or a half-open probe's
-    /// slot is never given back), or `None` when the call must not be made.
+    /// A permit as a bare ticket when the breaker is closed (one atomic load), which
+    /// [`resume`](Self::resume) makes a permit again; `None` in any other state, without
+    /// asking: the caller then asks [`try_acquire`](Self::try_acquire) once, so that a
+    /// recovering breaker counts the call once.
     #[inline]
-    pub(crate) fn try_ticket(&self) -> Option<Ticket> {
-        self.machine.try_acquire(Instant::now).ok()
+    pub(crate) fn closed_ticket(&self) -> Option<Ticket> {
+        self.machine.closed_ticket()
     }
 
-    /// The permit of a ticket [`try_ticket`](Self::try_ticket) gave, again.
+    /// The permit of a ticket [`closed_ticket`](Self::closed_ticket) gave, again.
     pub(crate) fn resume(&self, ticket: Ticket) -> BreakerPermit<'_> {
         BreakerPermit {
             inner: Permit::new(&self.machine, ticket),
@@ -253,6 +265,12 @@ pub(crate) struct OwnedPermit {
 }
 
 impl OwnedPermit {
+    /// The permit's ticket, to [`resume`](CircuitBreaker::resume) on the same breaker;
+    /// `None` when it was taken.
+    pub(crate) fn into_ticket(mut self) -> Option<Ticket> {
+        self.ticket.take()
+    }
+
     /// The permit again, borrowing this handle; `None` after the first call.
     pub(crate) fn take(&mut self) -> Option<BreakerPermit<'_>> {
         let ticket = self.ticket.take()?;

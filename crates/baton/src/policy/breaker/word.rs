@@ -17,6 +17,7 @@ pub(super) const MAX_MICROS: u64 = (1 << 48) - 1;
 pub(super) const CLOSED: u64 = 0;
 pub(super) const OPEN: u64 = 1;
 pub(super) const HALF_OPEN: u64 = 2;
+pub(super) const RECOVERING: u64 = 3;
 
 pub(super) fn pack(kind: u64, generation: u64, free: u32) -> u64 {
     ((generation & GEN_MASK) << GEN_SHIFT) | (kind << KIND_SHIFT) | (u64::from(free) & FREE_MASK)
@@ -31,7 +32,8 @@ pub(super) fn state_of(kind: u64) -> BreakerState {
     match kind {
         CLOSED => BreakerState::Closed,
         OPEN => BreakerState::Open,
-        _ => BreakerState::HalfOpen,
+        HALF_OPEN => BreakerState::HalfOpen,
+        _ => BreakerState::Recovering,
     }
 }
 
