@@ -62,6 +62,8 @@
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod burst;
+
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
