@@ -70,13 +70,15 @@ impl std::str::FromStr for FailureMode {
 /// # Defaults
 /// - failure mode: the graph's ([`GraphBuilder::failure_mode`](crate::GraphBuilder::failure_mode));
 /// - start mode: the graph's ([`GraphBuilder::start_mode`](crate::GraphBuilder::start_mode));
-/// - timeout / deadline: none.
+/// - timeout / deadline: none;
+/// - span: a child of the current span ([`detached_span`](Self::detached_span)).
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     mode: Option<FailureMode>,
     start: Option<StartMode>,
     timeout: Option<Duration>,
     deadline: Option<Instant>,
+    detached: bool,
 }
 
 impl RunOptions {
@@ -117,6 +119,16 @@ impl RunOptions {
     #[must_use]
     pub fn deadline(mut self, deadline: Instant) -> Self {
         self.deadline = Some(deadline);
+        self
+    }
+
+    /// With `true`, the run's `tracing` span has no parent: under OpenTelemetry, the run
+    /// is a trace of its own. By default (`false`) the span is a child of the span current
+    /// where the run is first polled: a run awaited in a request handler nests under the
+    /// request's span, in the request's trace.
+    #[must_use]
+    pub fn detached_span(mut self, detached: bool) -> Self {
+        self.detached = detached;
         self
     }
 }
@@ -169,6 +181,8 @@ enum Phase {
 pub struct Run<I: Send + Sync + 'static> {
     pub(super) state: Arc<RunState<I>>,
     phase: Phase,
+    /// Its span has no parent ([`RunOptions::detached_span`]).
+    detached_span: bool,
     /// The driver that runs the first nodes inside this future, if `start` gave one.
     /// (`SyncWrapper`: reached only through `&mut self`, so `Run` stays `Sync` although the
     /// driver's boxed futures are only `Send`.)
@@ -191,6 +205,7 @@ impl<I: Send + Sync + 'static> Run<I> {
         Run {
             state: RunState::new(graph, input, mode, start, options.timeout, options.deadline),
             phase: Phase::Idle,
+            detached_span: options.detached,
             embedded: None,
         }
     }
@@ -290,7 +305,8 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
                     // admitted: that compare-and-swap publishes it.
                     state.core.keep(key);
                     // `start` also marks the run admitted, before its first driver.
-                    self.embedded = self.state.start(handle).map(SyncWrapper::new);
+                    let detached = self.detached_span;
+                    self.embedded = self.state.start(handle, detached).map(SyncWrapper::new);
                 }
                 self.phase = Phase::Running;
             }

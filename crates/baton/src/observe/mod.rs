@@ -19,6 +19,13 @@
 //! the next attempt, `FallbackUsed` when the fallback ran, and `NodeFinished` last. Nodes
 //! that never start (skipped, not taken, cancelled while pending) get only `NodeFinished`.
 //! Observers must be quick and must not block: they run on the scheduler's threads.
+//!
+//! # Tracing
+//! With the `tracing` feature and a subscriber installed, a run is a `run` span, a child of
+//! the span current where the run is first polled unless
+//! [`RunOptions::detached_span`](crate::RunOptions::detached_span) makes it a root, with a
+//! `node` span per node and an `attempt` span per attempt, entered around the futures they
+//! describe.
 
 mod callbacks;
 #[cfg(feature = "metrics")]

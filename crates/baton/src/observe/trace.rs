@@ -5,6 +5,9 @@
 //! attributed to its attempt, its node and its run. That is why they are made by the
 //! scheduler rather than by an [`Observer`](super::Observer): an observer sees events, but
 //! cannot enter a span around a future it does not own.
+//!
+//! The run's span is a child of the span current where the run is first polled (the
+//! awaiting task's: a request handler's span, say), unless the run's options detach it.
 
 use std::time::Duration;
 
@@ -21,12 +24,15 @@ fn on() -> bool {
     cfg!(feature = "tracing") && tracing::dispatcher::has_been_set()
 }
 
-/// The span of a run: `run{run_id, nodes}`.
-pub(crate) fn run_span(run: RunId, nodes: usize) -> Span {
-    if on() {
+/// The span of a run: `run{run_id, nodes}`, a child of the current span, or of none when
+/// `detached`.
+pub(crate) fn run_span(run: RunId, nodes: usize, detached: bool) -> Span {
+    if !on() {
+        Span::none()
+    } else if detached {
         tracing::info_span!(parent: None, "run", run_id = %run, nodes)
     } else {
-        Span::none()
+        tracing::info_span!("run", run_id = %run, nodes)
     }
 }
 
