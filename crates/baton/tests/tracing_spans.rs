@@ -1,25 +1,31 @@
 //! The `tracing` side of a run, checked with a real subscriber (tracing-subscriber's
-//! registry and a layer that records every span with its parent): the span tree `run` →
-//! `node` → `attempt`, and where it hangs.
+//! registry and a layer that records every span, with its parent and the fields recorded
+//! on it): the span tree `run` → `node` → `attempt` and where it hangs, and how spans say
+//! a node or an attempt ended.
 
 // A test binary of its own: `set_default` makes `tracing::dispatcher::has_been_set()` true
 // for the rest of the process, and from then on baton makes spans in every run.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use baton_graph::{Backoff, BoxError, Graph, Retry, RunOptions};
-use tracing::span::{Attributes, Id};
+use baton_graph::{
+    Backoff, BoxError, Bulkhead, CircuitBreaker, Fallback, Graph, Orchestrator, Retry, RunOptions,
+};
+use tracing::span::{Attributes, Id, Record};
 use tracing::{Instrument, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::prelude::*;
 use tracing_subscriber::registry::LookupSpan;
 
-/// A span as recorded: its label (`name{fields given at its creation}`) and its parent's.
+/// A span as recorded: its label (`name{fields given at its creation}`), its parent's
+/// label, and every field it has by the end (the ones recorded later included).
 #[derive(Debug, Clone)]
 struct SpanRec {
     label: String,
     parent: Option<String>,
+    fields: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Default)]
@@ -48,6 +54,14 @@ impl Capture {
     fn spans(&self) -> Vec<SpanRec> {
         self.spans.lock().unwrap().clone()
     }
+
+    /// The one span labelled `label`.
+    fn span(&self, label: &str) -> SpanRec {
+        let spans = self.spans();
+        let found: Vec<_> = spans.iter().filter(|s| s.label == label).collect();
+        assert_eq!(found.len(), 1, "one span {label} in {spans:#?}");
+        found[0].clone()
+    }
 }
 
 impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
@@ -68,7 +82,21 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
         let label = format!("{}{{{}}}", span.name(), shown.join(" "));
         let mut spans = self.spans.lock().unwrap();
         span.extensions_mut().insert(At(spans.len()));
-        spans.push(SpanRec { label, parent });
+        spans.push(SpanRec {
+            label,
+            parent,
+            fields: fields.0.into_iter().collect(),
+        });
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let Some(at) = span.extensions().get::<At>().map(|at| at.0) else {
+            return;
+        };
+        let mut fields = Fields::default();
+        values.record(&mut fields);
+        self.spans.lock().unwrap()[at].fields.extend(fields.0);
     }
 }
 
@@ -95,6 +123,10 @@ fn failing(
             Ok(1)
         })
     }
+}
+
+fn field<'a>(fields: &'a BTreeMap<String, String>, key: &str) -> Option<&'a str> {
+    fields.get(key).map(String::as_str)
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
@@ -167,4 +199,102 @@ async fn the_run_span_is_a_child_of_the_span_that_awaits_it_unless_detached() {
     for node in capture.spans().iter().filter(|s| s.label == "node{node=a}") {
         assert_eq!(node.parent.as_deref(), Some("run{nodes=1}"));
     }
+}
+
+/// A graph whose nodes end every way a span tells apart: succeeded after a failed attempt,
+/// recovered by a fallback, failed, timed out, refused a bulkhead permit.
+fn graph_of_every_ending(orch: &Orchestrator, breaker: &CircuitBreaker) -> Graph<()> {
+    let mut g = orch.graph::<()>();
+    let retry = || Retry::new(2).backoff(Backoff::constant(Duration::from_millis(5)));
+    g.node("flaky").retry(retry()).task(failing(1, "first"));
+    g.node("rescued")
+        .fallback(Fallback::value(9))
+        .task(failing(u32::MAX, "down"));
+    g.node("broken")
+        .breaker(breaker)
+        .task(failing(u32::MAX, "boom"));
+    g.node("slow")
+        .timeout(Duration::from_millis(10))
+        .task(|_ctx, ()| async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            Ok::<u8, BoxError>(1)
+        });
+    // `holder` takes the only permit and waits; `crowded`, which may not wait, finds none.
+    let pool = Bulkhead::new("pool", 1, Duration::ZERO);
+    g.node("holder").bulkhead(&pool).task(|_ctx, ()| async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        Ok::<u8, BoxError>(1)
+    });
+    g.node("crowded")
+        .bulkhead(&pool)
+        .task(|_ctx, ()| async { Ok::<u8, BoxError>(1) });
+    g.build().unwrap()
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn spans_say_how_each_attempt_and_node_ended() {
+    let (capture, _guard) = capture();
+    let orch = Orchestrator::new();
+    let breaker = CircuitBreaker::builder("payments").build().unwrap();
+    graph_of_every_ending(&orch, &breaker)
+        .run(())
+        .await
+        .unwrap();
+
+    let status = |label: &str| {
+        let span = capture.span(label);
+        (
+            field(&span.fields, "otel.status_code").map(str::to_owned),
+            field(&span.fields, "error.type").map(str::to_owned),
+            field(&span.fields, "otel.status_message").map(str::to_owned),
+        )
+    };
+    let ok = (Some("OK".to_owned()), None, None);
+    let error = |kind: &str, message: &str| {
+        (
+            Some("ERROR".to_owned()),
+            Some(kind.to_owned()),
+            Some(message.to_owned()),
+        )
+    };
+    // A retry recovered: the failed attempt carries its error, the node is OK.
+    assert_eq!(
+        status("attempt{node=flaky attempt=1}"),
+        error("task", "first")
+    );
+    assert_eq!(status("attempt{node=flaky attempt=2}"), ok);
+    assert_eq!(status("node{node=flaky}"), ok);
+    assert_eq!(
+        field(&capture.span("node{node=flaky}").fields, "outcome"),
+        Some("succeeded")
+    );
+    // A fallback recovered: the node is OK too.
+    assert_eq!(
+        status("attempt{node=rescued attempt=1}"),
+        error("task", "down")
+    );
+    assert_eq!(status("node{node=rescued}"), ok);
+    assert_eq!(
+        field(&capture.span("node{node=rescued}").fields, "outcome"),
+        Some("recovered")
+    );
+    // Nothing recovered: the node is an error, with its error.
+    assert_eq!(
+        status("attempt{node=broken attempt=1}"),
+        error("task", "boom")
+    );
+    assert_eq!(status("node{node=broken}"), error("task", "boom"));
+    let timed_out = "node `slow` attempt 1 timed out after 10 ms";
+    assert_eq!(
+        status("attempt{node=slow attempt=1 budget_ms=10.0}"),
+        error("timeout", timed_out)
+    );
+    assert_eq!(status("node{node=slow}"), error("timeout", timed_out));
+    // The attempt's span covers its wait for a permit: one refused a permit has one too.
+    let full = "node `crowded` attempt 1: bulkhead `pool` full after waiting 0 ms";
+    assert_eq!(
+        status("attempt{node=crowded attempt=1}"),
+        error("bulkhead_full", full)
+    );
+    assert_eq!(status("node{node=crowded}"), error("bulkhead_full", full));
 }

@@ -50,7 +50,8 @@ pub(crate) async fn run_node<I: Send + Sync + 'static>(
             false,
         ),
     };
-    trace::record_outcome(&span, record.outcome, record.attempt_log().len());
+    let error = record.error().map(|e| &**e);
+    trace::record_outcome(&span, record.outcome, record.attempt_log().len(), error);
     (record, spawned)
 }
 
@@ -131,15 +132,19 @@ async fn plain<I: Send + Sync + 'static>(
         attempt: 1,
     };
     let out = match run.call_task(id, 1, None, None) {
-        Ok(attempt) => match trace::within(span, AssertUnwindSafe(attempt).catch_unwind()).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(NodeError::Task(error)),
-            Err(panic) => Err(NodeError::from_panic(UserCode::Task, panic.as_ref())),
-        },
+        Ok(attempt) => {
+            let attempt = AssertUnwindSafe(attempt).catch_unwind();
+            match trace::within(span.clone(), attempt).await {
+                Ok(Ok(value)) => Ok(value),
+                Ok(Err(error)) => Err(NodeError::Task(error)),
+                Err(panic) => Err(NodeError::from_panic(UserCode::Task, panic.as_ref())),
+            }
+        }
         Err(error) => Err(error),
     };
+    trace::record_attempt(&span, out.as_ref().err());
     if let Err(error) = &out {
-        run.attempt_failed(id, 1, error);
+        span.in_scope(|| run.attempt_failed(id, 1, error));
     }
     out
 }

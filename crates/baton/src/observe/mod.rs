@@ -25,7 +25,9 @@
 //! the span current where the run is first polled unless
 //! [`RunOptions::detached_span`](crate::RunOptions::detached_span) makes it a root, with a
 //! `node` span per node and an `attempt` span per attempt, entered around the futures they
-//! describe.
+//! describe. A failed attempt's span and a `Failed` node's end with `otel.status_code`
+//! `ERROR`, `otel.status_message` and `error.type` ([`NodeError::kind`]); an attempt or a
+//! node that produced a value (a `Recovered` one included) ends `OK`.
 
 mod callbacks;
 #[cfg(feature = "metrics")]
