@@ -1,7 +1,8 @@
 //! The `tracing` side of a run, checked with a real subscriber (tracing-subscriber's
 //! registry and a layer that records every span, with its parent and the fields recorded
-//! on it): the span tree `run` → `node` → `attempt` and where it hangs, and how spans say
-//! a node or an attempt ended.
+//! on it, and every event, with its level and the span it happened in): the span tree
+//! `run` → `node` → `attempt` and where it hangs, how spans say a node or an attempt
+//! ended, and what is logged at which level.
 
 // A test binary of its own: `set_default` makes `tracing::dispatcher::has_been_set()` true
 // for the rest of the process, and from then on baton makes spans in every run.
@@ -14,7 +15,7 @@ use baton_graph::{
     Backoff, BoxError, Bulkhead, CircuitBreaker, Fallback, Graph, Orchestrator, Retry, RunOptions,
 };
 use tracing::span::{Attributes, Id, Record};
-use tracing::{Instrument, Subscriber};
+use tracing::{Event, Instrument, Level, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::prelude::*;
 use tracing_subscriber::registry::LookupSpan;
@@ -28,9 +29,20 @@ struct SpanRec {
     fields: BTreeMap<String, String>,
 }
 
+/// An event as recorded: its level, message, other fields, and the label of the span it
+/// happened in.
+#[derive(Debug, Clone)]
+struct EventRec {
+    level: Level,
+    message: String,
+    fields: BTreeMap<String, String>,
+    span: Option<String>,
+}
+
 #[derive(Clone, Default)]
 struct Capture {
     spans: Arc<Mutex<Vec<SpanRec>>>,
+    events: Arc<Mutex<Vec<EventRec>>>,
 }
 
 /// Where a span's record is, in `Capture::spans` (kept in the span's extensions).
@@ -55,12 +67,24 @@ impl Capture {
         self.spans.lock().unwrap().clone()
     }
 
+    fn events(&self) -> Vec<EventRec> {
+        self.events.lock().unwrap().clone()
+    }
+
     /// The one span labelled `label`.
     fn span(&self, label: &str) -> SpanRec {
         let spans = self.spans();
         let found: Vec<_> = spans.iter().filter(|s| s.label == label).collect();
         assert_eq!(found.len(), 1, "one span {label} in {spans:#?}");
         found[0].clone()
+    }
+
+    /// The events whose message is `message`.
+    fn events_saying(&self, message: &str) -> Vec<EventRec> {
+        self.events()
+            .into_iter()
+            .filter(|e| e.message == message)
+            .collect()
     }
 }
 
@@ -97,6 +121,23 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
         let mut fields = Fields::default();
         values.record(&mut fields);
         self.spans.lock().unwrap()[at].fields.extend(fields.0);
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        let span = ctx
+            .event_span(event)
+            .and_then(|s| s.extensions().get::<At>().map(|at| at.0))
+            .map(|at| self.spans.lock().unwrap()[at].label.clone());
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        let mut fields: BTreeMap<String, String> = fields.0.into_iter().collect();
+        let message = fields.remove("message").unwrap_or_default();
+        self.events.lock().unwrap().push(EventRec {
+            level: *event.metadata().level(),
+            message,
+            fields,
+            span,
+        });
     }
 }
 
@@ -297,4 +338,107 @@ async fn spans_say_how_each_attempt_and_node_ended() {
         error("bulkhead_full", full)
     );
     assert_eq!(status("node{node=crowded}"), error("bulkhead_full", full));
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn failures_recoveries_and_breaker_transitions_are_logged_at_their_levels() {
+    let (capture, _guard) = capture();
+    let orch = Orchestrator::new();
+    let breaker = CircuitBreaker::builder("payments")
+        .consecutive_failures(1)
+        .open_duration(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let graph = graph_of_every_ending(&orch, &breaker);
+    graph.run(()).await.unwrap();
+
+    let one = |message: &str| {
+        let found = capture.events_saying(message);
+        assert_eq!(found.len(), 1, "one `{message}` in {:#?}", capture.events());
+        found[0].clone()
+    };
+    let fields = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+
+    let failed: Vec<EventRec> = capture.events_saying("attempt failed");
+    let flaky = failed
+        .iter()
+        .find(|e| field(&e.fields, "node") == Some("flaky"))
+        .expect("flaky's failed attempt is logged");
+    assert_eq!(flaky.level, Level::DEBUG);
+    assert_eq!(
+        flaky.fields,
+        fields(&[
+            ("node", "flaky"),
+            ("attempt", "1"),
+            ("error.type", "task"),
+            ("error", "first")
+        ])
+    );
+    // In the span of the attempt that failed.
+    assert_eq!(flaky.span.as_deref(), Some("attempt{node=flaky attempt=1}"));
+    let retry = one("retry scheduled");
+    assert_eq!(retry.level, Level::DEBUG);
+
+    let cut = one("attempt timed out");
+    assert_eq!(cut.level, Level::DEBUG);
+    assert_eq!(field(&cut.fields, "error.type"), Some("timeout"));
+
+    let recovered = one("node recovered");
+    assert_eq!(recovered.level, Level::INFO);
+    assert_eq!(
+        recovered.fields,
+        fields(&[
+            ("node", "rescued"),
+            ("error.type", "task"),
+            ("error", "down")
+        ])
+    );
+    assert_eq!(recovered.span.as_deref(), Some("node{node=rescued}"));
+
+    let node_failed = capture.events_saying("node failed");
+    let levels: Vec<(Level, Option<&str>)> = node_failed
+        .iter()
+        .map(|e| (e.level, field(&e.fields, "node")))
+        .collect();
+    assert_eq!(
+        levels,
+        [
+            (Level::WARN, Some("broken")),
+            (Level::WARN, Some("crowded")),
+            (Level::WARN, Some("slow"))
+        ]
+    );
+    assert_eq!(
+        node_failed[0].fields,
+        fields(&[
+            ("node", "broken"),
+            ("error.type", "task"),
+            ("error", "boom")
+        ])
+    );
+    assert_eq!(node_failed[0].span.as_deref(), Some("node{node=broken}"));
+
+    // `broken` tripped its breaker: WARN. Once the breaker is half-open, a success closes
+    // it: INFO, twice.
+    let opened = one("circuit breaker opened");
+    assert_eq!(opened.level, Level::WARN);
+    assert_eq!(field(&opened.fields, "breaker"), Some("payments"));
+    assert_eq!(field(&opened.fields, "from"), Some("closed"));
+    assert_eq!(field(&opened.fields, "to"), Some("open"));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut g = orch.graph::<()>();
+    g.node("probe")
+        .breaker(&breaker)
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(1) });
+    g.build().unwrap().run(()).await.unwrap();
+    let half_open = one("circuit breaker half-open");
+    let closed = one("circuit breaker closed");
+    assert_eq!((half_open.level, closed.level), (Level::INFO, Level::INFO));
+    assert_eq!(field(&closed.fields, "from"), Some("half_open"));
+    assert_eq!(field(&closed.fields, "to"), Some("closed"));
 }

@@ -20,7 +20,7 @@ use super::task::AttemptFuture;
 use super::tokens::AttemptGuard;
 use super::upstreams::FetchCx;
 use crate::error::{NodeError, UserCode};
-use crate::observe::{Event, trace};
+use crate::observe::{Event, log, trace};
 use crate::onion::{self, Execution, First, Policies};
 use crate::report::{Outcome, Record};
 use crate::util::value::Value;
@@ -52,6 +52,8 @@ pub(crate) async fn run_node<I: Send + Sync + 'static>(
     };
     let error = record.error().map(|e| &**e);
     trace::record_outcome(&span, record.outcome, record.attempt_log().len(), error);
+    let name = run.graph.meta.name(id);
+    span.in_scope(|| log::node_ended(name, record.outcome, error));
     (record, spawned)
 }
 

@@ -28,8 +28,14 @@
 //! describe. A failed attempt's span and a `Failed` node's end with `otel.status_code`
 //! `ERROR`, `otel.status_message` and `error.type` ([`NodeError::kind`]); an attempt or a
 //! node that produced a value (a `Recovered` one included) ends `OK`.
+//!
+//! With or without the feature, failures are logged as `tracing` events: `attempt failed`
+//! and `attempt timed out` at DEBUG, `node recovered` at INFO, `node failed` at WARN (each
+//! with `node`, `error.type` and `error`), and a circuit breaker's transitions: to open at
+//! WARN, to half-open or closed at INFO (with `breaker`, `from`, `to`, `reason`).
 
 mod callbacks;
+pub(crate) mod log;
 #[cfg(feature = "metrics")]
 mod metrics;
 pub(crate) mod stats;

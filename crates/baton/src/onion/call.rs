@@ -15,7 +15,7 @@ use super::Host;
 use super::pipeline::{Inner, RecoverFuture};
 use crate::error::{BoxError, NodeError, UserCode};
 use crate::id::RunId;
-use crate::observe::Event;
+use crate::observe::{Event, log};
 use crate::orchestrator::deliver;
 use crate::policy::bulkhead::BulkheadPermit;
 use crate::policy::deadline::TimerHook;
@@ -209,6 +209,7 @@ where
     fn attempt_ended(&self, _number: u32) {}
 
     fn attempt_failed(&self, number: u32, error: &NodeError) {
+        log::attempt_failed(&self.inner.name, number, error);
         self.emit(|run, node| Event::AttemptFailed {
             run,
             node,

@@ -14,7 +14,7 @@ use super::fallback::Recovered;
 use super::{ErrorFilter, Execution, Fallback, Policies, Retry};
 use crate::error::{BoxError, BuildError, NodeError};
 use crate::id::RunId;
-use crate::observe::Event;
+use crate::observe::{Event, log};
 use crate::orchestrator::{NameTaken, Orchestrator};
 use crate::policy::{Bulkhead, CircuitBreaker};
 
@@ -200,6 +200,7 @@ impl<T: Send + Sync + 'static> Pipeline<T> {
             elapsed: started.elapsed(),
         };
         let outcome = call.outcome();
+        log::node_ended(&inner.name, outcome, call.error());
         host.emit(|run, node| Event::NodeFinished {
             run,
             node,

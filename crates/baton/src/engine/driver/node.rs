@@ -10,7 +10,7 @@ use super::super::first_attempt;
 use super::super::task::{AttemptFuture, CtxCut};
 use super::{Driver, State};
 use crate::error::NodeError;
-use crate::observe::{Event, trace};
+use crate::observe::{Event, log, trace};
 use crate::onion::{First, FirstAttempt};
 use crate::report::{Outcome, Record};
 
@@ -77,6 +77,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
         let run = &self.run;
         run.attempt_ended(self.id, 1);
         run.attempt_failed(self.id, 1, &error);
+        log::node_ended(run.graph.meta.name(self.id), Outcome::Failed, Some(&error));
         let record = Record::ended(Outcome::Failed, None, Some(start), run.core.now())
             .with_error(Some(Arc::new(error)));
         self.end(record);
