@@ -242,6 +242,24 @@ async fn the_run_span_is_a_child_of_the_span_that_awaits_it_unless_detached() {
     }
 }
 
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_named_graphs_run_span_carries_its_name() {
+    let (capture, _guard) = capture();
+    let mut g = Graph::<()>::builder();
+    g.name("checkout");
+    g.node("a").task(|_ctx, ()| async { Ok::<_, BoxError>(1) });
+    g.build().unwrap().run(()).await.unwrap();
+    let labels: Vec<String> = capture.spans().into_iter().map(|s| s.label).collect();
+    assert_eq!(
+        labels,
+        [
+            "run{nodes=1 graph=checkout}",
+            "node{node=a}",
+            "attempt{node=a attempt=1}"
+        ]
+    );
+}
+
 /// A graph whose nodes end every way a span tells apart: succeeded after a failed attempt,
 /// recovered by a fallback, failed, timed out, refused a bulkhead permit.
 fn graph_of_every_ending(orch: &Orchestrator, breaker: &CircuitBreaker) -> Graph<()> {

@@ -38,6 +38,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         if self.observed() {
             self.emit(&Event::AttemptStarted {
                 run: self.core.run_id(),
+                graph: self.graph_name(),
                 node: self.graph.meta.name(id),
                 attempt: number,
                 budget: budget(),
@@ -59,6 +60,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         if self.observed() {
             self.emit(&Event::AttemptFailed {
                 run: self.core.run_id(),
+                graph: self.graph_name(),
                 node: self.graph.meta.name(id),
                 attempt: number,
                 error,

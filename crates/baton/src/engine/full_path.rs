@@ -64,6 +64,7 @@ pub(crate) fn started<I: Send + Sync + 'static>(run: &RunState<I>, id: u32) {
     if run.observed() && !core.is_cancelled() {
         run.emit(&Event::NodeStarted {
             run: core.run_id(),
+            graph: run.graph_name(),
             node: run.graph.meta.name(id),
         });
     }

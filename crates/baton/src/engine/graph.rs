@@ -40,6 +40,7 @@ impl<I> Clone for Graph<I> {
 impl<I> fmt::Debug for Graph<I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Graph")
+            .field("name", &self.inner.name)
             .field("nodes", &self.inner.meta.names)
             .field("failure_mode", &self.inner.mode)
             .field("start_mode", &self.inner.start)
@@ -96,6 +97,12 @@ impl<I> Graph<I> {
     #[must_use]
     pub fn orchestrator(&self) -> &Orchestrator {
         &self.inner.orchestrator
+    }
+
+    /// The graph's name ([`GraphBuilder::name`](crate::GraphBuilder::name)), if it has one.
+    #[must_use]
+    pub fn name(&self) -> Option<&str> {
+        self.inner.name.as_deref()
     }
 
     /// The failure mode runs use unless [`RunOptions::failure_mode`] overrides it.
@@ -168,6 +175,8 @@ pub(crate) struct GraphInner<I> {
     pub(crate) orchestrator: Orchestrator,
     pub(crate) mode: FailureMode,
     pub(crate) start: StartMode,
+    /// The graph's name, if it was given one (events, spans and metrics carry it).
+    pub(crate) name: Option<Box<str>>,
     /// The per-run arrays of ended runs, kept for the next runs.
     pub(crate) spare: Spares,
     /// Some node's policies make timers (a timeout, a retry's backoff, a budget, a
@@ -214,6 +223,7 @@ impl<I> GraphInner<I> {
             orchestrator,
             mode,
             start,
+            name: None,
             spare,
             uses_timers,
         }

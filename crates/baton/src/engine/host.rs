@@ -71,6 +71,7 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
         if run.observed() {
             run.emit(&Event::Timeout {
                 run: run.core.run_id(),
+                graph: run.graph_name(),
                 node: self.name(),
                 attempt: number,
                 limit,
@@ -83,6 +84,7 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
         if run.observed() {
             run.emit(&Event::RetryScheduled {
                 run: run.core.run_id(),
+                graph: run.graph_name(),
                 node: self.name(),
                 attempt: next,
                 delay,
@@ -102,6 +104,7 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
         if run.observed() {
             run.emit(&Event::FallbackUsed {
                 run: run.core.run_id(),
+                graph: run.graph_name(),
                 node: self.name(),
                 error,
             });

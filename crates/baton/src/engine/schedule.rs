@@ -112,7 +112,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
             || (runtime_workers == 1
                 && (handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
                     || tokio::task::try_id().is_some()));
-        let span = trace::run_span(core.run_id(), self.graph.meta.len(), detached);
+        let nodes = self.graph.meta.len();
+        let span = trace::run_span(core.run_id(), nodes, self.graph_name(), detached);
         // An inline run counts one worker while its future drives it: at most one driver
         // at a time drains the ready queue, and a driver keeps the nodes it makes ready for
         // itself. Once the future stops driving it, it spreads.
@@ -120,6 +121,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         if self.observed() {
             self.emit(&Event::RunStarted {
                 run: core.run_id(),
+                graph: self.graph_name(),
                 nodes: self.graph.meta.len(),
             });
         }

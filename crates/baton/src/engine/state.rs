@@ -105,6 +105,12 @@ impl<I: Send + Sync + 'static> RunState<I> {
         deliver(self.graph.orchestrator.observers(), event);
     }
 
+    /// The graph's name, as events carry it.
+    #[inline]
+    pub(super) fn graph_name(&self) -> Option<&str> {
+        self.graph.name.as_deref()
+    }
+
     /// Whether the orchestrator has observers.
     #[inline]
     pub(super) fn observed(&self) -> bool {
@@ -165,6 +171,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
                 let report = Report::new(me as Arc<dyn RunRecords>);
                 self.emit(&Event::RunFinished {
                     run: core.run_id(),
+                    graph: self.graph_name(),
                     report: &report,
                 });
             }
@@ -230,6 +237,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         if observed {
             self.emit(&Event::NodeFinished {
                 run: core.run_id(),
+                graph: self.graph_name(),
                 node: view.name(),
                 outcome,
                 duration: view.duration(),

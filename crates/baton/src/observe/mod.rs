@@ -79,6 +79,8 @@ pub enum Event<'a> {
     RunStarted {
         /// The run.
         run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
         /// How many nodes its graph has.
         nodes: usize,
     },
@@ -87,6 +89,8 @@ pub enum Event<'a> {
     RunFinished {
         /// The run.
         run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
         /// Its report (outcome counts, makespan, every node).
         report: &'a Report,
     },
@@ -94,6 +98,8 @@ pub enum Event<'a> {
     NodeStarted {
         /// The run.
         run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
         /// The node.
         node: &'a str,
     },
@@ -101,6 +107,8 @@ pub enum Event<'a> {
     AttemptStarted {
         /// The run.
         run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
         /// The node.
         node: &'a str,
         /// The attempt, from 1.
@@ -112,6 +120,8 @@ pub enum Event<'a> {
     AttemptFailed {
         /// The run.
         run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
         /// The node.
         node: &'a str,
         /// The attempt, from 1.
@@ -123,6 +133,8 @@ pub enum Event<'a> {
     Timeout {
         /// The run.
         run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
         /// The node.
         node: &'a str,
         /// The attempt, from 1.
@@ -134,6 +146,8 @@ pub enum Event<'a> {
     RetryScheduled {
         /// The run.
         run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
         /// The node.
         node: &'a str,
         /// The attempt that will run after the delay.
@@ -149,6 +163,8 @@ pub enum Event<'a> {
     FallbackUsed {
         /// The run.
         run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
         /// The node.
         node: &'a str,
         /// What it recovered from (or tried to).
@@ -158,6 +174,8 @@ pub enum Event<'a> {
     NodeFinished {
         /// The run.
         run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
         /// The node.
         node: &'a str,
         /// How.
@@ -167,13 +185,37 @@ pub enum Event<'a> {
     },
 }
 
+impl<'a> Event<'a> {
+    /// The name of the graph whose run the event belongs to, if the graph has one
+    /// ([`GraphBuilder::name`](crate::GraphBuilder::name)); `None` for a pipeline's call
+    /// and for a breaker's transition, which belongs to no run.
+    #[must_use]
+    pub fn graph(&self) -> Option<&'a str> {
+        match *self {
+            Event::RunStarted { graph, .. }
+            | Event::RunFinished { graph, .. }
+            | Event::NodeStarted { graph, .. }
+            | Event::AttemptStarted { graph, .. }
+            | Event::AttemptFailed { graph, .. }
+            | Event::Timeout { graph, .. }
+            | Event::RetryScheduled { graph, .. }
+            | Event::FallbackUsed { graph, .. }
+            | Event::NodeFinished { graph, .. } => graph,
+            Event::BreakerTransition(_) => None,
+        }
+    }
+}
+
 impl fmt::Display for Event<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Event::RunStarted { run, nodes } => write!(f, "run {run} started ({nodes} nodes)"),
-            Event::RunFinished { run, report } => write!(
+            Event::RunStarted { run, graph, nodes } => {
+                write!(f, "run {run}{} started ({nodes} nodes)", Of(*graph))
+            }
+            Event::RunFinished { run, graph, report } => write!(
                 f,
-                "run {run} finished in {}: {}",
+                "run {run}{} finished in {}: {}",
+                Of(*graph),
                 Human(report.makespan()),
                 report.counts()
             ),
@@ -228,6 +270,18 @@ impl fmt::Display for Event<'_> {
                 duration,
                 ..
             } => write!(f, "`{node}` {outcome} after {}", Human(*duration)),
+        }
+    }
+}
+
+/// ` of `name`` for a named graph, nothing otherwise.
+struct Of<'a>(Option<&'a str>);
+
+impl fmt::Display for Of<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(graph) => write!(f, " of `{graph}`"),
+            None => Ok(()),
         }
     }
 }

@@ -33,15 +33,15 @@ fn on() -> bool {
     cfg!(feature = "tracing") && tracing::dispatcher::has_been_set()
 }
 
-/// The span of a run: `run{run_id, nodes}`, a child of the current span, or of none when
-/// `detached`.
-pub(crate) fn run_span(run: RunId, nodes: usize, detached: bool) -> Span {
+/// The span of a run: `run{run_id, nodes, graph}` (`graph` when the graph has a name), a
+/// child of the current span, or of none when `detached`.
+pub(crate) fn run_span(run: RunId, nodes: usize, graph: Option<&str>, detached: bool) -> Span {
     if !on() {
         Span::none()
     } else if detached {
-        tracing::info_span!(parent: None, "run", run_id = %run, nodes)
+        tracing::info_span!(parent: None, "run", run_id = %run, nodes, graph)
     } else {
-        tracing::info_span!("run", run_id = %run, nodes)
+        tracing::info_span!("run", run_id = %run, nodes, graph)
     }
 }
 

@@ -200,6 +200,7 @@ where
         });
         self.emit(|run, node| Event::AttemptStarted {
             run,
+            graph: None,
             node,
             attempt: number,
             budget,
@@ -212,6 +213,7 @@ where
         log::attempt_failed(&self.inner.name, number, error);
         self.emit(|run, node| Event::AttemptFailed {
             run,
+            graph: None,
             node,
             attempt: number,
             error,
@@ -222,6 +224,7 @@ where
         self.count(|c| c.timeouts.incr());
         self.emit(|run, node| Event::Timeout {
             run,
+            graph: None,
             node,
             attempt: number,
             limit,
@@ -231,6 +234,7 @@ where
     fn retry_scheduled(&self, next: u32, delay: Duration, remaining: Option<Duration>) {
         self.emit(|run, node| Event::RetryScheduled {
             run,
+            graph: None,
             node,
             attempt: next,
             delay,
@@ -244,7 +248,12 @@ where
 
     fn fell_back(&self, error: &NodeError) {
         self.count(|c| c.fallbacks.incr());
-        self.emit(|run, node| Event::FallbackUsed { run, node, error });
+        self.emit(|run, node| Event::FallbackUsed {
+            run,
+            graph: None,
+            node,
+            error,
+        });
     }
 }
 

@@ -185,7 +185,11 @@ impl<T: Send + Sync + 'static> Pipeline<T> {
             started,
             attempts: AtomicU32::new(0),
         };
-        host.emit(|run, node| Event::NodeStarted { run, node });
+        host.emit(|run, node| Event::NodeStarted {
+            run,
+            graph: None,
+            node,
+        });
         let Execution {
             result,
             recovered_from,
@@ -203,6 +207,7 @@ impl<T: Send + Sync + 'static> Pipeline<T> {
         log::node_ended(&inner.name, outcome, call.error());
         host.emit(|run, node| Event::NodeFinished {
             run,
+            graph: None,
             node,
             outcome,
             duration: call.elapsed,

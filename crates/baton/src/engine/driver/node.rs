@@ -43,6 +43,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
         if run.observed() {
             run.emit(&Event::NodeStarted {
                 run: core.run_id(),
+                graph: run.graph_name(),
                 node: graph.meta.name(id),
             });
         }
