@@ -14,10 +14,12 @@
 //! # Events
 //! An [`Observer`] given to [`Orchestrator::builder`](crate::Orchestrator::builder) receives
 //! every [`Event`] of every run of that orchestrator, synchronously, on the thread where it
-//! happens. Per node the order is: `NodeStarted`, then for each attempt `AttemptStarted` and,
-//! if it failed, `Timeout` (when it was cut) and `AttemptFailed`, then `RetryScheduled` before
-//! the next attempt, `FallbackUsed` when the fallback ran, and `NodeFinished` last. Nodes
-//! that never start (skipped, not taken, cancelled while pending) get only `NodeFinished`.
+//! happens. Per node the order is: `NodeStarted`, then `BreakerRejected` if its breaker
+//! rejected it, or for each attempt `AttemptStarted`, `BulkheadWaited` (with a bulkhead)
+//! and, if it failed, `Timeout` (when it was cut) and `AttemptFailed`, then
+//! `RetryScheduled` before the next attempt; `FallbackUsed` when the fallback ran, and
+//! `NodeFinished` last. Nodes that never start (skipped, not taken, cancelled while
+//! pending) get only `NodeFinished`.
 //! Observers must be quick and must not block: they run on the scheduler's threads.
 //!
 //! # Tracing
@@ -52,7 +54,7 @@ pub use stats::{RuntimeStats, Stats};
 
 use crate::error::NodeError;
 use crate::id::RunId;
-use crate::policy::breaker::BreakerTransition;
+use crate::policy::breaker::{BreakerState, BreakerTransition};
 use crate::report::{Outcome, Report};
 use crate::util::human::Human;
 
@@ -157,6 +159,38 @@ pub enum Event<'a> {
         /// The time left before the node's deadline, if it has one.
         remaining: Option<Duration>,
     },
+    /// An attempt of a node with a bulkhead got its permit, or gave up waiting for one (its
+    /// maximum wait or its cut came first); comes after the attempt's `AttemptStarted`.
+    BulkheadWaited {
+        /// The run.
+        run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
+        /// The node.
+        node: &'a str,
+        /// The attempt, from 1.
+        attempt: u32,
+        /// The bulkhead's name.
+        bulkhead: &'a str,
+        /// How long the attempt waited (zero when a permit was free).
+        waited: Duration,
+        /// Whether it got a permit.
+        acquired: bool,
+    },
+    /// A node's circuit breaker rejected its series: no attempt ran (it comes after
+    /// `NodeStarted`, and before `FallbackUsed` if the node has a fallback).
+    BreakerRejected {
+        /// The run.
+        run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
+        /// The node.
+        node: &'a str,
+        /// The breaker's name.
+        breaker: &'a str,
+        /// Its state: open, or half-open with every probe taken.
+        state: BreakerState,
+    },
     /// A circuit breaker changed state (from any node, graph or run of the orchestrator).
     BreakerTransition(&'a BreakerTransition),
     /// A node's fallback ran because its inner layers failed with `error`.
@@ -199,6 +233,8 @@ impl<'a> Event<'a> {
             | Event::AttemptFailed { graph, .. }
             | Event::Timeout { graph, .. }
             | Event::RetryScheduled { graph, .. }
+            | Event::BulkheadWaited { graph, .. }
+            | Event::BreakerRejected { graph, .. }
             | Event::FallbackUsed { graph, .. }
             | Event::NodeFinished { graph, .. } => graph,
             Event::BreakerTransition(_) => None,
@@ -260,6 +296,27 @@ impl fmt::Display for Event<'_> {
                 ),
                 None => write!(f, "`{node}` attempt {attempt} in {}", Human(*delay)),
             },
+            Event::BulkheadWaited {
+                node,
+                attempt,
+                bulkhead,
+                waited,
+                acquired,
+                ..
+            } => {
+                let got = if *acquired { "got" } else { "gave up on" };
+                let waited = Human(*waited);
+                write!(
+                    f,
+                    "`{node}` attempt {attempt} {got} bulkhead `{bulkhead}` after {waited}"
+                )
+            }
+            Event::BreakerRejected {
+                node,
+                breaker,
+                state,
+                ..
+            } => write!(f, "`{node}` rejected by breaker `{breaker}` ({state})"),
             Event::BreakerTransition(t) => write!(f, "{t}"),
             Event::FallbackUsed { node, error, .. } => {
                 write!(f, "`{node}` fell back after: {error}")

@@ -58,8 +58,12 @@ async fn permitted<H: Host>(
         _ if resumed.is_some() => (None, Duration::ZERO),
         None => (None, Duration::ZERO),
         Some(bulkhead) => match bulkhead.acquire(cut.until).await {
-            Ok((permit, waited)) => (Some(permit), waited),
+            Ok((permit, waited)) => {
+                host.permit_waited(number, bulkhead.name(), waited, true);
+                (Some(permit), waited)
+            }
             Err(refused) => {
+                host.permit_waited(number, bulkhead.name(), refused.waited, false);
                 let error = if refused.cut {
                     cut_error(host, policies, number, cut, started)
                 } else {

@@ -17,6 +17,7 @@ use crate::error::{BoxError, NodeError, UserCode};
 use crate::id::RunId;
 use crate::observe::{Event, log};
 use crate::orchestrator::deliver;
+use crate::policy::breaker::BreakerState;
 use crate::policy::bulkhead::BulkheadPermit;
 use crate::policy::deadline::TimerHook;
 use crate::report::{AttemptReport, Outcome};
@@ -242,8 +243,27 @@ where
         });
     }
 
-    fn rejected(&self) {
+    fn permit_waited(&self, number: u32, bulkhead: &str, waited: Duration, acquired: bool) {
+        self.emit(|run, node| Event::BulkheadWaited {
+            run,
+            graph: None,
+            node,
+            attempt: number,
+            bulkhead,
+            waited,
+            acquired,
+        });
+    }
+
+    fn rejected(&self, breaker: &str, state: BreakerState) {
         self.count(|c| c.breaker_rejections.incr());
+        self.emit(|run, node| Event::BreakerRejected {
+            run,
+            graph: None,
+            node,
+            breaker,
+            state,
+        });
     }
 
     fn fell_back(&self, error: &NodeError) {

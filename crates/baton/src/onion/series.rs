@@ -35,7 +35,7 @@ pub(super) async fn guarded<H: Host>(
     let permit = match acquired {
         Ok(permit) => permit,
         Err(open) => {
-            host.rejected();
+            host.rejected(breaker.name(), open.state());
             return Err(NodeError::BreakerOpen {
                 node: host.name().to_owned(),
                 breaker: breaker.name().to_owned(),

@@ -205,6 +205,73 @@ async fn every_event_of_a_named_graphs_run_carries_its_name() {
     assert!(events.lock().unwrap().iter().all(|(_, g)| g.is_none()));
 }
 
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn bulkhead_waits_and_breaker_rejections_come_in_order() {
+    let events = Arc::new(Mutex::new(Vec::<String>::new()));
+    let e = Arc::clone(&events);
+    let orch = Orchestrator::builder()
+        .observer(move |ev: &Event<'_>| {
+            if !matches!(ev, Event::RunStarted { .. } | Event::RunFinished { .. }) {
+                e.lock().unwrap().push(ev.to_string());
+            }
+        })
+        .build();
+    let pool = baton_graph::Bulkhead::new("pool", 1, ms(100));
+    let breaker = baton_graph::CircuitBreaker::builder("stock-api")
+        .consecutive_failures(1)
+        .build()
+        .unwrap();
+    let mut g = orch.graph::<()>();
+    let _ = g
+        .node("hold")
+        .bulkhead(&pool)
+        .breaker(&breaker)
+        .task(|_ctx, ()| async {
+            sleep(ms(30)).await;
+            Err::<u32, BoxError>("503".into())
+        });
+    let _ = g
+        .node("wait")
+        .bulkhead(&pool)
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(1u32) });
+    g.build().unwrap().run(()).await.unwrap();
+    // `hold` tripped the breaker: the next series is rejected, before any attempt.
+    let mut g = orch.graph::<()>();
+    let _ = g
+        .node("again")
+        .breaker(&breaker)
+        .fallback(baton_graph::Fallback::value(0u32))
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(1u32) });
+    g.build().unwrap().run(()).await.unwrap();
+    let events = events.lock().unwrap();
+    let of = |node: &str| -> Vec<&str> {
+        let tick = format!("`{node}`");
+        events
+            .iter()
+            .filter(|e| e.starts_with(&tick))
+            .map(String::as_str)
+            .collect()
+    };
+    assert_eq!(
+        of("wait"),
+        [
+            "`wait` started",
+            "`wait` attempt 1 started",
+            "`wait` attempt 1 got bulkhead `pool` after 30 ms",
+            "`wait` succeeded after 30 ms",
+        ]
+    );
+    assert_eq!(
+        of("again"),
+        [
+            "`again` started",
+            "`again` rejected by breaker `stock-api` (open)",
+            "`again` fell back after: node `again` rejected: circuit breaker `stock-api` is open",
+            "`again` recovered after 0 ms",
+        ]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stats_equal_the_reports_counts_after_many_concurrent_runs() {
     let orch = Orchestrator::new();
