@@ -18,7 +18,6 @@
 use std::time::Duration;
 
 use tracing::Span;
-
 use tracing::field::{Empty, display};
 
 use crate::error::{Chain, NodeError};
@@ -45,9 +44,9 @@ pub(crate) fn run_span(run: RunId, nodes: usize, graph: Option<&str>, detached: 
     }
 }
 
-/// The span of a node: `node{node, outcome, attempts}` and its status (module docs), child of its run's span (`run`,
-/// `None` before the run started). Inlined: without a subscriber it is one load on every
-/// node's path.
+/// The span of a node: `node{node, outcome, attempts}` and its status (module docs), child
+/// of its run's span (`run`, `None` before the run started). Inlined: without a subscriber
+/// it is one load on every node's path.
 #[inline]
 pub(crate) fn node_span<'a>(
     run: impl FnOnce() -> Option<&'a Span>,
