@@ -279,6 +279,7 @@ impl Log {
                 node,
                 outcome,
                 duration,
+                ..
             } if self.watched(node) => {
                 let last = self
                     .attempts

@@ -289,12 +289,47 @@ impl NodeError {
         )
     }
 
+    /// A short, fixed name of the error's kind, one per variant: `task`, `panicked`,
+    /// `timeout`, `deadline_exceeded`, `breaker_open`, `bulkhead_full`, `gave_up`,
+    /// `fallback_failed`, `unknown_branch`, `branch_failed`. Spans and logs carry it as
+    /// `error.type`; it suits a metric label, since the set is small and bounded.
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            NodeError::Task(_) => "task",
+            NodeError::Panicked { .. } => "panicked",
+            NodeError::Timeout { .. } => "timeout",
+            NodeError::DeadlineExceeded { .. } => "deadline_exceeded",
+            NodeError::BreakerOpen { .. } => "breaker_open",
+            NodeError::BulkheadFull { .. } => "bulkhead_full",
+            NodeError::GaveUp { .. } => "gave_up",
+            NodeError::FallbackFailed { .. } => "fallback_failed",
+            NodeError::UnknownBranch { .. } => "unknown_branch",
+            NodeError::BranchFailed { .. } => "branch_failed",
+        }
+    }
+
     /// The error of a panic of `code`, with its payload's message.
     pub(crate) fn from_panic(code: UserCode, payload: &(dyn std::any::Any + Send)) -> Self {
         NodeError::Panicked {
             code,
             message: panic_message(payload),
         }
+    }
+}
+
+/// Displays an error's message, then each of its sources', joined by `: `.
+pub(crate) struct Chain<'a>(pub(crate) &'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(error) = source {
+            write!(f, ": {error}")?;
+            source = error.source();
+        }
+        Ok(())
     }
 }
 

@@ -129,8 +129,9 @@
 //! ## Features
 //! - `tracing` (default): spans per run, node and attempt.
 //! - `serde`: `Serialize` for [`Report`] and [`Stats`].
-//! - `metrics`: `observe::MetricsObserver`, an observer that records the run's counters and
-//!   timings with the `metrics` crate.
+//! - `metrics`: `observe::MetricsObserver`, an observer that records runs, nodes,
+//!   attempts, breakers and bulkheads as counters, gauges and histograms with the `metrics`
+//!   crate.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 #![deny(clippy::print_stdout, clippy::print_stderr)]

@@ -74,7 +74,8 @@ pub(super) struct NewNode<I> {
 ///
 /// # Defaults
 /// - failure mode: [`FailureMode::PreservePartial`];
-/// - start mode: [`StartMode::Inline`].
+/// - start mode: [`StartMode::Inline`];
+/// - name: none ([`name`](Self::name)).
 pub struct GraphBuilder<I> {
     pub(super) id: u64,
     /// The nodes (each task knows the type of the value it produces), by index, with
@@ -101,6 +102,7 @@ pub struct GraphBuilder<I> {
     open_routers: Vec<u32>,
     mode: FailureMode,
     start: StartMode,
+    name: Option<Box<str>>,
     orchestrator: Orchestrator,
     /// Values shared by every task, by type ([`state`](Self::state)).
     states: Vec<(TypeId, Arc<dyn Any + Send + Sync>)>,
@@ -109,6 +111,7 @@ pub struct GraphBuilder<I> {
 impl<I> fmt::Debug for GraphBuilder<I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GraphBuilder")
+            .field("name", &self.name)
             .field("nodes", &self.names)
             .field("errors", &self.errors)
             .field("failure_mode", &self.mode)
@@ -169,6 +172,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
             open_routers: Vec::new(),
             mode: FailureMode::default(),
             start: StartMode::default(),
+            name: None,
             orchestrator,
             states: Vec::new(),
         }
@@ -309,6 +313,16 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
         self
     }
 
+    /// Names the graph, e.g. after the endpoint that runs it (`"checkout"`). Its runs'
+    /// events, `tracing` spans and metrics carry the name (`graph`), so that graphs can be
+    /// told apart on a dashboard; a graph without one has no `graph` field or label. Keep
+    /// it fixed (never a request's or a run's id): every name is a series of its own for a
+    /// metrics backend. Default: none.
+    pub fn name(&mut self, name: impl Into<String>) -> &mut Self {
+        self.name = Some(name.into().into_boxed_str());
+        self
+    }
+
     /// How many nodes have been added so far.
     #[must_use]
     pub fn len(&self) -> usize {
@@ -360,7 +374,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
         }) {
             return Err(self.errors.swap_remove(i).2);
         }
-        let inner = validate::build(
+        let mut inner = validate::build(
             self.id,
             self.nodes,
             self.tasks,
@@ -373,6 +387,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
             &self.orchestrator,
             States::new(self.states),
         )?;
+        inner.name = self.name;
         Ok(Graph::new(inner))
     }
 

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use super::state::{RunState, catch_panic};
 use super::task::{AttemptFuture, Ctx, CtxCut};
 use crate::error::{NodeError, UserCode};
-use crate::observe::Event;
+use crate::observe::{Event, log};
 use crate::policy::bulkhead::BulkheadPermit;
 
 impl<I: Send + Sync + 'static> RunState<I> {
@@ -38,6 +38,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         if self.observed() {
             self.emit(&Event::AttemptStarted {
                 run: self.core.run_id(),
+                graph: self.graph_name(),
                 node: self.graph.meta.name(id),
                 attempt: number,
                 budget: budget(),
@@ -53,11 +54,13 @@ impl<I: Send + Sync + 'static> RunState<I> {
         self.core.tokens().end(id, number);
     }
 
-    /// Tells the observers attempt `number` of node `id` failed with `error`.
+    /// Logs that attempt `number` of node `id` failed with `error`, and tells the observers.
     pub(crate) fn attempt_failed(&self, id: u32, number: u32, error: &NodeError) {
+        log::attempt_failed(self.graph.meta.name(id), number, error);
         if self.observed() {
             self.emit(&Event::AttemptFailed {
                 run: self.core.run_id(),
+                graph: self.graph_name(),
                 node: self.graph.meta.name(id),
                 attempt: number,
                 error,

@@ -16,8 +16,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::admission::Admission;
 use super::node::{NodeState, RunBuffers, Slot};
+use super::options::FailureMode;
 use super::ready::ReadyQueue;
-use super::run::FailureMode;
 use super::tokens::Tokens;
 use crate::error::CancelReason;
 use crate::id::RunId;

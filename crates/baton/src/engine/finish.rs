@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::graph::{NodeKind, neighbours};
 use super::node::{PassOver, Release};
-use super::run::FailureMode;
+use super::options::FailureMode;
 use super::state::RunState;
 use crate::error::CancelReason;
 use crate::report::{Outcome, Record};

@@ -16,8 +16,8 @@
 //! the fallback.
 //!
 //! Not taken for routers, branches, nodes with a bulkhead (whose permit is awaited), nodes
-//! whose deadline leaves less than the minimum attempt time, a breaker that is not closed (the onion
-//! asks it, once), or when `tracing` spans are made.
+//! whose deadline leaves less than the minimum attempt time, a breaker that is not closed
+//! (the onion asks it, once), or when `tracing` spans are made.
 
 use std::pin::Pin;
 use std::sync::Arc;

@@ -20,7 +20,7 @@ use super::task::AttemptFuture;
 use super::tokens::AttemptGuard;
 use super::upstreams::FetchCx;
 use crate::error::{NodeError, UserCode};
-use crate::observe::{Event, trace};
+use crate::observe::{Event, log, trace};
 use crate::onion::{self, Execution, First, Policies};
 use crate::report::{Outcome, Record};
 use crate::util::value::Value;
@@ -50,7 +50,10 @@ pub(crate) async fn run_node<I: Send + Sync + 'static>(
             false,
         ),
     };
-    trace::record_outcome(&span, record.outcome, record.attempt_log().len());
+    let error = record.error().map(|e| &**e);
+    trace::record_outcome(&span, record.outcome, record.attempt_log().len(), error);
+    let name = run.graph.meta.name(id);
+    span.in_scope(|| log::node_ended(name, record.outcome, error));
     (record, spawned)
 }
 
@@ -61,6 +64,7 @@ pub(crate) fn started<I: Send + Sync + 'static>(run: &RunState<I>, id: u32) {
     if run.observed() && !core.is_cancelled() {
         run.emit(&Event::NodeStarted {
             run: core.run_id(),
+            graph: run.graph_name(),
             node: run.graph.meta.name(id),
         });
     }
@@ -131,15 +135,19 @@ async fn plain<I: Send + Sync + 'static>(
         attempt: 1,
     };
     let out = match run.call_task(id, 1, None, None) {
-        Ok(attempt) => match trace::within(span, AssertUnwindSafe(attempt).catch_unwind()).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(NodeError::Task(error)),
-            Err(panic) => Err(NodeError::from_panic(UserCode::Task, panic.as_ref())),
-        },
+        Ok(attempt) => {
+            let attempt = AssertUnwindSafe(attempt).catch_unwind();
+            match trace::within(span.clone(), attempt).await {
+                Ok(Ok(value)) => Ok(value),
+                Ok(Err(error)) => Err(NodeError::Task(error)),
+                Err(panic) => Err(NodeError::from_panic(UserCode::Task, panic.as_ref())),
+            }
+        }
         Err(error) => Err(error),
     };
+    trace::record_attempt(&span, out.as_ref().err());
     if let Err(error) = &out {
-        run.attempt_failed(id, 1, error);
+        span.in_scope(|| run.attempt_failed(id, 1, error));
     }
     out
 }

@@ -10,7 +10,8 @@ use std::any::{Any, TypeId};
 use std::fmt;
 use std::sync::Arc;
 
-use super::run::{FailureMode, Run, RunOptions};
+use super::options::{FailureMode, RunOptions};
+use super::run::Run;
 use super::spare::Spares;
 use super::start::StartMode;
 use super::task::ErasedTask;
@@ -41,6 +42,7 @@ impl<I> Clone for Graph<I> {
 impl<I> fmt::Debug for Graph<I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Graph")
+            .field("name", &self.inner.name)
             .field("nodes", &self.inner.meta.names)
             .field("failure_mode", &self.inner.mode)
             .field("start_mode", &self.inner.start)
@@ -97,6 +99,12 @@ impl<I> Graph<I> {
     #[must_use]
     pub fn orchestrator(&self) -> &Orchestrator {
         &self.inner.orchestrator
+    }
+
+    /// The graph's name ([`GraphBuilder::name`](crate::GraphBuilder::name)), if it has one.
+    #[must_use]
+    pub fn name(&self) -> Option<&str> {
+        self.inner.name.as_deref()
     }
 
     /// The failure mode runs use unless [`RunOptions::failure_mode`] overrides it.
@@ -196,6 +204,8 @@ pub(crate) struct GraphInner<I> {
     pub(crate) orchestrator: Orchestrator,
     pub(crate) mode: FailureMode,
     pub(crate) start: StartMode,
+    /// The graph's name, if it was given one (events, spans and metrics carry it).
+    pub(crate) name: Option<Box<str>>,
     /// The per-run arrays of ended runs, kept for the next runs.
     pub(crate) spare: Spares,
     /// Values shared by every task ([`Ctx::state`](super::Ctx::state)).
@@ -245,6 +255,7 @@ impl<I> GraphInner<I> {
             orchestrator,
             mode,
             start,
+            name: None,
             spare,
             states,
             uses_timers,

@@ -13,6 +13,7 @@ use super::task::{AttemptFuture, FallbackFuture};
 use crate::error::NodeError;
 use crate::observe::Event;
 use crate::onion::Host;
+use crate::policy::breaker::BreakerState;
 use crate::policy::bulkhead::BulkheadPermit;
 use crate::policy::deadline::TimerHook;
 use crate::util::value::Value;
@@ -83,6 +84,7 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
         if run.observed() {
             run.emit(&Event::Timeout {
                 run: run.core.run_id(),
+                graph: run.graph_name(),
                 node: self.name(),
                 attempt: number,
                 limit,
@@ -95,6 +97,7 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
         if run.observed() {
             run.emit(&Event::RetryScheduled {
                 run: run.core.run_id(),
+                graph: run.graph_name(),
                 node: self.name(),
                 attempt: next,
                 delay,
@@ -103,9 +106,38 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
         }
     }
 
-    fn rejected(&self) {
-        let counters = self.run.graph.orchestrator.counters();
-        counters.local().breaker_rejections.incr();
+    fn permit_waited(&self, number: u32, bulkhead: &str, waited: Duration, acquired: bool) {
+        let run = self.run;
+        if run.observed() {
+            run.emit(&Event::BulkheadWaited {
+                run: run.core.run_id(),
+                graph: run.graph_name(),
+                node: self.name(),
+                attempt: number,
+                bulkhead,
+                waited,
+                acquired,
+            });
+        }
+    }
+
+    fn rejected(&self, breaker: &str, state: BreakerState) {
+        let run = self.run;
+        run.graph
+            .orchestrator
+            .counters()
+            .local()
+            .breaker_rejections
+            .incr();
+        if run.observed() {
+            run.emit(&Event::BreakerRejected {
+                run: run.core.run_id(),
+                graph: run.graph_name(),
+                node: self.name(),
+                breaker,
+                state,
+            });
+        }
     }
 
     fn fell_back(&self, error: &NodeError) {
@@ -114,6 +146,7 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
         if run.observed() {
             run.emit(&Event::FallbackUsed {
                 run: run.core.run_id(),
+                graph: run.graph_name(),
                 node: self.name(),
                 error,
             });

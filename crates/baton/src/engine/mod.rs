@@ -26,6 +26,7 @@ mod full_path;
 mod graph;
 mod host;
 mod node;
+mod options;
 mod prefetch;
 mod ready;
 mod run;
@@ -40,7 +41,8 @@ mod upstreams;
 
 pub use graph::Graph;
 pub(crate) use graph::{Extras, GraphInner, GraphMeta, NodeDef, NodeKind, States};
-pub use run::{FailureMode, Run, RunCanceller, RunError, RunOptions};
+pub use options::{FailureMode, RunOptions};
+pub use run::{Run, RunCanceller, RunError};
 
 pub(crate) use fallback::{FallbackScope, NodeFallback};
 pub use start::StartMode;

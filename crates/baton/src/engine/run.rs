@@ -1,4 +1,4 @@
-//! The [`Run`] future, its options and its canceller.
+//! The [`Run`] future and its canceller.
 
 use std::fmt;
 use std::future::Future;
@@ -8,148 +8,16 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use sync_wrapper::SyncWrapper;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::driver;
 use super::graph::GraphInner;
-use super::start::StartMode;
+use super::options::{FailureMode, RunOptions};
 use super::state::RunState;
 use crate::error::CancelReason;
 use crate::id::RunId;
 use crate::orchestrator::InFlight;
 use crate::report::{Outcome, Report, RunRecords};
-
-/// What a run does when a node fails.
-///
-/// Whatever the mode, the report accounts for every node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
-pub enum FailureMode {
-    /// Run everything that can run; the run returns `Ok(report)` even when nodes failed.
-    /// The default: what succeeded is kept for diagnosis and compensation.
-    #[default]
-    PreservePartial,
-    /// Run everything that can run; if any node did not produce a value, the run is
-    /// [`RunError::Failed`], which still carries the report.
-    FailAll,
-    /// The first node that fails cancels every node in flight (they end `Cancelled`, and
-    /// pending nodes downstream of the failure end `Skipped`); the run is
-    /// [`RunError::Failed`] with the report.
-    FailFast,
-}
-
-impl fmt::Display for FailureMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            FailureMode::PreservePartial => "preserve-partial",
-            FailureMode::FailAll => "fail-all",
-            FailureMode::FailFast => "fail-fast",
-        })
-    }
-}
-
-impl std::str::FromStr for FailureMode {
-    type Err = String;
-
-    /// Parses `preserve-partial`, `fail-all` or `fail-fast` (also with `_`).
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.replace('_', "-").as_str() {
-            "preserve-partial" => Ok(FailureMode::PreservePartial),
-            "fail-all" => Ok(FailureMode::FailAll),
-            "fail-fast" => Ok(FailureMode::FailFast),
-            other => Err(format!(
-                "unknown failure mode `{other}` (expected preserve-partial, fail-all or fail-fast)"
-            )),
-        }
-    }
-}
-
-/// Per-run options for [`Graph::run_with`](crate::Graph::run_with).
-///
-/// # Defaults
-/// - failure mode: the graph's ([`GraphBuilder::failure_mode`](crate::GraphBuilder::failure_mode));
-/// - start mode: the graph's ([`GraphBuilder::start_mode`](crate::GraphBuilder::start_mode));
-/// - timeout / deadline: none.
-#[derive(Debug, Clone, Default)]
-pub struct RunOptions {
-    mode: Option<FailureMode>,
-    start: Option<StartMode>,
-    timeout: Option<Duration>,
-    deadline: Option<Instant>,
-    key: Option<Arc<str>>,
-}
-
-impl RunOptions {
-    /// Options that change nothing: the graph's defaults apply.
-    #[must_use]
-    pub fn new() -> Self {
-        RunOptions::default()
-    }
-
-    /// Overrides the graph's failure mode for this run.
-    #[must_use]
-    pub fn failure_mode(mut self, mode: FailureMode) -> Self {
-        self.mode = Some(mode);
-        self
-    }
-
-    /// Overrides the graph's start mode for this run: where its nodes start (see
-    /// [`StartMode`]).
-    #[must_use]
-    pub fn start_mode(mut self, start: StartMode) -> Self {
-        self.start = Some(start);
-        self
-    }
-
-    /// Gives the run an overall timeout, counted from its start: its deadline. Every
-    /// attempt of every node must end by then; an attempt still running is cut at the
-    /// deadline, and a node that would start with less than its minimum attempt time left
-    /// fails at once, both with [`NodeError::DeadlineExceeded`](crate::NodeError::DeadlineExceeded).
-    /// Node budgets derive from it (the earliest deadline applies).
-    #[must_use]
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
-        self
-    }
-
-    /// Gives the run's nodes idempotency keys made of `key` instead of the run's id: `key`,
-    /// a dash and the node's index (see [`IdempotencyKey`](crate::IdempotencyKey)). Pass the
-    /// `Idempotency-Key` of the request the run serves, so that the client's retry of that
-    /// request (a new run) sends the same keys downstream and causes no second side effect.
-    ///
-    /// ```
-    /// use baton_graph::{BoxError, Graph, RunOptions};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), BoxError> {
-    /// let mut g = Graph::<()>::builder();
-    /// let charge = g.node("charge").task(|ctx, ()| async move {
-    ///     Ok::<_, BoxError>(ctx.idempotency_key().to_string()) // sent with the charge
-    /// });
-    /// let graph = g.build()?;
-    /// let options = || RunOptions::new().idempotency_key("order-7f3a");
-    /// let first = graph.run_with((), options()).await?;
-    /// let retried = graph.run_with((), options()).await?;
-    /// assert_eq!(first.get(charge), Some(&"order-7f3a-0".to_owned()));
-    /// assert_eq!(first.get(charge), retried.get(charge));
-    /// # Ok(())
-    /// # }
-    /// ```
-    #[must_use]
-    pub fn idempotency_key(mut self, key: impl Into<Arc<str>>) -> Self {
-        self.key = Some(key.into());
-        self
-    }
-
-    /// Gives the run an absolute deadline (a tokio, monotonic, instant), e.g. the one the
-    /// caller's request carries. With [`timeout`](Self::timeout) too, the earlier applies.
-    #[must_use]
-    pub fn deadline(mut self, deadline: Instant) -> Self {
-        self.deadline = Some(deadline);
-        self
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -169,24 +37,26 @@ enum Phase {
 /// of the run: a node that has not started never starts, a running one is dropped at its
 /// next `.await`. [`Run::canceller`] gives a handle that cancels it from elsewhere.
 ///
-/// By default ([`StartMode::Inline`]), and on any runtime where one thread runs every task
-/// (taken to be so on a current-thread runtime, or on a one-worker runtime awaited from one
-/// of its tasks), the run's nodes start inside this future, in the task that awaits it (so
-/// the first poll may already call tasks): a graph whose nodes end on their first poll runs
-/// without spawning a task, as `tokio::join!` would. A node that waits moves to a tokio
-/// task of its own at once, so the run goes on even while this future is not polled, and
-/// each node spends a unit of the awaiting task's coop budget (tokio's `coop`), as a
-/// spawned driver's would; when it runs out, the rest of the run goes to spawned drivers,
-/// one per worker (starting a run spends a unit too: a run that finds none left yields
-/// before it starts). Until its first `Pending` such a node sees the awaiting task's
-/// task-locals and current `LocalSet`; a node should not rely on either. Once this future
-/// stops driving the run (it handed off, or had nothing left to run at once), the rest is
-/// spread over the workers. A run that spreads ([`StartMode::Spread`]) on a runtime with
-/// more workers runs every node in tasks of its own instead, so a node that computes never
-/// holds up the awaiting task (its timeout, the futures it joins). Tokio does not say which thread is its worker: a spread run awaited
-/// from a `LocalSet`, a blocking thread (`spawn_blocking` and `Handle::block_on`) or
-/// another thread's `Handle::block_on` on such a runtime starts its nodes in the awaiting
-/// task too, and one that computes holds that thread as it would in a `tokio::join!`.
+/// By default ([`StartMode::Inline`](crate::StartMode::Inline)), and on any runtime where
+/// one thread runs every task (taken to be so on a current-thread runtime, or on a
+/// one-worker runtime awaited from one of its tasks), the run's nodes start inside this
+/// future, in the task that awaits it (so the first poll may already call tasks): a graph
+/// whose nodes end on their first poll runs without spawning a task, as `tokio::join!`
+/// would. A node that waits moves to a tokio task of its own at once, so the run goes on
+/// even while this future is not polled, and each node spends a unit of the awaiting task's
+/// coop budget (tokio's `coop`), as a spawned driver's would; when it runs out, the rest of
+/// the run goes to spawned drivers, one per worker (starting a run spends a unit too: a run
+/// that finds none left yields before it starts). Until its first `Pending` such a node
+/// sees the awaiting task's task-locals and current `LocalSet`; a node should not rely on
+/// either. Once this future stops driving the run (it handed off, or had nothing left to
+/// run at once), the rest is spread over the workers. A run that spreads
+/// ([`StartMode::Spread`](crate::StartMode::Spread)) on a runtime with more workers runs
+/// every node in tasks of its own instead, so a node that computes never holds up the
+/// awaiting task (its timeout, the futures it joins). Tokio does not say which thread is
+/// its worker: a spread run awaited from a `LocalSet`, a blocking thread (`spawn_blocking`
+/// and `Handle::block_on`) or another thread's `Handle::block_on` on such a runtime starts
+/// its nodes in the awaiting task too, and one that computes holds that thread as it would
+/// in a `tokio::join!`.
 ///
 /// # Output
 /// - `Ok(report)`: every node ended, and the failure mode accepts the outcomes.
@@ -199,6 +69,8 @@ enum Phase {
 pub struct Run<I: Send + Sync + 'static> {
     pub(super) state: Arc<RunState<I>>,
     phase: Phase,
+    /// Its span has no parent ([`RunOptions::detached_span`]).
+    detached_span: bool,
     /// The driver that runs the first nodes inside this future, if `start` gave one.
     /// (`SyncWrapper`: reached only through `&mut self`, so `Run` stays `Sync` although the
     /// driver's boxed futures are only `Send`.)
@@ -229,6 +101,7 @@ impl<I: Send + Sync + 'static> Run<I> {
                 options.key,
             ),
             phase: Phase::Idle,
+            detached_span: options.detached,
             embedded: None,
         }
     }
@@ -328,7 +201,8 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
                     // admitted: that compare-and-swap publishes it.
                     state.core.keep(key);
                     // `start` also marks the run admitted, before its first driver.
-                    self.embedded = self.state.start(handle).map(SyncWrapper::new);
+                    let detached = self.detached_span;
+                    self.embedded = self.state.start(handle, detached).map(SyncWrapper::new);
                 }
                 self.phase = Phase::Running;
             }

@@ -79,7 +79,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
         }
     }
 
-    /// Starts the run: fixes its origin and deadline, emits `RunStarted`, marks the run
+    /// Starts the run: fixes its origin and deadline, makes its span (a child of the
+    /// current span unless `detached`), emits `RunStarted`, marks the run
     /// admitted (its nodes count in the stats from here on), and starts its first roots
     /// ([`start_roots`](Self::start_roots)).
     ///
@@ -97,7 +98,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
     ///
     /// [`StartMode::Inline`]: super::StartMode::Inline
     /// [`RunCore::spread`]: super::core::RunCore::spread
-    pub(super) fn start(self: &Arc<Self>, handle: Handle) -> Option<Driver<I>> {
+    pub(super) fn start(self: &Arc<Self>, handle: Handle, detached: bool) -> Option<Driver<I>> {
         let core = &self.core;
         let now = Instant::now();
         let runtime_workers = handle.metrics().num_workers().max(1);
@@ -111,7 +112,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
             || (runtime_workers == 1
                 && (handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
                     || tokio::task::try_id().is_some()));
-        let span = trace::run_span(core.run_id(), self.graph.meta.len());
+        let nodes = self.graph.meta.len();
+        let span = trace::run_span(core.run_id(), nodes, self.graph_name(), detached);
         // An inline run counts one worker while its future drives it: at most one driver
         // at a time drains the ready queue, and a driver keeps the nodes it makes ready for
         // itself. Once the future stops driving it, it spreads.
@@ -119,6 +121,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         if self.observed() {
             self.emit(&Event::RunStarted {
                 run: core.run_id(),
+                graph: self.graph_name(),
                 nodes: self.graph.meta.len(),
             });
         }

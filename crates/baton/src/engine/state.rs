@@ -37,7 +37,7 @@ use super::admission::{Admit, End};
 use super::core::{PREFETCH_MIN_NODES, RunCore};
 use super::graph::GraphInner;
 use super::node::RunBuffers;
-use super::run::FailureMode;
+use super::options::FailureMode;
 use super::start::StartMode;
 use crate::error::{CancelReason, NodeError, UserCode};
 use crate::id::RunId;
@@ -107,6 +107,12 @@ impl<I: Send + Sync + 'static> RunState<I> {
         deliver(self.graph.orchestrator.observers(), event);
     }
 
+    /// The graph's name, as events carry it.
+    #[inline]
+    pub(super) fn graph_name(&self) -> Option<&str> {
+        self.graph.name.as_deref()
+    }
+
     /// Whether the orchestrator has observers.
     #[inline]
     pub(super) fn observed(&self) -> bool {
@@ -167,6 +173,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
                 let report = Report::new(me as Arc<dyn RunRecords>);
                 self.emit(&Event::RunFinished {
                     run: core.run_id(),
+                    graph: self.graph_name(),
                     report: &report,
                 });
             }
@@ -232,6 +239,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         if observed {
             self.emit(&Event::NodeFinished {
                 run: core.run_id(),
+                graph: self.graph_name(),
                 node: view.name(),
                 outcome,
                 duration: view.duration(),

@@ -1,89 +1,132 @@
-//! `MetricsObserver`: run events as counters and histograms through the `metrics` facade
-//! (feature `metrics`). Install any `metrics` recorder (Prometheus exporter, statsd, …) and
-//! add the observer to the orchestrator.
-//!
-//! # Metric names
-//! | name | kind | labels | what |
-//! |---|---|---|---|
-//! | `baton_runs_started_total` | counter | | runs started |
-//! | `baton_runs_finished_total` | counter | `clean` (`true`/`false`) | runs finished |
-//! | `baton_run_makespan_seconds` | histogram | | a run's makespan |
-//! | `baton_nodes_finished_total` | counter | `node`, `outcome` | nodes ended, by outcome |
-//! | `baton_node_duration_seconds` | histogram | `node`, `outcome` | a node's start to end |
-//! | `baton_attempts_total` | counter | `node` | attempts started |
-//! | `baton_attempt_failures_total` | counter | `node` | attempts that failed |
-//! | `baton_timeouts_total` | counter | `node` | attempts cut by a timeout or deadline |
-//! | `baton_retries_total` | counter | `node` | retries scheduled |
-//! | `baton_retry_delay_seconds` | histogram | `node` | backoff before a retry |
-//! | `baton_fallbacks_total` | counter | `node` | fallbacks run |
-//! | `baton_breaker_transitions_total` | counter | `breaker`, `from`, `to` | breaker state changes |
-//!
-//! Label values are node and breaker names, so their number is bounded by the graphs'
-//! definitions.
+//! `MetricsObserver`: run events as counters, gauges and histograms through the `metrics`
+//! facade (feature `metrics`). See the observer's docs for the metrics it records.
 
-use metrics::{counter, histogram};
+use metrics::{Label, counter, gauge, histogram};
 
 use super::{Event, Observer};
+use crate::policy::breaker::BreakerState;
 
-/// Records run events as `metrics` counters and histograms (feature `metrics`). Install any
-/// `metrics` recorder (Prometheus exporter, statsd, …) and give the observer to
+/// Records run events as `metrics` counters, gauges and histograms (feature `metrics`).
+/// Install any `metrics` recorder (Prometheus exporter, statsd, …) and give the observer to
 /// [`Orchestrator::builder`](crate::Orchestrator::builder).
 ///
 /// # Metric names
+/// Names follow Prometheus's conventions: snake case, a `baton_` prefix, base units
+/// (seconds), `_total` for counters, a unit suffix for histograms.
+///
 /// | name | kind | labels | what |
 /// |---|---|---|---|
-/// | `baton_runs_started_total` | counter | | runs started |
-/// | `baton_runs_finished_total` | counter | `clean` (`true`/`false`) | runs finished |
-/// | `baton_run_makespan_seconds` | histogram | | a run's makespan |
-/// | `baton_nodes_finished_total` | counter | `node`, `outcome` | nodes ended, by outcome |
-/// | `baton_node_duration_seconds` | histogram | `node`, `outcome` | a node's start to end |
-/// | `baton_attempts_total` | counter | `node` | attempts started |
-/// | `baton_attempt_failures_total` | counter | `node` | attempts that failed |
-/// | `baton_timeouts_total` | counter | `node` | attempts cut by a timeout or deadline |
-/// | `baton_retries_total` | counter | `node` | retries scheduled |
-/// | `baton_retry_delay_seconds` | histogram | `node` | backoff before a retry |
-/// | `baton_fallbacks_total` | counter | `node` | fallbacks run |
+/// | `baton_runs_started_total` | counter | `graph` | runs started |
+/// | `baton_runs_finished_total` | counter | `graph`, `clean` (`true`/`false`) | runs finished |
+/// | `baton_run_makespan_seconds` | histogram | `graph` | a run's makespan |
+/// | `baton_nodes_finished_total` | counter | `graph`, `node`, `outcome` | nodes ended, by outcome |
+/// | `baton_node_duration_seconds` | histogram | `graph`, `node`, `outcome` | a node's start to end |
+/// | `baton_attempts_total` | counter | `graph`, `node` | attempts started |
+/// | `baton_attempt_failures_total` | counter | `graph`, `node` | attempts that failed |
+/// | `baton_timeouts_total` | counter | `graph`, `node` | attempts cut by a timeout or deadline |
+/// | `baton_retries_total` | counter | `graph`, `node` | retries scheduled |
+/// | `baton_retry_delay_seconds` | histogram | `graph`, `node` | backoff before a retry |
+/// | `baton_fallbacks_total` | counter | `graph`, `node` | fallbacks run |
+/// | `baton_bulkhead_wait_seconds` | histogram | `graph`, `node`, `bulkhead` | an attempt's wait for a bulkhead permit, whether it got one or gave up |
+/// | `baton_breaker_rejections_total` | counter | `graph`, `node`, `breaker` | series a circuit breaker rejected |
 /// | `baton_breaker_transitions_total` | counter | `breaker`, `from`, `to` | breaker state changes |
+/// | `baton_breaker_state` | gauge | `breaker` | the breaker's state: 0 closed, 1 half-open, 2 open, 3 recovering |
 ///
-/// Label values are node and breaker names, so their number is bounded by the graphs'
-/// definitions.
+/// `graph` is the graph's name ([`GraphBuilder::name`](crate::GraphBuilder::name)); a graph
+/// without one, and a [`Pipeline`](crate::Pipeline) call (whose `node` is the pipeline's
+/// name), has no `graph` label. A breaker is shared by graphs, so its transitions and state
+/// have none either. `baton_breaker_state` is set at each transition: a breaker that never
+/// changed state has no value, and is closed.
+///
+/// Label values are graph, node, bulkhead and breaker names and fixed words, so their
+/// number is bounded by the graphs' definitions; no label carries a run's id.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MetricsObserver;
 
 impl MetricsObserver {
-    /// The observer. It holds no state: the metrics go to the globally installed recorder.
+    /// The observer. It holds no state: the metrics go to the installed recorder.
     #[must_use]
     pub fn new() -> Self {
         MetricsObserver
     }
 }
 
+/// `graph` for a named graph, then `rest`.
+fn labels<const N: usize>(graph: Option<&str>, rest: [Label; N]) -> Vec<Label> {
+    let mut labels = Vec::with_capacity(N + 1);
+    if let Some(graph) = graph {
+        labels.push(Label::new("graph", graph.to_owned()));
+    }
+    labels.extend(rest);
+    labels
+}
+
+/// `graph` for a named graph, and `node`.
+fn node_labels(graph: Option<&str>, node: &str) -> Vec<Label> {
+    labels(graph, [Label::new("node", node.to_owned())])
+}
+
+/// The value of `baton_breaker_state`.
+fn state_value(state: BreakerState) -> f64 {
+    match state {
+        BreakerState::Closed => 0.0,
+        BreakerState::HalfOpen => 1.0,
+        BreakerState::Open => 2.0,
+        BreakerState::Recovering => 3.0,
+    }
+}
+
 impl Observer for MetricsObserver {
     fn on_event(&self, event: &Event<'_>) {
+        let graph = event.graph();
         match *event {
-            Event::RunStarted { .. } => counter!("baton_runs_started_total").increment(1),
+            Event::RunStarted { .. } => {
+                counter!("baton_runs_started_total", labels(graph, [])).increment(1)
+            }
             Event::RunFinished { report, .. } => {
                 let clean = if report.is_clean() { "true" } else { "false" };
-                counter!("baton_runs_finished_total", "clean" => clean).increment(1);
-                histogram!("baton_run_makespan_seconds").record(report.makespan().as_secs_f64());
+                let finished = labels(graph, [Label::new("clean", clean)]);
+                counter!("baton_runs_finished_total", finished).increment(1);
+                histogram!("baton_run_makespan_seconds", labels(graph, []))
+                    .record(report.makespan().as_secs_f64());
             }
             Event::NodeStarted { .. } => {}
             Event::AttemptStarted { node, .. } => {
-                counter!("baton_attempts_total", "node" => node.to_owned()).increment(1);
+                counter!("baton_attempts_total", node_labels(graph, node)).increment(1);
             }
             Event::AttemptFailed { node, .. } => {
-                counter!("baton_attempt_failures_total", "node" => node.to_owned()).increment(1);
+                counter!("baton_attempt_failures_total", node_labels(graph, node)).increment(1);
             }
             Event::Timeout { node, .. } => {
-                counter!("baton_timeouts_total", "node" => node.to_owned()).increment(1);
+                counter!("baton_timeouts_total", node_labels(graph, node)).increment(1);
             }
             Event::RetryScheduled { node, delay, .. } => {
-                counter!("baton_retries_total", "node" => node.to_owned()).increment(1);
-                histogram!("baton_retry_delay_seconds", "node" => node.to_owned())
+                counter!("baton_retries_total", node_labels(graph, node)).increment(1);
+                histogram!("baton_retry_delay_seconds", node_labels(graph, node))
                     .record(delay.as_secs_f64());
             }
             Event::FallbackUsed { node, .. } => {
-                counter!("baton_fallbacks_total", "node" => node.to_owned()).increment(1);
+                counter!("baton_fallbacks_total", node_labels(graph, node)).increment(1);
+            }
+            Event::BulkheadWaited {
+                node,
+                bulkhead,
+                waited,
+                ..
+            } => {
+                let at = [
+                    Label::new("node", node.to_owned()),
+                    Label::new("bulkhead", bulkhead.to_owned()),
+                ];
+                histogram!("baton_bulkhead_wait_seconds", labels(graph, at))
+                    .record(waited.as_secs_f64());
+            }
+            Event::BreakerRejected { node, breaker, .. } => {
+                let at = [
+                    Label::new("node", node.to_owned()),
+                    Label::new("breaker", breaker.to_owned()),
+                ];
+                counter!("baton_breaker_rejections_total", labels(graph, at)).increment(1);
             }
             Event::BreakerTransition(t) => {
                 counter!(
@@ -93,6 +136,8 @@ impl Observer for MetricsObserver {
                     "to" => t.to().as_str()
                 )
                 .increment(1);
+                gauge!("baton_breaker_state", "breaker" => t.breaker().to_owned())
+                    .set(state_value(t.to()));
             }
             Event::NodeFinished {
                 node,
@@ -100,12 +145,13 @@ impl Observer for MetricsObserver {
                 duration,
                 ..
             } => {
-                let labels = [
-                    ("node", node.to_owned()),
-                    ("outcome", outcome.as_str().to_owned()),
+                let at = [
+                    Label::new("node", node.to_owned()),
+                    Label::new("outcome", outcome.as_str()),
                 ];
-                counter!("baton_nodes_finished_total", &labels).increment(1);
-                histogram!("baton_node_duration_seconds", &labels).record(duration.as_secs_f64());
+                let at = labels(graph, at);
+                counter!("baton_nodes_finished_total", at.iter()).increment(1);
+                histogram!("baton_node_duration_seconds", at).record(duration.as_secs_f64());
             }
         }
     }

@@ -14,13 +14,30 @@
 //! # Events
 //! An [`Observer`] given to [`Orchestrator::builder`](crate::Orchestrator::builder) receives
 //! every [`Event`] of every run of that orchestrator, synchronously, on the thread where it
-//! happens. Per node the order is: `NodeStarted`, then for each attempt `AttemptStarted` and,
-//! if it failed, `Timeout` (when it was cut) and `AttemptFailed`, then `RetryScheduled` before
-//! the next attempt, `FallbackUsed` when the fallback ran, and `NodeFinished` last. Nodes
-//! that never start (skipped, not taken, cancelled while pending) get only `NodeFinished`.
+//! happens. Per node the order is: `NodeStarted`, then `BreakerRejected` if its breaker
+//! rejected it, or for each attempt `AttemptStarted`, `BulkheadWaited` (with a bulkhead)
+//! and, if it failed, `Timeout` (when it was cut) and `AttemptFailed`, then
+//! `RetryScheduled` before the next attempt; `FallbackUsed` when the fallback ran, and
+//! `NodeFinished` last. Nodes that never start (skipped, not taken, cancelled while
+//! pending) get only `NodeFinished`.
 //! Observers must be quick and must not block: they run on the scheduler's threads.
+//!
+//! # Tracing
+//! With the `tracing` feature and a subscriber installed, a run is a `run` span, a child of
+//! the span current where the run is first polled unless
+//! [`RunOptions::detached_span`](crate::RunOptions::detached_span) makes it a root, with a
+//! `node` span per node and an `attempt` span per attempt, entered around the futures they
+//! describe. A failed attempt's span and a `Failed` node's end with `otel.status_code`
+//! `ERROR`, `otel.status_message` and `error.type` ([`NodeError::kind`]); an attempt or a
+//! node that produced a value (a `Recovered` one included) ends `OK`.
+//!
+//! With or without the feature, failures are logged as `tracing` events: `attempt failed`
+//! and `attempt timed out` at DEBUG, `node recovered` at INFO, `node failed` at WARN (each
+//! with `node`, `error.type` and `error`), and a circuit breaker's transitions: to open at
+//! WARN, to half-open, recovering or closed at INFO (with `breaker`, `from`, `to`, `reason`).
 
 mod callbacks;
+pub(crate) mod log;
 #[cfg(feature = "metrics")]
 mod metrics;
 pub(crate) mod stats;
@@ -37,7 +54,7 @@ pub use stats::{RuntimeStats, Stats};
 
 use crate::error::NodeError;
 use crate::id::RunId;
-use crate::policy::breaker::BreakerTransition;
+use crate::policy::breaker::{BreakerState, BreakerTransition};
 use crate::report::{Outcome, Report};
 use crate::util::human::Human;
 
@@ -64,6 +81,8 @@ pub enum Event<'a> {
     RunStarted {
         /// The run.
         run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
         /// How many nodes its graph has.
         nodes: usize,
     },
@@ -72,6 +91,8 @@ pub enum Event<'a> {
     RunFinished {
         /// The run.
         run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
         /// Its report (outcome counts, makespan, every node).
         report: &'a Report,
     },
@@ -79,6 +100,8 @@ pub enum Event<'a> {
     NodeStarted {
         /// The run.
         run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
         /// The node.
         node: &'a str,
     },
@@ -86,6 +109,8 @@ pub enum Event<'a> {
     AttemptStarted {
         /// The run.
         run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
         /// The node.
         node: &'a str,
         /// The attempt, from 1.
@@ -97,6 +122,8 @@ pub enum Event<'a> {
     AttemptFailed {
         /// The run.
         run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
         /// The node.
         node: &'a str,
         /// The attempt, from 1.
@@ -108,6 +135,8 @@ pub enum Event<'a> {
     Timeout {
         /// The run.
         run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
         /// The node.
         node: &'a str,
         /// The attempt, from 1.
@@ -119,6 +148,8 @@ pub enum Event<'a> {
     RetryScheduled {
         /// The run.
         run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
         /// The node.
         node: &'a str,
         /// The attempt that will run after the delay.
@@ -128,12 +159,46 @@ pub enum Event<'a> {
         /// The time left before the node's deadline, if it has one.
         remaining: Option<Duration>,
     },
+    /// An attempt of a node with a bulkhead got its permit, or gave up waiting for one (its
+    /// maximum wait or its cut came first); comes after the attempt's `AttemptStarted`.
+    BulkheadWaited {
+        /// The run.
+        run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
+        /// The node.
+        node: &'a str,
+        /// The attempt, from 1.
+        attempt: u32,
+        /// The bulkhead's name.
+        bulkhead: &'a str,
+        /// How long the attempt waited (zero when a permit was free).
+        waited: Duration,
+        /// Whether it got a permit.
+        acquired: bool,
+    },
+    /// A node's circuit breaker rejected its series: no attempt ran (it comes after
+    /// `NodeStarted`, and before `FallbackUsed` if the node has a fallback).
+    BreakerRejected {
+        /// The run.
+        run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
+        /// The node.
+        node: &'a str,
+        /// The breaker's name.
+        breaker: &'a str,
+        /// Its state: open, half-open with every probe taken, or recovering.
+        state: BreakerState,
+    },
     /// A circuit breaker changed state (from any node, graph or run of the orchestrator).
     BreakerTransition(&'a BreakerTransition),
     /// A node's fallback ran because its inner layers failed with `error`.
     FallbackUsed {
         /// The run.
         run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
         /// The node.
         node: &'a str,
         /// What it recovered from (or tried to).
@@ -143,6 +208,8 @@ pub enum Event<'a> {
     NodeFinished {
         /// The run.
         run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
         /// The node.
         node: &'a str,
         /// How.
@@ -152,13 +219,39 @@ pub enum Event<'a> {
     },
 }
 
+impl<'a> Event<'a> {
+    /// The name of the graph whose run the event belongs to, if the graph has one
+    /// ([`GraphBuilder::name`](crate::GraphBuilder::name)); `None` for a pipeline's call
+    /// and for a breaker's transition, which belongs to no run.
+    #[must_use]
+    pub fn graph(&self) -> Option<&'a str> {
+        match *self {
+            Event::RunStarted { graph, .. }
+            | Event::RunFinished { graph, .. }
+            | Event::NodeStarted { graph, .. }
+            | Event::AttemptStarted { graph, .. }
+            | Event::AttemptFailed { graph, .. }
+            | Event::Timeout { graph, .. }
+            | Event::RetryScheduled { graph, .. }
+            | Event::BulkheadWaited { graph, .. }
+            | Event::BreakerRejected { graph, .. }
+            | Event::FallbackUsed { graph, .. }
+            | Event::NodeFinished { graph, .. } => graph,
+            Event::BreakerTransition(_) => None,
+        }
+    }
+}
+
 impl fmt::Display for Event<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Event::RunStarted { run, nodes } => write!(f, "run {run} started ({nodes} nodes)"),
-            Event::RunFinished { run, report } => write!(
+            Event::RunStarted { run, graph, nodes } => {
+                write!(f, "run {run}{} started ({nodes} nodes)", Of(*graph))
+            }
+            Event::RunFinished { run, graph, report } => write!(
                 f,
-                "run {run} finished in {}: {}",
+                "run {run}{} finished in {}: {}",
+                Of(*graph),
                 Human(report.makespan()),
                 report.counts()
             ),
@@ -203,6 +296,27 @@ impl fmt::Display for Event<'_> {
                 ),
                 None => write!(f, "`{node}` attempt {attempt} in {}", Human(*delay)),
             },
+            Event::BulkheadWaited {
+                node,
+                attempt,
+                bulkhead,
+                waited,
+                acquired,
+                ..
+            } => {
+                let got = if *acquired { "got" } else { "gave up on" };
+                let waited = Human(*waited);
+                write!(
+                    f,
+                    "`{node}` attempt {attempt} {got} bulkhead `{bulkhead}` after {waited}"
+                )
+            }
+            Event::BreakerRejected {
+                node,
+                breaker,
+                state,
+                ..
+            } => write!(f, "`{node}` rejected by breaker `{breaker}` ({state})"),
             Event::BreakerTransition(t) => write!(f, "{t}"),
             Event::FallbackUsed { node, error, .. } => {
                 write!(f, "`{node}` fell back after: {error}")
@@ -213,6 +327,18 @@ impl fmt::Display for Event<'_> {
                 duration,
                 ..
             } => write!(f, "`{node}` {outcome} after {}", Human(*duration)),
+        }
+    }
+}
+
+/// ` of `name`` for a named graph, nothing otherwise.
+struct Of<'a>(Option<&'a str>);
+
+impl fmt::Display for Of<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(graph) => write!(f, " of `{graph}`"),
+            None => Ok(()),
         }
     }
 }

@@ -5,11 +5,22 @@
 //! attributed to its attempt, its node and its run. That is why they are made by the
 //! scheduler rather than by an [`Observer`](super::Observer): an observer sees events, but
 //! cannot enter a span around a future it does not own.
+//!
+//! The run's span is a child of the span current where the run is first polled (the
+//! awaiting task's: a request handler's span, say), unless the run's options detach it.
+//! Node and attempt spans say how they ended in the fields OpenTelemetry bridges read
+//! (`tracing-opentelemetry`): `otel.status_code` is `OK` for an attempt that produced a
+//! value and for a node that ended `Succeeded` or `Recovered` (a failure that a retry or a
+//! fallback handled is not the node's), `ERROR` for a failed attempt and a `Failed` node,
+//! which also get `otel.status_message` (the error and its sources) and `error.type`
+//! ([`NodeError::kind`]). A `Cancelled` node's span has no status.
 
 use std::time::Duration;
 
 use tracing::Span;
+use tracing::field::{Empty, display};
 
+use crate::error::{Chain, NodeError};
 use crate::id::RunId;
 use crate::report::Outcome;
 
@@ -21,18 +32,21 @@ fn on() -> bool {
     cfg!(feature = "tracing") && tracing::dispatcher::has_been_set()
 }
 
-/// The span of a run: `run{run_id, nodes}`.
-pub(crate) fn run_span(run: RunId, nodes: usize) -> Span {
-    if on() {
-        tracing::info_span!(parent: None, "run", run_id = %run, nodes)
-    } else {
+/// The span of a run: `run{run_id, nodes, graph}` (`graph` when the graph has a name), a
+/// child of the current span, or of none when `detached`.
+pub(crate) fn run_span(run: RunId, nodes: usize, graph: Option<&str>, detached: bool) -> Span {
+    if !on() {
         Span::none()
+    } else if detached {
+        tracing::info_span!(parent: None, "run", run_id = %run, nodes, graph)
+    } else {
+        tracing::info_span!("run", run_id = %run, nodes, graph)
     }
 }
 
-/// The span of a node: `node{node, outcome, attempts}`, child of its run's span (`run`,
-/// `None` before the run started). Inlined: without a subscriber it is one load on every
-/// node's path.
+/// The span of a node: `node{node, outcome, attempts}` and its status (module docs), child
+/// of its run's span (`run`, `None` before the run started). Inlined: without a subscriber
+/// it is one load on every node's path.
 #[inline]
 pub(crate) fn node_span<'a>(
     run: impl FnOnce() -> Option<&'a Span>,
@@ -51,36 +65,75 @@ fn make_node_span(run: Option<&Span>, node: &str) -> Span {
             parent: run,
             "node",
             node,
-            outcome = tracing::field::Empty,
-            attempts = tracing::field::Empty
+            outcome = Empty,
+            attempts = Empty,
+            otel.status_code = Empty,
+            otel.status_message = Empty,
+            error.type = Empty,
         ),
         None => Span::none(),
     }
 }
 
-/// The span of an attempt: `attempt{node, attempt, budget_ms}`, child of the current (node)
-/// span.
+/// The span of an attempt: `attempt{node, attempt, budget_ms}` and its status (module
+/// docs), child of the current (node) span. It covers the attempt from the moment it asks
+/// for its bulkhead permit.
 pub(crate) fn attempt_span(node: &str, attempt: u32, budget: Option<Duration>) -> Span {
     if !on() {
         return Span::none();
     }
-    match budget {
-        Some(b) => tracing::info_span!(
-            "attempt",
-            node,
-            attempt,
-            budget_ms = b.as_secs_f64() * 1000.0
-        ),
-        None => tracing::info_span!("attempt", node, attempt),
+    let budget_ms = budget.map(|b| b.as_secs_f64() * 1000.0);
+    tracing::info_span!(
+        "attempt",
+        node,
+        attempt,
+        budget_ms,
+        otel.status_code = Empty,
+        otel.status_message = Empty,
+        error.type = Empty,
+    )
+}
+
+/// Records how the node ended on its span: its outcome, how many attempts its log has (at
+/// least one), and its status, with `error` when it failed.
+pub(crate) fn record_outcome(
+    span: &Span,
+    outcome: Outcome,
+    logged: usize,
+    error: Option<&NodeError>,
+) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("outcome", outcome.as_str());
+    span.record("attempts", logged.max(1));
+    match outcome {
+        Outcome::Succeeded | Outcome::Recovered => record_status(span, Ok(())),
+        Outcome::Failed => record_status(span, Err(error)),
+        Outcome::Skipped | Outcome::NotTaken | Outcome::Cancelled => {}
     }
 }
 
-/// Records how the node ended on its span: its outcome, and how many attempts its log has
-/// (at least one).
-pub(crate) fn record_outcome(span: &Span, outcome: Outcome, logged: usize) {
+/// Records how an attempt ended on its span: `OK`, or `ERROR` with `error`.
+pub(crate) fn record_attempt(span: &Span, error: Option<&NodeError>) {
     if !span.is_disabled() {
-        span.record("outcome", outcome.as_str());
-        span.record("attempts", logged.max(1));
+        record_status(span, error.map_or(Ok(()), |e| Err(Some(e))));
+    }
+}
+
+/// `OK`, or `ERROR` with the error when there is one.
+fn record_status(span: &Span, status: Result<(), Option<&NodeError>>) {
+    match status {
+        Ok(()) => {
+            span.record("otel.status_code", "OK");
+        }
+        Err(error) => {
+            span.record("otel.status_code", "ERROR");
+            if let Some(error) = error {
+                span.record("otel.status_message", display(Chain(error)));
+                span.record("error.type", error.kind());
+            }
+        }
     }
 }
 

@@ -23,7 +23,6 @@ pub(super) async fn attempt<H: Host>(
     started: Instant,
     resumed: Option<FirstAttempt<H::Attempt>>,
 ) -> Attempted<H::Value> {
-    let node = host.name();
     // An attempt begins when it asks for its bulkhead permit: the wait counts toward its
     // timeout. The first one of a series begins when the series did.
     let now = if number == 1 { started } else { Instant::now() };
@@ -32,18 +31,44 @@ pub(super) async fn attempt<H: Host>(
     if resumed.is_none() {
         host.attempt_started(number, budget);
     }
+    let span = trace::attempt_span(host.name(), number, budget);
+    let attempted = trace::within(
+        span.clone(),
+        permitted(host, policies, number, cut, now, started, resumed),
+    )
+    .await;
+    trace::record_attempt(&span, attempted.out.as_ref().err());
+    attempted
+}
+
+/// The attempt that began at `now`, inside its span: its bulkhead permit, then its task;
+/// a failure is told to the host there.
+async fn permitted<H: Host>(
+    host: &H,
+    policies: &Policies,
+    number: u32,
+    cut: Cut,
+    now: Instant,
+    started: Instant,
+    resumed: Option<FirstAttempt<H::Attempt>>,
+) -> Attempted<H::Value> {
+    let budget = cut.until.map(|u| u.saturating_duration_since(now));
     let (permit, waited) = match &policies.bulkhead {
         // The fast path takes no node with a bulkhead.
         _ if resumed.is_some() => (None, Duration::ZERO),
         None => (None, Duration::ZERO),
         Some(bulkhead) => match bulkhead.acquire(cut.until).await {
-            Ok((permit, waited)) => (Some(permit), waited),
+            Ok((permit, waited)) => {
+                host.permit_waited(number, bulkhead.name(), waited, true);
+                (Some(permit), waited)
+            }
             Err(refused) => {
+                host.permit_waited(number, bulkhead.name(), refused.waited, false);
                 let error = if refused.cut {
                     cut_error(host, policies, number, cut, started)
                 } else {
                     NodeError::BulkheadFull {
-                        node: node.to_owned(),
+                        node: host.name().to_owned(),
                         attempt: number,
                         bulkhead: bulkhead.name().to_owned(),
                         waited: refused.waited,
@@ -58,11 +83,7 @@ pub(super) async fn attempt<H: Host>(
             }
         },
     };
-    let out = trace::within(
-        trace::attempt_span(node, number, budget),
-        call(host, policies, number, cut, started, permit, resumed),
-    )
-    .await;
+    let out = call(host, policies, number, cut, started, permit, resumed).await;
     let out = out.map_err(|error| failed(host, number, budget, error));
     Attempted {
         out,

@@ -15,8 +15,9 @@ use super::Host;
 use super::pipeline::{Inner, RecoverFuture};
 use crate::error::{BoxError, NodeError, UserCode};
 use crate::id::RunId;
-use crate::observe::Event;
+use crate::observe::{Event, log};
 use crate::orchestrator::deliver;
+use crate::policy::breaker::BreakerState;
 use crate::policy::bulkhead::BulkheadPermit;
 use crate::policy::deadline::TimerHook;
 use crate::report::{AttemptReport, Outcome};
@@ -205,6 +206,7 @@ where
         });
         self.emit(|run, node| Event::AttemptStarted {
             run,
+            graph: None,
             node,
             attempt: number,
             budget,
@@ -214,8 +216,10 @@ where
     fn attempt_ended(&self, _number: u32) {}
 
     fn attempt_failed(&self, number: u32, error: &NodeError) {
+        log::attempt_failed(&self.inner.name, number, error);
         self.emit(|run, node| Event::AttemptFailed {
             run,
+            graph: None,
             node,
             attempt: number,
             error,
@@ -226,6 +230,7 @@ where
         self.count(|c| c.timeouts.incr());
         self.emit(|run, node| Event::Timeout {
             run,
+            graph: None,
             node,
             attempt: number,
             limit,
@@ -235,6 +240,7 @@ where
     fn retry_scheduled(&self, next: u32, delay: Duration, remaining: Option<Duration>) {
         self.emit(|run, node| Event::RetryScheduled {
             run,
+            graph: None,
             node,
             attempt: next,
             delay,
@@ -242,13 +248,37 @@ where
         });
     }
 
-    fn rejected(&self) {
+    fn permit_waited(&self, number: u32, bulkhead: &str, waited: Duration, acquired: bool) {
+        self.emit(|run, node| Event::BulkheadWaited {
+            run,
+            graph: None,
+            node,
+            attempt: number,
+            bulkhead,
+            waited,
+            acquired,
+        });
+    }
+
+    fn rejected(&self, breaker: &str, state: BreakerState) {
         self.count(|c| c.breaker_rejections.incr());
+        self.emit(|run, node| Event::BreakerRejected {
+            run,
+            graph: None,
+            node,
+            breaker,
+            state,
+        });
     }
 
     fn fell_back(&self, error: &NodeError) {
         self.count(|c| c.fallbacks.incr());
-        self.emit(|run, node| Event::FallbackUsed { run, node, error });
+        self.emit(|run, node| Event::FallbackUsed {
+            run,
+            graph: None,
+            node,
+            error,
+        });
     }
 }
 

@@ -37,7 +37,7 @@ pub(crate) use policies::{ErrorFilter, Policies};
 pub use retry::Retry;
 
 use crate::error::{BoxError, NodeError};
-use crate::policy::breaker::OwnedPermit;
+use crate::policy::breaker::{BreakerState, OwnedPermit};
 use crate::policy::bulkhead::BulkheadPermit;
 use crate::policy::deadline::{Deadline, TimerHook};
 use crate::report::AttemptReport;
@@ -98,8 +98,12 @@ pub(crate) trait Host {
     /// Attempt `next` will start after `delay`; `remaining` is the time left then.
     fn retry_scheduled(&self, next: u32, delay: Duration, remaining: Option<Duration>);
 
-    /// The circuit breaker rejected the series.
-    fn rejected(&self);
+    /// Attempt `number` got a permit of `bulkhead` after waiting `waited` (`acquired`), or
+    /// gave up waiting for one.
+    fn permit_waited(&self, number: u32, bulkhead: &str, waited: Duration, acquired: bool);
+
+    /// The circuit breaker `breaker`, in `state`, rejected the series.
+    fn rejected(&self, breaker: &str, state: BreakerState);
 
     /// The fallback runs, recovering from `error`.
     fn fell_back(&self, error: &NodeError);

@@ -14,7 +14,7 @@ use super::fallback::Recovered;
 use super::{ErrorFilter, Execution, Fallback, Policies, Retry};
 use crate::error::{BoxError, BuildError, NodeError};
 use crate::id::RunId;
-use crate::observe::Event;
+use crate::observe::{Event, log};
 use crate::orchestrator::{NameTaken, Orchestrator};
 use crate::policy::{Bulkhead, CircuitBreaker};
 
@@ -185,7 +185,11 @@ impl<T: Send + Sync + 'static> Pipeline<T> {
             started,
             attempts: AtomicU32::new(0),
         };
-        host.emit(|run, node| Event::NodeStarted { run, node });
+        host.emit(|run, node| Event::NodeStarted {
+            run,
+            graph: None,
+            node,
+        });
         let Execution {
             result,
             recovered_from,
@@ -200,8 +204,10 @@ impl<T: Send + Sync + 'static> Pipeline<T> {
             elapsed: started.elapsed(),
         };
         let outcome = call.outcome();
+        log::node_ended(&inner.name, outcome, call.error());
         host.emit(|run, node| Event::NodeFinished {
             run,
+            graph: None,
             node,
             outcome,
             duration: call.elapsed,

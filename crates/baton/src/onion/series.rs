@@ -49,15 +49,7 @@ pub(super) async fn guarded<H: Host>(
     };
     let permit = match acquired {
         Ok(permit) => permit,
-        Err(open) => {
-            host.rejected();
-            return Err(NodeError::BreakerOpen {
-                node: host.name().to_owned(),
-                breaker: breaker.name().to_owned(),
-                state: open.state(),
-                retry_after: open.retry_after(),
-            });
-        }
+        Err(open) => return Err(rejected(host, breaker, &open, 1, started, None)),
     };
     // Dropping `permit` (the run was cancelled mid-series) releases it uncounted.
     let guard = Guard::Series(&permit);
@@ -152,7 +144,7 @@ fn rejected<H: Host>(
     started: Instant,
     last: Option<NodeError>,
 ) -> NodeError {
-    host.rejected();
+    host.rejected(breaker.name(), open.state());
     let error = NodeError::BreakerOpen {
         node: host.name().to_owned(),
         breaker: breaker.name().to_owned(),

@@ -10,7 +10,7 @@ use super::super::first_attempt;
 use super::super::task::{AttemptFuture, CtxCut};
 use super::{Driver, State};
 use crate::error::NodeError;
-use crate::observe::{Event, trace};
+use crate::observe::{Event, log, trace};
 use crate::onion::{First, FirstAttempt};
 use crate::report::{Outcome, Record};
 
@@ -43,6 +43,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
         if run.observed() {
             run.emit(&Event::NodeStarted {
                 run: core.run_id(),
+                graph: run.graph_name(),
                 node: graph.meta.name(id),
             });
         }
@@ -77,6 +78,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
         let run = &self.run;
         run.attempt_ended(self.id, 1);
         run.attempt_failed(self.id, 1, &error);
+        log::node_ended(run.graph.meta.name(self.id), Outcome::Failed, Some(&error));
         let record = Record::ended(Outcome::Failed, None, Some(start), run.core.now())
             .with_error(Some(Arc::new(error)));
         self.end(record);

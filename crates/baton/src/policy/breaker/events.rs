@@ -210,6 +210,30 @@ impl fmt::Display for BreakerTransition {
     }
 }
 
+/// Logs `t` as a `tracing` event with fields `breaker`, `seq`, `from`, `to` and `reason`:
+/// at WARN when the breaker opens (calls are being rejected), at INFO when it goes half-open,
+/// recovering or closed.
+fn log(t: &BreakerTransition) {
+    macro_rules! transition {
+        ($level:ident, $message:literal) => {
+            tracing::$level!(
+                breaker = %t.breaker,
+                seq = t.seq,
+                from = %t.from,
+                to = %t.to,
+                reason = %t.reason,
+                $message,
+            )
+        };
+    }
+    match t.to {
+        BreakerState::Open => transition!(warn, "circuit breaker opened"),
+        BreakerState::HalfOpen => transition!(info, "circuit breaker half-open"),
+        BreakerState::Closed => transition!(info, "circuit breaker closed"),
+        BreakerState::Recovering => transition!(info, "circuit breaker recovering"),
+    }
+}
+
 /// A transition listener.
 pub(crate) type Listener = Arc<dyn Fn(&BreakerTransition) + Send + Sync + 'static>;
 
@@ -217,16 +241,7 @@ pub(crate) type Listener = Arc<dyn Fn(&BreakerTransition) + Send + Sync + 'stati
 /// the deliverer always gets to hand its role back.
 pub(crate) fn notify(listeners: &[Listener], t: &BreakerTransition) {
     // A tracing subscriber is user code too.
-    let _ = catch_unwind(|| {
-        tracing::info!(
-            breaker = %t.breaker,
-            seq = t.seq,
-            from = %t.from,
-            to = %t.to,
-            reason = %t.reason,
-            "circuit breaker transition",
-        );
-    });
+    let _ = catch_unwind(|| log(t));
     for listener in listeners {
         if let Err(payload) = catch_unwind(AssertUnwindSafe(|| listener(t))) {
             let message = payload

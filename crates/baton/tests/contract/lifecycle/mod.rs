@@ -137,6 +137,141 @@ async fn observers_see_events_in_order_per_node() {
     );
 }
 
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn every_event_of_a_named_graphs_run_carries_its_name() {
+    let events = Arc::new(Mutex::new(Vec::<(String, Option<String>)>::new()));
+    let e = Arc::clone(&events);
+    let orch = Orchestrator::builder()
+        .observer(move |ev: &Event<'_>| {
+            let kind = format!("{ev:?}");
+            let kind = kind.split([' ', '(']).next().unwrap_or_default().to_owned();
+            e.lock()
+                .unwrap()
+                .push((kind, ev.graph().map(str::to_owned)));
+        })
+        .build();
+    let breaker = baton_graph::CircuitBreaker::builder("stock-api")
+        .consecutive_failures(1)
+        .build()
+        .unwrap();
+    let define = |name: Option<&str>| {
+        let mut g = orch.graph::<()>();
+        if let Some(name) = name {
+            g.name(name);
+        }
+        let _ = g
+            .node("stock")
+            .timeout(ms(10))
+            .retry(Retry::new(2).backoff(baton_graph::Backoff::constant(ms(5))))
+            .breaker(&breaker)
+            .fallback(baton_graph::Fallback::value(0u32))
+            .task(|_ctx, ()| async {
+                sleep(ms(50)).await;
+                Ok::<u32, BoxError>(1)
+            });
+        g.build().unwrap()
+    };
+    let checkout = define(Some("checkout"));
+    assert_eq!(checkout.name(), Some("checkout"));
+    checkout.run(()).await.unwrap();
+    let seen = std::mem::take(&mut *events.lock().unwrap());
+    let kinds: Vec<&str> = seen.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "RunStarted",
+            "NodeStarted",
+            "AttemptStarted",
+            "Timeout",
+            "AttemptFailed",
+            "RetryScheduled",
+            "AttemptStarted",
+            "Timeout",
+            "AttemptFailed",
+            "BreakerTransition",
+            "FallbackUsed",
+            "NodeFinished",
+            "RunFinished",
+        ]
+    );
+    for (kind, graph) in &seen {
+        let expected = (kind != "BreakerTransition").then(|| "checkout".to_owned());
+        assert_eq!(graph, &expected, "{kind}");
+    }
+    // A graph without a name: no event names one.
+    let unnamed = define(None);
+    assert_eq!(unnamed.name(), None);
+    unnamed.run(()).await.unwrap();
+    assert!(events.lock().unwrap().iter().all(|(_, g)| g.is_none()));
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn bulkhead_waits_and_breaker_rejections_come_in_order() {
+    let events = Arc::new(Mutex::new(Vec::<String>::new()));
+    let e = Arc::clone(&events);
+    let orch = Orchestrator::builder()
+        .observer(move |ev: &Event<'_>| {
+            if !matches!(ev, Event::RunStarted { .. } | Event::RunFinished { .. }) {
+                e.lock().unwrap().push(ev.to_string());
+            }
+        })
+        .build();
+    let pool = baton_graph::Bulkhead::new("pool", 1, ms(100));
+    let breaker = baton_graph::CircuitBreaker::builder("stock-api")
+        .consecutive_failures(1)
+        .build()
+        .unwrap();
+    let mut g = orch.graph::<()>();
+    let _ = g
+        .node("hold")
+        .bulkhead(&pool)
+        .breaker(&breaker)
+        .task(|_ctx, ()| async {
+            sleep(ms(30)).await;
+            Err::<u32, BoxError>("503".into())
+        });
+    let _ = g
+        .node("wait")
+        .bulkhead(&pool)
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(1u32) });
+    g.build().unwrap().run(()).await.unwrap();
+    // `hold` tripped the breaker: the next series is rejected, before any attempt.
+    let mut g = orch.graph::<()>();
+    let _ = g
+        .node("again")
+        .breaker(&breaker)
+        .fallback(baton_graph::Fallback::value(0u32))
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(1u32) });
+    g.build().unwrap().run(()).await.unwrap();
+    let events = events.lock().unwrap();
+    let of = |node: &str| -> Vec<&str> {
+        let tick = format!("`{node}`");
+        events
+            .iter()
+            .filter(|e| e.starts_with(&tick))
+            .map(String::as_str)
+            .collect()
+    };
+    assert_eq!(
+        of("wait"),
+        [
+            "`wait` started",
+            "`wait` attempt 1 started",
+            "`wait` attempt 1 got bulkhead `pool` after 30 ms",
+            "`wait` succeeded after 30 ms",
+        ]
+    );
+    assert_eq!(
+        of("again"),
+        [
+            "`again` started",
+            "`again` rejected by breaker `stock-api` (open)",
+            "`again` fell back after: node `again` rejected: circuit breaker `stock-api` is open",
+            "`again` recovered after 0 ms",
+        ]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stats_equal_the_reports_counts_after_many_concurrent_runs() {
     let orch = Orchestrator::new();
