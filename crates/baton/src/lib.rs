@@ -163,8 +163,9 @@ pub use observe::{Event, Observer, Stats};
 pub use onion::{Attempt, Call, Fallback, Pipeline, PipelineBuilder, Retry};
 pub use orchestrator::{NameTaken, Orchestrator, OrchestratorBuilder, ShutdownReport};
 pub use policy::breaker::{
-    BreakerConfigError, BreakerOpen, BreakerPermit, BreakerState, BreakerTransition, BreakerWindow,
-    CircuitBreaker, CircuitBreakerBuilder, TransitionReason,
+    BreakerConfigError, BreakerOpen, BreakerPermit, BreakerSnapshot, BreakerState,
+    BreakerTransition, BreakerWindow, CircuitBreaker, CircuitBreakerBuilder, ManualControl,
+    TransitionReason, WindowCounts,
 };
 pub use policy::{
     Backoff, BackoffIter, Bulkhead, DEFAULT_MAX_DELAY, DEFAULT_MIN_ATTEMPT_TIME, Jitter,

@@ -30,7 +30,7 @@ use crate::policy::breaker::BreakerState;
 /// | `baton_bulkhead_wait_seconds` | histogram | `graph`, `node`, `bulkhead` | an attempt's wait for a bulkhead permit, whether it got one or gave up |
 /// | `baton_breaker_rejections_total` | counter | `graph`, `node`, `breaker` | series a circuit breaker rejected |
 /// | `baton_breaker_transitions_total` | counter | `breaker`, `from`, `to` | breaker state changes |
-/// | `baton_breaker_state` | gauge | `breaker` | the breaker's state: 0 closed, 1 half-open, 2 open, 3 recovering |
+/// | `baton_breaker_state` | gauge | `breaker` | the breaker's state: 0 closed, 1 half-open, 2 open, 3 recovering, 4 isolated, 5 forced closed |
 ///
 /// `graph` is the graph's name ([`GraphBuilder::name`](crate::GraphBuilder::name)); a graph
 /// without one, and a [`Pipeline`](crate::Pipeline) call (whose `node` is the pipeline's
@@ -73,6 +73,8 @@ fn state_value(state: BreakerState) -> f64 {
         BreakerState::HalfOpen => 1.0,
         BreakerState::Open => 2.0,
         BreakerState::Recovering => 3.0,
+        BreakerState::Isolated => 4.0,
+        BreakerState::ForcedClosed => 5.0,
     }
 }
 

@@ -4,6 +4,7 @@
 mod api;
 mod breaker;
 mod breaker_burst;
+mod breaker_control;
 mod bulkhead;
 mod failure_modes;
 mod fallback;

@@ -7,12 +7,15 @@ use std::time::Duration;
 use super::events::BreakerState;
 
 /// [`CircuitBreaker::try_acquire`](super::CircuitBreaker::try_acquire) refused the call:
-/// the breaker is open, or half-open with every probe permit taken.
+/// the breaker is open or isolated, half-open with every probe permit taken, or recovering
+/// and this call is beyond its share.
 ///
-/// `Display`: ``circuit breaker `inventory` is open (retry in 2.4 s)``, or
-/// ``circuit breaker `inventory` is half_open (its probe permits are taken)``.
+/// `Display`: ``circuit breaker `inventory` is open (retry in 2.4 s)``,
+/// ``circuit breaker `inventory` is half_open (its probe permits are taken)``,
+/// ``circuit breaker `inventory` is recovering (this call is beyond the ramp's share)``, or
+/// ``circuit breaker `inventory` is isolated (every call is rejected)``.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("circuit breaker `{breaker}` is {state} ({})", RetryHint(*.retry_after))]
+#[error("circuit breaker `{breaker}` is {state} ({})", RetryHint(*.state, *.retry_after))]
 #[non_exhaustive]
 pub struct BreakerOpen {
     pub(crate) breaker: Arc<str>,
@@ -27,8 +30,9 @@ impl BreakerOpen {
         &self.breaker
     }
 
-    /// The state that rejected the call: [`BreakerState::Open`] or
-    /// [`BreakerState::HalfOpen`].
+    /// The state that rejected the call: [`BreakerState::Open`],
+    /// [`BreakerState::HalfOpen`], [`BreakerState::Recovering`] or
+    /// [`BreakerState::Isolated`].
     #[must_use]
     pub fn state(&self) -> BreakerState {
         self.state
@@ -43,13 +47,17 @@ impl BreakerOpen {
     }
 }
 
-/// Formats a retry hint: `retry in 2.4 s`, `retry in 150 ms`, or the half-open message.
-struct RetryHint(Option<Duration>);
+/// Formats a retry hint: `retry in 2.4 s`, `retry in 150 ms`, or why the state rejects.
+struct RetryHint(BreakerState, Option<Duration>);
 
 impl fmt::Display for RetryHint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            None => f.write_str("its probe permits are taken"),
+        match self.1 {
+            None => f.write_str(match self.0 {
+                BreakerState::Recovering => "this call is beyond the ramp's share",
+                BreakerState::Isolated => "every call is rejected",
+                _ => "its probe permits are taken",
+            }),
             Some(d) if d >= Duration::from_secs(1) => {
                 write!(f, "retry in {:.1} s", d.as_secs_f64())
             }
@@ -175,6 +183,14 @@ mod tests {
         assert_eq!(
             open(None, BreakerState::HalfOpen),
             "circuit breaker `inventory` is half_open (its probe permits are taken)"
+        );
+        assert_eq!(
+            open(None, BreakerState::Recovering),
+            "circuit breaker `inventory` is recovering (this call is beyond the ramp's share)"
+        );
+        assert_eq!(
+            open(None, BreakerState::Isolated),
+            "circuit breaker `inventory` is isolated (every call is rejected)"
         );
     }
 }

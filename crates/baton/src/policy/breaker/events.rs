@@ -30,7 +30,8 @@ use tokio::time::Instant;
 
 /// The states of a circuit breaker.
 ///
-/// `Display` prints `closed`, `open`, `half_open` and `recovering`.
+/// `Display` prints `closed`, `open`, `half_open`, `recovering`, `isolated` and
+/// `forced_closed`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum BreakerState {
@@ -44,10 +45,19 @@ pub enum BreakerState {
     /// succeeded, and a share of calls rising over the ramp passes while the rest are
     /// rejected. Failures are counted against the trip rules, as when closed.
     Recovering,
+    /// Open by hand ([`CircuitBreaker::isolate`](super::CircuitBreaker::isolate)): every
+    /// call is rejected, and no cooldown ends it; only
+    /// [`reset`](super::CircuitBreaker::reset) (or `force_closed`) does.
+    Isolated,
+    /// Closed by hand ([`CircuitBreaker::force_closed`](super::CircuitBreaker::force_closed)):
+    /// every call passes, no result is counted, nothing trips it until
+    /// [`reset`](super::CircuitBreaker::reset) (or `isolate`).
+    ForcedClosed,
 }
 
 impl BreakerState {
-    /// `"closed"`, `"open"`, `"half_open"` or `"recovering"`.
+    /// `"closed"`, `"open"`, `"half_open"`, `"recovering"`, `"isolated"` or
+    /// `"forced_closed"`.
     #[must_use]
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -55,6 +65,8 @@ impl BreakerState {
             BreakerState::Open => "open",
             BreakerState::HalfOpen => "half_open",
             BreakerState::Recovering => "recovering",
+            BreakerState::Isolated => "isolated",
+            BreakerState::ForcedClosed => "forced_closed",
         }
     }
 }
@@ -115,6 +127,14 @@ pub enum TransitionReason {
         /// The configured ramp.
         ramp: Duration,
     },
+    /// Any state → isolated: [`CircuitBreaker::isolate`](super::CircuitBreaker::isolate).
+    Isolated,
+    /// Any state → forced closed:
+    /// [`CircuitBreaker::force_closed`](super::CircuitBreaker::force_closed).
+    ForcedClosed,
+    /// Any state → closed, every count and the cooldown's growth cleared:
+    /// [`CircuitBreaker::reset`](super::CircuitBreaker::reset).
+    Reset,
 }
 
 impl fmt::Display for TransitionReason {
@@ -140,6 +160,9 @@ impl fmt::Display for TransitionReason {
             TransitionReason::RampCompleted { ramp } => {
                 write!(f, "recovery ramp of {ramp:?} completed")
             }
+            TransitionReason::Isolated => f.write_str("isolated by hand"),
+            TransitionReason::ForcedClosed => f.write_str("forced closed by hand"),
+            TransitionReason::Reset => f.write_str("reset by hand"),
         }
     }
 }
@@ -211,8 +234,8 @@ impl fmt::Display for BreakerTransition {
 }
 
 /// Logs `t` as a `tracing` event with fields `breaker`, `seq`, `from`, `to` and `reason`:
-/// at WARN when the breaker opens (calls are being rejected), at INFO when it goes half-open,
-/// recovering or closed.
+/// at WARN when the breaker opens or is isolated (calls are being rejected) or forced closed
+/// (nothing protects the downstream), at INFO when it goes half-open, recovering or closed.
 fn log(t: &BreakerTransition) {
     macro_rules! transition {
         ($level:ident, $message:literal) => {
@@ -231,6 +254,8 @@ fn log(t: &BreakerTransition) {
         BreakerState::HalfOpen => transition!(info, "circuit breaker half-open"),
         BreakerState::Closed => transition!(info, "circuit breaker closed"),
         BreakerState::Recovering => transition!(info, "circuit breaker recovering"),
+        BreakerState::Isolated => transition!(warn, "circuit breaker isolated"),
+        BreakerState::ForcedClosed => transition!(warn, "circuit breaker forced closed"),
     }
 }
 

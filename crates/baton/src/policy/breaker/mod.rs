@@ -64,16 +64,18 @@
 //!
 //! # Files
 //! `config` (builder, defaults, validation), `machine` (the state machine and its
-//! invariants), `results` (how reported results move it), `permit` (the drop guard a granted call holds), `window` (count and time
-//! windows), `events` (states, transitions, delivery), `error` (rejection and
-//! configuration errors), `sync` (the std/loom primitive shim).
+//! invariants), `results` (how reported results move it), `control` (the manual
+//! transitions and the snapshot), `snapshot` (what an operator reads and does),
+//! `permit` (the drop guard a granted call holds), `window` (count and time windows),
+//! `word` (the packed state word), `events` (states, transitions, delivery), `error`
+//! (rejection and configuration errors).
 
 mod config;
 mod error;
 mod events;
 mod machine;
 mod permit;
-
+mod snapshot;
 mod window;
 mod word;
 
@@ -86,6 +88,7 @@ use tokio::time::Instant;
 pub use config::{BreakerWindow, CircuitBreakerBuilder};
 pub use error::{BreakerConfigError, BreakerOpen};
 pub use events::{BreakerState, BreakerTransition, TransitionReason};
+pub use snapshot::{BreakerSnapshot, ManualControl, WindowCounts};
 
 use crate::util::sync::StdSync;
 use machine::Machine;
@@ -198,13 +201,74 @@ impl CircuitBreaker {
         self.machine.state()
     }
 
-    /// Whether the breaker is open (rejecting everything until its cooldown ends). One
-    /// atomic load, meant for a retry series to stop early when its breaker opened
-    /// meanwhile. `false` when half-open.
+    /// Whether the breaker is open (rejecting everything until its cooldown ends) or
+    /// isolated. One atomic load, meant for a retry series to stop early when its breaker
+    /// opened meanwhile. `false` when half-open.
     #[must_use]
     #[inline]
     pub fn is_open(&self) -> bool {
         self.machine.is_open()
+    }
+
+    /// The state and counts now, read without changing anything: no time-based transition
+    /// (an open breaker whose cooldown has elapsed reads `Open`, with a zero `retry_after`),
+    /// no call counted. Takes the breaker's lock for a moment; never waits on anything else.
+    #[must_use]
+    pub fn snapshot(&self) -> BreakerSnapshot {
+        self.machine.snapshot(Instant::now())
+    }
+
+    /// Opens the breaker by hand until [`reset`](Self::reset) (or
+    /// [`force_closed`](Self::force_closed)): it is [`BreakerState::Isolated`] and rejects
+    /// every call ([`BreakerOpen`] with that state and no `retry_after`); no cooldown ends
+    /// it. A transition with [`TransitionReason::Isolated`], delivered to the listeners;
+    /// results of calls admitted before it are ignored. Isolating an isolated breaker does
+    /// nothing.
+    ///
+    /// Async, as every manual transition, so that a breaker whose state is shared by other
+    /// processes can wait for the shared store; a breaker of this process alone completes at
+    /// once, without waiting.
+    ///
+    /// ```
+    /// use baton_graph::{BreakerState, CircuitBreaker, TransitionReason};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let breaker = CircuitBreaker::builder("payments").build()?;
+    /// breaker.isolate().await; // a deploy of the payment provider is under way
+    /// assert_eq!(breaker.state(), BreakerState::Isolated);
+    /// assert!(breaker.try_acquire().is_err());
+    /// breaker.reset().await; // it is over
+    /// assert_eq!(breaker.state(), BreakerState::Closed);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn isolate(&self) {
+        self.control(ManualControl::Isolate).await;
+    }
+
+    /// Closes the breaker by hand until [`reset`](Self::reset) (or
+    /// [`isolate`](Self::isolate)): it is [`BreakerState::ForcedClosed`], admits every call
+    /// and counts no result, so nothing trips it. A transition with
+    /// [`TransitionReason::ForcedClosed`]; forcing a forced-closed breaker closed does
+    /// nothing. Completes at once on a breaker of this process alone (see
+    /// [`isolate`](Self::isolate)).
+    pub async fn force_closed(&self) {
+        self.control(ManualControl::ForceClosed).await;
+    }
+
+    /// Closes the breaker and clears what it counted: consecutive failures, the sliding
+    /// window, half-open probes, the trips that grow the open duration. From any state,
+    /// isolated and forced closed included; always a transition, with
+    /// [`TransitionReason::Reset`] (also from closed, where it only clears the counts).
+    /// Completes at once on a breaker of this process alone (see [`isolate`](Self::isolate)).
+    pub async fn reset(&self) {
+        self.control(ManualControl::Reset).await;
+    }
+
+    /// Makes the manual transition `op`.
+    async fn control(&self, op: ManualControl) {
+        self.machine.control(op, Instant::now());
     }
 
     /// Asks to make one call (one retry series, for a node).
