@@ -71,17 +71,37 @@ impl<'g, I: Send + Sync + 'static, T> NodeBuilder<'g, I, (), T> {
 
     /// Declares the node's upstreams by name, for graphs built from configuration. Each
     /// must produce a `V`; the task receives their values as [`Inputs<V>`](crate::Inputs).
+    /// Name `V` with a turbofish (`after_names::<u64>([..])`) unless the task's arguments
+    /// say it.
     ///
     /// Names may refer to nodes added later. `build()` reports an unknown name
     /// ([`BuildError::UnknownUpstream`]), an upstream of another type
     /// ([`BuildError::TypeMismatch`]) and a cycle ([`BuildError::Cycle`]).
-    pub fn after_names<V, S>(
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Graph};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// // From configuration: `total` sums the nodes it names.
+    /// let total = g.node("total").after_names::<u64>(["a", "b"]).task(|_ctx, inputs| async move {
+    ///     Ok::<_, BoxError>(inputs.iter().map(|(_name, v)| **v).sum::<u64>())
+    /// });
+    /// for (name, v) in [("a", 40_u64), ("b", 2)] {
+    ///     g.node(name).task(move |_ctx, ()| async move { Ok::<_, BoxError>(v) });
+    /// }
+    /// let report = g.build()?.run(()).await?;
+    /// assert_eq!(report.get(total), Some(&42));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn after_names<V>(
         self,
-        names: impl IntoIterator<Item = S>,
+        names: impl IntoIterator<Item = impl Into<String>>,
     ) -> NodeBuilder<'g, I, Named<V>, T>
     where
         V: Send + Sync + 'static,
-        S: Into<String>,
     {
         self.after(Named::new(names.into_iter().map(Into::into).collect()))
     }
