@@ -159,7 +159,7 @@ pub use engine::{
 pub use error::{BoxError, BuildError, CancelReason, NodeError, StopReason, UserCode};
 pub use id::{IdempotencyKey, Node, RunId};
 pub use observe::{Event, Observer, Stats};
-pub use onion::{Attempt, Call, Fallback, Pipeline, PipelineBuilder, Retry};
+pub use onion::{Attempt, Call, Fallback, IntoFallback, Pipeline, PipelineBuilder, Retry};
 pub use orchestrator::{NameTaken, Orchestrator, OrchestratorBuilder, ShutdownReport};
 pub use policy::breaker::{
     BreakerConfigError, BreakerOpen, BreakerPermit, BreakerState, BreakerTransition, BreakerWindow,

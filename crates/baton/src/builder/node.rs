@@ -13,7 +13,7 @@ use crate::engine::{
 use crate::error::{BoxError, NodeError};
 use crate::id::Node;
 use crate::observe::NodeCallbacks;
-use crate::onion::{Fallback, Retry};
+use crate::onion::{IntoFallback, Retry};
 use crate::policy::{Bulkhead, CircuitBreaker};
 use crate::report::NodeReport;
 
@@ -235,8 +235,51 @@ impl<I, U, T> NodeBuilder<'_, I, U, T> {
 
     /// Recovers with `fallback` when the inner layers failed: the node ends `Recovered` with
     /// the fallback's value, and the report keeps the error. Replaces a fallback set before.
-    pub fn fallback(mut self, fallback: Fallback<T>) -> Self {
-        self.fallback = Some(NodeFallback::Plain(fallback));
+    ///
+    /// `fallback` is a [`Fallback<T>`](crate::Fallback) or a plain `T` ([`IntoFallback`]).
+    /// The task sets the node's value type, and the fallback must produce the same.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Graph, Outcome};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let price = g
+    ///     .node("price")
+    ///     .fallback(0_u64) // as `Fallback::value(0_u64)`
+    ///     .task(|_ctx, ()| async { Err::<u64, _>("pricing service is down") });
+    /// let report = g.build()?.run(()).await?;
+    /// assert_eq!(report.get(price), Some(&0));
+    /// assert_eq!(report.node(price).map(|n| n.outcome()), Some(Outcome::Recovered));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// A fallback of the wrong type is an error at the fallback: "`Fallback<&str>` is not a
+    /// fallback for this node, whose task returns `User`".
+    ///
+    /// ```compile_fail,E0277
+    /// # use baton_graph::{BoxError, Fallback, Graph};
+    /// # struct User;
+    /// # let mut g = Graph::<()>::builder();
+    /// g.node("user")
+    ///     .fallback(Fallback::value("anonymous")) // error[E0277] here
+    ///     .task(|_ctx, ()| async { Ok::<_, BoxError>(User) });
+    /// ```
+    ///
+    /// A task that only fails, after a `Fallback`, leaves the type open ("type annotations
+    /// needed"): write `Err::<u64, _>(..)` in it.
+    ///
+    /// ```compile_fail,E0283
+    /// # use baton_graph::{BoxError, Fallback, Graph};
+    /// # let mut g = Graph::<()>::builder();
+    /// g.node("price")
+    ///     .fallback(Fallback::value(0_u64))
+    ///     .task(|_ctx, ()| async { Err::<_, BoxError>("down".into()) }); // error[E0283]
+    /// ```
+    pub fn fallback(mut self, fallback: impl IntoFallback<T>) -> Self {
+        self.fallback = Some(NodeFallback::Plain(fallback.__into_fallback()));
         self.policy().has_fallback = true;
         self
     }
