@@ -156,7 +156,9 @@ pub use engine::{
     Ctx, FailureMode, Graph, Inputs, Named, Run, RunCanceller, RunError, RunOptions, StartMode,
     Upstreams,
 };
-pub use error::{BoxError, BuildError, CancelReason, NodeError, StopReason, UserCode};
+pub use error::{
+    BoxError, BuildError, CancelReason, NodeError, StopReason, TaskResult, UserCode, ok,
+};
 pub use id::{IdempotencyKey, Node, RunId};
 pub use observe::{Event, Observer, Stats};
 pub use onion::{Attempt, Call, Fallback, IntoFallback, Pipeline, PipelineBuilder, Retry};
