@@ -215,6 +215,11 @@ where
     /// [`Ctx::cancellation_token`] is cancelled so that a closure that checks it can stop
     /// early. A bulkhead permit stays held until the closure returns. An attempt abandoned
     /// while it still waited for a thread of the blocking pool never runs.
+    ///
+    /// On tokio's paused clock (`start_paused`, `tokio::time::pause`), the clock does not
+    /// advance on its own while a blocking closure runs: the closure takes no time in the
+    /// report, its timeout cannot cut it, and other nodes' timers wait until it returns. To
+    /// test a blocking task's timeout, move the clock with `tokio::time::advance`.
     pub fn blocking_task<F, E>(self, task: F) -> Node<T>
     where
         F: Fn(Ctx<I>, U::Values) -> Result<T, E> + Send + Sync + 'static,

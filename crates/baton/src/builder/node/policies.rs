@@ -23,7 +23,8 @@ impl<I, U, T> NodeBuilder<'_, I, U, T> {
     }
 
     /// Retries failed attempts per `retry` (attempts, backoff, jitter, which errors, retry
-    /// budget), inside the node's deadline.
+    /// budget), inside the node's deadline. [`Retry::new(n)`](Retry::new) counts attempts:
+    /// `Retry::new(3)` is the first attempt and at most 2 retries.
     pub fn retry(mut self, retry: Retry) -> Self {
         self.policy().retry = Some(retry);
         self
@@ -66,8 +67,9 @@ impl<I, U, T> NodeBuilder<'_, I, U, T> {
     }
 
     /// Takes a permit of `bulkhead` (a handle, or the name of one registered in the graph's
-    /// [`Orchestrator`](crate::Orchestrator)) for each attempt, and holds it until the attempt has really
-    /// stopped.
+    /// [`Orchestrator`](crate::Orchestrator)) for each attempt, and holds it until the
+    /// attempt has really stopped. Permits go first come, first served, as tokio's semaphore
+    /// gives them: a retry asks again, behind the attempts already waiting.
     pub fn bulkhead(mut self, bulkhead: impl Into<PolicyRef<Bulkhead>>) -> Self {
         self.policy().bulkhead = Some(bulkhead.into());
         self
