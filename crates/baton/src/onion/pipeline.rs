@@ -177,6 +177,8 @@ impl<T: Send + Sync + 'static> Pipeline<T> {
     ///
     /// The future is `Send` (it can be given to `tokio::spawn`) whatever the task's error
     /// type.
+    // Not an `async fn`: the `Send` in the signature is what lets callers spawn it.
+    #[allow(clippy::manual_async_fn)]
     pub fn run<'a, F, Fut, E>(&'a self, task: F) -> impl Future<Output = Call<T>> + Send + 'a
     where
         F: Fn(Attempt) -> Fut + Send + Sync + 'a,
