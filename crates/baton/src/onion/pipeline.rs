@@ -254,7 +254,8 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
         self
     }
 
-    /// No attempt starts with less than `min` left before the deadline (default 10 ms).
+    /// No first attempt starts with less than `min` left before the deadline, and backoffs
+    /// are clipped to leave it (default 10 ms).
     pub fn min_attempt_time(mut self, min: Duration) -> Self {
         self.min_attempt = Some(min);
         self

@@ -40,8 +40,9 @@ impl<I, U, T> NodeBuilder<'_, I, U, T> {
         self
     }
 
-    /// No attempt starts with less than `min` left before the deadline, and backoffs are
-    /// clipped to leave it (default 10 ms).
+    /// No first attempt starts with less than `min` left before the deadline, and backoffs
+    /// are clipped to leave it (default 10 ms). A retry whose backoff timer fired late
+    /// starts with whatever is left, as the series' last.
     pub fn min_attempt_time(mut self, min: Duration) -> Self {
         self.policy().min_attempt = Some(min);
         self
