@@ -212,6 +212,14 @@ pub use policy::breaker::{
     BreakerTransition, BreakerWindow, CircuitBreaker, CircuitBreakerBuilder, ManualControl,
     TransitionReason, WindowCounts,
 };
+/// What a shared-state backend for [`CircuitBreaker`] implements and uses
+/// ([`CircuitBreakerBuilder::shared`]).
+pub mod shared {
+    pub use crate::policy::breaker::{
+        BreakerMirror, SharedBreakerState, SharedFuture, SharedOutcome, SharedRecord, SharedRules,
+        SharedView, Unreachable,
+    };
+}
 pub use policy::{
     Backoff, BackoffIter, Bulkhead, DEFAULT_MAX_DELAY, DEFAULT_MIN_ATTEMPT_TIME, Jitter,
     RetryBudget,

@@ -5,6 +5,7 @@ mod api;
 mod breaker;
 mod breaker_burst;
 mod breaker_control;
+mod breaker_shared;
 mod bulkhead;
 mod failure_modes;
 mod fallback;

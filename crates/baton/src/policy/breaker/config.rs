@@ -8,6 +8,7 @@ use tokio::time::Instant;
 use super::CircuitBreaker;
 use super::error::BreakerConfigError;
 use super::machine::Machine;
+use super::shared::SharedBreakerState;
 use super::window::{CountWindow, TimeWindow, Window};
 
 /// The sliding window the rate rules look at (resilience4j's sliding window types).
@@ -62,6 +63,7 @@ pub struct CircuitBreakerBuilder {
     half_open_max_wait: Duration,
     recovery_ramp: Option<Duration>,
     count_every_attempt: bool,
+    shared: Option<Arc<dyn SharedBreakerState>>,
 }
 
 impl CircuitBreakerBuilder {
@@ -77,6 +79,7 @@ impl CircuitBreakerBuilder {
             half_open_max_wait: Duration::from_secs(30),
             recovery_ramp: None,
             count_every_attempt: false,
+            shared: None,
         }
     }
 
@@ -191,18 +194,38 @@ impl CircuitBreakerBuilder {
         self
     }
 
+    /// Shares the breaker's state with every process whose breaker uses the same store
+    /// (e.g. a Redis backend from the `baton-redis` crate): the same API and events, with
+    /// trips, cooldowns and half-open probes decided fleet-wide. The local machine stays
+    /// the cache the closed path reads and the fallback while the store is unreachable.
+    /// Without it (the default) the breaker is this process's alone.
+    pub fn shared(mut self, backend: impl SharedBreakerState) -> Self {
+        self.shared = Some(Arc::new(backend));
+        self
+    }
+
     /// Validates the configuration and returns the breaker, closed.
     ///
     /// # Errors
-    /// A [`BreakerConfigError`] naming the breaker and the first bad setting. Never panics.
-    pub fn build(self) -> Result<CircuitBreaker, BreakerConfigError> {
+    /// A [`BreakerConfigError`] naming the breaker and the first bad setting
+    /// ([`NotShareable`](BreakerConfigError::NotShareable) for one a shared backend cannot
+    /// keep). Never panics.
+    pub fn build(mut self) -> Result<CircuitBreaker, BreakerConfigError> {
         let name: Arc<str> = Arc::from(self.name.as_str());
+        let shared = self.shared.take();
         let config = self.validate()?;
-        Ok(CircuitBreaker::from_machine(Machine::new(
-            name,
-            config,
-            Instant::now(),
-        )))
+        let mut machine = Machine::new(Arc::clone(&name), config, Instant::now());
+        if let Some(backend) = shared {
+            let rules = machine.shared_rules();
+            backend
+                .check(&rules)
+                .map_err(|setting| BreakerConfigError::NotShareable {
+                    breaker: name.to_string(),
+                    setting,
+                })?;
+            machine.set_shared(backend);
+        }
+        Ok(CircuitBreaker::from_machine(machine))
     }
 
     pub(crate) fn validate(self) -> Result<Config, BreakerConfigError> {

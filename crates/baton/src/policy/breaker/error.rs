@@ -139,6 +139,14 @@ pub enum BreakerConfigError {
         /// The largest accepted value.
         max: u64,
     },
+    /// The breaker's shared-state backend cannot share this setting.
+    #[error("circuit breaker `{breaker}`: its shared state cannot keep `{setting}`")]
+    NotShareable {
+        /// The breaker's name.
+        breaker: String,
+        /// The setting, e.g. `slow_calls` or `failure_rate.window` (a count window).
+        setting: &'static str,
+    },
 }
 
 impl BreakerConfigError {
@@ -152,7 +160,8 @@ impl BreakerConfigError {
             | BreakerConfigError::InvalidMultiplier { breaker, .. }
             | BreakerConfigError::GrowthCapBelowOpenDuration { breaker, .. }
             | BreakerConfigError::MinCallsExceedWindow { breaker, .. }
-            | BreakerConfigError::TooLarge { breaker, .. } => Some(breaker),
+            | BreakerConfigError::TooLarge { breaker, .. }
+            | BreakerConfigError::NotShareable { breaker, .. } => Some(breaker),
         }
     }
 }

@@ -135,6 +135,13 @@ pub enum TransitionReason {
     /// Any state → closed, every count and the cooldown's growth cleared:
     /// [`CircuitBreaker::reset`](super::CircuitBreaker::reset).
     Reset,
+    /// A shared breaker lost its shared state (the store is down or slow) and judges
+    /// alone, or admits or rejects everything, as configured
+    /// ([`Unreachable`](super::Unreachable)). `to` may equal `from`.
+    SharedStateLost,
+    /// A shared breaker reached its shared state again and follows it. `to` may equal
+    /// `from`.
+    SharedStateResynced,
 }
 
 impl fmt::Display for TransitionReason {
@@ -163,6 +170,8 @@ impl fmt::Display for TransitionReason {
             TransitionReason::Isolated => f.write_str("isolated by hand"),
             TransitionReason::ForcedClosed => f.write_str("forced closed by hand"),
             TransitionReason::Reset => f.write_str("reset by hand"),
+            TransitionReason::SharedStateLost => f.write_str("shared state lost, judged locally"),
+            TransitionReason::SharedStateResynced => f.write_str("shared state reached again"),
         }
     }
 }

@@ -97,6 +97,8 @@ pub(crate) struct Machine<S: SyncFamily> {
     consecutive: S::Atomic,
     deadline: S::Atomic,
     core: S::Lock<Core>,
+    /// The shared state's backend, for a shared breaker (see `mirror.rs`).
+    shared: Option<Link>,
 }
 
 impl<S: SyncFamily> std::fmt::Debug for Machine<S> {
@@ -138,6 +140,7 @@ impl<S: SyncFamily> Machine<S> {
             consecutive: S::Atomic::new(0),
             deadline: S::Atomic::new(0),
             core: S::Lock::new(core),
+            shared: None,
         }
     }
 
@@ -226,9 +229,11 @@ impl<S: SyncFamily> Machine<S> {
                 return Err(self.rejection(state_of(kind), retry_after));
             }
         }
+        let follows = self.follows();
         let (result, transitioned) = self.core.with(|c| match c.kind {
             CLOSED | FORCED_CLOSED => (Ok(self.ticket(c, false)), false),
             ISOLATED => (Err((BreakerState::Isolated, None)), false),
+            OPEN | HALF_OPEN if follows => (self.acquire_following(c, now), false),
             OPEN if now >= c.open_until => {
                 self.transition(c, HALF_OPEN, TransitionReason::CooldownElapsed, now);
                 (Ok(self.issue_probe(c, now)), true)
@@ -250,7 +255,12 @@ impl<S: SyncFamily> Machine<S> {
         if transitioned {
             self.deliver();
         }
-        result.map_err(|(state, retry)| self.rejection(state, retry))
+        result.map_err(|(state, retry)| {
+            if follows {
+                self.ask_for_probe(state, retry);
+            }
+            self.rejection(state, retry)
+        })
     }
 
     /// A call while recovering: closes the breaker once the ramp has elapsed, else admits
@@ -276,6 +286,9 @@ impl<S: SyncFamily> Machine<S> {
     /// Reports how a permitted call ended.
     #[inline]
     pub(crate) fn complete(&self, t: Ticket, outcome: Outcome, now: impl FnOnce() -> Instant) {
+        if let Some(link) = &self.shared {
+            self.forward(link, t, outcome);
+        }
         if !t.probe {
             // A call admitted while closed or recovering.
             let word = self.word.load(Acquire);
@@ -310,11 +323,19 @@ impl<S: SyncFamily> Machine<S> {
                 // A probe given back (cancelled or ignored): another caller may probe.
                 Outcome::Released if t.probe => {
                     c.outstanding -= 1;
-                    c.free += 1;
+                    // A shared probe's permit goes back to the fleet, not to this process.
+                    if !self.follows() {
+                        c.free += 1;
+                    }
                     self.publish(c);
                     false
                 }
                 Outcome::Released => false,
+                // Following the shared state: the backend decides what the probe means.
+                _ if t.probe && self.follows() => {
+                    c.outstanding = c.outstanding.saturating_sub(1);
+                    false
+                }
                 _ if t.probe => self.record_probe(c, outcome, now),
                 // Forced closed: nothing is counted.
                 _ if c.kind == FORCED_CLOSED => false,
@@ -449,6 +470,10 @@ mod results;
 
 #[path = "control.rs"]
 mod control;
+
+#[path = "mirror.rs"]
+mod mirror;
+use mirror::Link;
 
 #[cfg(test)]
 #[path = "machine_tests.rs"]

@@ -75,6 +75,7 @@ mod error;
 mod events;
 mod machine;
 mod permit;
+mod shared;
 mod snapshot;
 mod window;
 mod word;
@@ -88,6 +89,10 @@ use tokio::time::Instant;
 pub use config::{BreakerWindow, CircuitBreakerBuilder};
 pub use error::{BreakerConfigError, BreakerOpen};
 pub use events::{BreakerState, BreakerTransition, TransitionReason};
+pub use shared::{
+    BreakerMirror, SharedBreakerState, SharedFuture, SharedOutcome, SharedRecord, SharedRules,
+    SharedView, Unreachable,
+};
 pub use snapshot::{BreakerSnapshot, ManualControl, WindowCounts};
 
 use crate::util::sync::StdSync;
@@ -163,9 +168,26 @@ impl CircuitBreaker {
     }
 
     fn from_machine(machine: Machine<StdSync>) -> Self {
-        CircuitBreaker {
-            machine: Arc::new(machine),
+        let machine = Arc::new(machine);
+        if let Some(backend) = machine.backend() {
+            backend.attach(BreakerMirror::new(&machine));
         }
+        CircuitBreaker { machine }
+    }
+
+    /// Whether the breaker's state is shared with other processes
+    /// ([`CircuitBreakerBuilder::shared`]).
+    #[must_use]
+    pub fn is_shared(&self) -> bool {
+        self.machine.backend().is_some()
+    }
+
+    /// Whether the breaker follows its shared state now: `false` for a breaker of this
+    /// process alone, and for a shared one whose store could not be reached (it judges
+    /// alone meanwhile, see [`Unreachable`]).
+    #[must_use]
+    pub fn follows_shared_state(&self) -> bool {
+        self.machine.follows()
     }
 
     /// Whether `self` and `other` are the same breaker (clones of one handle), as opposed to
@@ -266,8 +288,14 @@ impl CircuitBreaker {
         self.control(ManualControl::Reset).await;
     }
 
-    /// Makes the manual transition `op`.
+    /// Makes the manual transition `op`: in the shared state if there is one and it can
+    /// be reached, else locally.
     async fn control(&self, op: ManualControl) {
+        if let Some(backend) = self.machine.backend() {
+            if backend.control(op).await {
+                return;
+            }
+        }
         self.machine.control(op, Instant::now());
     }
 
