@@ -381,3 +381,40 @@ async fn a_slow_redis_does_not_slow_calls() {
     sleeper.join().unwrap();
     until("resynced", || breaker.follows_shared_state()).await;
 }
+
+/// A probe that never answers frees its fleet-wide slot after `half_open_max_wait`: another
+/// replica then probes, and its success closes every replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_probe_expires() {
+    let Some((url, _server)) = any_server("an_unanswered_probe_expires") else {
+        return;
+    };
+    let name = unique("pricing");
+    let make = |redis: RedisBreakers| {
+        rules(&name)
+            .half_open_max_wait(Duration::from_secs(1))
+            .shared(redis.backend())
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (make(connect(&url).await), make(connect(&url).await));
+    until("following", || {
+        a.follows_shared_state() && b.follows_shared_state()
+    })
+    .await;
+    for _ in 0..3 {
+        fail(&a);
+    }
+    until("open", || b.state() == Open).await;
+    tokio::time::sleep(ms(250)).await;
+    std::mem::forget(permit(&a).await); // a probe that hangs forever
+    for _ in 0..5 {
+        assert!(
+            b.try_acquire().is_err(),
+            "b probed while a's probe was live"
+        );
+        tokio::time::sleep(ms(10)).await;
+    }
+    permit(&b).await.success(ms(1));
+    until("both closed", || a.state() == Closed && b.state() == Closed).await;
+}
