@@ -418,3 +418,43 @@ async fn an_unanswered_probe_expires() {
     permit(&b).await.success(ms(1));
     until("both closed", || a.state() == Closed && b.state() == Closed).await;
 }
+
+/// Configured to fail closed, a breaker that loses Redis rejects every call until it
+/// resyncs; the loss and the resync are transitions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_closed_rejects_while_redis_is_down() {
+    let Some(mut server) = Server::start("fail_closed_rejects_while_redis_is_down") else {
+        return;
+    };
+    let options = RedisOptions::default().unreachable(baton_graph::shared::Unreachable::Reject);
+    let redis = RedisBreakers::connect(&server.url(), options)
+        .await
+        .unwrap();
+    let breaker = rules(&unique("fx"))
+        .shared(redis.backend())
+        .build()
+        .unwrap();
+    until("following", || breaker.follows_shared_state()).await;
+    let log = logged(&breaker);
+    server.stop();
+    until("lost", || {
+        if let Ok(p) = breaker.try_acquire() {
+            p.success(ms(1));
+        }
+        !breaker.follows_shared_state()
+    })
+    .await;
+    assert_eq!(breaker.state(), Isolated);
+    assert!(breaker.try_acquire().is_err());
+    server.restart();
+    until("resynced", || breaker.follows_shared_state()).await;
+    assert_eq!(breaker.state(), Closed);
+    let log = log.lock().unwrap().clone();
+    assert_eq!(
+        log,
+        [
+            (Closed, Isolated, TransitionReason::SharedStateLost),
+            (Isolated, Closed, TransitionReason::SharedStateResynced),
+        ]
+    );
+}
