@@ -473,3 +473,62 @@ fn manual_transitions_are_counted_and_set_the_state_gauge() {
         (Some(&1), Some(&1), Some(&1))
     );
 }
+
+/// A shared breaker's store, reached once and then lost at the first outcome.
+#[derive(Debug, Default)]
+struct Flaky(Mutex<Option<baton_graph::shared::BreakerMirror>>);
+
+impl baton_graph::shared::SharedBreakerState for Flaky {
+    fn attach(&self, mirror: baton_graph::shared::BreakerMirror) {
+        use baton_graph::{BreakerState, TransitionReason};
+        let view =
+            baton_graph::shared::SharedView::new(BreakerState::Closed, TransitionReason::Reset);
+        let _ = mirror.adopt(view);
+        *self.0.lock().unwrap() = Some(mirror);
+    }
+    fn record(&self, _: baton_graph::shared::SharedRecord) {
+        let mirror = self.0.lock().unwrap().clone().unwrap();
+        mirror.lose(baton_graph::shared::Unreachable::Local);
+    }
+    fn wants_probe(&self) {}
+    fn control(
+        &self,
+        _: baton_graph::ManualControl,
+    ) -> baton_graph::shared::SharedFuture<'_, bool> {
+        Box::pin(async { false })
+    }
+}
+
+/// A shared breaker that loses its store says so in a gauge: 0 while it judges alone.
+#[test]
+fn a_lost_shared_state_is_a_gauge() {
+    let keeper = Keeper::default();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    metrics::with_local_recorder(&keeper, || {
+        rt.block_on(async {
+            let orch = Orchestrator::builder()
+                .observer(MetricsObserver::new())
+                .build();
+            let quotes = CircuitBreaker::builder("quotes")
+                .shared(Flaky::default())
+                .build()
+                .unwrap();
+            let mut g = orch.graph::<()>();
+            g.node("quote")
+                .breaker(&quotes)
+                .task(|_ctx, ()| async { Ok::<u8, BoxError>(1) });
+            g.build().unwrap().run(()).await.unwrap();
+            assert!(!quotes.follows_shared_state());
+        })
+    });
+    let store = keeper.0.lock().unwrap();
+    let reached = key(
+        "baton_breaker_shared_state_reached",
+        &[("breaker", "quotes")],
+    );
+    assert_eq!(store.gauges.get(&reached), Some(&0.0));
+}

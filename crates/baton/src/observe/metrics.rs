@@ -4,7 +4,7 @@
 use metrics::{Label, counter, gauge, histogram};
 
 use super::{Event, Observer};
-use crate::policy::breaker::BreakerState;
+use crate::policy::breaker::{BreakerState, TransitionReason};
 
 /// Records run events as `metrics` counters, gauges and histograms (feature `metrics`).
 /// Install any `metrics` recorder (Prometheus exporter, statsd, …) and give the observer to
@@ -31,6 +31,7 @@ use crate::policy::breaker::BreakerState;
 /// | `baton_breaker_rejections_total` | counter | `graph`, `node`, `breaker` | series a circuit breaker rejected |
 /// | `baton_breaker_transitions_total` | counter | `breaker`, `from`, `to` | breaker state changes |
 /// | `baton_breaker_state` | gauge | `breaker` | the breaker's state: 0 closed, 1 half-open, 2 open, 3 recovering, 4 isolated, 5 forced closed |
+/// | `baton_breaker_shared_state_reached` | gauge | `breaker` | a shared breaker: 0 while its store cannot be reached (it judges alone), 1 once it follows the shared state again |
 ///
 /// `graph` is the graph's name ([`GraphBuilder::name`](crate::GraphBuilder::name)); a graph
 /// without one, and a [`Pipeline`](crate::Pipeline) call (whose `node` is the pipeline's
@@ -140,6 +141,15 @@ impl Observer for MetricsObserver {
                 .increment(1);
                 gauge!("baton_breaker_state", "breaker" => t.breaker().to_owned())
                     .set(state_value(t.to()));
+                let reached = match t.reason() {
+                    TransitionReason::SharedStateLost => Some(0.0),
+                    TransitionReason::SharedStateResynced => Some(1.0),
+                    _ => None,
+                };
+                if let Some(v) = reached {
+                    let breaker = t.breaker().to_owned();
+                    gauge!("baton_breaker_shared_state_reached", "breaker" => breaker).set(v);
+                }
             }
             Event::NodeFinished {
                 node,
