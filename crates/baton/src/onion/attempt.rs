@@ -32,32 +32,65 @@ pub(super) async fn attempt<H: Host>(
         host.attempt_started(number, budget);
     }
     let span = trace::attempt_span(host.name(), number, budget);
+    let limits = Limits { cut, deadline, now };
     let attempted = trace::within(
         span.clone(),
-        permitted(host, policies, number, cut, now, started, resumed),
+        permitted(host, policies, number, limits, started, resumed),
     )
     .await;
     trace::record_attempt(&span, attempted.out.as_ref().err());
     attempted
 }
 
-/// The attempt that began at `now`, inside its span: its bulkhead permit, then its task;
-/// a failure is told to the host there.
+/// When an attempt began, and what limits it.
+#[derive(Clone, Copy)]
+struct Limits {
+    /// The attempt's cut.
+    cut: Cut,
+    /// The node's deadline.
+    deadline: Option<Instant>,
+    /// When the attempt began.
+    now: Instant,
+}
+
+impl Limits {
+    /// Until when the attempt may wait for a bulkhead permit, and the cut that applies
+    /// when the wait ends there: its cut, or earlier the instant that leaves the task the
+    /// minimum attempt time before the deadline (a permit got later would leave the task
+    /// too little time to be worth starting).
+    fn wait(self, min_attempt: Duration) -> (Option<Instant>, Cut) {
+        let room = self.deadline.and_then(|d| d.checked_sub(min_attempt));
+        match (self.cut.until, room) {
+            (Some(until), Some(room)) if room < until => (
+                Some(room),
+                Cut {
+                    until: Some(room),
+                    by_deadline: true,
+                },
+            ),
+            _ => (self.cut.until, self.cut),
+        }
+    }
+}
+
+/// The attempt that began at `limits.now`, inside its span: its bulkhead permit, then its
+/// task; a failure is told to the host there.
 async fn permitted<H: Host>(
     host: &H,
     policies: &Policies,
     number: u32,
-    cut: Cut,
-    now: Instant,
+    limits: Limits,
     started: Instant,
     resumed: Option<FirstAttempt<H::Attempt>>,
 ) -> Attempted<H::Value> {
+    let Limits { cut, now, .. } = limits;
     let budget = cut.until.map(|u| u.saturating_duration_since(now));
+    let (wait_until, wait_cut) = limits.wait(policies.min_attempt);
     let (permit, waited) = match &policies.bulkhead {
         // The fast path takes no node with a bulkhead.
         _ if resumed.is_some() => (None, Duration::ZERO),
         None => (None, Duration::ZERO),
-        Some(bulkhead) => match bulkhead.acquire(cut.until).await {
+        Some(bulkhead) => match bulkhead.acquire(wait_until).await {
             Ok((permit, waited)) => {
                 host.permit_waited(number, bulkhead.name(), waited, true);
                 (Some(permit), waited)
@@ -65,7 +98,7 @@ async fn permitted<H: Host>(
             Err(refused) => {
                 host.permit_waited(number, bulkhead.name(), refused.waited, false);
                 let error = if refused.cut {
-                    cut_error(host, policies, number, cut, started)
+                    cut_error(host, policies, number, wait_cut, started)
                 } else {
                     NodeError::BulkheadFull {
                         node: host.name().to_owned(),

@@ -185,8 +185,14 @@ async fn series<H: Host>(
     loop {
         number += 1;
         let resumed = first.take();
+        // A retry follows a backoff sized to leave it the minimum attempt time; when the
+        // backoff's timer fired late and left less, the attempt still starts, as the last.
+        let now = Instant::now();
+        if number > 1 && policies.too_late(deadline, now) {
+            after_clip = true;
+        }
         // (A resumed first attempt passed this check on the fast path.)
-        if resumed.is_none() && !policies.may_start(deadline, Instant::now(), after_clip) {
+        if resumed.is_none() && !policies.may_start(deadline, now, after_clip) {
             let error = out_of_time(host, number - 1, started);
             return Err(match retry {
                 Some(_) if number > 1 => give_up(
