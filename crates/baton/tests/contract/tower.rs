@@ -192,6 +192,38 @@ async fn a_services_error_is_the_nodes_task_error_with_its_source() {
     );
 }
 
+/// The rest of the onion sees a service's error as any task's: the breaker counts it and
+/// opens, the fallback receives it, and once open the breaker rejects without a call.
+#[tokio::test(start_paused = true)]
+async fn a_services_error_reaches_the_breaker_and_the_fallback() {
+    let (svc, counts) = Downstream::new(ms(0), ms(10), u32::MAX);
+    let breaker = CircuitBreaker::builder("prices")
+        .consecutive_failures(2)
+        .open_duration(ms(1_000))
+        .build()
+        .unwrap();
+    let mut g = Graph::<u64>::builder();
+    let price = g
+        .node("price")
+        .breaker(&breaker)
+        .fallback_with(|_ctx, (), error| async move {
+            // The service's own status, or 0 when baton refused to call it.
+            let status = error.task_error().and_then(|e| e.downcast_ref::<Status>());
+            Ok::<_, BoxError>(status.map_or(0, |s| u64::from(s.0)))
+        })
+        .service(svc, |ctx, ()| *ctx.input());
+    let graph = g.build().unwrap();
+    let mut values = Vec::new();
+    for _ in 0..3 {
+        let report = graph.run(7).await.unwrap();
+        assert_eq!(report.node(price).unwrap().outcome(), Outcome::Recovered);
+        values.push(*report.get(price).unwrap());
+    }
+    assert_eq!(values, [503, 503, 0]);
+    assert!(breaker.is_open());
+    assert_eq!(counts.calls.load(Ordering::Relaxed), 2);
+}
+
 fn assert_service<S: Service<u64> + Clone + Send + Sync + 'static>(_: &S)
 where
     S::Future: Send + 'static,
