@@ -142,7 +142,7 @@ impl RunError {
                 .map_or(StatusCode::INTERNAL_SERVER_ERROR, status_of),
             RunError::Cancelled {
                 reason:
-                    CancelReason::Shutdown | CancelReason::CancelAll | CancelReason::RuntimeShutDown,
+                    CancelReason::Shutdown | CancelReason::CancelAll | CancelReason::RuntimeShutdown,
                 ..
             }
             | RunError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
