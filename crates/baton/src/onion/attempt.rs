@@ -185,10 +185,26 @@ async fn call<H: Host>(
     let fut = AssertUnwindSafe(fut).catch_unwind();
     let out = match cut.until {
         None => fut.await,
-        Some(until) => match Deadline::new(fut, until).with_hook(host.timer_hook()).await {
-            Some(out) => out,
-            None => return Err(cut_error(host, policies, number, cut, started)),
-        },
+        Some(until) => {
+            let mut slot = std::pin::pin!(Some(fut));
+            let Some(running) = slot.as_mut().as_pin_mut() else {
+                unreachable!("the attempt was just put in its slot")
+            };
+            match Deadline::new(running, until)
+                .with_hook(host.timer_hook())
+                .await
+            {
+                Some(out) => out,
+                None => {
+                    // The cut attempt is dropped here: its drop runs the task's code too.
+                    let dropped = std::panic::catch_unwind(AssertUnwindSafe(|| slot.set(None)));
+                    if let Err(panic) = dropped {
+                        return Err(NodeError::from_panic(UserCode::Task, panic.as_ref()));
+                    }
+                    return Err(cut_error(host, policies, number, cut, started));
+                }
+            }
+        }
     };
     settle(host, policies, number, cut, started, out)
 }

@@ -19,4 +19,6 @@ mod routing;
 mod schedule;
 mod shape;
 mod skip;
+#[cfg(feature = "tower")]
+mod tower;
 mod validation;
