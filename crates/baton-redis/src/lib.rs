@@ -79,6 +79,8 @@ pub const SCRIPT: &str = include_str!("state.lua");
 #[non_exhaustive]
 pub struct RedisOptions {
     /// How long one Redis call may take before the breaker judges alone. Default 50 ms.
+    /// A replica so loaded that Redis's answers take longer is treated as cut off too (it
+    /// judges alone, and probes on its own): set it well above the latency seen under load.
     pub timeout: Duration,
     /// How often batched outcomes are flushed. Default 5 ms.
     pub flush_every: Duration,

@@ -208,6 +208,10 @@ async fn exactly_n_probes_across_replicas() {
     for r in racers {
         total += r.await.unwrap();
     }
+    assert!(
+        replicas.iter().all(CircuitBreaker::follows_shared_state),
+        "a replica lost Redis and probed on its own"
+    );
     assert_eq!(probes.load(Ordering::SeqCst), 2);
     assert_eq!(total, 2);
 }

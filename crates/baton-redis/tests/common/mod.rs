@@ -107,8 +107,10 @@ pub(crate) fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
+/// A connection whose timeout (1 s) a loaded test machine does not reach by accident: the
+/// tests that are not about a slow or lost Redis must not fall back to the local machine.
 pub(crate) async fn connect(url: &str) -> RedisBreakers {
-    RedisBreakers::connect(url, RedisOptions::default())
+    RedisBreakers::connect(url, RedisOptions::default().timeout(Duration::from_secs(1)))
         .await
         .expect("Redis answers")
 }
