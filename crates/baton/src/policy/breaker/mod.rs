@@ -448,7 +448,7 @@ impl BreakerPermit<'_> {
 
     /// The breaker's generation when the permit was issued: the
     /// [`seq`](BreakerTransition::seq) of the last transition before it (0 before any),
-    /// masked to 46 bits.
+    /// masked to 45 bits.
     #[must_use]
     pub fn generation(&self) -> u64 {
         self.inner.ticket().generation

@@ -6,7 +6,8 @@ use std::time::Duration;
 use super::events::BreakerState;
 
 /// A manual transition of a breaker: what [`CircuitBreaker::isolate`],
-/// [`force_closed`](CircuitBreaker::force_closed) and [`reset`](CircuitBreaker::reset) do.
+/// [`force_closed`](super::CircuitBreaker::force_closed) and
+/// [`reset`](super::CircuitBreaker::reset) do.
 ///
 /// [`CircuitBreaker::isolate`]: super::CircuitBreaker::isolate
 /// [`CircuitBreaker`]: super::CircuitBreaker
