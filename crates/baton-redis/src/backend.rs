@@ -188,7 +188,7 @@ impl SharedBreakerState for RedisBreakerState {
             let args = [u64::from(reply::control_code(op)), 0, 0, 0];
             match self.inner.call("ctl", 0, args).await {
                 Ok(reply) => {
-                    self.inner.apply(&reply, None);
+                    self.inner.apply(&reply);
                     true
                 }
                 Err(e) => {
@@ -284,7 +284,7 @@ impl Inner {
         if !healthy {
             // Resync first; what was queued before the loss is sent once it answers.
             match self.call("sync", 0, [0; 4]).await {
-                Ok(reply) => self.apply(&reply, Some(TransitionReason::SharedStateResynced)),
+                Ok(reply) => self.apply(&reply),
                 Err(e) => {
                     self.requeue(batch, results);
                     self.lost(&e);
@@ -300,16 +300,22 @@ impl Inner {
                 u64::from(batch.calls),
             ];
             if !self.send(self.call("rec", remote, args).await) {
-                self.requeue(batch, Vec::new());
+                self.requeue(batch, results);
+                return;
             }
         }
-        for (generation, slot, code) in results {
+        for (i, &(generation, slot, code)) in results.iter().enumerate() {
             let args = [u64::from(slot), u64::from(code), 0, 0];
-            self.send(self.call("pres", generation, args).await);
+            if !self.send(self.call("pres", generation, args).await) {
+                self.requeue(Batch::default(), results[i..].to_vec());
+                return;
+            }
         }
         if want {
             self.lock().want_probe = false;
-            self.send(self.call("probe", 0, [0; 4]).await);
+            if !self.send(self.call("probe", 0, [0; 4]).await) {
+                return;
+            }
         }
         if sync && healthy {
             self.lock().sync = false;
@@ -321,7 +327,7 @@ impl Inner {
     fn send(&self, reply: Result<Reply, RedisError>) -> bool {
         match reply {
             Ok(reply) => {
-                self.apply(&reply, None);
+                self.apply(&reply);
                 true
             }
             Err(e) => {
@@ -380,10 +386,10 @@ impl Inner {
         }
     }
 
-    /// Follows `reply`: adopts a new shared generation (or, after a loss, any), and takes
-    /// a granted probe slot. Adopts outside the queue's lock (listeners may call the
-    /// breaker, which records here).
-    fn apply(&self, reply: &Reply, resync: Option<TransitionReason>) {
+    /// Follows `reply`: adopts a new shared generation (or, after a loss, any: a resync),
+    /// and takes a granted probe slot. Adopts outside the queue's lock (listeners may call
+    /// the breaker, which records here).
+    fn apply(&self, reply: &Reply) {
         let Some(mirror) = self.mirror.get() else {
             return;
         };
@@ -396,8 +402,8 @@ impl Inner {
         let mut local = None;
         if adopt {
             let mut view: SharedView = reply.view();
-            if let (Some(reason), true) = (resync, was_lost) {
-                view.reason = reason;
+            if was_lost {
+                view.reason = TransitionReason::SharedStateResynced;
                 tracing::info!(breaker = ?mirror.name(), "shared breaker state reached again");
             }
             local = mirror.adopt(view);

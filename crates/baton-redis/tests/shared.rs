@@ -337,9 +337,11 @@ async fn redis_stopped_and_restarted() {
         Closed,
         "the shared state (a fresh server's) is closed"
     );
+    let log = log.lock().unwrap().clone();
     assert_eq!(
-        log.lock().unwrap().last().map(|t| t.2),
-        Some(TransitionReason::SharedStateResynced)
+        log.last().map(|t| t.2),
+        Some(TransitionReason::SharedStateResynced),
+        "{log:?}"
     );
     let r = graph.run(()).await.unwrap();
     assert_eq!(r.node(stock).unwrap().outcome(), Outcome::Succeeded);
