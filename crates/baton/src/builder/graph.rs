@@ -76,6 +76,17 @@ pub(super) struct NewNode<I> {
 /// - failure mode: [`FailureMode::PreservePartial`];
 /// - start mode: [`StartMode::Inline`];
 /// - name: none ([`name`](Self::name)).
+///
+/// ```
+/// use baton_graph::{BoxError, BuildError, Graph};
+///
+/// let mut g = Graph::<()>::builder();
+/// g.node("user").task(|_ctx, ()| async { Ok::<_, BoxError>(1_u64) });
+/// g.node("user").task(|_ctx, ()| async { Ok::<_, BoxError>(2_u64) });
+/// assert_eq!(g.len(), 2); // accepted here, rejected by `build()`
+/// let err = g.build().unwrap_err();
+/// assert_eq!(err, BuildError::DuplicateName { name: "user".into() });
+/// ```
 pub struct GraphBuilder<I> {
     pub(super) id: u64,
     /// The nodes (each task knows the type of the value it produces), by index, with
@@ -299,6 +310,21 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     /// Sets the failure mode every run of the graph uses unless its
     /// [`RunOptions`](crate::RunOptions) override it. Default:
     /// [`FailureMode::PreservePartial`].
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, FailureMode, Graph, RunError};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut g = Graph::<()>::builder();
+    /// g.failure_mode(FailureMode::FailAll);
+    /// g.node("stock").task(|_ctx, ()| async { Err::<u32, BoxError>("503".into()) });
+    /// let err = g.build()?.run(()).await.unwrap_err();
+    /// assert!(matches!(&err, RunError::Failed { node, failed: 1, .. } if node == "stock"));
+    /// assert_eq!(err.report().map(|r| r.len()), Some(1)); // the report is kept
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn failure_mode(&mut self, mode: FailureMode) -> &mut Self {
         self.mode = mode;
         self
@@ -318,6 +344,15 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     /// told apart on a dashboard; a graph without one has no `graph` field or label. Keep
     /// it fixed (never a request's or a run's id): every name is a series of its own for a
     /// metrics backend. Default: none.
+    ///
+    /// ```
+    /// use baton_graph::Graph;
+    ///
+    /// let mut g = Graph::<()>::builder();
+    /// g.name("checkout");
+    /// assert_eq!(g.build()?.name(), Some("checkout"));
+    /// # Ok::<(), baton_graph::BuildError>(())
+    /// ```
     pub fn name(&mut self, name: impl Into<String>) -> &mut Self {
         self.name = Some(name.into().into_boxed_str());
         self
@@ -351,6 +386,17 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     /// 4. [`BuildError::Cycle`], with the cycle's path.
     ///
     /// [`Router::finish`]: super::Router::finish
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, BuildError, Graph};
+    ///
+    /// let mut g = Graph::<()>::builder();
+    /// g.node("a").after_names::<u32>(["b"]).task(|_ctx, _| async { Ok::<_, BoxError>(1_u32) });
+    /// g.node("b").after_names::<u32>(["a"]).task(|_ctx, _| async { Ok::<_, BoxError>(2_u32) });
+    /// let err = g.build().unwrap_err();
+    /// assert!(matches!(&err, BuildError::Cycle { path } if path.len() == 3));
+    /// assert_eq!(err.to_string(), "dependency cycle: a -> b -> a");
+    /// ```
     pub fn build(mut self) -> Result<Graph<I>, BuildError> {
         // Duplicate names are found now, in one pass over all names; a node's problems rank
         // as they arise while adding it: its upstreams, its name, then (routers) its
