@@ -69,6 +69,22 @@ pub fn ok<T>(value: T) -> TaskResult<T> {
 /// `build()` reports one problem: the first, in declaration order, of the first check that
 /// finds any (see [`GraphBuilder::build`](crate::GraphBuilder::build)). Nothing runs until every
 /// problem is fixed, so a bad graph never hangs or panics at run time.
+///
+/// ```
+/// use baton_graph::{BoxError, BuildError, Graph};
+///
+/// let mut g = Graph::<()>::builder();
+/// g.node("total")
+///     .after_names::<u64>(["price"])
+///     .task(|_ctx, _| async { Ok::<_, BoxError>(0_u64) });
+/// let err = g.build().unwrap_err();
+/// let expected = BuildError::UnknownUpstream { node: "total".into(), upstream: "price".into() };
+/// assert_eq!(err, expected);
+/// assert_eq!(
+///     err.to_string(),
+///     "node `total` names upstream `price`, which is not a node of this graph"
+/// );
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BuildError {
@@ -173,6 +189,27 @@ pub enum BuildError {
 /// [`source`](std::error::Error::source) chain is intact and it can be downcast; see
 /// [`NodeError::task_error`]. Errors that come from a policy name the node, the attempt and
 /// the limit involved.
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_graph::{BoxError, Graph, NodeError};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), BoxError> {
+/// let mut g = Graph::<()>::builder();
+/// let quote = g.node("quote").timeout(Duration::from_millis(50)).task(|_ctx, ()| async {
+///     tokio::time::sleep(Duration::from_secs(1)).await;
+///     Ok::<_, BoxError>(())
+/// });
+/// let report = g.build()?.run(()).await?;
+/// let err = report.node(quote).and_then(|n| n.error()).unwrap();
+/// let limit = Duration::from_millis(50);
+/// assert!(matches!(err, NodeError::Timeout { attempt: 1, limit: l, .. } if *l == limit));
+/// assert!(err.is_timeout());
+/// assert_eq!(err.to_string(), "node `quote` attempt 1 timed out after 50 ms");
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum NodeError {
@@ -305,6 +342,25 @@ impl NodeError {
     ///
     /// Use it to downcast to your error type:
     /// `err.task_error().and_then(|e| e.downcast_ref::<MyError>())`.
+    ///
+    /// ```
+    /// use std::io;
+    /// use baton_graph::{BoxError, Graph, Retry};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let user = g.node("user").retry(Retry::new(2)).task(|_ctx, ()| async {
+    ///     Err::<u32, _>(io::Error::new(io::ErrorKind::ConnectionRefused, "refused"))
+    /// });
+    /// let report = g.build()?.run(()).await?;
+    /// let err = report.node(user).and_then(|n| n.error()).unwrap();
+    /// assert_eq!(err.kind(), "gave_up"); // the retry wrapper
+    /// let io = err.task_error().and_then(|e| e.downcast_ref::<io::Error>()).unwrap();
+    /// assert_eq!(io.kind(), io::ErrorKind::ConnectionRefused); // the task's own error
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn task_error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
         match self {
@@ -427,6 +483,13 @@ impl fmt::Display for UserCode {
 }
 
 /// Why a run was cancelled.
+///
+/// ```
+/// use baton_graph::CancelReason;
+///
+/// let reason = CancelReason::FailFast { node: "stock".into() };
+/// assert_eq!(reason.to_string(), "fail-fast after `stock` failed");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CancelReason {
