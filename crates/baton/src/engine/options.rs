@@ -118,6 +118,26 @@ impl RunOptions {
     /// deadline, and a node that would start with less than its minimum attempt time left
     /// fails at once, both with [`NodeError::DeadlineExceeded`](crate::NodeError::DeadlineExceeded).
     /// Node budgets derive from it (the earliest deadline applies).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{BoxError, Graph, RunOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let quote = g.node("quote").task(|_ctx, ()| async {
+    ///     tokio::time::sleep(Duration::from_secs(1)).await;
+    ///     Ok::<_, BoxError>(())
+    /// });
+    /// let options = RunOptions::new().timeout(Duration::from_millis(200));
+    /// let report = g.build()?.run_with((), options).await?; // preserve-partial: `Ok`
+    /// let quote = report.node(quote).unwrap();
+    /// assert_eq!(quote.error().map(|e| e.kind()), Some("deadline_exceeded"));
+    /// assert_eq!(report.makespan(), Duration::from_millis(200));
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);

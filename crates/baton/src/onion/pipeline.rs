@@ -320,6 +320,23 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
     /// Reports to `orchestrator`: its observers receive the calls' events (each call is a
     /// run of its own id), its statistics count their attempts, retries, timeouts, breaker
     /// rejections and fallbacks, and the breaker and bulkhead join its registries.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Orchestrator, Pipeline, Retry};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let orch = Orchestrator::new();
+    /// let stock = Pipeline::<u32>::builder("stock")
+    ///     .retry(Retry::new(2))
+    ///     .orchestrator(&orch)
+    ///     .build()?;
+    /// stock.run(|_| async { Err::<u32, BoxError>("503".into()) }).await;
+    /// let stats = orch.stats();
+    /// assert_eq!((stats.attempts, stats.retries), (2, 1));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn orchestrator(mut self, orchestrator: &Orchestrator) -> Self {
         self.orchestrator = Some(orchestrator.clone());
         self

@@ -280,6 +280,23 @@ impl Report {
     }
 
     /// How many nodes ended with each outcome.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Graph};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let stock = g.node("stock").task(|_ctx, ()| async { Err::<u32, BoxError>("503".into()) });
+    /// g.node("promo").after(stock).task(|_ctx, _| async { Ok::<_, BoxError>(5_u64) });
+    /// g.node("price").task(|_ctx, ()| async { Ok::<_, BoxError>(59_900_u64) });
+    /// let report = g.build()?.run(()).await?;
+    /// let counts = report.counts();
+    /// assert_eq!((counts.succeeded, counts.failed, counts.skipped), (1, 1, 1));
+    /// assert!(!report.is_clean());
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn counts(&self) -> Counts {
         let mut counts = Counts::default();
@@ -463,6 +480,25 @@ impl<'r> NodeReport<'r> {
     }
 
     /// For a `Skipped` node: the upstream that produced no value.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Graph};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let stock = g.node("stock").task(|_ctx, ()| async { Err::<u32, BoxError>("503".into()) });
+    /// let promo = g.node("promo").after(stock).task(|_ctx, _| async { Ok::<_, BoxError>(5_u64) });
+    /// let notify = g.node("notify").after(promo).task(|_ctx, _| async { Ok::<_, BoxError>(()) });
+    /// let report = g.build()?.run(()).await?;
+    /// let notify = report.node(notify).unwrap();
+    /// assert_eq!(notify.skipped_because().map(|n| n.name()), Some("promo"));
+    /// assert_eq!(notify.root_cause().map(|n| n.name()), Some("stock"));
+    /// let why = notify.message().unwrap();
+    /// assert_eq!(why, "upstream `promo` skipped; root cause `stock` failed: 503");
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn skipped_because(&self) -> Option<NodeReport<'r>> {
         self.record.because().map(|id| self.entry(id))

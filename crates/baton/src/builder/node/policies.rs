@@ -113,6 +113,26 @@ impl<I, U, T> NodeBuilder<'_, I, U, T> {
     /// No first attempt starts with less than `min` left before the deadline, and backoffs
     /// are clipped to leave it (default 10 ms). A retry whose backoff timer fired late
     /// starts with whatever is left, as the series' last.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{BoxError, Graph, RunOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let quote = g
+    ///     .node("quote")
+    ///     .min_attempt_time(Duration::from_millis(100)) // a call takes at least this long
+    ///     .task(|_ctx, ()| async { Ok::<_, BoxError>(1_u32) });
+    /// let options = RunOptions::new().timeout(Duration::from_millis(50));
+    /// let report = g.build()?.run_with((), options).await?;
+    /// let quote = report.node(quote).unwrap();
+    /// assert_eq!(quote.attempts(), 0); // 50 ms left: not worth starting
+    /// assert_eq!(quote.error().map(|e| e.kind()), Some("deadline_exceeded"));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn min_attempt_time(mut self, min: Duration) -> Self {
         self.policy().min_attempt = Some(min);
         self

@@ -31,6 +31,15 @@ use tokio::time::Instant;
 /// The states of a circuit breaker.
 ///
 /// `Display` prints `closed`, `open`, `half_open` and `recovering`.
+///
+/// ```
+/// use baton_graph::{BreakerState, CircuitBreaker};
+///
+/// let breaker = CircuitBreaker::builder("inventory").build()?;
+/// assert_eq!(breaker.state(), BreakerState::Closed);
+/// assert_eq!(BreakerState::HalfOpen.to_string(), "half_open");
+/// # Ok::<(), baton_graph::BreakerConfigError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum BreakerState {
