@@ -173,6 +173,25 @@ pub enum BuildError {
 /// [`source`](std::error::Error::source) chain is intact and it can be downcast; see
 /// [`NodeError::task_error`]. Errors that come from a policy name the node, the attempt and
 /// the limit involved.
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_graph::{BoxError, Graph, NodeError};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), BoxError> {
+/// let mut g = Graph::<()>::builder();
+/// let quote = g.node("quote").timeout(Duration::from_millis(50)).task(|_ctx, ()| async {
+///     tokio::time::sleep(Duration::from_secs(1)).await;
+///     Ok::<_, BoxError>(())
+/// });
+/// let report = g.build()?.run(()).await?;
+/// let err = report.node(quote).and_then(|n| n.error()).unwrap();
+/// assert!(matches!(err, NodeError::Timeout { attempt: 1, .. }) && err.is_timeout());
+/// assert_eq!(err.to_string(), "node `quote` attempt 1 timed out after 50 ms");
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum NodeError {
@@ -305,6 +324,24 @@ impl NodeError {
     ///
     /// Use it to downcast to your error type:
     /// `err.task_error().and_then(|e| e.downcast_ref::<MyError>())`.
+    ///
+    /// ```
+    /// use std::io;
+    /// use baton_graph::{BoxError, Graph, Retry};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let user = g.node("user").retry(Retry::new(2)).task(|_ctx, ()| async {
+    ///     Err::<u32, _>(io::Error::new(io::ErrorKind::ConnectionRefused, "refused"))
+    /// });
+    /// let report = g.build()?.run(()).await?;
+    /// let err = report.node(user).and_then(|n| n.error()).unwrap();
+    /// let io = err.task_error().and_then(|e| e.downcast_ref::<io::Error>()).unwrap();
+    /// assert_eq!(io.kind(), io::ErrorKind::ConnectionRefused); // the task's own error
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn task_error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
         match self {

@@ -61,6 +61,37 @@ use crate::util::human::Human;
 /// Receives every [`Event`] of the runs of an orchestrator; see the [module docs](crate::observe).
 ///
 /// Implemented for every `Fn(&Event<'_>) + Send + Sync + 'static`.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::time::Duration;
+/// use baton_graph::{BoxError, Event, Observer, Orchestrator};
+///
+/// struct Timeouts(Arc<AtomicUsize>);
+///
+/// impl Observer for Timeouts {
+///     fn on_event(&self, event: &Event<'_>) {
+///         if let Event::Timeout { .. } = event {
+///             self.0.fetch_add(1, Ordering::Relaxed);
+///         }
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), BoxError> {
+/// let timeouts = Arc::new(AtomicUsize::new(0));
+/// let orch = Orchestrator::builder().observer(Timeouts(Arc::clone(&timeouts))).build();
+/// let mut g = orch.graph::<()>();
+/// g.node("slow").timeout(Duration::from_millis(10)).task(|_ctx, ()| async {
+///     tokio::time::sleep(Duration::from_secs(1)).await;
+///     Ok::<_, BoxError>(())
+/// });
+/// g.build()?.run(()).await?;
+/// assert_eq!(timeouts.load(Ordering::Relaxed), 1);
+/// # Ok(())
+/// # }
+/// ```
 pub trait Observer: Send + Sync + 'static {
     /// Called once per event, on the thread where it happened. A panic is caught and logged.
     fn on_event(&self, event: &Event<'_>);
@@ -73,6 +104,31 @@ impl<F: Fn(&Event<'_>) + Send + Sync + 'static> Observer for F {
 }
 
 /// Something that happened in a run; see the [module docs](crate::observe) for the order.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use baton_graph::{BoxError, Event, Orchestrator, Retry};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), BoxError> {
+/// let failed = Arc::new(Mutex::new(Vec::new()));
+/// let log = Arc::clone(&failed);
+/// let orch = Orchestrator::builder()
+///     .observer(move |e: &Event<'_>| {
+///         if let Event::AttemptFailed { node, attempt, .. } = e {
+///             log.lock().unwrap().push(format!("{node} #{attempt}"));
+///         }
+///     })
+///     .build();
+/// let mut g = orch.graph::<()>();
+/// g.node("stock")
+///     .retry(Retry::new(3))
+///     .task(|_ctx, ()| async { Err::<u32, BoxError>("503".into()) });
+/// g.build()?.run(()).await?;
+/// assert_eq!(*failed.lock().unwrap(), ["stock #1", "stock #2", "stock #3"]);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub enum Event<'a> {

@@ -63,6 +63,28 @@ pub(crate) trait RunRecords: Send + Sync + 'static {
 /// its outcome, a bar from its start to its end scaled to the makespan, its attempts, and its
 /// error. With the `serde` feature it serializes to JSON; the fields are listed in the README
 /// ("The report").
+///
+/// ```
+/// use baton_graph::{BoxError, Graph, Outcome};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), BoxError> {
+/// let mut g = Graph::<()>::builder();
+/// let stock = g.node("stock").task(|_ctx, ()| async { Err::<u32, BoxError>("503".into()) });
+/// let promo = g.node("promo").after(stock).task(|_ctx, _| async { Ok::<_, BoxError>(5_u64) });
+/// let report = g.build()?.run(()).await?;
+/// let promo = report.node(promo).unwrap();
+/// assert_eq!(promo.outcome(), Outcome::Skipped);
+/// assert_eq!(promo.root_cause().map(|n| n.name()), Some("stock"));
+/// assert_eq!(report.counts().without_value(), 2);
+/// assert!(report.to_string().contains("promo")); // the text timeline
+/// # #[cfg(feature = "serde")] {
+/// let json = serde_json::to_value(&report)?;
+/// assert_eq!(json["nodes"][1]["skipped_because"], "stock");
+/// # }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Report {
     run: Arc<dyn RunRecords>,
@@ -350,6 +372,25 @@ impl<'r> NodeReport<'r> {
     /// Each attempt's start, end, preceding backoff and error, for nodes with policies that
     /// needed more than one attempt or whose attempt failed. Empty otherwise: a single
     /// successful attempt is the node's own start and end.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Graph, Retry};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let user = g.node("user").retry(Retry::new(3)).task(|ctx, ()| async move {
+    ///     if ctx.attempt() < 3 { Err("503".into()) } else { Ok::<_, BoxError>("ada") }
+    /// });
+    /// let report = g.build()?.run(()).await?;
+    /// let log = report.node(user).unwrap().attempt_log();
+    /// let delays: Vec<_> = log.iter().map(|a| a.delay_before.as_millis()).collect();
+    /// assert_eq!(delays, [0, 100, 200]); // the default backoff: from 100 ms, doubling
+    /// assert_eq!(log[0].error.as_deref(), Some("503"));
+    /// assert_eq!(log[2].error, None);
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn attempt_log(&self) -> &'r [AttemptReport] {
         self.record.attempt_log()

@@ -15,6 +15,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::super::config::BreakerWindow;
+use super::super::error::BreakerConfigError;
 use super::super::events::{BreakerState, TransitionReason};
 use super::super::permit::{Outcome, Ticket};
 use super::super::shared::{
@@ -36,11 +37,25 @@ pub(crate) struct Link {
 impl<S: SyncFamily> Machine<S> {
     /// Makes this a shared breaker (before it is shared itself). It judges alone until the
     /// backend first adopts the shared state.
-    pub(crate) fn set_shared(&mut self, backend: Arc<dyn SharedBreakerState>) {
+    ///
+    /// # Errors
+    /// [`BreakerConfigError::NotShareable`] for a rule the backend cannot keep.
+    pub(crate) fn set_shared(
+        &mut self,
+        backend: Arc<dyn SharedBreakerState>,
+    ) -> Result<(), BreakerConfigError> {
+        let rules = self.shared_rules();
+        backend
+            .check(&rules)
+            .map_err(|setting| BreakerConfigError::NotShareable {
+                breaker: self.name.to_string(),
+                setting,
+            })?;
         self.shared = Some(Link {
             backend,
             following: AtomicBool::new(false),
         });
+        Ok(())
     }
 
     /// The rules, as a backend sees them.

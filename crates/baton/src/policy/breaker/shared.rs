@@ -151,6 +151,18 @@ impl SharedView {
     }
 }
 
+impl super::CircuitBreakerBuilder {
+    /// Shares the breaker's state with every process whose breaker uses the same store
+    /// (e.g. a Redis backend from the `baton-redis` crate): the same API and events, with
+    /// trips, cooldowns and half-open probes decided fleet-wide. The local machine stays
+    /// the cache the closed path reads and the fallback while the store is unreachable.
+    /// Without it (the default) the breaker is this process's alone.
+    pub fn shared(mut self, backend: impl SharedBreakerState) -> Self {
+        self.shared = Some(Arc::new(backend));
+        self
+    }
+}
+
 /// The handle a [`SharedBreakerState`] moves its breaker's local state with. Holds the
 /// breaker weakly: once every handle of the breaker is dropped, its methods do nothing
 /// and [`is_alive`](Self::is_alive) is `false`.
