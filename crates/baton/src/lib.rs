@@ -168,6 +168,6 @@ pub use policy::breaker::{
 };
 pub use policy::{
     Backoff, BackoffIter, Bulkhead, DEFAULT_MAX_DELAY, DEFAULT_MIN_ATTEMPT_TIME, Jitter,
-    RetryBudget,
+    RateLimiter, RetryBudget,
 };
 pub use report::{AttemptReport, Counts, MissingValue, NodeReport, Outcome, Report};

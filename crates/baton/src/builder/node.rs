@@ -14,7 +14,7 @@ use crate::error::{BoxError, NodeError};
 use crate::id::Node;
 use crate::observe::NodeCallbacks;
 use crate::onion::{Fallback, Retry};
-use crate::policy::{Bulkhead, CircuitBreaker};
+use crate::policy::{Bulkhead, CircuitBreaker, RateLimiter};
 use crate::report::NodeReport;
 
 /// One node being defined: its upstreams and policies, then its task.
@@ -24,14 +24,15 @@ use crate::report::NodeReport;
 /// [`blocking_task`](Self::blocking_task) is called.
 ///
 /// # Policies and their defaults
-/// Policies compose in a fixed onion, inner to outer: attempt (bulkhead permit + task +
-/// per-attempt timeout) → retry → circuit breaker → fallback (`docs/contract.md`, rule 3).
+/// Policies compose in a fixed onion, inner to outer: attempt (rate-limit permit +
+/// bulkhead permit + task + per-attempt timeout) → retry → circuit breaker → fallback
+/// (`docs/contract.md`, rule 3).
 /// - [`timeout`](Self::timeout): none;
 /// - [`retry`](Self::retry): none (one attempt);
 /// - [`budget`](Self::budget): none (only the run's deadline, if any, applies);
 /// - [`min_attempt_time`](Self::min_attempt_time): 10 ms;
-/// - [`breaker`](Self::breaker), [`bulkhead`](Self::bulkhead), [`fallback`](Self::fallback):
-///   none.
+/// - [`breaker`](Self::breaker), [`bulkhead`](Self::bulkhead),
+///   [`rate_limit`](Self::rate_limit), [`fallback`](Self::fallback): none.
 #[must_use = "a node is only added to the graph when `.task(..)` is called"]
 pub struct NodeBuilder<'g, I, U, T> {
     /// Holds the node's name, pending ([`Names::begin`]), until the node is added.
@@ -210,6 +211,38 @@ impl<I, U, T> NodeBuilder<'_, I, U, T> {
     /// stopped.
     pub fn bulkhead(mut self, bulkhead: impl Into<PolicyRef<Bulkhead>>) -> Self {
         self.policy().bulkhead = Some(bulkhead.into());
+        self
+    }
+
+    /// Takes a permit of `limiter` (a handle, or the name of one registered in the graph's
+    /// [`Orchestrator`]) for each attempt, before its bulkhead permit. The wait for it
+    /// counts toward the attempt's timeout; an attempt whose permit would not come within
+    /// the limiter's maximum wait, or before its cut, fails at once with
+    /// [`NodeError::RateLimited`] (retried by default). A limiter that could never grant a
+    /// permit is rejected by `build()` ([`BuildError::InvalidPolicy`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{BoxError, Graph, RateLimiter};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// // 2 calls per second to the mail service, each waiting up to 1 s for its turn.
+    /// let mail = RateLimiter::new("mail", 2, Duration::from_secs(1))
+    ///     .burst(1)
+    ///     .max_wait(Duration::from_secs(1));
+    /// let mut g = Graph::<()>::builder();
+    /// for to in ["ann", "bob", "eve"] {
+    ///     let _ = g.node(to).rate_limit(&mail).task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    /// }
+    /// let report = g.build()?.run(()).await?;
+    /// let ends: Vec<_> = report.nodes().map(|n| n.end().as_millis()).collect();
+    /// assert_eq!(ends, [0, 500, 1_000]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn rate_limit(mut self, limiter: impl Into<PolicyRef<RateLimiter>>) -> Self {
+        self.policy().rate_limit = Some(limiter.into());
         self
     }
 

@@ -28,6 +28,8 @@ use crate::policy::breaker::BreakerState;
 /// | `baton_retry_delay_seconds` | histogram | `graph`, `node` | backoff before a retry |
 /// | `baton_fallbacks_total` | counter | `graph`, `node` | fallbacks run |
 /// | `baton_bulkhead_wait_seconds` | histogram | `graph`, `node`, `bulkhead` | an attempt's wait for a bulkhead permit, whether it got one or gave up |
+/// | `baton_rate_limit_wait_seconds` | histogram | `graph`, `node`, `limiter` | an attempt's wait for a rate-limit permit it got |
+/// | `baton_rate_limit_rejections_total` | counter | `graph`, `node`, `limiter` | attempts a rate limiter refused |
 /// | `baton_breaker_rejections_total` | counter | `graph`, `node`, `breaker` | series a circuit breaker rejected |
 /// | `baton_breaker_transitions_total` | counter | `breaker`, `from`, `to` | breaker state changes |
 /// | `baton_breaker_state` | gauge | `breaker` | the breaker's state: 0 closed, 1 half-open, 2 open, 3 recovering |
@@ -38,7 +40,7 @@ use crate::policy::breaker::BreakerState;
 /// have none either. `baton_breaker_state` is set at each transition: a breaker that never
 /// changed state has no value, and is closed.
 ///
-/// Label values are graph, node, bulkhead and breaker names and fixed words, so their
+/// Label values are graph, node, bulkhead, rate limiter and breaker names and fixed words, so their
 /// number is bounded by the graphs' definitions; no label carries a run's id.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MetricsObserver;
@@ -120,6 +122,24 @@ impl Observer for MetricsObserver {
                 ];
                 histogram!("baton_bulkhead_wait_seconds", labels(graph, at))
                     .record(waited.as_secs_f64());
+            }
+            Event::RateLimitWaited {
+                node,
+                limiter,
+                wait,
+                admitted,
+                ..
+            } => {
+                let at = [
+                    Label::new("node", node.to_owned()),
+                    Label::new("limiter", limiter.to_owned()),
+                ];
+                if admitted {
+                    histogram!("baton_rate_limit_wait_seconds", labels(graph, at))
+                        .record(wait.as_secs_f64());
+                } else {
+                    counter!("baton_rate_limit_rejections_total", labels(graph, at)).increment(1);
+                }
             }
             Event::BreakerRejected { node, breaker, .. } => {
                 let at = [

@@ -15,8 +15,8 @@
 //! An [`Observer`] given to [`Orchestrator::builder`](crate::Orchestrator::builder) receives
 //! every [`Event`] of every run of that orchestrator, synchronously, on the thread where it
 //! happens. Per node the order is: `NodeStarted`, then `BreakerRejected` if its breaker
-//! rejected it, or for each attempt `AttemptStarted`, `BulkheadWaited` (with a bulkhead)
-//! and, if it failed, `Timeout` (when it was cut) and `AttemptFailed`, then
+//! rejected it, or for each attempt `AttemptStarted`, `RateLimitWaited` (with a rate
+//! limiter), `BulkheadWaited` (with a bulkhead) and, if it failed, `Timeout` (when it was cut) and `AttemptFailed`, then
 //! `RetryScheduled` before the next attempt; `FallbackUsed` when the fallback ran, and
 //! `NodeFinished` last. Nodes that never start (skipped, not taken, cancelled while
 //! pending) get only `NodeFinished`.
@@ -177,6 +177,27 @@ pub enum Event<'a> {
         /// Whether it got a permit.
         acquired: bool,
     },
+    /// An attempt of a node with a rate limiter got its permit after waiting `wait`, or
+    /// was refused one that would have come only after `wait` (past the limiter's maximum
+    /// wait or the attempt's cut); comes after the attempt's `AttemptStarted`, before its
+    /// `BulkheadWaited`.
+    RateLimitWaited {
+        /// The run.
+        run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
+        /// The node.
+        node: &'a str,
+        /// The attempt, from 1.
+        attempt: u32,
+        /// The rate limiter's name.
+        limiter: &'a str,
+        /// How long the attempt waited (zero when a permit was free), or, refused, how
+        /// long until a permit would have been free.
+        wait: Duration,
+        /// Whether it got a permit.
+        admitted: bool,
+    },
     /// A node's circuit breaker rejected its series: no attempt ran (it comes after
     /// `NodeStarted`, and before `FallbackUsed` if the node has a fallback).
     BreakerRejected {
@@ -234,11 +255,35 @@ impl<'a> Event<'a> {
             | Event::Timeout { graph, .. }
             | Event::RetryScheduled { graph, .. }
             | Event::BulkheadWaited { graph, .. }
+            | Event::RateLimitWaited { graph, .. }
             | Event::BreakerRejected { graph, .. }
             | Event::FallbackUsed { graph, .. }
             | Event::NodeFinished { graph, .. } => graph,
             Event::BreakerTransition(_) => None,
         }
+    }
+}
+
+/// The text of a `RateLimitWaited` event.
+fn rate_limit_waited(
+    f: &mut fmt::Formatter<'_>,
+    node: &str,
+    attempt: u32,
+    limiter: &str,
+    wait: Duration,
+    admitted: bool,
+) -> fmt::Result {
+    let wait = Human(wait);
+    if admitted {
+        write!(
+            f,
+            "`{node}` attempt {attempt} got rate limiter `{limiter}` after {wait}"
+        )
+    } else {
+        write!(
+            f,
+            "`{node}` attempt {attempt} refused by rate limiter `{limiter}` (next permit in {wait})"
+        )
     }
 }
 
@@ -311,6 +356,14 @@ impl fmt::Display for Event<'_> {
                     "`{node}` attempt {attempt} {got} bulkhead `{bulkhead}` after {waited}"
                 )
             }
+            Event::RateLimitWaited {
+                node,
+                attempt,
+                limiter,
+                wait,
+                admitted,
+                ..
+            } => rate_limit_waited(f, node, *attempt, limiter, *wait, *admitted),
             Event::BreakerRejected {
                 node,
                 breaker,

@@ -1,4 +1,5 @@
-//! One attempt: a bulkhead permit, then the task under its cut, with panics caught.
+//! One attempt: a rate-limit permit, a bulkhead permit, then the task under its cut, with
+//! panics caught.
 
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
@@ -12,8 +13,9 @@ use crate::observe::trace;
 use crate::policy::bulkhead::BulkheadPermit;
 use crate::policy::deadline::{Cut, Deadline};
 
-/// Attempt `number` of a series that started at `started`: a bulkhead permit, then the
-/// task, both under the attempt's cut (`min(timeout, deadline)`), with its events and span.
+/// Attempt `number` of a series that started at `started`: a rate-limit permit, a bulkhead
+/// permit, then the task, all under the attempt's cut (`min(timeout, deadline)`), with its
+/// events and span.
 /// `resumed`: the first attempt, which the fast path started.
 pub(super) async fn attempt<H: Host>(
     host: &H,
@@ -23,7 +25,7 @@ pub(super) async fn attempt<H: Host>(
     started: Instant,
     resumed: Option<FirstAttempt<H::Attempt>>,
 ) -> Attempted<H::Value> {
-    // An attempt begins when it asks for its bulkhead permit: the wait counts toward its
+    // An attempt begins when it asks for its first permit: the waits count toward its
     // timeout. The first one of a series begins when the series did.
     let now = if number == 1 { started } else { Instant::now() };
     let cut = policies.cut(now, deadline);
@@ -41,8 +43,8 @@ pub(super) async fn attempt<H: Host>(
     attempted
 }
 
-/// The attempt that began at `now`, inside its span: its bulkhead permit, then its task;
-/// a failure is told to the host there.
+/// The attempt that began at `now`, inside its span: its rate-limit permit, its bulkhead
+/// permit, then its task; a failure is told to the host there.
 async fn permitted<H: Host>(
     host: &H,
     policies: &Policies,
@@ -53,6 +55,20 @@ async fn permitted<H: Host>(
     resumed: Option<FirstAttempt<H::Attempt>>,
 ) -> Attempted<H::Value> {
     let budget = cut.until.map(|u| u.saturating_duration_since(now));
+    let rate_wait = match rate_permit(host, policies, number, cut) {
+        None => Duration::ZERO,
+        Some(permit) => match permit.await {
+            Ok(waited) => waited,
+            Err(error) => {
+                return Attempted {
+                    out: Err(failed(host, number, budget, error)),
+                    start: now,
+                    waited: Duration::ZERO,
+                    rate_wait: Duration::ZERO,
+                };
+            }
+        },
+    };
     let (permit, waited) = match &policies.bulkhead {
         // The fast path takes no node with a bulkhead.
         _ if resumed.is_some() => (None, Duration::ZERO),
@@ -79,6 +95,7 @@ async fn permitted<H: Host>(
                     out,
                     start: now,
                     waited: refused.waited,
+                    rate_wait,
                 };
             }
         },
@@ -89,15 +106,46 @@ async fn permitted<H: Host>(
         out,
         start: now,
         waited,
+        rate_wait,
     }
 }
 
+/// The wait for attempt `number`'s rate-limit permit, if the policies have a rate limiter:
+/// how long it waited, or the attempt's error when the limiter refused it (its permit
+/// would not have come within its maximum wait or before the attempt's `cut`).
+fn rate_permit<'a, H: Host>(
+    host: &'a H,
+    policies: &'a Policies,
+    number: u32,
+    cut: Cut,
+) -> Option<impl std::future::Future<Output = Result<Duration, NodeError>> + 'a> {
+    let limiter = policies.rate_limit.as_ref()?;
+    Some(async move {
+        match limiter.acquire(cut.until).await {
+            Ok(waited) => {
+                host.rate_limited(number, limiter.name(), waited, true);
+                Ok(waited)
+            }
+            Err(after) => {
+                host.rate_limited(number, limiter.name(), after, false);
+                Err(NodeError::RateLimited {
+                    node: host.name().to_owned(),
+                    attempt: number,
+                    limiter: limiter.name().to_owned(),
+                    retry_after: after,
+                })
+            }
+        }
+    })
+}
+
 /// What one attempt did: its output, when it began, and how long it waited for its
-/// bulkhead permit.
+/// bulkhead permit and for its rate-limit permit.
 pub(super) struct Attempted<V> {
     pub(super) out: Result<V, NodeError>,
     pub(super) start: Instant,
     pub(super) waited: Duration,
+    pub(super) rate_wait: Duration,
 }
 
 /// Attempt `number`, with `budget` before its cut, failed with `error`: the host is told

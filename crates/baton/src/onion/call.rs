@@ -260,6 +260,21 @@ where
         });
     }
 
+    fn rate_limited(&self, number: u32, limiter: &str, wait: Duration, admitted: bool) {
+        if !admitted {
+            self.count(|c| c.rate_limited.incr());
+        }
+        self.emit(|run, node| Event::RateLimitWaited {
+            run,
+            graph: None,
+            node,
+            attempt: number,
+            limiter,
+            wait,
+            admitted,
+        });
+    }
+
     fn rejected(&self, breaker: &str, state: BreakerState) {
         self.count(|c| c.breaker_rejections.incr());
         self.emit(|run, node| Event::BreakerRejected {

@@ -201,21 +201,26 @@ async fn series<H: Host>(
         }
         let permit = guard.attempt_permit(host, number, started, &mut last)?;
         log.started = number;
-        let Attempted { out, start, waited } =
-            attempt(host, policies, number, deadline, started, resumed).await;
+        let Attempted {
+            out,
+            start,
+            waited,
+            rate_wait,
+        } = attempt(host, policies, number, deadline, started, resumed).await;
         let out = match permit {
             Some(permit) => tell(permit, policies, out, start),
             None => out,
         };
         // A series that succeeds at its first attempt, at once, has nothing to add to the
         // node's own start and end: its log stays empty (and costs nothing).
-        if (number > 1 || out.is_err() || !waited.is_zero()) && log.entries.len() < MAX_ATTEMPT_LOG
-        {
+        let waits = !waited.is_zero() || !rate_wait.is_zero();
+        if (number > 1 || out.is_err() || waits) && log.entries.len() < MAX_ATTEMPT_LOG {
             log.entries.push(AttemptReport {
                 number,
                 start: host.offset(start),
                 end: host.offset(Instant::now()),
                 permit_wait: waited,
+                rate_limit_wait: rate_wait,
                 delay_before,
                 error: out.as_ref().err().map(ToString::to_string),
             });
@@ -284,6 +289,13 @@ fn backoff_after<H: Host>(
         || {
             let delays = backoff.get_or_insert_with(|| retry.backoff.iter());
             catch(UserCode::Backoff, || delays.next()).unwrap_or_else(|panic| {
+                panicked.set(Some(panic));
+                None
+            })
+        },
+        || {
+            let hint = retry.delay_from.as_ref()?;
+            catch(UserCode::RetryDelay, || hint(&error)).unwrap_or_else(|panic| {
                 panicked.set(Some(panic));
                 None
             })

@@ -83,7 +83,8 @@ fn missing() -> &'static Settled {
 pub struct AttemptReport {
     /// The attempt number, from 1.
     pub number: u32,
-    /// When it started (asked for its bulkhead permit, if it has one), from the run's start.
+    /// When it started (asked for its first permit, if it has a rate limiter or a
+    /// bulkhead), from the run's start.
     #[cfg_attr(
         feature = "serde",
         serde(rename = "start_ms", serialize_with = "json::ms")
@@ -102,6 +103,13 @@ pub struct AttemptReport {
         serde(rename = "permit_wait_ms", serialize_with = "json::ms")
     )]
     pub permit_wait: Duration,
+    /// How long it waited for its rate-limit permit (zero without a rate limiter, or when
+    /// a permit was free). The wait counts toward the attempt's timeout.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "rate_limit_wait_ms", serialize_with = "json::ms")
+    )]
+    pub rate_limit_wait: Duration,
     /// The backoff waited before it (zero for the first attempt).
     #[cfg_attr(
         feature = "serde",

@@ -11,6 +11,7 @@ mod lifecycle;
 mod observe;
 mod onion;
 mod pipeline;
+mod rate_limit;
 mod retry;
 mod robustness;
 mod routing;
