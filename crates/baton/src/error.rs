@@ -17,6 +17,53 @@ use crate::util::human::Human;
 /// `String` and `&'static str` qualify, and so does `anyhow::Error` through its `Into`.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
+/// What a task returns when its error type is [`BoxError`]: the return type to give an
+/// `async fn` used as a task, in which `?` converts any error.
+///
+/// ```
+/// use baton_graph::{Ctx, Graph, TaskResult};
+///
+/// async fn parse(ctx: Ctx<&'static str>) -> TaskResult<u32> {
+///     Ok(ctx.input().parse::<u32>()?) // `?` turns the `ParseIntError` into a `BoxError`
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), baton_graph::BoxError> {
+/// let mut g = Graph::<&'static str>::builder();
+/// let n = g.node("parse").task(|ctx, ()| parse(ctx));
+/// let report = g.build()?.run("42").await?;
+/// assert_eq!(report.get(n), Some(&42));
+/// # Ok(())
+/// # }
+/// ```
+pub type TaskResult<T> = Result<T, BoxError>;
+
+/// `Ok(value)` as a [`TaskResult`]: ends a task's `async` block so that `?` inside it
+/// knows the error type.
+///
+/// Without it, `async move { let n = s.parse::<u32>()?; Ok(n) }` does not compile ("type
+/// annotations needed"): nothing says what `?` converts the error into. With `ok(n)` as
+/// the block's last expression, the error type is [`BoxError`].
+///
+/// ```
+/// use baton_graph::{Graph, ok};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), baton_graph::BoxError> {
+/// let mut g = Graph::<&'static str>::builder();
+/// let n = g.node("parse").task(|ctx, ()| async move {
+///     let n = ctx.input().parse::<u32>()?;
+///     ok(n * 2)
+/// });
+/// let report = g.build()?.run("21").await?;
+/// assert_eq!(report.get(n), Some(&42));
+/// # Ok(())
+/// # }
+/// ```
+pub fn ok<T>(value: T) -> TaskResult<T> {
+    Ok(value)
+}
+
 /// A graph definition that [`GraphBuilder::build`](crate::GraphBuilder::build) rejected.
 ///
 /// `build()` reports one problem: the first, in declaration order, of the first check that

@@ -96,6 +96,49 @@
 //! # }
 //! ```
 //!
+//! ## Writing tasks
+//! A task is `|ctx, values| async move { .. }`, whose future resolves to `Result<T, E>`
+//! with `E: Into<BoxError>`. It is called once per attempt, so its future must own what it
+//! uses: clone a captured value inside the closure, before `async move`, or give it to the
+//! graph once ([`GraphBuilder::state`]) and read it with [`Ctx::state`].
+//!
+//! `?` inside an `async` block needs the block's error type. End the block with
+//! [`ok(value)`](ok) (or `Ok::<_, BoxError>(value)`), or write the task as an `async fn`
+//! returning [`TaskResult<T>`], or as an async closure that captures nothing,
+//! `async |ctx, ()| -> TaskResult<T> { .. }`.
+//!
+//! ## Compile errors
+//! What the compiler says, and what to change:
+//! - "type annotations needed … cannot infer type of the type parameter `E`", at the
+//!   block's `Ok(..)`: a `?` in the block, and nothing names the error type. End the block
+//!   with `ok(..)`.
+//! - "`Fallback<&str>` is not a fallback for this node, whose task returns `User`": the
+//!   task sets the node's value type, and the fallback produces another
+//!   ([`NodeBuilder::fallback`]).
+//! - "type annotations needed for `Node<_>` … multiple `impl`s satisfying
+//!   `Fallback<u64>: IntoFallback<_>`": a task that only fails, after a `Fallback`, names
+//!   no value type. Write `Err::<u64, _>(..)`.
+//! - At `.task(..)`, "expected `Result<A, _>`, found `Result<B, _>`": something before the
+//!   task fixed the node's type to `A`, such as a [`NodeBuilder::fallback_with`] returning
+//!   `A`, or the task's block does not end in `Ok(..)`.
+//! - "type mismatch in closure arguments … expected closure signature
+//!   `fn(Ctx<_>, (Arc<A>, Arc<B>)) -> _`": the task's second argument receives the
+//!   upstreams' values in the shape of `.after(..)` ([`Upstreams`]).
+//! - "`[Node<u32>; 2]` cannot be a node's upstreams": use a tuple or a `Vec` of handles.
+//! - "type annotations needed for `Inputs<_>`", at `after_names`: write
+//!   `after_names::<V>([..])`.
+//! - "closure may outlive the current function, but it borrows `x`", or, after adding
+//!   `move`, "references to captured variables can't escape the closure": the future
+//!   borrows from the closure. Clone `x` inside the closure, before `async move`.
+//! - "async closure does not implement `Fn` because it captures state": write
+//!   `|ctx, values| async move { .. }` instead.
+//! - "future cannot be sent between threads safely": the task holds a value that is not
+//!   `Send` (an `Rc`, a `std::sync::MutexGuard`) across an `.await`. Drop it before the
+//!   `.await`.
+//! - "`Result<..>` is not a future": `task` takes an async closure; a synchronous one goes
+//!   to [`NodeBuilder::blocking_task`], which in turn says "expected `Result<_, _>`, found
+//!   `async` block" when given an async one.
+//!
 //! ## What a run guarantees
 //! - A node's task starts only after every upstream produced a value; independent nodes run
 //!   concurrently on the runtime's workers, and waiting holds no thread.
@@ -157,10 +200,12 @@ pub use engine::{
     Ctx, FailureMode, Graph, Inputs, Named, Run, RunCanceller, RunError, RunOptions, StartMode,
     Upstreams,
 };
-pub use error::{BoxError, BuildError, CancelReason, NodeError, StopReason, UserCode};
+pub use error::{
+    BoxError, BuildError, CancelReason, NodeError, StopReason, TaskResult, UserCode, ok,
+};
 pub use id::{IdempotencyKey, Node, RunId};
 pub use observe::{Event, Observer, Stats};
-pub use onion::{Attempt, Call, Fallback, Pipeline, PipelineBuilder, Retry};
+pub use onion::{Attempt, Call, Fallback, IntoFallback, Pipeline, PipelineBuilder, Retry};
 pub use orchestrator::{NameTaken, Orchestrator, OrchestratorBuilder, ShutdownReport};
 pub use policy::breaker::{
     BreakerConfigError, BreakerOpen, BreakerPermit, BreakerState, BreakerTransition, BreakerWindow,

@@ -56,13 +56,12 @@ impl<'g, I: Send + Sync + 'static, T> RouterBuilder<'g, I, (), T> {
     }
 
     /// Declares the router's upstreams by name, like [`NodeBuilder::after_names`].
-    pub fn after_names<V, S>(
+    pub fn after_names<V>(
         self,
-        names: impl IntoIterator<Item = S>,
+        names: impl IntoIterator<Item = impl Into<String>>,
     ) -> RouterBuilder<'g, I, Named<V>, T>
     where
         V: Send + Sync + 'static,
-        S: Into<String>,
     {
         self.after(Named::new(names.into_iter().map(Into::into).collect()))
     }

@@ -52,7 +52,7 @@ impl Attempt {
     }
 }
 
-/// What one [`Pipeline::run`] did.
+/// What one [`Pipeline::run`](crate::Pipeline::run) did.
 #[derive(Debug)]
 pub struct Call<T> {
     pub(super) result: Result<T, Arc<NodeError>>,

@@ -123,6 +123,54 @@ impl<T: Send + Sync + 'static> Fallback<T> {
     }
 }
 
+/// What [`NodeBuilder::fallback`](crate::NodeBuilder::fallback) accepts for a node whose
+/// task produces a `T`: a [`Fallback<T>`], or a plain `T` (recovers with that value, as
+/// [`Fallback::value`] does).
+///
+/// The node's value type is the one its task returns. A fallback of another type is a
+/// compile error at the `.fallback(..)` call, naming the type the task returns.
+///
+/// ```
+/// use baton_graph::{BoxError, Fallback, Graph};
+///
+/// let mut g = Graph::<()>::builder();
+/// let a = g.node("a").fallback(0_u32).task(|_ctx, ()| async { Ok::<_, BoxError>(1_u32) });
+/// let b = g
+///     .node("b")
+///     .fallback(Fallback::from_fn(|_error| 0_u32))
+///     .task(|_ctx, ()| async { Ok::<_, BoxError>(2_u32) });
+/// # let _ = (a, b);
+/// ```
+///
+/// This is sealed: it is implemented for `Fallback<T>` and `T` only.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a fallback for this node, whose task returns `{T}`",
+    label = "expected a `Fallback<{T}>` or a `{T}`",
+    note = "a node's value type is the one its task returns; its fallback must produce the same type"
+)]
+pub trait IntoFallback<T>: sealed::Sealed<T> {
+    #[doc(hidden)]
+    fn __into_fallback(self) -> Fallback<T>;
+}
+
+mod sealed {
+    pub trait Sealed<T> {}
+}
+
+impl<T: Send + Sync + 'static> sealed::Sealed<T> for Fallback<T> {}
+impl<T: Send + Sync + 'static> IntoFallback<T> for Fallback<T> {
+    fn __into_fallback(self) -> Fallback<T> {
+        self
+    }
+}
+
+impl<T: Send + Sync + 'static> sealed::Sealed<T> for T {}
+impl<T: Send + Sync + 'static> IntoFallback<T> for T {
+    fn __into_fallback(self) -> Fallback<T> {
+        Fallback::value(self)
+    }
+}
+
 /// Runs an async fallback: `start(error)` makes its future, which is awaited. A panic in
 /// either (caught) or an `Err` fails with [`NodeError::FallbackFailed`] naming `node` and
 /// keeping `error`.

@@ -31,7 +31,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 pub use call::{Attempt, Call};
-pub use fallback::Fallback;
+pub use fallback::{Fallback, IntoFallback};
 pub(crate) use fallback::{Recovered, recover_async};
 pub use pipeline::{Pipeline, PipelineBuilder};
 pub(crate) use policies::{ErrorFilter, Policies};

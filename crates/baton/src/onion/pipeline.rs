@@ -157,13 +157,17 @@ impl<T: Send + Sync + 'static> Pipeline<T> {
     /// # Errors
     /// The final error, as a node's: [`NodeError::GaveUp`] after retries,
     /// [`NodeError::Timeout`], [`NodeError::BreakerOpen`], [`NodeError::FallbackFailed`], ….
-    pub async fn call<F, Fut, E>(&self, task: F) -> Result<T, Arc<NodeError>>
+    pub fn call<'a, F, Fut, E>(
+        &'a self,
+        task: F,
+    ) -> impl Future<Output = Result<T, Arc<NodeError>>> + Send + 'a
     where
-        F: Fn(Attempt) -> Fut + Send + Sync,
-        Fut: Future<Output = Result<T, E>> + Send,
-        E: Into<BoxError>,
+        F: Fn(Attempt) -> Fut + Send + Sync + 'a,
+        Fut: Future<Output = Result<T, E>> + Send + 'a,
+        E: Into<BoxError> + 'a,
     {
-        self.run(task).await.result
+        let run = self.run(task);
+        async move { run.await.result }
     }
 
     /// Runs `task` through the policies and returns what the call did: its value or error,
@@ -172,7 +176,21 @@ impl<T: Send + Sync + 'static> Pipeline<T> {
     /// `task` is called once per attempt, with the attempt's number and deadline; each
     /// attempt's future is dropped when it is cut (it stops at its next `.await`). A panic
     /// in `task` or its future is caught and fails the attempt, as in a node.
-    pub async fn run<F, Fut, E>(&self, task: F) -> Call<T>
+    ///
+    /// The future is `Send` (it can be given to `tokio::spawn`) whatever the task's error
+    /// type.
+    // Not an `async fn`: the `Send` in the signature is what lets callers spawn it.
+    #[allow(clippy::manual_async_fn)]
+    pub fn run<'a, F, Fut, E>(&'a self, task: F) -> impl Future<Output = Call<T>> + Send + 'a
+    where
+        F: Fn(Attempt) -> Fut + Send + Sync + 'a,
+        Fut: Future<Output = Result<T, E>> + Send + 'a,
+        E: Into<BoxError> + 'a,
+    {
+        async move { self.run_inner(task).await }
+    }
+
+    async fn run_inner<F, Fut, E>(&self, task: F) -> Call<T>
     where
         F: Fn(Attempt) -> Fut + Send + Sync,
         Fut: Future<Output = Result<T, E>> + Send,
@@ -238,7 +256,8 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
         self
     }
 
-    /// No attempt starts with less than `min` left before the deadline (default 10 ms).
+    /// No first attempt starts with less than `min` left before the deadline, and backoffs
+    /// are clipped to leave it (default 10 ms).
     pub fn min_attempt_time(mut self, min: Duration) -> Self {
         self.min_attempt = Some(min);
         self

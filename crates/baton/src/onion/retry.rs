@@ -59,8 +59,10 @@ impl Default for Retry {
 }
 
 impl Retry {
-    /// At most `max_attempts` attempts in all (the first one included), with the default
-    /// backoff. `max_attempts` of 0 is rejected when the graph is built
+    /// At most `max_attempts` attempts in all, the first one included, with the default
+    /// backoff (exponential from 100 ms). It counts attempts, not retries: `Retry::new(3)`
+    /// retries at most twice, and `Retry::new(1)` never retries. `max_attempts` of 0 is
+    /// rejected when the graph is built
     /// ([`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy)).
     #[must_use]
     pub fn new(max_attempts: u32) -> Self {

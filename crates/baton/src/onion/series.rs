@@ -185,8 +185,14 @@ async fn series<H: Host>(
     loop {
         number += 1;
         let resumed = first.take();
+        // A retry follows a backoff sized to leave it the minimum attempt time; when the
+        // backoff's timer fired late and left less, the attempt still starts, as the last.
+        let now = Instant::now();
+        if number > 1 && policies.too_late(deadline, now) {
+            after_clip = true;
+        }
         // (A resumed first attempt passed this check on the fast path.)
-        if resumed.is_none() && !policies.may_start(deadline, Instant::now(), after_clip) {
+        if resumed.is_none() && !policies.may_start(deadline, now, after_clip) {
             let error = out_of_time(host, number - 1, started);
             return Err(match retry {
                 Some(_) if number > 1 => give_up(
@@ -211,20 +217,15 @@ async fn series<H: Host>(
             Some(permit) => tell(permit, policies, out, start),
             None => out,
         };
-        // A series that succeeds at its first attempt, at once, has nothing to add to the
-        // node's own start and end: its log stays empty (and costs nothing).
-        let waits = !waited.is_zero() || !rate_wait.is_zero();
-        if (number > 1 || out.is_err() || waits) && log.entries.len() < MAX_ATTEMPT_LOG {
-            log.entries.push(AttemptReport {
-                number,
-                start: host.offset(start),
-                end: host.offset(Instant::now()),
-                permit_wait: waited,
-                rate_limit_wait: rate_wait,
-                delay_before,
-                error: out.as_ref().err().map(ToString::to_string),
-            });
-        }
+        log_attempt(
+            host,
+            log,
+            number,
+            start,
+            (waited, rate_wait),
+            delay_before,
+            &out,
+        );
         let error = match out {
             Ok(value) => return Ok(value),
             Err(e) => e,
@@ -257,6 +258,33 @@ async fn series<H: Host>(
             }
         }
         last = Some(error);
+    }
+}
+
+/// Logs attempt `number`, which began at `start` after `delay_before` and waited `waits`
+/// (bulkhead permit, rate-limit permit). A series that succeeds at its first attempt, at
+/// once, has nothing to add to the node's own start and end: its log stays empty (and
+/// costs nothing).
+fn log_attempt<H: Host>(
+    host: &H,
+    log: &mut AttemptLog,
+    number: u32,
+    start: Instant,
+    (waited, rate_wait): (Duration, Duration),
+    delay_before: Duration,
+    out: &Result<H::Value, NodeError>,
+) {
+    let waits = !waited.is_zero() || !rate_wait.is_zero();
+    if (number > 1 || out.is_err() || waits) && log.entries.len() < MAX_ATTEMPT_LOG {
+        log.entries.push(AttemptReport {
+            number,
+            start: host.offset(start),
+            end: host.offset(Instant::now()),
+            permit_wait: waited,
+            rate_limit_wait: rate_wait,
+            delay_before,
+            error: out.as_ref().err().map(ToString::to_string),
+        });
     }
 }
 

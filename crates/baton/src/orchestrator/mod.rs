@@ -105,6 +105,7 @@ impl fmt::Debug for OrchestratorBuilder {
 impl OrchestratorBuilder {
     /// Adds an observer that receives every event of every run (see
     /// [`observe`](crate::observe)). Observers are called in the order they were added.
+    /// Observers are not deduplicated: one added twice receives every event twice.
     pub fn observer(mut self, observer: impl Observer) -> Self {
         self.observers.push(Arc::new(observer));
         self

@@ -17,6 +17,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 /// A named concurrency limit; cheap to clone, shared by every node given it.
+///
+/// Permits go first come, first served: tokio's semaphore is fair, so an attempt waits
+/// behind every attempt that asked before it, whatever its node, graph or run. A retry asks
+/// again and waits behind the attempts already in the queue.
 #[derive(Clone)]
 pub struct Bulkhead {
     inner: Arc<Inner>,

@@ -6,11 +6,11 @@
 //! - the attempt's **cut**: the earlier of its per-attempt timeout and the deadline;
 //! - the **backoff** before the next attempt: `min(computed, time left − minimum attempt
 //!   time)`, so that the attempt after it still fits;
-//! - the **minimum attempt time**: no attempt starts with less than it left, but the one
-//!   that a clipped backoff made room for. That attempt is the series' last: it starts with
-//!   whatever is left above zero (a timer fires up to a tick late, so after the clipped
-//!   wait a little less than the minimum may be left), and no attempt follows it, so a
-//!   budget never turns into a loop of attempts with no wait between them.
+//! - the **minimum attempt time**: a first attempt does not start with less than it left.
+//!   A retry's backoff is sized to leave it that much, but a timer fires up to a tick late,
+//!   so a retry starts with whatever is left above zero. A retry that starts with less than
+//!   the minimum left, or after a clipped backoff, is the series' last, so a budget never
+//!   turns into a loop of attempts with no wait between them.
 //!
 //! These are pure functions of instants and durations, shared by the scheduler's fast path
 //! and the onion. [`Deadline`] enforces a cut: a timeout that costs nothing until the

@@ -1,9 +1,11 @@
 //! The public types have the auto traits a tokio user relies on: graphs, handles, runs,
-//! reports and errors cross tasks and threads, and errors box into `BoxError`.
+//! reports and errors cross tasks and threads, and errors box into `BoxError`. Tasks can
+//! use `?` without naming their error type.
 
 use baton_graph::{
     BoxError, BuildError, CancelReason, Counts, Ctx, FailureMode, Graph, IdempotencyKey, Node,
     NodeError, NodeReport, Outcome, Report, Run, RunCanceller, RunError, RunId, RunOptions,
+    TaskResult, ok,
 };
 
 fn send_sync<T: Send + Sync>() {}
@@ -86,4 +88,40 @@ fn cancel_reasons_display() {
         .to_string(),
         "fail-fast after `n` failed"
     );
+}
+
+async fn parse_task(ctx: Ctx<&'static str>) -> TaskResult<u32> {
+    Ok(ctx.input().parse::<u32>()?)
+}
+
+/// Four ways to use `?` in a task without `Ok::<_, BoxError>`: an `async` block ending in
+/// `ok(..)`, an `async fn` returning `TaskResult`, an async closure with a return type, a
+/// blocking closure ending in `ok(..)`. Each fails with the `?`'s error on bad input.
+#[tokio::test]
+async fn tasks_use_question_mark_without_naming_the_error_type() {
+    let mut g = Graph::<&'static str>::builder();
+    let block = g.node("block").task(|ctx, ()| async move {
+        let n = ctx.input().parse::<u32>()?;
+        ok(n + 1)
+    });
+    let func = g.node("func").task(|ctx, ()| parse_task(ctx));
+    let closure = g
+        .node("closure")
+        .task(async |ctx, ()| -> TaskResult<u32> { Ok(ctx.input().parse::<u32>()? + 2) });
+    let blocking = g.node("blocking").blocking_task(|ctx, ()| {
+        let n = ctx.input().parse::<u32>()?;
+        ok(n + 3)
+    });
+    let graph = g.build().unwrap();
+
+    let report = graph.run("40").await.unwrap();
+    let values = [block, func, closure, blocking].map(|n| report.get(n).copied());
+    assert_eq!(values, [Some(41), Some(40), Some(42), Some(43)]);
+
+    let report = graph.run("forty").await.unwrap();
+    for node in report.nodes() {
+        assert_eq!(node.outcome(), Outcome::Failed, "{}", node.name());
+        let error = node.error().unwrap().task_error().unwrap();
+        assert!(error.is::<std::num::ParseIntError>(), "{}", node.name());
+    }
 }

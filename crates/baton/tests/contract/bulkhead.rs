@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use baton_graph::{BoxError, Bulkhead, Graph, Node, NodeError, Orchestrator, Outcome};
+use baton_graph::{
+    Backoff, BoxError, Bulkhead, Graph, Node, NodeError, Orchestrator, Outcome, Retry,
+};
 use tokio::time::sleep;
 
 fn ms(n: u64) -> Duration {
@@ -53,6 +55,51 @@ async fn bulkhead_limits_concurrency_and_bounds_the_wait() {
     // Nobody leaked a permit.
     assert_eq!(bulkhead.available(), 2);
     assert_eq!(bulkhead.waiting(), 0);
+}
+
+/// One permit, three nodes asking at once: they get it in the order they asked. `a`'s
+/// first attempt fails and its retry asks again 1 ms later, behind `b` and `c`.
+#[tokio::test(start_paused = true)]
+async fn permits_go_first_come_first_served_and_a_retry_asks_again_at_the_back() {
+    let bulkhead = Bulkhead::new("inventory", 1, ms(10_000));
+    let starts = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut g = Graph::<()>::builder();
+    for name in ["a", "b", "c"] {
+        let starts = Arc::clone(&starts);
+        let _ = g
+            .node(name)
+            .bulkhead(&bulkhead)
+            .retry(Retry::new(2).backoff(Backoff::constant(ms(1))))
+            .task(move |ctx, ()| {
+                let at = tokio::time::Instant::now();
+                starts.lock().unwrap().push((name, ctx.attempt(), at));
+                async move {
+                    sleep(ms(100)).await;
+                    if name == "a" && ctx.attempt() == 1 {
+                        return Err::<(), BoxError>("503".into());
+                    }
+                    Ok(())
+                }
+            });
+    }
+    let t0 = tokio::time::Instant::now();
+    let report = g.build().unwrap().run(()).await.unwrap();
+    assert!(report.is_clean(), "{report}");
+    let starts: Vec<_> = starts
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|&(name, attempt, at)| (name, attempt, at - t0))
+        .collect();
+    assert_eq!(
+        starts,
+        [
+            ("a", 1, ms(0)),
+            ("b", 1, ms(100)),
+            ("c", 1, ms(200)),
+            ("a", 2, ms(300)),
+        ]
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -42,6 +42,27 @@ async fn fallback_value_recovers_and_keeps_the_error() {
     assert!(report.is_clean());
 }
 
+/// `.fallback(v)` with the value itself is `Fallback::value(v)`; the task's type sets the
+/// node's, so the fallback's `Default::default()` is a `u32` here.
+#[tokio::test(start_paused = true)]
+async fn a_plain_value_is_a_fallback_value() {
+    let mut g = Graph::<()>::builder();
+    let plain = g
+        .node("plain")
+        .fallback(7_u32)
+        .task(|_ctx, ()| async { Err::<u32, _>("down") });
+    let inferred = g
+        .node("inferred")
+        .fallback(Fallback::value(Default::default()))
+        .task(|_ctx, ()| async { Err::<u32, _>("down") });
+    let report = g.build().unwrap().run(()).await.unwrap();
+    assert_eq!(report.get(plain), Some(&7));
+    assert_eq!(report.get(inferred), Some(&0));
+    assert_eq!(report.node(plain).unwrap().outcome(), Outcome::Recovered);
+    let error = report.node(plain).unwrap().error().unwrap();
+    assert_eq!(error.task_error().unwrap().to_string(), "down");
+}
+
 #[tokio::test(start_paused = true)]
 async fn fallback_never_runs_on_success() {
     let calls = Arc::new(AtomicU32::new(0));

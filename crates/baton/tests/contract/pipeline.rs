@@ -636,3 +636,13 @@ async fn a_rate_limiter_spaces_and_refuses_alike() {
         "waits the rest of the 100 ms after a 60 ms backoff"
     );
 }
+
+/// A call's future is `Send` whatever the task's error type, `BoxError` included, so it
+/// can be spawned; so is a graph's run.
+#[tokio::test(start_paused = true)]
+async fn a_call_can_be_spawned_with_a_box_error() {
+    let p: Pipeline<u32> = Pipeline::builder("p").build().unwrap();
+    let call =
+        tokio::spawn(async move { p.call(|_attempt| async { Ok::<u32, BoxError>(1) }).await });
+    assert_eq!(call.await.unwrap().ok(), Some(1));
+}

@@ -182,7 +182,7 @@ async fn routers_work_with_name_based_upstreams() {
         .task(|_ctx, ()| async { Ok::<_, BoxError>(5i64) });
     let r = g
         .router("r")
-        .after_names::<i64, _>(["a"])
+        .after_names::<i64>(["a"])
         .select(|_input, inputs| {
             if **inputs.get("a").unwrap() > 3 {
                 "big"
@@ -296,12 +296,12 @@ async fn a_node_after_a_branch_runs_when_the_branch_is_taken() {
                 b.task(|_ctx, _s| async { Ok::<_, BoxError>("backordered".to_owned()) })
             })
             .finish();
-        let label =
-            g.node("label")
-                .after_names::<String, _>(["ship"])
-                .task(|_ctx, ship| async move {
-                    Ok::<_, BoxError>(format!("label for {}", ship.get("ship").unwrap()))
-                });
+        let label = g
+            .node("label")
+            .after_names::<String>(["ship"])
+            .task(|_ctx, ship| async move {
+                Ok::<_, BoxError>(format!("label for {}", ship.get("ship").unwrap()))
+            });
         let graph = g.build().unwrap();
         // On the paused clock a stuck run makes the timeout fire at once instead of hanging.
         let report = tokio::time::timeout(Duration::from_secs(60), graph.run(()))

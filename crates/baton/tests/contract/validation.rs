@@ -11,7 +11,7 @@ fn leaf(g: &mut GraphBuilder<()>, name: &str) -> Node<u32> {
 /// A node of type `u32` whose upstreams are given by name.
 fn named(g: &mut GraphBuilder<()>, name: &str, ups: &[&str]) -> Node<u32> {
     g.node(name)
-        .after_names::<u32, _>(ups.iter().copied())
+        .after_names::<u32>(ups.iter().copied())
         .task(|_ctx, ups: Inputs<u32>| async move { Ok::<_, BoxError>(ups.len() as u32) })
 }
 

@@ -147,7 +147,7 @@ async fn cpu_nodes_after_a_router_branch_use_both_workers() {
         for i in 0..2 {
             let started = Arc::clone(&started);
             g.node(format!("cpu{i}"))
-                .after_names::<u32, _>(["a"])
+                .after_names::<u32>(["a"])
                 .task(move |_ctx, _a| common::compute_beside_another(&started));
         }
         let report = g.build().unwrap().run(()).await.expect("run");

@@ -3,7 +3,7 @@
 
 use std::future::{Ready, ready};
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use super::*;
 use crate::engine::node::{NodeState, Slot};
@@ -121,11 +121,37 @@ fn an_inline_run_spreads_once_its_future_stops_driving_it() {
     assert_eq!(run_on(&chain(StartMode::Spread), 2).workers(), 2, "spread");
 }
 
+/// Holds both workers of `rt`: spawns two tasks that block their worker until `release`
+/// is set. True when both are running within 10 s; false when one worker took both (it
+/// then runs them one after the other, and they are released at once).
+fn hold_both_workers(rt: &tokio::runtime::Runtime, release: &Arc<AtomicBool>) -> bool {
+    let holding = Arc::new(AtomicU32::new(0));
+    for _ in 0..2 {
+        let (holding, release) = (Arc::clone(&holding), Arc::clone(release));
+        rt.spawn(async move {
+            holding.fetch_add(1, Ordering::SeqCst);
+            while !release.load(Ordering::SeqCst) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        });
+    }
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while holding.load(Ordering::SeqCst) < 2 {
+        if std::time::Instant::now() > give_up {
+            release.store(true, Ordering::SeqCst);
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    true
+}
+
 /// An inline run's future that hands off a run with nodes still queued gives them a
 /// driver per worker: with both workers of the runtime held (so that no spawned driver
 /// runs and leaves), the first poll of a run of 300 roots that end at once runs the
 /// first ones, then hands off, and two drivers are counted active (one without the
-/// hand-off's spawns for queued nodes, or without `spread`).
+/// hand-off's spawns for queued nodes, or without `spread`). The workers are held with a
+/// bounded wait, so the test fails instead of hanging when they cannot be.
 #[test]
 fn an_inline_hand_off_gives_queued_nodes_a_driver_per_worker() {
     let mut g = Graph::<()>::builder();
@@ -134,34 +160,31 @@ fn an_inline_hand_off_gives_queued_nodes_a_driver_per_worker() {
         let _: Node<()> = g.node(format!("r{i}")).task(noop);
     }
     let graph = g.build().expect("a valid graph");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    let held = Arc::new(std::sync::Barrier::new(3));
-    let release = Arc::new(std::sync::Barrier::new(3));
-    for _ in 0..2 {
-        let (held, release) = (Arc::clone(&held), Arc::clone(&release));
-        // Each holds a worker (blocking it) until the test releases both.
-        rt.spawn(async move {
-            held.wait();
-            release.wait();
+    for _ in 0..5 {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let release = Arc::new(AtomicBool::new(false));
+        if !hold_both_workers(&rt, &release) {
+            continue;
+        }
+        let mut run = graph.run(());
+        let state = Arc::clone(&run.state);
+        rt.block_on(async {
+            assert!(futures::poll!(&mut run).is_pending(), "it handed off");
         });
+        let queued = !state.core.ready().is_empty();
+        let active = state.core.ready().active();
+        release.store(true, Ordering::SeqCst);
+        let report = rt.block_on(run).expect("the run succeeds");
+        assert_eq!(report.len(), 300);
+        assert!(queued, "roots were left queued");
+        assert_eq!(active, 2, "a driver per worker for the queued roots");
+        return;
     }
-    held.wait();
-    let mut run = graph.run(());
-    let state = Arc::clone(&run.state);
-    rt.block_on(async {
-        assert!(futures::poll!(&mut run).is_pending(), "it handed off");
-    });
-    let queued = !state.core.ready().is_empty();
-    let active = state.core.ready().active();
-    release.wait();
-    let report = rt.block_on(run).expect("the run succeeds");
-    assert_eq!(report.len(), 300);
-    assert!(queued, "roots were left queued");
-    assert_eq!(active, 2, "a driver per worker for the queued roots");
+    panic!("could not hold both workers of a two-worker runtime in 5 tries");
 }
 
 /// The floor is registered when the attempt that sets it spent the task's coop budget

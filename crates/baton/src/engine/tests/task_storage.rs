@@ -178,11 +178,11 @@ fn a_graph_that_fails_to_build_drops_its_tasks() {
         let mut g = Graph::<()>::builder();
         let _ = g
             .node("a")
-            .after_names::<u32, _>(["b"])
+            .after_names::<u32>(["b"])
             .task(capturing(&witness));
         let _ = g
             .node("b")
-            .after_names::<u32, _>([b_after])
+            .after_names::<u32>([b_after])
             .task(capturing(&witness));
         let _ = g
             .node("c")

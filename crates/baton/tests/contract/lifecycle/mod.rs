@@ -272,6 +272,31 @@ async fn bulkhead_waits_and_breaker_rejections_come_in_order() {
     );
 }
 
+/// Observers are not deduplicated: one added twice is called twice per event, in the
+/// order of its two places among the others.
+#[tokio::test(start_paused = true)]
+async fn an_observer_added_twice_receives_every_event_twice() {
+    let log = Arc::new(Mutex::new(Vec::<&'static str>::new()));
+    let observer = |tag: &'static str| {
+        let log = Arc::clone(&log);
+        move |ev: &Event<'_>| {
+            if let Event::NodeFinished { .. } = ev {
+                log.lock().unwrap().push(tag);
+            }
+        }
+    };
+    let twice = observer("twice");
+    let orch = Orchestrator::builder()
+        .observer(twice.clone())
+        .observer(observer("once"))
+        .observer(twice)
+        .build();
+    let mut g = orch.graph::<()>();
+    let _ = g.node("a").task(|_ctx, ()| async { Ok::<_, BoxError>(1) });
+    g.build().unwrap().run(()).await.unwrap();
+    assert_eq!(*log.lock().unwrap(), ["twice", "once", "twice"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stats_equal_the_reports_counts_after_many_concurrent_runs() {
     let orch = Orchestrator::new();

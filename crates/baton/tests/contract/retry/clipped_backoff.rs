@@ -1,5 +1,6 @@
 //! A backoff the deadline clipped is followed by exactly one more attempt: it runs with
 //! whatever time is left, on a real clock as on the paused one, and no attempt follows it.
+//! So is a backoff whose timer fired late, leaving less than the minimum attempt time.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -60,9 +61,9 @@ async fn the_attempt_a_clipped_backoff_made_room_for_runs() {
 }
 
 /// On a real clock the clipped wait ends a little late, with less than the minimum
-/// attempt time left: the attempt still runs. (Three runs of 600 ms on a multi-thread
-/// runtime, with a minimum attempt time of 200 ms, so that a loaded machine that fires the
-/// timer up to 200 ms late still leaves the last attempt some time; the outcome and the
+/// attempt time left: the attempt still runs. (Two runs of 1 s on a multi-thread runtime,
+/// with a minimum attempt time of 400 ms, so that a loaded machine that fires the timer up
+/// to 400 ms late still leaves the last attempt some time; the outcome and the
 /// attempt count are asserted, not the time. Requiring the whole minimum after the wait,
 /// as before, fails every run: any lateness at all leaves less.)
 #[test]
@@ -72,13 +73,13 @@ fn on_a_real_clock_the_attempt_after_a_clipped_backoff_still_runs() {
         .enable_all()
         .build()
         .expect("a runtime");
-    for _ in 0..3 {
+    for _ in 0..2 {
         let (graph, node) = graph(
             1,
-            Retry::new(2).backoff(Backoff::constant(ms(1_000))),
-            ms(200),
+            Retry::new(2).backoff(Backoff::constant(ms(2_000))),
+            ms(400),
         );
-        let report = rt.block_on(run(&graph, ms(600)));
+        let report = rt.block_on(run(&graph, ms(1_000)));
         let n = report.node(node).expect("the node");
         assert_eq!(
             (n.outcome(), n.attempts()),
@@ -111,5 +112,87 @@ async fn a_budget_never_becomes_a_zero_delay_loop() {
             attempts, reason, ..
         }) => assert_eq!((*attempts, reason), (4, &StopReason::DeadlineExceeded)),
         other => panic!("expected GaveUp, got {other:?}"),
+    }
+}
+
+/// A graph of `stock` (whose first `failures` attempts fail at once, retried with a
+/// constant 89 ms backoff under a 100 ms budget: 90 ms of room, so not clipped) and
+/// `clock`, which at 85 ms moves the paused clock 12 ms at once, as a late timer would:
+/// the backoff's timer fires at 97 ms, with 3 ms left, under the 10 ms minimum.
+fn late_timer_graph(failures: u32) -> (Graph<()>, Node<u32>) {
+    let calls = Arc::new(AtomicU32::new(0));
+    let mut g = Graph::<()>::builder();
+    let stock = g
+        .node("stock")
+        .budget(ms(100))
+        .retry(Retry::new(5).backoff(Backoff::constant(ms(89))))
+        .task(move |_ctx, ()| {
+            let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
+            async move {
+                if n <= failures {
+                    return Err::<u32, BoxError>("503".into());
+                }
+                Ok(n)
+            }
+        });
+    let _clock = g.node("clock").task(|_ctx, ()| async {
+        tokio::time::sleep(ms(85)).await;
+        tokio::time::advance(ms(12)).await;
+        Ok::<_, BoxError>(())
+    });
+    (g.build().expect("a valid graph"), stock)
+}
+
+/// A backoff the deadline did not clip leaves the next attempt the minimum attempt time;
+/// when its timer fires late and leaves less, the attempt still runs.
+#[tokio::test(start_paused = true)]
+async fn the_attempt_after_a_late_backoff_timer_still_runs() {
+    let (graph, stock) = late_timer_graph(1);
+    let report = graph.run(()).await.expect("preserve-partial");
+    let n = report.node(stock).expect("the node");
+    assert_eq!((n.outcome(), n.attempts()), (Outcome::Succeeded, 2));
+    assert_eq!(n.attempt_log()[1].start, ms(97));
+}
+
+/// That attempt, started with less than the minimum left, is the series' last.
+#[tokio::test(start_paused = true)]
+async fn the_attempt_after_a_late_backoff_timer_is_the_last() {
+    let (graph, stock) = late_timer_graph(u32::MAX);
+    let report = graph.run(()).await.expect("preserve-partial");
+    let n = report.node(stock).expect("the node");
+    assert_eq!(n.outcome(), Outcome::Failed);
+    match n.error() {
+        Some(NodeError::GaveUp {
+            attempts, reason, ..
+        }) => assert_eq!((*attempts, reason), (2, &StopReason::DeadlineExceeded)),
+        other => panic!("expected GaveUp, got {other:?}"),
+    }
+}
+
+/// On a real clock a backoff that fills its room exactly (199 ms of 200: a 300 ms budget
+/// less a 100 ms minimum attempt time) ends a little late, with a little less than the
+/// minimum left: the attempt after it still runs. (Two runs on a multi-thread runtime; the
+/// outcome is asserted, not the time.)
+#[test]
+fn on_a_real_clock_the_attempt_after_a_backoff_that_fills_its_room_runs() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    for _ in 0..2 {
+        let (graph, node) = graph(
+            1,
+            Retry::new(2).backoff(Backoff::constant(ms(199))),
+            ms(100),
+        );
+        let report = rt.block_on(run(&graph, ms(300)));
+        let n = report.node(node).expect("the node");
+        assert_eq!(
+            (n.outcome(), n.attempts()),
+            (Outcome::Succeeded, 2),
+            "{:?}",
+            n.message()
+        );
     }
 }

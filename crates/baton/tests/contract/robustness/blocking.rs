@@ -74,6 +74,30 @@ async fn timed_out_blocking_attempt_is_abandoned_and_told_to_stop() {
     assert_eq!(bulkhead.available(), 1);
 }
 
+/// tokio's paused clock does not auto-advance while a blocking closure runs: the closure
+/// sleeps 50 ms of real time, more than its 10 ms timeout, yet the clock stands still, so
+/// the timeout never fires and the attempt takes no time in the report. A sibling's timer
+/// waits for the closure to return.
+#[tokio::test(start_paused = true)]
+async fn on_the_paused_clock_a_blocking_closure_takes_no_time() {
+    let mut g = Graph::<()>::builder();
+    let crunch = g.node("crunch").timeout(ms(10)).blocking_task(|_ctx, ()| {
+        std::thread::sleep(ms(50));
+        Ok::<_, BoxError>(())
+    });
+    let wait = g.node("wait").task(|_ctx, ()| async {
+        tokio::time::sleep(ms(5)).await;
+        Ok::<_, BoxError>(())
+    });
+    let start = tokio::time::Instant::now();
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let node = report.node(crunch).unwrap();
+    assert_eq!(node.outcome(), Outcome::Succeeded);
+    assert_eq!((node.start(), node.end()), (Some(ms(0)), ms(0)));
+    assert_eq!(report.node(wait).unwrap().end(), ms(5));
+    assert_eq!(start.elapsed(), ms(5));
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_panicking_blocking_task_fails_the_node() {
     let mut g = Graph::<()>::builder();

@@ -375,15 +375,16 @@ async fn vec_upstreams_arrive_as_a_vec_in_declaration_order() {
 async fn named_upstreams_arrive_as_inputs_and_may_be_declared_later() {
     let mut g = Graph::<()>::builder();
     // `sum` names upstreams that are only added afterwards.
-    let sum = g.node("sum").after_names::<i64, _>(["y", "x"]).task(
-        |_ctx, inputs: Inputs<i64>| async move {
-            let names: Vec<String> = inputs.iter().map(|(n, _)| n.to_owned()).collect();
-            let x = **inputs.get("x").ok_or("no x")?;
-            let y = **inputs.get("y").ok_or("no y")?;
-            let missing = inputs.get("z").is_none();
-            Ok::<_, BoxError>((names, inputs.len(), x * 10 + y, missing))
-        },
-    );
+    let sum =
+        g.node("sum")
+            .after_names::<i64>(["y", "x"])
+            .task(|_ctx, inputs: Inputs<i64>| async move {
+                let names: Vec<String> = inputs.iter().map(|(n, _)| n.to_owned()).collect();
+                let x = **inputs.get("x").ok_or("no x")?;
+                let y = **inputs.get("y").ok_or("no y")?;
+                let missing = inputs.get("z").is_none();
+                Ok::<_, BoxError>((names, inputs.len(), x * 10 + y, missing))
+            });
     let x = g.node("x").task(|_ctx, ()| async {
         sleep(ms(30)).await;
         Ok::<_, BoxError>(4_i64)

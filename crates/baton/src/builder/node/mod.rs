@@ -1,20 +1,18 @@
 //! [`NodeBuilder`]: one node's upstreams, policies and callbacks, then its task.
 
+mod policies;
+
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
-use std::time::Duration;
 
 use super::graph::{GraphBuilder, NewNode};
-use super::policy::{PolicyRef, PolicySpec};
+use super::policy::PolicySpec;
 use crate::engine::{
     BlockingTask, Ctx, Extras, Named, NodeFallback, TaskRef, Tasks, TypedTask, Upstreams,
 };
-use crate::error::{BoxError, NodeError};
+use crate::error::BoxError;
 use crate::id::Node;
 use crate::observe::NodeCallbacks;
-use crate::onion::{Fallback, Retry};
-use crate::policy::{Bulkhead, CircuitBreaker, RateLimiter};
 use crate::report::NodeReport;
 
 /// One node being defined: its upstreams and policies, then its task.
@@ -72,17 +70,37 @@ impl<'g, I: Send + Sync + 'static, T> NodeBuilder<'g, I, (), T> {
 
     /// Declares the node's upstreams by name, for graphs built from configuration. Each
     /// must produce a `V`; the task receives their values as [`Inputs<V>`](crate::Inputs).
+    /// Name `V` with a turbofish (`after_names::<u64>([..])`) unless the task's arguments
+    /// say it.
     ///
     /// Names may refer to nodes added later. `build()` reports an unknown name
-    /// ([`BuildError::UnknownUpstream`]), an upstream of another type
-    /// ([`BuildError::TypeMismatch`]) and a cycle ([`BuildError::Cycle`]).
-    pub fn after_names<V, S>(
+    /// ([`BuildError::UnknownUpstream`](crate::BuildError::UnknownUpstream)), an upstream of another type
+    /// ([`BuildError::TypeMismatch`](crate::BuildError::TypeMismatch)) and a cycle ([`BuildError::Cycle`](crate::BuildError::Cycle)).
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Graph};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// // From configuration: `total` sums the nodes it names.
+    /// let total = g.node("total").after_names::<u64>(["a", "b"]).task(|_ctx, inputs| async move {
+    ///     Ok::<_, BoxError>(inputs.iter().map(|(_name, v)| **v).sum::<u64>())
+    /// });
+    /// for (name, v) in [("a", 40_u64), ("b", 2)] {
+    ///     g.node(name).task(move |_ctx, ()| async move { Ok::<_, BoxError>(v) });
+    /// }
+    /// let report = g.build()?.run(()).await?;
+    /// assert_eq!(report.get(total), Some(&42));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn after_names<V>(
         self,
-        names: impl IntoIterator<Item = S>,
+        names: impl IntoIterator<Item = impl Into<String>>,
     ) -> NodeBuilder<'g, I, Named<V>, T>
     where
         V: Send + Sync + 'static,
-        S: Into<String>,
     {
         self.after(Named::new(names.into_iter().map(Into::into).collect()))
     }
@@ -152,158 +170,6 @@ impl<I, U, T: Send + Sync + 'static> NodeBuilder<'_, I, U, T> {
     }
 }
 
-impl<I, U, T> NodeBuilder<'_, I, U, T> {
-    /// Limits each attempt to `limit`; an attempt that runs longer is dropped (it stops at
-    /// its next `.await`) and fails with [`NodeError::Timeout`] naming the node, the
-    /// attempt and the limit. The effective limit is `min(limit, time left before the
-    /// deadline)`. A zero limit is rejected by `build()`
-    /// ([`BuildError::InvalidPolicy`]).
-    pub fn timeout(mut self, limit: Duration) -> Self {
-        self.policy().timeout = Some(limit);
-        self
-    }
-
-    /// Retries failed attempts per `retry` (attempts, backoff, jitter, which errors, retry
-    /// budget), inside the node's deadline.
-    pub fn retry(mut self, retry: Retry) -> Self {
-        self.policy().retry = Some(retry);
-        self
-    }
-
-    /// Gives the node a time budget from its start: every attempt, backoff and bulkhead wait
-    /// must end by then (and by the run's deadline, if earlier). When it runs out mid-attempt
-    /// the attempt is cut at the deadline, and the node fails with
-    /// [`NodeError::DeadlineExceeded`] (or [`NodeError::GaveUp`] saying how many attempts
-    /// ran and how long the series took).
-    pub fn budget(mut self, budget: Duration) -> Self {
-        self.policy().budget = Some(budget);
-        self
-    }
-
-    /// No attempt starts with less than `min` left before the deadline, and backoffs are
-    /// clipped to leave it (default 10 ms).
-    pub fn min_attempt_time(mut self, min: Duration) -> Self {
-        self.policy().min_attempt = Some(min);
-        self
-    }
-
-    /// Guards the node with a circuit breaker: a handle, or the name of one registered in
-    /// the graph's [`Orchestrator`]. It is asked once before the retry series (when open,
-    /// the task does not run and the node fails with [`NodeError::BreakerOpen`]) and told
-    /// one result per series.
-    pub fn breaker(mut self, breaker: impl Into<PolicyRef<CircuitBreaker>>) -> Self {
-        self.policy().breaker = Some(breaker.into());
-        self
-    }
-
-    /// Errors for which `ignore` returns `true` do not count for or against the node's
-    /// breaker (the permit is released uncounted), like resilience4j's `ignoreExceptions`.
-    pub fn breaker_ignore(
-        mut self,
-        ignore: impl Fn(&NodeError) -> bool + Send + Sync + 'static,
-    ) -> Self {
-        self.policy().breaker_ignore = Some(Arc::new(ignore));
-        self
-    }
-
-    /// Takes a permit of `bulkhead` (a handle, or the name of one registered in the graph's
-    /// [`Orchestrator`]) for each attempt, and holds it until the attempt has really
-    /// stopped.
-    pub fn bulkhead(mut self, bulkhead: impl Into<PolicyRef<Bulkhead>>) -> Self {
-        self.policy().bulkhead = Some(bulkhead.into());
-        self
-    }
-
-    /// Takes a permit of `limiter` (a handle, or the name of one registered in the graph's
-    /// [`Orchestrator`]) for each attempt, before its bulkhead permit. The wait for it
-    /// counts toward the attempt's timeout; an attempt whose permit would not come within
-    /// the limiter's maximum wait, or before its cut, fails at once with
-    /// [`NodeError::RateLimited`] (retried by default). A limiter that could never grant a
-    /// permit is rejected by `build()` ([`BuildError::InvalidPolicy`]).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use baton_graph::{BoxError, Graph, RateLimiter};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), BoxError> {
-    /// // 2 calls per second to the mail service, each waiting up to 1 s for its turn.
-    /// let mail = RateLimiter::new("mail", 2, Duration::from_secs(1))
-    ///     .burst(1)
-    ///     .max_wait(Duration::from_secs(1));
-    /// let mut g = Graph::<()>::builder();
-    /// for to in ["ann", "bob", "eve"] {
-    ///     let _ = g.node(to).rate_limit(&mail).task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
-    /// }
-    /// let report = g.build()?.run(()).await?;
-    /// let ends: Vec<_> = report.nodes().map(|n| n.end().as_millis()).collect();
-    /// assert_eq!(ends, [0, 500, 1_000]);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn rate_limit(mut self, limiter: impl Into<PolicyRef<RateLimiter>>) -> Self {
-        self.policy().rate_limit = Some(limiter.into());
-        self
-    }
-
-    /// Recovers with `fallback` when the inner layers failed: the node ends `Recovered` with
-    /// the fallback's value, and the report keeps the error. Replaces a fallback set before.
-    pub fn fallback(mut self, fallback: Fallback<T>) -> Self {
-        self.fallback = Some(NodeFallback::Plain(fallback));
-        self.policy().has_fallback = true;
-        self
-    }
-}
-
-impl<I, U, T> NodeBuilder<'_, I, U, T>
-where
-    I: Send + Sync + 'static,
-    U: Upstreams,
-    T: Send + Sync + 'static,
-{
-    /// Recovers like [`fallback`](Self::fallback), with an async function that is also
-    /// given the node's context and its upstream values: `|ctx, values, error| async move
-    /// { .. }`. `ctx` gives the run input, the graph's state and
-    /// [`ctx.attempt()`](Ctx::attempt), here the number of attempts that ran; `values` are
-    /// the upstreams' values as the task receives them; `error` is what the inner layers
-    /// ended with. An `Err` or a panic leaves the node `Failed` with
-    /// [`NodeError::FallbackFailed`], and the fallback is cut at the node's deadline like
-    /// any other. Replaces a fallback set before.
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use baton_graph::{BoxError, Graph, Outcome};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), BoxError> {
-    /// let mut g = Graph::<&'static str>::builder(); // the run input: a SKU
-    /// let currency = g.node("currency").task(|_ctx, ()| async { Ok::<_, BoxError>("EUR") });
-    /// let price = g
-    ///     .node("price")
-    ///     .after(currency)
-    ///     .fallback_with(|ctx, currency: Arc<&'static str>, _error| async move {
-    ///         // The list price for this SKU, in the currency the upstream gave.
-    ///         Ok::<_, BoxError>(format!("{}: 10.00 {currency}", ctx.input()))
-    ///     })
-    ///     .task(|_ctx, _currency| async { Err::<String, _>("pricing service is down") });
-    /// let report = g.build()?.run("sku-1").await?;
-    /// assert_eq!(report.node(price).map(|n| n.outcome()), Some(Outcome::Recovered));
-    /// assert_eq!(report.get(price).map(String::as_str), Some("sku-1: 10.00 EUR"));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn fallback_with<F, Fut, E>(mut self, f: F) -> Self
-    where
-        F: Fn(Ctx<I>, U::Values, Arc<NodeError>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<T, E>> + Send + 'static,
-        E: Into<BoxError> + 'static,
-    {
-        self.fallback = Some(NodeFallback::with_ctx::<U, _, _, _>(f));
-        self.policy().has_fallback = true;
-        self
-    }
-}
-
 impl<I, U, T> NodeBuilder<'_, I, U, T>
 where
     I: Send + Sync + 'static,
@@ -350,6 +216,11 @@ where
     /// [`Ctx::cancellation_token`] is cancelled so that a closure that checks it can stop
     /// early. A bulkhead permit stays held until the closure returns. An attempt abandoned
     /// while it still waited for a thread of the blocking pool never runs.
+    ///
+    /// On tokio's paused clock (`start_paused`, `tokio::time::pause`), the clock does not
+    /// advance on its own while a blocking closure runs: the closure takes no time in the
+    /// report, its timeout cannot cut it, and other nodes' timers wait until it returns. To
+    /// test a blocking task's timeout, move the clock with `tokio::time::advance`.
     pub fn blocking_task<F, E>(self, task: F) -> Node<T>
     where
         F: Fn(Ctx<I>, U::Values) -> Result<T, E> + Send + Sync + 'static,

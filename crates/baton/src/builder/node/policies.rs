@@ -1,0 +1,210 @@
+//! A node's policies: timeout, retry, budget, breaker, bulkhead and fallback.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::NodeBuilder;
+use crate::builder::policy::PolicyRef;
+use crate::engine::{Ctx, NodeFallback, Upstreams};
+use crate::error::{BoxError, NodeError};
+use crate::onion::{IntoFallback, Retry};
+use crate::policy::{Bulkhead, CircuitBreaker, RateLimiter};
+
+impl<I, U, T> NodeBuilder<'_, I, U, T> {
+    /// Limits each attempt to `limit`; an attempt that runs longer is dropped (it stops at
+    /// its next `.await`) and fails with [`NodeError::Timeout`] naming the node, the
+    /// attempt and the limit. The effective limit is `min(limit, time left before the
+    /// deadline)`. A zero limit is rejected by `build()`
+    /// ([`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy)).
+    pub fn timeout(mut self, limit: Duration) -> Self {
+        self.policy().timeout = Some(limit);
+        self
+    }
+
+    /// Retries failed attempts per `retry` (attempts, backoff, jitter, which errors, retry
+    /// budget), inside the node's deadline. [`Retry::new(n)`](Retry::new) counts attempts:
+    /// `Retry::new(3)` is the first attempt and at most 2 retries.
+    pub fn retry(mut self, retry: Retry) -> Self {
+        self.policy().retry = Some(retry);
+        self
+    }
+
+    /// Gives the node a time budget from its start: every attempt, backoff and bulkhead wait
+    /// must end by then (and by the run's deadline, if earlier). When it runs out mid-attempt
+    /// the attempt is cut at the deadline, and the node fails with
+    /// [`NodeError::DeadlineExceeded`] (or [`NodeError::GaveUp`] saying how many attempts
+    /// ran and how long the series took).
+    pub fn budget(mut self, budget: Duration) -> Self {
+        self.policy().budget = Some(budget);
+        self
+    }
+
+    /// No first attempt starts with less than `min` left before the deadline, and backoffs
+    /// are clipped to leave it (default 10 ms). A retry whose backoff timer fired late
+    /// starts with whatever is left, as the series' last.
+    pub fn min_attempt_time(mut self, min: Duration) -> Self {
+        self.policy().min_attempt = Some(min);
+        self
+    }
+
+    /// Guards the node with a circuit breaker: a handle, or the name of one registered in
+    /// the graph's [`Orchestrator`](crate::Orchestrator). It is asked once before the retry series (when open,
+    /// the task does not run and the node fails with [`NodeError::BreakerOpen`]) and told
+    /// one result per series.
+    pub fn breaker(mut self, breaker: impl Into<PolicyRef<CircuitBreaker>>) -> Self {
+        self.policy().breaker = Some(breaker.into());
+        self
+    }
+
+    /// Errors for which `ignore` returns `true` do not count for or against the node's
+    /// breaker (the permit is released uncounted), like resilience4j's `ignoreExceptions`.
+    pub fn breaker_ignore(
+        mut self,
+        ignore: impl Fn(&NodeError) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.policy().breaker_ignore = Some(Arc::new(ignore));
+        self
+    }
+
+    /// Takes a permit of `bulkhead` (a handle, or the name of one registered in the graph's
+    /// [`Orchestrator`](crate::Orchestrator)) for each attempt, and holds it until the
+    /// attempt has really stopped. Permits go first come, first served, as tokio's semaphore
+    /// gives them: a retry asks again, behind the attempts already waiting.
+    pub fn bulkhead(mut self, bulkhead: impl Into<PolicyRef<Bulkhead>>) -> Self {
+        self.policy().bulkhead = Some(bulkhead.into());
+        self
+    }
+
+    /// Takes a permit of `limiter` (a handle, or the name of one registered in the graph's
+    /// [`Orchestrator`](crate::Orchestrator)) for each attempt, before its bulkhead permit.
+    /// The wait for it counts toward the attempt's timeout; an attempt whose permit would
+    /// not come within the limiter's maximum wait, or before its cut, fails at once with
+    /// [`NodeError::RateLimited`] (retried by default). A limiter that could never grant a
+    /// permit is rejected by `build()` ([`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{BoxError, Graph, RateLimiter};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// // 2 calls per second to the mail service, each waiting up to 1 s for its turn.
+    /// let mail = RateLimiter::new("mail", 2, Duration::from_secs(1))
+    ///     .burst(1)
+    ///     .max_wait(Duration::from_secs(1));
+    /// let mut g = Graph::<()>::builder();
+    /// for to in ["ann", "bob", "eve"] {
+    ///     let _ = g.node(to).rate_limit(&mail).task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    /// }
+    /// let report = g.build()?.run(()).await?;
+    /// let ends: Vec<_> = report.nodes().map(|n| n.end().as_millis()).collect();
+    /// assert_eq!(ends, [0, 500, 1_000]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn rate_limit(mut self, limiter: impl Into<PolicyRef<RateLimiter>>) -> Self {
+        self.policy().rate_limit = Some(limiter.into());
+        self
+    }
+
+    /// Recovers with `fallback` when the inner layers failed: the node ends `Recovered` with
+    /// the fallback's value, and the report keeps the error. Replaces a fallback set before.
+    ///
+    /// `fallback` is a [`Fallback<T>`](crate::Fallback) or a plain `T` ([`IntoFallback`]).
+    /// The task sets the node's value type, and the fallback must produce the same.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Graph, Outcome};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let price = g
+    ///     .node("price")
+    ///     .fallback(0_u64) // as `Fallback::value(0_u64)`
+    ///     .task(|_ctx, ()| async { Err::<u64, _>("pricing service is down") });
+    /// let report = g.build()?.run(()).await?;
+    /// assert_eq!(report.get(price), Some(&0));
+    /// assert_eq!(report.node(price).map(|n| n.outcome()), Some(Outcome::Recovered));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// A fallback of the wrong type is an error at the fallback: "`Fallback<&str>` is not a
+    /// fallback for this node, whose task returns `User`".
+    ///
+    /// ```compile_fail,E0277
+    /// # use baton_graph::{BoxError, Fallback, Graph};
+    /// # struct User;
+    /// # let mut g = Graph::<()>::builder();
+    /// g.node("user")
+    ///     .fallback(Fallback::value("anonymous")) // error[E0277] here
+    ///     .task(|_ctx, ()| async { Ok::<_, BoxError>(User) });
+    /// ```
+    ///
+    /// A task that only fails, after a `Fallback`, leaves the type open ("type annotations
+    /// needed"): write `Err::<u64, _>(..)` in it.
+    ///
+    /// ```compile_fail,E0283
+    /// # use baton_graph::{BoxError, Fallback, Graph};
+    /// # let mut g = Graph::<()>::builder();
+    /// g.node("price")
+    ///     .fallback(Fallback::value(0_u64))
+    ///     .task(|_ctx, ()| async { Err::<_, BoxError>("down".into()) }); // error[E0283]
+    /// ```
+    pub fn fallback(mut self, fallback: impl IntoFallback<T>) -> Self {
+        self.fallback = Some(NodeFallback::Plain(fallback.__into_fallback()));
+        self.policy().has_fallback = true;
+        self
+    }
+}
+
+impl<I, U, T> NodeBuilder<'_, I, U, T>
+where
+    I: Send + Sync + 'static,
+    U: Upstreams,
+    T: Send + Sync + 'static,
+{
+    /// Recovers like [`fallback`](Self::fallback), with an async function that is also
+    /// given the node's context and its upstream values: `|ctx, values, error| async move
+    /// { .. }`. `ctx` gives the run input, the graph's state and
+    /// [`ctx.attempt()`](Ctx::attempt), here the number of attempts that ran; `values` are
+    /// the upstreams' values as the task receives them; `error` is what the inner layers
+    /// ended with. An `Err` or a panic leaves the node `Failed` with
+    /// [`NodeError::FallbackFailed`], and the fallback is cut at the node's deadline like
+    /// any other. Replaces a fallback set before.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use baton_graph::{BoxError, Graph, Outcome};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<&'static str>::builder(); // the run input: a SKU
+    /// let currency = g.node("currency").task(|_ctx, ()| async { Ok::<_, BoxError>("EUR") });
+    /// let price = g
+    ///     .node("price")
+    ///     .after(currency)
+    ///     .fallback_with(|ctx, currency: Arc<&'static str>, _error| async move {
+    ///         // The list price for this SKU, in the currency the upstream gave.
+    ///         Ok::<_, BoxError>(format!("{}: 10.00 {currency}", ctx.input()))
+    ///     })
+    ///     .task(|_ctx, _currency| async { Err::<String, _>("pricing service is down") });
+    /// let report = g.build()?.run("sku-1").await?;
+    /// assert_eq!(report.node(price).map(|n| n.outcome()), Some(Outcome::Recovered));
+    /// assert_eq!(report.get(price).map(String::as_str), Some("sku-1: 10.00 EUR"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn fallback_with<F, Fut, E>(mut self, f: F) -> Self
+    where
+        F: Fn(Ctx<I>, U::Values, Arc<NodeError>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<T, E>> + Send + 'static,
+        E: Into<BoxError> + 'static,
+    {
+        self.fallback = Some(NodeFallback::with_ctx::<U, _, _, _>(f));
+        self.policy().has_fallback = true;
+        self
+    }
+}
