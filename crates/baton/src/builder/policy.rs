@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::onion::{ErrorFilter, Retry};
-use crate::policy::{Bulkhead, CircuitBreaker, RateLimiter};
+use crate::policy::{Bulkhead, CircuitBreaker, Hedge, RateLimiter};
 use crate::util::same_opt;
 
 /// A circuit breaker, bulkhead or rate limiter given to a node: the handle itself, or its
@@ -61,6 +61,7 @@ pub(crate) struct PolicySpec {
     pub(crate) breaker_ignore: Option<ErrorFilter>,
     pub(crate) bulkhead: Option<PolicyRef<Bulkhead>>,
     pub(crate) rate_limit: Option<PolicyRef<RateLimiter>>,
+    pub(crate) hedge: Option<Hedge>,
     /// The fallback itself is typed and lives with the task; the policy path must run it.
     pub(crate) has_fallback: bool,
 }
@@ -98,6 +99,7 @@ impl PolicySpec {
             && same_opt(&self.rate_limit, &other.rate_limit, |a, b| {
                 a.same(b, RateLimiter::same_as)
             })
+            && same_opt(&self.hedge, &other.hedge, Hedge::same_as)
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -108,6 +110,7 @@ impl PolicySpec {
             && self.breaker.is_none()
             && self.bulkhead.is_none()
             && self.rate_limit.is_none()
+            && self.hedge.is_none()
             && !self.has_fallback
     }
 }

@@ -204,7 +204,8 @@ fn resolve(
         None,
         spec.breaker_ignore,
         None,
-    );
+    )
+    .hedged(spec.hedge);
     policies
         .validate()
         .map_err(|invalid| BuildError::InvalidPolicy {

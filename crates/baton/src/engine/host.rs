@@ -144,6 +144,20 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
         }
     }
 
+    fn hedged(&self, number: u32, after: Duration) {
+        let run = self.run;
+        run.graph.orchestrator.counters().local().hedges.incr();
+        if run.observed() {
+            run.emit(&Event::HedgeStarted {
+                run: run.core.run_id(),
+                graph: run.graph_name(),
+                node: self.name(),
+                attempt: number,
+                after,
+            });
+        }
+    }
+
     fn rejected(&self, breaker: &str, state: BreakerState) {
         let run = self.run;
         run.graph

@@ -30,6 +30,7 @@ use crate::policy::breaker::BreakerState;
 /// | `baton_bulkhead_wait_seconds` | histogram | `graph`, `node`, `bulkhead` | an attempt's wait for a bulkhead permit, whether it got one or gave up |
 /// | `baton_rate_limit_wait_seconds` | histogram | `graph`, `node`, `limiter` | an attempt's wait for a rate-limit permit it got |
 /// | `baton_rate_limit_rejections_total` | counter | `graph`, `node`, `limiter` | attempts a rate limiter refused |
+/// | `baton_hedges_total` | counter | `graph`, `node` | hedges started |
 /// | `baton_breaker_rejections_total` | counter | `graph`, `node`, `breaker` | series a circuit breaker rejected |
 /// | `baton_breaker_transitions_total` | counter | `breaker`, `from`, `to` | breaker state changes |
 /// | `baton_breaker_state` | gauge | `breaker` | the breaker's state: 0 closed, 1 half-open, 2 open, 3 recovering |
@@ -140,6 +141,9 @@ impl Observer for MetricsObserver {
                 } else {
                     counter!("baton_rate_limit_rejections_total", labels(graph, at)).increment(1);
                 }
+            }
+            Event::HedgeStarted { node, .. } => {
+                counter!("baton_hedges_total", node_labels(graph, node)).increment(1);
             }
             Event::BreakerRejected { node, breaker, .. } => {
                 let at = [

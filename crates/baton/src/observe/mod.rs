@@ -198,6 +198,21 @@ pub enum Event<'a> {
         /// Whether it got a permit.
         admitted: bool,
     },
+    /// A hedge started: attempt `attempt` of a node with a hedge policy, in parallel with
+    /// the attempts still running, `after` the one before it began; its own
+    /// `AttemptStarted` follows.
+    HedgeStarted {
+        /// The run.
+        run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
+        /// The node.
+        node: &'a str,
+        /// The hedge's attempt number.
+        attempt: u32,
+        /// The hedge delay it waited.
+        after: Duration,
+    },
     /// A node's circuit breaker rejected its series: no attempt ran (it comes after
     /// `NodeStarted`, and before `FallbackUsed` if the node has a fallback).
     BreakerRejected {
@@ -256,12 +271,30 @@ impl<'a> Event<'a> {
             | Event::RetryScheduled { graph, .. }
             | Event::BulkheadWaited { graph, .. }
             | Event::RateLimitWaited { graph, .. }
+            | Event::HedgeStarted { graph, .. }
             | Event::BreakerRejected { graph, .. }
             | Event::FallbackUsed { graph, .. }
             | Event::NodeFinished { graph, .. } => graph,
             Event::BreakerTransition(_) => None,
         }
     }
+}
+
+/// The text of a `BulkheadWaited` event.
+fn bulkhead_waited(
+    f: &mut fmt::Formatter<'_>,
+    node: &str,
+    attempt: u32,
+    bulkhead: &str,
+    waited: Duration,
+    acquired: bool,
+) -> fmt::Result {
+    let got = if acquired { "got" } else { "gave up on" };
+    let waited = Human(waited);
+    write!(
+        f,
+        "`{node}` attempt {attempt} {got} bulkhead `{bulkhead}` after {waited}"
+    )
 }
 
 /// The text of a `RateLimitWaited` event.
@@ -348,14 +381,7 @@ impl fmt::Display for Event<'_> {
                 waited,
                 acquired,
                 ..
-            } => {
-                let got = if *acquired { "got" } else { "gave up on" };
-                let waited = Human(*waited);
-                write!(
-                    f,
-                    "`{node}` attempt {attempt} {got} bulkhead `{bulkhead}` after {waited}"
-                )
-            }
+            } => bulkhead_waited(f, node, *attempt, bulkhead, *waited, *acquired),
             Event::RateLimitWaited {
                 node,
                 attempt,
@@ -364,6 +390,16 @@ impl fmt::Display for Event<'_> {
                 admitted,
                 ..
             } => rate_limit_waited(f, node, *attempt, limiter, *wait, *admitted),
+            Event::HedgeStarted {
+                node,
+                attempt,
+                after,
+                ..
+            } => write!(
+                f,
+                "`{node}` hedge attempt {attempt} after {}",
+                Human(*after)
+            ),
             Event::BreakerRejected {
                 node,
                 breaker,

@@ -48,6 +48,7 @@ counters!(
     breaker_rejections,
     fallbacks,
     rate_limited,
+    hedges,
     runs_in_flight,
     nodes_in_flight,
 );
@@ -99,6 +100,7 @@ impl Counters {
                 &s.breaker_rejections,
                 &s.fallbacks,
                 &s.rate_limited,
+                &s.hedges,
             ] {
                 c.reset();
             }
@@ -133,6 +135,7 @@ impl Counters {
             breaker_rejections: n(&t.breaker_rejections),
             fallbacks: n(&t.fallbacks),
             rate_limited: n(&t.rate_limited),
+            hedges: n(&t.hedges),
             runs_in_flight: n(&t.runs_in_flight),
             nodes_in_flight: n(&t.nodes_in_flight),
             bulkhead_waiters: bulkhead_waiters as u64,
@@ -149,7 +152,7 @@ impl Counters {
 /// a one-line panel:
 ///
 /// ```text
-/// runs[started 120 finished 118 in-flight 2 rejected 0] nodes[submitted 600 in-flight 3 succeeded 590 recovered 4 failed 1 skipped 2 not-taken 0 cancelled 0] attempts[612 retries 12 timeouts 5 breaker-rejections 3 fallbacks 4 rate-limited 0] bulkhead-waiters 0 runtime[workers 2 tasks 5 queue 0]
+/// runs[started 120 finished 118 in-flight 2 rejected 0] nodes[submitted 600 in-flight 3 succeeded 590 recovered 4 failed 1 skipped 2 not-taken 0 cancelled 0] attempts[612 retries 12 timeouts 5 breaker-rejections 3 fallbacks 4 rate-limited 0 hedges 0] bulkhead-waiters 0 runtime[workers 2 tasks 5 queue 0]
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -188,6 +191,9 @@ pub struct Stats {
     /// Attempts a rate limiter refused (no permit within its maximum wait or the
     /// attempt's cut).
     pub rate_limited: u64,
+    /// Hedges started (attempts started in parallel with a slow one); each is counted in
+    /// `attempts` and `retries` too.
+    pub hedges: u64,
     /// Gauge: runs started and not finished.
     pub runs_in_flight: u64,
     /// Gauge: nodes whose task is running (or whose retry series is in a backoff).
@@ -217,7 +223,7 @@ impl fmt::Display for Stats {
             f,
             "runs[started {} finished {} in-flight {} rejected {}] \
              nodes[submitted {} in-flight {} succeeded {} recovered {} failed {} skipped {} not-taken {} cancelled {}] \
-             attempts[{} retries {} timeouts {} breaker-rejections {} fallbacks {} rate-limited {}] \
+             attempts[{} retries {} timeouts {} breaker-rejections {} fallbacks {} rate-limited {} hedges {}] \
              bulkhead-waiters {}",
             self.runs_started,
             self.runs_finished,
@@ -237,6 +243,7 @@ impl fmt::Display for Stats {
             self.breaker_rejections,
             self.fallbacks,
             self.rate_limited,
+            self.hedges,
             self.bulkhead_waiters,
         )?;
         if let Some(rt) = &self.runtime {

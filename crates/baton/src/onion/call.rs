@@ -110,6 +110,13 @@ impl<T> Call<T> {
         &self.attempt_log
     }
 
+    /// The attempt whose value the call has, when it `Succeeded`, as
+    /// [`NodeReport::winner`](crate::NodeReport::winner).
+    #[must_use]
+    pub fn winner(&self) -> Option<u32> {
+        crate::report::winner(&self.attempt_log, self.outcome() == Outcome::Succeeded)
+    }
+
     /// The call's id: the run id its events carry.
     #[must_use]
     pub fn id(&self) -> RunId {
@@ -272,6 +279,17 @@ where
             limiter,
             wait,
             admitted,
+        });
+    }
+
+    fn hedged(&self, number: u32, after: Duration) {
+        self.count(|c| c.hedges.incr());
+        self.emit(|run, node| Event::HedgeStarted {
+            run,
+            graph: None,
+            node,
+            attempt: number,
+            after,
         });
     }
 

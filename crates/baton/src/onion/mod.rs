@@ -19,6 +19,7 @@
 mod attempt;
 mod call;
 mod fallback;
+mod hedge;
 mod pipeline;
 mod policies;
 mod retry;
@@ -106,6 +107,9 @@ pub(crate) trait Host {
     /// Attempt `number` got a permit of rate limiter `limiter` after waiting `wait`
     /// (`admitted`), or was refused one that would have come after `wait`.
     fn rate_limited(&self, number: u32, limiter: &str, wait: Duration, admitted: bool);
+
+    /// Hedge attempt `number` starts, `after` the attempt before it began.
+    fn hedged(&self, number: u32, after: Duration);
 
     /// The circuit breaker `breaker`, in `state`, rejected the series.
     fn rejected(&self, breaker: &str, state: BreakerState);

@@ -16,7 +16,7 @@ use crate::error::{BoxError, BuildError, NodeError};
 use crate::id::RunId;
 use crate::observe::{Event, log};
 use crate::orchestrator::{NameTaken, Orchestrator};
-use crate::policy::{Bulkhead, CircuitBreaker, RateLimiter};
+use crate::policy::{Bulkhead, CircuitBreaker, Hedge, RateLimiter};
 
 /// The policies of a graph node around a single call: attempt (bulkhead permit, task,
 /// per-attempt timeout) → retry inside a deadline budget → circuit breaker → fallback, in
@@ -111,6 +111,7 @@ pub struct PipelineBuilder<T> {
     breaker_ignore: Option<ErrorFilter>,
     bulkhead: Option<Bulkhead>,
     rate_limit: Option<RateLimiter>,
+    hedge: Option<Hedge>,
     fallback: Option<Recover<T>>,
     orchestrator: Option<Orchestrator>,
 }
@@ -139,6 +140,7 @@ impl<T: Send + Sync + 'static> Pipeline<T> {
             breaker_ignore: None,
             bulkhead: None,
             rate_limit: None,
+            hedge: None,
             fallback: None,
             orchestrator: None,
         }
@@ -291,6 +293,12 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
         self
     }
 
+    /// Hedges slow attempts per `hedge`, as [`NodeBuilder::hedge`](crate::NodeBuilder::hedge).
+    pub fn hedge(mut self, hedge: Hedge) -> Self {
+        self.hedge = Some(hedge);
+        self
+    }
+
     /// Recovers with `fallback` when the inner layers failed. A fixed value
     /// ([`Fallback::value`]) is cloned for each call it answers.
     pub fn fallback(mut self, fallback: Fallback<T>) -> Self
@@ -335,7 +343,8 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
             self.breaker_ignore,
             self.bulkhead,
         )
-        .limited(self.rate_limit);
+        .limited(self.rate_limit)
+        .hedged(self.hedge);
         let name = self.name;
         policies
             .validate()

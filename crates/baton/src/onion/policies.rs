@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use super::retry::Retry;
 use crate::error::NodeError;
 use crate::policy::deadline::{self, Cut};
-use crate::policy::{Bulkhead, CircuitBreaker, DEFAULT_MIN_ATTEMPT_TIME, RateLimiter};
+use crate::policy::{Bulkhead, CircuitBreaker, DEFAULT_MIN_ATTEMPT_TIME, Hedge, RateLimiter};
 use crate::util::human::Human;
 
 /// Which errors a breaker ignores (releases the permit without counting).
@@ -26,8 +26,8 @@ pub(crate) struct Policies {
     /// needs no permit but the breaker's, its cut is its timeout, and it deposits nothing
     /// (the scheduler's fast path skips that work).
     pub(crate) simple: bool,
-    /// A permit to wait for (bulkhead, rate limiter): only the onion runs the node's
-    /// attempts (the scheduler's fast path does not take it).
+    /// A permit to wait for (bulkhead, rate limiter) or attempts in parallel (hedge): only
+    /// the onion runs the node's attempts (the scheduler's fast path does not take it).
     pub(crate) onion_only: bool,
     pub(crate) bulkhead: Option<Bulkhead>,
     pub(crate) budget: Option<Duration>,
@@ -35,6 +35,7 @@ pub(crate) struct Policies {
     pub(crate) retry: Option<Retry>,
     pub(crate) breaker_ignore: Option<ErrorFilter>,
     pub(crate) rate_limit: Option<RateLimiter>,
+    pub(crate) hedge: Option<Hedge>,
 }
 
 impl Default for Policies {
@@ -50,6 +51,7 @@ impl Default for Policies {
             simple: true,
             onion_only: false,
             rate_limit: None,
+            hedge: None,
         }
     }
 }
@@ -67,6 +69,7 @@ impl fmt::Debug for Policies {
                 "rate_limit",
                 &self.rate_limit.as_ref().map(RateLimiter::name),
             )
+            .field("hedge", &self.hedge)
             .finish()
     }
 }
@@ -101,13 +104,15 @@ impl Policies {
             retry,
             breaker_ignore,
             rate_limit: None,
+            hedge: None,
         }
         .derived()
     }
 
     /// The same policies, with `simple` and `onion_only` derived from them.
     fn derived(mut self) -> Self {
-        self.onion_only = self.bulkhead.is_some() || self.rate_limit.is_some();
+        self.onion_only =
+            self.bulkhead.is_some() || self.rate_limit.is_some() || self.hedge.is_some();
         self.simple = !self.onion_only
             && self.budget.is_none()
             && self
@@ -120,6 +125,12 @@ impl Policies {
     /// The same policies, with `rate_limit` too.
     pub(crate) fn limited(mut self, rate_limit: Option<RateLimiter>) -> Self {
         self.rate_limit = rate_limit;
+        self.derived()
+    }
+
+    /// The same policies, with `hedge` too.
+    pub(crate) fn hedged(mut self, hedge: Option<Hedge>) -> Self {
+        self.hedge = hedge;
         self.derived()
     }
 
@@ -177,6 +188,11 @@ impl Policies {
             limiter
                 .validate()
                 .or_else(|reason| invalid("rate limit", reason))?;
+        }
+        if let Some(hedge) = &self.hedge {
+            hedge
+                .validate()
+                .or_else(|reason| invalid("hedge", reason))?;
         }
         Ok(())
     }

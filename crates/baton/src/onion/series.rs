@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::attempt::{Attempted, attempt};
+use super::attempt::attempt;
+use super::hedge::{self, Race, Raced};
 use super::{FirstAttempt, Host, MAX_ATTEMPT_LOG, Policies, Retry};
 use crate::error::{NodeError, UserCode};
 use crate::policy::backoff::BackoffIter;
@@ -22,6 +23,15 @@ pub(super) struct AttemptLog {
     pub(super) entries: Vec<AttemptReport>,
     /// How many attempts started.
     pub(super) started: u32,
+}
+
+impl AttemptLog {
+    /// Adds `entry`, while the log has room.
+    pub(super) fn push(&mut self, entry: AttemptReport) {
+        if self.entries.len() < MAX_ATTEMPT_LOG {
+            self.entries.push(entry);
+        }
+    }
 }
 
 /// The series under the breaker, if the policies have one: `held` is the permit the fast
@@ -206,26 +216,24 @@ async fn series<H: Host>(
             });
         }
         let permit = guard.attempt_permit(host, number, started, &mut last)?;
-        log.started = number;
-        let Attempted {
-            out,
-            start,
-            waited,
-            rate_wait,
-        } = attempt(host, policies, number, deadline, started, resumed).await;
+        let at = Race {
+            first: number,
+            max: 0,
+            deadline,
+            started,
+            delay_before,
+        };
+        let (out, start, waits);
+        (out, start, number, waits) = step(host, policies, &guard, at, resumed, log).await;
         let out = match permit {
             Some(permit) => tell(permit, policies, out, start),
             None => out,
         };
-        log_attempt(
-            host,
-            log,
-            number,
-            start,
-            (waited, rate_wait),
-            delay_before,
-            &out,
-        );
+        // A series that succeeds at its first attempt, at once, has nothing to add to the
+        // node's own start and end: its log stays empty (and costs nothing).
+        if let Some(w) = waits.filter(|w| number > 1 || out.is_err() || *w != Default::default()) {
+            log.push(log_entry(host, number, start, w, delay_before, &out));
+        }
         let error = match out {
             Ok(value) => return Ok(value),
             Err(e) => e,
@@ -261,30 +269,58 @@ async fn series<H: Host>(
     }
 }
 
-/// Logs attempt `number`, which began at `start` after `delay_before` and waited `waits`
-/// (bulkhead permit, rate-limit permit). A series that succeeds at its first attempt, at
-/// once, has nothing to add to the node's own start and end: its log stays empty (and
-/// costs nothing).
-fn log_attempt<H: Host>(
+/// Attempt `at.first` (with a hedge policy, a race of it and its hedges): its output,
+/// when it began, the number of the last attempt started, and its waits for permits
+/// (`None` for a race, which logs its attempts itself).
+async fn step<H: Host>(
     host: &H,
+    policies: &Policies,
+    guard: &Guard<'_, '_>,
+    mut at: Race,
+    resumed: Option<FirstAttempt<H::Attempt>>,
     log: &mut AttemptLog,
+) -> (
+    Result<H::Value, NodeError>,
+    Instant,
+    u32,
+    Option<(Duration, Duration)>,
+) {
+    let Some(hedge) = &policies.hedge else {
+        log.started = at.first;
+        let number = at.first;
+        let a = attempt(host, policies, number, at.deadline, at.started, resumed).await;
+        return (a.out, a.start, number, Some((a.waited, a.rate_wait)));
+    };
+    at.max = policies
+        .retry
+        .as_ref()
+        .map_or(1 + hedge.hedges(), |r| r.max_attempts);
+    let opened = || guard.opened();
+    let Raced { out, start, last } = hedge::race(host, policies, hedge, at, &opened, log).await;
+    log.started = last;
+    (out, start, last, None)
+}
+
+/// The log entry of attempt `number`, which began at `start` after `delay_before`,
+/// waited `waits` (bulkhead permit, rate-limit permit) and ended now with `out`.
+pub(super) fn log_entry<H: Host, V>(
+    host: &H,
     number: u32,
     start: Instant,
     (waited, rate_wait): (Duration, Duration),
     delay_before: Duration,
-    out: &Result<H::Value, NodeError>,
-) {
-    let waits = !waited.is_zero() || !rate_wait.is_zero();
-    if (number > 1 || out.is_err() || waits) && log.entries.len() < MAX_ATTEMPT_LOG {
-        log.entries.push(AttemptReport {
-            number,
-            start: host.offset(start),
-            end: host.offset(Instant::now()),
-            permit_wait: waited,
-            rate_limit_wait: rate_wait,
-            delay_before,
-            error: out.as_ref().err().map(ToString::to_string),
-        });
+    out: &Result<V, NodeError>,
+) -> AttemptReport {
+    AttemptReport {
+        number,
+        start: host.offset(start),
+        end: host.offset(Instant::now()),
+        permit_wait: waited,
+        rate_limit_wait: rate_wait,
+        delay_before,
+        error: out.as_ref().err().map(ToString::to_string),
+        hedge: false,
+        cancelled: false,
     }
 }
 

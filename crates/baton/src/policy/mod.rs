@@ -5,6 +5,7 @@
 //! - [`backoff`]: the waits between attempts, with jitter; an iterator of delays.
 //! - [`breaker`]: a circuit breaker, shared by name, with its state machine and events.
 //! - [`bulkhead`]: a concurrency limit with a bounded wait for a permit.
+//! - [`hedge`]: hedged attempts: their delay (fixed, or a percentile of recent latencies).
 //! - [`rate_limit`]: a rate limit per downstream (GCRA), with a bounded wait for a permit.
 //! - [`retry_budget`]: a cap on retries as a share of calls to one downstream.
 //! - [`deadline`]: one deadline for everything: an attempt's cut, the clipped backoff, the
@@ -17,6 +18,7 @@ pub(crate) mod backoff;
 pub(crate) mod breaker;
 pub(crate) mod bulkhead;
 pub(crate) mod deadline;
+pub(crate) mod hedge;
 pub(crate) mod rate_limit;
 #[cfg(test)]
 mod rate_limit_loom_tests;
@@ -27,6 +29,7 @@ pub use backoff::{Backoff, BackoffIter, DEFAULT_MAX_DELAY, Jitter};
 pub(crate) use breaker::CircuitBreaker;
 pub use bulkhead::Bulkhead;
 pub use deadline::DEFAULT_MIN_ATTEMPT_TIME;
+pub use hedge::{HEDGE_WINDOW, Hedge};
 pub use rate_limit::RateLimiter;
 pub use retry::StopReason;
 pub use retry_budget::RetryBudget;

@@ -116,8 +116,27 @@ pub struct AttemptReport {
         serde(rename = "delay_before_ms", serialize_with = "json::ms")
     )]
     pub delay_before: Duration,
-    /// Its error, as text; `None` when it succeeded.
+    /// Its error, as text; `None` when it succeeded (or was cancelled).
     pub error: Option<String>,
+    /// It was a hedge: started in parallel with a slower attempt.
+    pub hedge: bool,
+    /// It was cancelled (dropped) because a parallel attempt won; its `end` is when.
+    pub cancelled: bool,
+}
+
+/// The attempt whose value a series has, from its attempt `log`: its successful entry, or
+/// attempt 1 when `succeeded` with an empty log (a first attempt that succeeded at once).
+pub(crate) fn winner(log: &[AttemptReport], succeeded: bool) -> Option<u32> {
+    if !succeeded {
+        return None;
+    }
+    if log.is_empty() {
+        return Some(1);
+    }
+    log.iter()
+        .rev()
+        .find(|a| a.error.is_none() && !a.cancelled)
+        .map(|a| a.number)
 }
 
 impl Report {
@@ -361,6 +380,13 @@ impl<'r> NodeReport<'r> {
     #[must_use]
     pub fn attempt_log(&self) -> &'r [AttemptReport] {
         self.record.attempt_log()
+    }
+
+    /// The attempt whose value the node has, when it `Succeeded`: with a hedge, the
+    /// first to succeed; otherwise its last attempt. `None` for any other outcome.
+    #[must_use]
+    pub fn winner(&self) -> Option<u32> {
+        winner(self.attempt_log(), self.outcome() == Outcome::Succeeded)
     }
 
     /// When the node started, from the run's start; `None` if it never started (skipped,

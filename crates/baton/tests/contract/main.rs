@@ -7,6 +7,7 @@ mod breaker_burst;
 mod bulkhead;
 mod failure_modes;
 mod fallback;
+mod hedge;
 mod lifecycle;
 mod observe;
 mod onion;

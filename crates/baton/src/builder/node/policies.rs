@@ -9,7 +9,7 @@ use crate::builder::policy::PolicyRef;
 use crate::engine::{Ctx, NodeFallback, Upstreams};
 use crate::error::{BoxError, NodeError};
 use crate::onion::{IntoFallback, Retry};
-use crate::policy::{Bulkhead, CircuitBreaker, RateLimiter};
+use crate::policy::{Bulkhead, CircuitBreaker, Hedge, RateLimiter};
 
 impl<I, U, T> NodeBuilder<'_, I, U, T> {
     /// Limits each attempt to `limit`; an attempt that runs longer is dropped (it stops at
@@ -105,6 +105,40 @@ impl<I, U, T> NodeBuilder<'_, I, U, T> {
     /// ```
     pub fn rate_limit(mut self, limiter: impl Into<PolicyRef<RateLimiter>>) -> Self {
         self.policy().rate_limit = Some(limiter.into());
+        self
+    }
+
+    /// Hedges slow attempts: when an attempt has not ended after `hedge`'s delay, another
+    /// starts in parallel, and the first to succeed wins while the others are dropped
+    /// (see [`Hedge`] for how hedges count against the retry, its budget, the deadline
+    /// and the breaker). The attempt log marks each hedge and each cancelled loser; the
+    /// report's [`NodeReport::winner`](crate::NodeReport::winner) is the attempt that won.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{BoxError, Graph, Hedge};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let price = g
+    ///     .node("price")
+    ///     .hedge(Hedge::new(Duration::from_millis(20)))
+    ///     .task(|ctx, ()| async move {
+    ///         // The first call is stuck; the hedge, 20 ms later, answers in 5 ms.
+    ///         let took = if ctx.attempt() == 1 { 1_000 } else { 5 };
+    ///         tokio::time::sleep(Duration::from_millis(took)).await;
+    ///         Ok::<_, BoxError>(ctx.attempt())
+    ///     });
+    /// let report = g.build()?.run(()).await?;
+    /// assert_eq!(report.get(price), Some(&2));
+    /// let node = report.node(price).unwrap();
+    /// assert_eq!((node.winner(), node.end()), (Some(2), Duration::from_millis(25)));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn hedge(mut self, hedge: Hedge) -> Self {
+        self.policy().hedge = Some(hedge);
         self
     }
 
