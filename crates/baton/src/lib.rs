@@ -212,7 +212,7 @@ pub use policy::breaker::{
     CircuitBreaker, CircuitBreakerBuilder, TransitionReason,
 };
 pub use policy::{
-    Backoff, BackoffIter, Bulkhead, DEFAULT_MAX_DELAY, DEFAULT_MIN_ATTEMPT_TIME, HEDGE_WINDOW,
-    Hedge, Jitter, RateLimiter, RetryBudget,
+    Backoff, BackoffIter, Bulkhead, Chaos, DEFAULT_MAX_DELAY, DEFAULT_MIN_ATTEMPT_TIME,
+    HEDGE_WINDOW, Hedge, InjectedFault, Jitter, RateLimiter, RetryBudget,
 };
 pub use report::{AttemptReport, Counts, MissingValue, NodeReport, Outcome, Report};

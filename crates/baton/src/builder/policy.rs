@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::onion::{ErrorFilter, Retry};
-use crate::policy::{Bulkhead, CircuitBreaker, Hedge, RateLimiter};
+use crate::policy::{Bulkhead, Chaos, CircuitBreaker, Hedge, RateLimiter};
 use crate::util::same_opt;
 
 /// A circuit breaker, bulkhead or rate limiter given to a node: the handle itself, or its
@@ -62,6 +62,7 @@ pub(crate) struct PolicySpec {
     pub(crate) bulkhead: Option<PolicyRef<Bulkhead>>,
     pub(crate) rate_limit: Option<PolicyRef<RateLimiter>>,
     pub(crate) hedge: Option<Hedge>,
+    pub(crate) chaos: Option<Chaos>,
     /// The fallback itself is typed and lives with the task; the policy path must run it.
     pub(crate) has_fallback: bool,
 }
@@ -100,6 +101,7 @@ impl PolicySpec {
                 a.same(b, RateLimiter::same_as)
             })
             && same_opt(&self.hedge, &other.hedge, Hedge::same_as)
+            && same_opt(&self.chaos, &other.chaos, Chaos::same_as)
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -111,6 +113,7 @@ impl PolicySpec {
             && self.bulkhead.is_none()
             && self.rate_limit.is_none()
             && self.hedge.is_none()
+            && self.chaos.is_none()
             && !self.has_fallback
     }
 }

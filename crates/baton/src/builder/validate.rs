@@ -205,7 +205,7 @@ fn resolve(
         spec.breaker_ignore,
         None,
     )
-    .hedged(spec.hedge);
+    .hedged(spec.hedge, spec.chaos);
     policies
         .validate()
         .map_err(|invalid| BuildError::InvalidPolicy {

@@ -144,6 +144,26 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
         }
     }
 
+    fn fault_injected(&self, number: u32, latency: Duration, error: bool) {
+        let run = self.run;
+        run.graph
+            .orchestrator
+            .counters()
+            .local()
+            .faults_injected
+            .incr();
+        if run.observed() {
+            run.emit(&Event::FaultInjected {
+                run: run.core.run_id(),
+                graph: run.graph_name(),
+                node: self.name(),
+                attempt: number,
+                latency,
+                error,
+            });
+        }
+    }
+
     fn hedged(&self, number: u32, after: Duration) {
         let run = self.run;
         run.graph.orchestrator.counters().local().hedges.incr();

@@ -31,6 +31,7 @@ use crate::policy::breaker::BreakerState;
 /// | `baton_rate_limit_wait_seconds` | histogram | `graph`, `node`, `limiter` | an attempt's wait for a rate-limit permit it got |
 /// | `baton_rate_limit_rejections_total` | counter | `graph`, `node`, `limiter` | attempts a rate limiter refused |
 /// | `baton_hedges_total` | counter | `graph`, `node` | hedges started |
+/// | `baton_faults_injected_total` | counter | `graph`, `node` | attempts fault injection changed |
 /// | `baton_breaker_rejections_total` | counter | `graph`, `node`, `breaker` | series a circuit breaker rejected |
 /// | `baton_breaker_transitions_total` | counter | `breaker`, `from`, `to` | breaker state changes |
 /// | `baton_breaker_state` | gauge | `breaker` | the breaker's state: 0 closed, 1 half-open, 2 open, 3 recovering |
@@ -65,6 +66,25 @@ fn labels<const N: usize>(graph: Option<&str>, rest: [Label; N]) -> Vec<Label> {
 }
 
 /// `graph` for a named graph, and `node`.
+/// Records a `RateLimitWaited` event: the wait of an admitted attempt, or a refusal.
+fn rate_limit_waited(
+    graph: Option<&str>,
+    node: &str,
+    limiter: &str,
+    wait: std::time::Duration,
+    admitted: bool,
+) {
+    let at = [
+        Label::new("node", node.to_owned()),
+        Label::new("limiter", limiter.to_owned()),
+    ];
+    if admitted {
+        histogram!("baton_rate_limit_wait_seconds", labels(graph, at)).record(wait.as_secs_f64());
+    } else {
+        counter!("baton_rate_limit_rejections_total", labels(graph, at)).increment(1);
+    }
+}
+
 fn node_labels(graph: Option<&str>, node: &str) -> Vec<Label> {
     labels(graph, [Label::new("node", node.to_owned())])
 }
@@ -130,17 +150,9 @@ impl Observer for MetricsObserver {
                 wait,
                 admitted,
                 ..
-            } => {
-                let at = [
-                    Label::new("node", node.to_owned()),
-                    Label::new("limiter", limiter.to_owned()),
-                ];
-                if admitted {
-                    histogram!("baton_rate_limit_wait_seconds", labels(graph, at))
-                        .record(wait.as_secs_f64());
-                } else {
-                    counter!("baton_rate_limit_rejections_total", labels(graph, at)).increment(1);
-                }
+            } => rate_limit_waited(graph, node, limiter, wait, admitted),
+            Event::FaultInjected { node, .. } => {
+                counter!("baton_faults_injected_total", node_labels(graph, node)).increment(1);
             }
             Event::HedgeStarted { node, .. } => {
                 counter!("baton_hedges_total", node_labels(graph, node)).increment(1);

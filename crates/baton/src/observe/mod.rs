@@ -198,6 +198,23 @@ pub enum Event<'a> {
         /// Whether it got a permit.
         admitted: bool,
     },
+    /// Fault injection ([`Chaos`](crate::Chaos)) drew faults for an attempt, after its
+    /// permits and before its task: a latency it sleeps first, and an error that replaces
+    /// the task's run.
+    FaultInjected {
+        /// The run.
+        run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
+        /// The node.
+        node: &'a str,
+        /// The attempt, from 1.
+        attempt: u32,
+        /// The injected latency (zero: none).
+        latency: Duration,
+        /// Whether an error replaces the task's run.
+        error: bool,
+    },
     /// A hedge started: attempt `attempt` of a node with a hedge policy, in parallel with
     /// the attempts still running, `after` the one before it began; its own
     /// `AttemptStarted` follows.
@@ -272,12 +289,52 @@ impl<'a> Event<'a> {
             | Event::BulkheadWaited { graph, .. }
             | Event::RateLimitWaited { graph, .. }
             | Event::HedgeStarted { graph, .. }
+            | Event::FaultInjected { graph, .. }
             | Event::BreakerRejected { graph, .. }
             | Event::FallbackUsed { graph, .. }
             | Event::NodeFinished { graph, .. } => graph,
             Event::BreakerTransition(_) => None,
         }
     }
+}
+
+/// The text of a `HedgeStarted` or `FaultInjected` event.
+fn strategy(event: &Event<'_>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match event {
+        Event::HedgeStarted {
+            node,
+            attempt,
+            after,
+            ..
+        } => {
+            let after = Human(*after);
+            write!(f, "`{node}` hedge attempt {attempt} after {after}")
+        }
+        Event::FaultInjected {
+            node,
+            attempt,
+            latency,
+            error,
+            ..
+        } => fault_injected(f, node, *attempt, *latency, *error),
+        _ => unreachable!("called for hedge and fault events only"),
+    }
+}
+
+/// The text of a `FaultInjected` event.
+fn fault_injected(
+    f: &mut fmt::Formatter<'_>,
+    node: &str,
+    attempt: u32,
+    latency: Duration,
+    error: bool,
+) -> fmt::Result {
+    let error = if error { " and an error" } else { "" };
+    write!(
+        f,
+        "`{node}` attempt {attempt}: injected {} latency{error}",
+        Human(latency)
+    )
 }
 
 /// The text of a `BulkheadWaited` event.
@@ -390,16 +447,7 @@ impl fmt::Display for Event<'_> {
                 admitted,
                 ..
             } => rate_limit_waited(f, node, *attempt, limiter, *wait, *admitted),
-            Event::HedgeStarted {
-                node,
-                attempt,
-                after,
-                ..
-            } => write!(
-                f,
-                "`{node}` hedge attempt {attempt} after {}",
-                Human(*after)
-            ),
+            Event::HedgeStarted { .. } | Event::FaultInjected { .. } => strategy(self, f),
             Event::BreakerRejected {
                 node,
                 breaker,

@@ -49,6 +49,7 @@ counters!(
     fallbacks,
     rate_limited,
     hedges,
+    faults_injected,
     runs_in_flight,
     nodes_in_flight,
 );
@@ -101,6 +102,7 @@ impl Counters {
                 &s.fallbacks,
                 &s.rate_limited,
                 &s.hedges,
+                &s.faults_injected,
             ] {
                 c.reset();
             }
@@ -136,6 +138,7 @@ impl Counters {
             fallbacks: n(&t.fallbacks),
             rate_limited: n(&t.rate_limited),
             hedges: n(&t.hedges),
+            faults_injected: n(&t.faults_injected),
             runs_in_flight: n(&t.runs_in_flight),
             nodes_in_flight: n(&t.nodes_in_flight),
             bulkhead_waiters: bulkhead_waiters as u64,
@@ -152,7 +155,7 @@ impl Counters {
 /// a one-line panel:
 ///
 /// ```text
-/// runs[started 120 finished 118 in-flight 2 rejected 0] nodes[submitted 600 in-flight 3 succeeded 590 recovered 4 failed 1 skipped 2 not-taken 0 cancelled 0] attempts[612 retries 12 timeouts 5 breaker-rejections 3 fallbacks 4 rate-limited 0 hedges 0] bulkhead-waiters 0 runtime[workers 2 tasks 5 queue 0]
+/// runs[started 120 finished 118 in-flight 2 rejected 0] nodes[submitted 600 in-flight 3 succeeded 590 recovered 4 failed 1 skipped 2 not-taken 0 cancelled 0] attempts[612 retries 12 timeouts 5 breaker-rejections 3 fallbacks 4 rate-limited 0 hedges 0 faults-injected 0] bulkhead-waiters 0 runtime[workers 2 tasks 5 queue 0]
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -194,6 +197,8 @@ pub struct Stats {
     /// Hedges started (attempts started in parallel with a slow one); each is counted in
     /// `attempts` and `retries` too.
     pub hedges: u64,
+    /// Attempts fault injection ([`Chaos`](crate::Chaos)) added a latency or an error to.
+    pub faults_injected: u64,
     /// Gauge: runs started and not finished.
     pub runs_in_flight: u64,
     /// Gauge: nodes whose task is running (or whose retry series is in a backoff).
@@ -223,7 +228,7 @@ impl fmt::Display for Stats {
             f,
             "runs[started {} finished {} in-flight {} rejected {}] \
              nodes[submitted {} in-flight {} succeeded {} recovered {} failed {} skipped {} not-taken {} cancelled {}] \
-             attempts[{} retries {} timeouts {} breaker-rejections {} fallbacks {} rate-limited {} hedges {}] \
+             attempts[{} retries {} timeouts {} breaker-rejections {} fallbacks {} rate-limited {} hedges {} faults-injected {}] \
              bulkhead-waiters {}",
             self.runs_started,
             self.runs_finished,
@@ -244,6 +249,7 @@ impl fmt::Display for Stats {
             self.fallbacks,
             self.rate_limited,
             self.hedges,
+            self.faults_injected,
             self.bulkhead_waiters,
         )?;
         if let Some(rt) = &self.runtime {

@@ -282,6 +282,18 @@ where
         });
     }
 
+    fn fault_injected(&self, number: u32, latency: Duration, error: bool) {
+        self.count(|c| c.faults_injected.incr());
+        self.emit(|run, node| Event::FaultInjected {
+            run,
+            graph: None,
+            node,
+            attempt: number,
+            latency,
+            error,
+        });
+    }
+
     fn hedged(&self, number: u32, after: Duration) {
         self.count(|c| c.hedges.incr());
         self.emit(|run, node| Event::HedgeStarted {

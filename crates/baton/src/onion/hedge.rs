@@ -10,7 +10,7 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::time::{Instant, Sleep, sleep_until};
 
-use super::attempt::{Attempted, attempt};
+use super::attempt::{Attempted, Waits, attempt};
 use super::series::{AttemptLog, log_entry};
 use super::{Host, Policies};
 use crate::error::NodeError;
@@ -85,22 +85,15 @@ pub(super) async fn race<H: Host>(
         match step {
             Step::Ended(n, attempted) => {
                 flying.retain(|(m, _)| *m != n);
-                let Attempted {
-                    out,
-                    start,
-                    waited,
-                    rate_wait,
-                } = attempted;
+                let Attempted { out, start, waits } = attempted;
                 let before = if n == first {
                     delay_before
                 } else {
                     Duration::ZERO
                 };
-                let waits = (waited, rate_wait);
                 let mut entry = log_entry(host, n, start, waits, before, &out);
                 entry.hedge = n != first;
-                let waited = !waited.is_zero() || !rate_wait.is_zero();
-                if number > first || n > 1 || out.is_err() || waited {
+                if number > first || n > 1 || out.is_err() || !waits.is_none() {
                     log.push(entry);
                 }
                 if out.is_ok() {
@@ -172,7 +165,7 @@ fn may_hedge(
 /// Logs the attempts `flying` when the winner ended: cancelled. `first` is the race's
 /// first attempt (the others are hedges).
 fn cancelled<H: Host>(host: &H, log: &mut AttemptLog, first: u32, flying: &[(u32, Instant)]) {
-    let no_wait = (Duration::ZERO, Duration::ZERO);
+    let no_wait = Waits::default();
     for &(number, start) in flying {
         let mut entry = log_entry(
             host,

@@ -108,6 +108,10 @@ pub(crate) trait Host {
     /// (`admitted`), or was refused one that would have come after `wait`.
     fn rate_limited(&self, number: u32, limiter: &str, wait: Duration, admitted: bool);
 
+    /// Fault injection drew faults for attempt `number`: a `latency` (zero: none), and an
+    /// `error` instead of the task.
+    fn fault_injected(&self, number: u32, latency: Duration, error: bool);
+
     /// Hedge attempt `number` starts, `after` the attempt before it began.
     fn hedged(&self, number: u32, after: Duration);
 

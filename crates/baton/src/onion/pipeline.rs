@@ -16,7 +16,7 @@ use crate::error::{BoxError, BuildError, NodeError};
 use crate::id::RunId;
 use crate::observe::{Event, log};
 use crate::orchestrator::{NameTaken, Orchestrator};
-use crate::policy::{Bulkhead, CircuitBreaker, Hedge, RateLimiter};
+use crate::policy::{Bulkhead, Chaos, CircuitBreaker, Hedge, RateLimiter};
 
 /// The policies of a graph node around a single call: attempt (bulkhead permit, task,
 /// per-attempt timeout) → retry inside a deadline budget → circuit breaker → fallback, in
@@ -112,6 +112,7 @@ pub struct PipelineBuilder<T> {
     bulkhead: Option<Bulkhead>,
     rate_limit: Option<RateLimiter>,
     hedge: Option<Hedge>,
+    chaos: Option<Chaos>,
     fallback: Option<Recover<T>>,
     orchestrator: Option<Orchestrator>,
 }
@@ -141,6 +142,7 @@ impl<T: Send + Sync + 'static> Pipeline<T> {
             bulkhead: None,
             rate_limit: None,
             hedge: None,
+            chaos: None,
             fallback: None,
             orchestrator: None,
         }
@@ -299,6 +301,13 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
         self
     }
 
+    /// Injects faults into the attempts per `chaos`, as
+    /// [`NodeBuilder::chaos`](crate::NodeBuilder::chaos).
+    pub fn chaos(mut self, chaos: &Chaos) -> Self {
+        self.chaos = Some(chaos.clone());
+        self
+    }
+
     /// Recovers with `fallback` when the inner layers failed. A fixed value
     /// ([`Fallback::value`]) is cloned for each call it answers.
     pub fn fallback(mut self, fallback: Fallback<T>) -> Self
@@ -344,7 +353,7 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
             self.bulkhead,
         )
         .limited(self.rate_limit)
-        .hedged(self.hedge);
+        .hedged(self.hedge, self.chaos);
         let name = self.name;
         policies
             .validate()

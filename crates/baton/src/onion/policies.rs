@@ -9,7 +9,9 @@ use tokio::time::Instant;
 use super::retry::Retry;
 use crate::error::NodeError;
 use crate::policy::deadline::{self, Cut};
-use crate::policy::{Bulkhead, CircuitBreaker, DEFAULT_MIN_ATTEMPT_TIME, Hedge, RateLimiter};
+use crate::policy::{
+    Bulkhead, Chaos, CircuitBreaker, DEFAULT_MIN_ATTEMPT_TIME, Hedge, RateLimiter,
+};
 use crate::util::human::Human;
 
 /// Which errors a breaker ignores (releases the permit without counting).
@@ -36,6 +38,7 @@ pub(crate) struct Policies {
     pub(crate) breaker_ignore: Option<ErrorFilter>,
     pub(crate) rate_limit: Option<RateLimiter>,
     pub(crate) hedge: Option<Hedge>,
+    pub(crate) chaos: Option<Chaos>,
 }
 
 impl Default for Policies {
@@ -52,6 +55,7 @@ impl Default for Policies {
             onion_only: false,
             rate_limit: None,
             hedge: None,
+            chaos: None,
         }
     }
 }
@@ -70,6 +74,7 @@ impl fmt::Debug for Policies {
                 &self.rate_limit.as_ref().map(RateLimiter::name),
             )
             .field("hedge", &self.hedge)
+            .field("chaos", &self.chaos)
             .finish()
     }
 }
@@ -105,14 +110,17 @@ impl Policies {
             breaker_ignore,
             rate_limit: None,
             hedge: None,
+            chaos: None,
         }
         .derived()
     }
 
     /// The same policies, with `simple` and `onion_only` derived from them.
     fn derived(mut self) -> Self {
-        self.onion_only =
-            self.bulkhead.is_some() || self.rate_limit.is_some() || self.hedge.is_some();
+        self.onion_only = self.bulkhead.is_some()
+            || self.rate_limit.is_some()
+            || self.hedge.is_some()
+            || self.chaos.is_some();
         self.simple = !self.onion_only
             && self.budget.is_none()
             && self
@@ -128,9 +136,10 @@ impl Policies {
         self.derived()
     }
 
-    /// The same policies, with `hedge` too.
-    pub(crate) fn hedged(mut self, hedge: Option<Hedge>) -> Self {
+    /// The same policies, with `hedge` and `chaos` too.
+    pub(crate) fn hedged(mut self, hedge: Option<Hedge>, chaos: Option<Chaos>) -> Self {
         self.hedge = hedge;
+        self.chaos = chaos;
         self.derived()
     }
 
@@ -193,6 +202,11 @@ impl Policies {
             hedge
                 .validate()
                 .or_else(|reason| invalid("hedge", reason))?;
+        }
+        if let Some(chaos) = &self.chaos {
+            chaos
+                .validate()
+                .or_else(|reason| invalid("chaos", reason))?;
         }
         Ok(())
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::attempt::attempt;
+use super::attempt::{Waits, attempt};
 use super::hedge::{self, Race, Raced};
 use super::{FirstAttempt, Host, MAX_ATTEMPT_LOG, Policies, Retry};
 use crate::error::{NodeError, UserCode};
@@ -231,7 +231,7 @@ async fn series<H: Host>(
         };
         // A series that succeeds at its first attempt, at once, has nothing to add to the
         // node's own start and end: its log stays empty (and costs nothing).
-        if let Some(w) = waits.filter(|w| number > 1 || out.is_err() || *w != Default::default()) {
+        if let Some(w) = waits.filter(|w| number > 1 || out.is_err() || !w.is_none()) {
             log.push(log_entry(host, number, start, w, delay_before, &out));
         }
         let error = match out {
@@ -279,17 +279,12 @@ async fn step<H: Host>(
     mut at: Race,
     resumed: Option<FirstAttempt<H::Attempt>>,
     log: &mut AttemptLog,
-) -> (
-    Result<H::Value, NodeError>,
-    Instant,
-    u32,
-    Option<(Duration, Duration)>,
-) {
+) -> (Result<H::Value, NodeError>, Instant, u32, Option<Waits>) {
     let Some(hedge) = &policies.hedge else {
         log.started = at.first;
         let number = at.first;
         let a = attempt(host, policies, number, at.deadline, at.started, resumed).await;
-        return (a.out, a.start, number, Some((a.waited, a.rate_wait)));
+        return (a.out, a.start, number, Some(a.waits));
     };
     at.max = policies
         .retry
@@ -302,12 +297,12 @@ async fn step<H: Host>(
 }
 
 /// The log entry of attempt `number`, which began at `start` after `delay_before`,
-/// waited `waits` (bulkhead permit, rate-limit permit) and ended now with `out`.
+/// waited `waits` (permits, injected faults) and ended now with `out`.
 pub(super) fn log_entry<H: Host, V>(
     host: &H,
     number: u32,
     start: Instant,
-    (waited, rate_wait): (Duration, Duration),
+    waits: Waits,
     delay_before: Duration,
     out: &Result<V, NodeError>,
 ) -> AttemptReport {
@@ -315,8 +310,10 @@ pub(super) fn log_entry<H: Host, V>(
         number,
         start: host.offset(start),
         end: host.offset(Instant::now()),
-        permit_wait: waited,
-        rate_limit_wait: rate_wait,
+        permit_wait: waits.permit,
+        rate_limit_wait: waits.rate_limit,
+        injected_latency: waits.injected_latency,
+        injected_error: waits.injected_error,
         delay_before,
         error: out.as_ref().err().map(ToString::to_string),
         hedge: false,

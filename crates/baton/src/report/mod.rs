@@ -118,6 +118,14 @@ pub struct AttemptReport {
     pub delay_before: Duration,
     /// Its error, as text; `None` when it succeeded (or was cancelled).
     pub error: Option<String>,
+    /// The latency fault injection added before its task (zero without one).
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "injected_latency_ms", serialize_with = "json::ms")
+    )]
+    pub injected_latency: Duration,
+    /// Fault injection failed it with an error instead of running its task.
+    pub injected_error: bool,
     /// It was a hedge: started in parallel with a slower attempt.
     pub hedge: bool,
     /// It was cancelled (dropped) because a parallel attempt won; its `end` is when.

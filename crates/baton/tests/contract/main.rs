@@ -5,6 +5,7 @@ mod api;
 mod breaker;
 mod breaker_burst;
 mod bulkhead;
+mod chaos;
 mod failure_modes;
 mod fallback;
 mod hedge;

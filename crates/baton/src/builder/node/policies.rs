@@ -9,7 +9,7 @@ use crate::builder::policy::PolicyRef;
 use crate::engine::{Ctx, NodeFallback, Upstreams};
 use crate::error::{BoxError, NodeError};
 use crate::onion::{IntoFallback, Retry};
-use crate::policy::{Bulkhead, CircuitBreaker, Hedge, RateLimiter};
+use crate::policy::{Bulkhead, Chaos, CircuitBreaker, Hedge, RateLimiter};
 
 impl<I, U, T> NodeBuilder<'_, I, U, T> {
     /// Limits each attempt to `limit`; an attempt that runs longer is dropped (it stops at
@@ -139,6 +139,38 @@ impl<I, U, T> NodeBuilder<'_, I, U, T> {
     /// ```
     pub fn hedge(mut self, hedge: Hedge) -> Self {
         self.policy().hedge = Some(hedge);
+        self
+    }
+
+    /// Injects faults into the node's attempts per `chaos` (latency before the task, an
+    /// error instead of it, at configured rates, from a seeded generator): for testing a
+    /// graph's resilience on the paused clock. The injected latency counts toward the
+    /// attempt's timeout; the attempt log records what was injected.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{BoxError, Chaos, Graph, Retry};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// // Every attempt fails: the node's own retry cannot recover.
+    /// let chaos = Chaos::new(1).error(1.0);
+    /// let mut g = Graph::<()>::builder();
+    /// let price = g
+    ///     .node("price")
+    ///     .chaos(&chaos)
+    ///     .retry(Retry::new(2))
+    ///     .task(|ctx, ()| async move { Ok::<_, BoxError>(ctx.attempt()) });
+    /// let graph = g.build()?;
+    /// let report = graph.run(()).await?;
+    /// assert_eq!(report.get(price), None, "both attempts were failed by chaos");
+    /// chaos.set_enabled(false);
+    /// assert_eq!(graph.run(()).await?.get(price), Some(&1));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn chaos(mut self, chaos: &Chaos) -> Self {
+        self.policy().chaos = Some(chaos.clone());
         self
     }
 
