@@ -105,7 +105,7 @@ fn a_run_of_the_order_graph_allocates_twice() {
         }
         (allocations() - before) as f64 / f64::from(runs)
     }));
-    // Exact: fewer is news too (update this test and the README's figure).
+    // Exact: fewer is news too (update this test and docs/architecture.md).
     assert_eq!(per_run, 2.0, "allocations per run of the order graph");
 }
 

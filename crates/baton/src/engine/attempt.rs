@@ -102,11 +102,12 @@ impl<I: Send + Sync + 'static> RunState<I> {
         };
         let cx = self.fetch_cx(id);
         let ctx = Ctx::new(Arc::clone(self), id, number, cut);
-        catch_panic(UserCode::Task, || {
-            // Validation checked every upstream's type, and a node runs only once each of
-            // its upstreams produced a value.
-            let called = task.call(ctx, &cx, permit, into);
-            assert!(called, "node {id}'s upstream values are present and typed");
-        })
+        let called = catch_panic(UserCode::Task, || task.call(ctx, &cx, permit, into))?;
+        // Validation checked every upstream's type, and a node runs only once each of its
+        // upstreams produced a value.
+        if !called {
+            unreachable!("node {id}'s upstream values are present and typed");
+        }
+        Ok(())
     }
 }

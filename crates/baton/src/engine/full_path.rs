@@ -1,5 +1,5 @@
 //! The full path of a node: `tracing` spans, policies (through the onion), routers (which
-//! run their chosen branch inline). The driver (`driver.rs`) takes it for any node that
+//! run their chosen branch inline). The driver (`driver/`) takes it for any node that
 //! needs more than one plain attempt.
 
 use std::future::Future;

@@ -412,7 +412,7 @@ impl GraphMeta {
         slice_at(&self.down_at, &self.downs, id)
     }
 
-    /// Prefetches node `id`'s edge offsets (a hint; see `run/prefetch.rs`).
+    /// Prefetches node `id`'s edge offsets (a hint; see `prefetch.rs`).
     #[inline]
     pub(crate) fn prefetch_edges_of(&self, id: u32) {
         let i = id as usize;

@@ -13,7 +13,7 @@
 //!
 //! The graph, the erased task, `Ctx` and the run state refer to one another, so they live
 //! here together; `state.rs` writes down the run's invariants, `ready.rs` the queue's
-//! protocol, `driver.rs` how nodes are run.
+//! protocol, `driver/` how nodes are run.
 
 mod admission;
 mod attempt;

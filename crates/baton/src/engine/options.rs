@@ -19,11 +19,11 @@ pub enum FailureMode {
     #[default]
     PreservePartial,
     /// Run everything that can run; if any node did not produce a value, the run is
-    /// [`RunError::Failed`], which still carries the report.
+    /// [`RunError::Failed`](crate::RunError::Failed), which still carries the report.
     FailAll,
     /// The first node that fails cancels every node in flight (they end `Cancelled`, and
     /// pending nodes downstream of the failure end `Skipped`); the run is
-    /// [`RunError::Failed`] with the report.
+    /// [`RunError::Failed`](crate::RunError::Failed) with the report.
     FailFast,
 }
 

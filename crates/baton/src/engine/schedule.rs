@@ -90,7 +90,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// poll at once: a graph whose nodes end at once then runs in the task that awaits it,
     /// without a spawn (as `tokio::join!` would). That driver holds nothing across a
     /// `Pending`: a node that waits, and whatever it would yield with, goes to a spawned
-    /// driver (`driver.rs`), so a run whose future is held without being polled still makes
+    /// driver (`driver/`), so a run whose future is held without being polled still makes
     /// progress, and can always be cancelled. An inline run schedules as on a one-worker
     /// runtime until its future stops driving it ([`RunCore::spread`]). Otherwise every
     /// first driver is a task: a node that computes must not hold the awaiting task (its

@@ -50,8 +50,7 @@ pub enum StartMode {
     /// spent, or when it has nothing left that ends at once), what is left of the run is
     /// spread over the workers as in [`Spread`](Self::Spread): a large graph uses every
     /// worker after its first nodes, and a node that waited runs the first node it releases
-    /// in its own task, on whichever worker it resumes, and shares the others. The order
-    /// graph runs about 480–730 k times per second on two workers.
+    /// in its own task, on whichever worker it resumes, and shares the others.
     ///
     /// The price, as with `join!`: nodes that compute in their poll and are ready together
     /// in the awaiting task run one after the other, not in parallel, and while one computes

@@ -8,7 +8,7 @@
 //!    ([`record`](RunState::record)) writes the record, counts the outcome, fires the node's
 //!    callbacks and its `NodeFinished` event, in that order, exactly once.
 //! 2. `live` counts the nodes not yet finalized plus the drivers still alive (tokio tasks,
-//!    and the one a run's future may hold, `driver.rs`). A record is written before `live`
+//!    and the one a run's future may hold, `driver/`). A record is written before `live`
 //!    is decremented for it, and a driver decrements it as its very last action; the run
 //!    ends when `live` reaches zero, so when the run future resolves every record is
 //!    readable, every callback has fired, and no driver of the run will run a node again

@@ -331,7 +331,7 @@ mod tests {
         let _ = unsafe { task.get(&theirs) };
     }
 
-    /// The graph's "three words wide" node (`graph/mod.rs`).
+    /// The graph's "three words wide" node (`graph.rs`).
     #[cfg(target_pointer_width = "64")]
     #[test]
     fn a_node_is_three_words() {

@@ -35,27 +35,61 @@ pub(super) async fn attempt<H: Host>(
         host.attempt_started(number, budget);
     }
     let span = trace::attempt_span(host.name(), number, budget);
+    let limits = Limits { cut, deadline, now };
     let attempted = trace::within(
         span.clone(),
-        permitted(host, policies, number, cut, now, started, resumed),
+        permitted(host, policies, number, limits, started, resumed),
     )
     .await;
     trace::record_attempt(&span, attempted.out.as_ref().err());
     attempted
 }
 
-/// The attempt that began at `now`, inside its span: its rate-limit permit, its bulkhead
-/// permit, the faults injected into it, then its task; a failure is told to the host there.
+/// When an attempt began, and what limits it.
+#[derive(Clone, Copy)]
+struct Limits {
+    /// The attempt's cut.
+    cut: Cut,
+    /// The node's deadline.
+    deadline: Option<Instant>,
+    /// When the attempt began.
+    now: Instant,
+}
+
+impl Limits {
+    /// Until when the attempt may wait for a bulkhead permit, and the cut that applies
+    /// when the wait ends there: its cut, or earlier the instant that leaves the task the
+    /// minimum attempt time before the deadline (a permit got later would leave the task
+    /// too little time to be worth starting).
+    fn wait(self, min_attempt: Duration) -> (Option<Instant>, Cut) {
+        let room = self.deadline.and_then(|d| d.checked_sub(min_attempt));
+        match (self.cut.until, room) {
+            (Some(until), Some(room)) if room < until => (
+                Some(room),
+                Cut {
+                    until: Some(room),
+                    by_deadline: true,
+                },
+            ),
+            _ => (self.cut.until, self.cut),
+        }
+    }
+}
+
+/// The attempt that began at `limits.now`, inside its span: its rate-limit permit, its
+/// bulkhead permit, the faults injected into it, then its task; a failure is told to the
+/// host there.
 async fn permitted<H: Host>(
     host: &H,
     policies: &Policies,
     number: u32,
-    cut: Cut,
-    now: Instant,
+    limits: Limits,
     started: Instant,
     resumed: Option<FirstAttempt<H::Attempt>>,
 ) -> Attempted<H::Value> {
+    let Limits { cut, now, .. } = limits;
     let budget = cut.until.map(|u| u.saturating_duration_since(now));
+    let (wait_until, wait_cut) = limits.wait(policies.min_attempt);
     let mut waits = Waits::default();
     let ended = |out: Result<H::Value, NodeError>, waits: Waits| Attempted {
         out: out.map_err(|error| failed(host, number, budget, error)),
@@ -72,7 +106,7 @@ async fn permitted<H: Host>(
         // The fast path takes no node with a bulkhead.
         _ if resumed.is_some() => None,
         None => None,
-        Some(bulkhead) => match bulkhead.acquire(cut.until).await {
+        Some(bulkhead) => match bulkhead.acquire(wait_until).await {
             Ok((permit, waited)) => {
                 host.permit_waited(number, bulkhead.name(), waited, true);
                 waits.permit = waited;
@@ -82,7 +116,7 @@ async fn permitted<H: Host>(
                 host.permit_waited(number, bulkhead.name(), refused.waited, false);
                 waits.permit = refused.waited;
                 let error = if refused.cut {
-                    cut_error(host, policies, number, cut, started)
+                    cut_error(host, policies, number, wait_cut, started)
                 } else {
                     NodeError::BulkheadFull {
                         node: host.name().to_owned(),
@@ -246,10 +280,26 @@ async fn call<H: Host>(
     let fut = AssertUnwindSafe(fut).catch_unwind();
     let out = match cut.until {
         None => fut.await,
-        Some(until) => match Deadline::new(fut, until).with_hook(host.timer_hook()).await {
-            Some(out) => out,
-            None => return Err(cut_error(host, policies, number, cut, started)),
-        },
+        Some(until) => {
+            let mut slot = std::pin::pin!(Some(fut));
+            let Some(running) = slot.as_mut().as_pin_mut() else {
+                unreachable!("the attempt was just put in its slot")
+            };
+            match Deadline::new(running, until)
+                .with_hook(host.timer_hook())
+                .await
+            {
+                Some(out) => out,
+                None => {
+                    // The cut attempt is dropped here: its drop runs the task's code too.
+                    let dropped = std::panic::catch_unwind(AssertUnwindSafe(|| slot.set(None)));
+                    if let Err(panic) = dropped {
+                        return Err(NodeError::from_panic(UserCode::Task, panic.as_ref()));
+                    }
+                    return Err(cut_error(host, policies, number, cut, started));
+                }
+            }
+        }
     };
     settle(host, policies, number, cut, started, out)
 }

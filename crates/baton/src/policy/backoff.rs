@@ -209,7 +209,7 @@ impl Backoff {
 }
 
 /// Randomisation of backoff delays, so that clients that failed together do not retry
-/// together ("Exponential Backoff and Jitter", AWS Architecture Blog, 2015).
+/// together.
 ///
 /// For a computed delay `d` (already capped):
 /// - `None`: `d`.

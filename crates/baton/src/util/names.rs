@@ -2,8 +2,8 @@
 //! so that a graph of a million nodes costs no allocation per name.
 //!
 //! The hash table is built on the first lookup by name, not while the graph is built:
-//! `build()` checks that names are unique by sorting their hashes (sequential, several
-//! times faster than a million random inserts), and graphs that are never searched by name
+//! `build()` checks that names are unique by sorting their hashes (a sequential pass,
+//! cheaper than a million random inserts), and graphs that are never searched by name
 //! never pay for the table.
 
 use std::fmt;

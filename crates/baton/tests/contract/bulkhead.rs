@@ -221,6 +221,45 @@ async fn the_wait_for_a_permit_counts_toward_the_attempts_timeout() {
     assert_eq!((log[0].start, log[0].permit_wait), (ms(0), ms(1_000)));
 }
 
+/// A permit got with less than the minimum attempt time left before the deadline would
+/// leave the task too little time: the wait ends that much before the deadline, and the
+/// task is never called. (Held 95 ms; a 100 ms budget and the 10 ms minimum: the waiter
+/// fails at 90 ms with `DeadlineExceeded`.)
+#[tokio::test(start_paused = true)]
+async fn the_wait_for_a_permit_leaves_the_task_the_minimum_attempt_time() {
+    let bulkhead = Bulkhead::new("pool", 1, Duration::from_secs(10));
+    let calls = Arc::new(AtomicU32::new(0));
+    let mut g = Graph::<()>::builder();
+    let _holder: Node<()> = g.node("holder").bulkhead(&bulkhead).task(|_ctx, ()| async {
+        sleep(ms(95)).await;
+        Ok::<_, BoxError>(())
+    });
+    let c = Arc::clone(&calls);
+    let waiter: Node<()> =
+        g.node("waiter")
+            .bulkhead(&bulkhead)
+            .budget(ms(100))
+            .task(move |_ctx, ()| {
+                c.fetch_add(1, Ordering::SeqCst);
+                async {
+                    sleep(ms(8)).await;
+                    Ok::<_, BoxError>(())
+                }
+            });
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let w = report.node(waiter).unwrap();
+    assert!(
+        matches!(
+            w.error(),
+            Some(NodeError::DeadlineExceeded { attempts: 1, .. })
+        ),
+        "{:?}",
+        w.error()
+    );
+    assert_eq!(w.end(), ms(90));
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "the task never ran");
+}
+
 /// A bulkhead that could never admit an attempt is a typed build error naming the node and
 /// the bulkhead, for a graph and a pipeline alike, not a bulkhead quietly given 1 permit.
 #[test]

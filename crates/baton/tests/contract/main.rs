@@ -20,4 +20,6 @@ mod routing;
 mod schedule;
 mod shape;
 mod skip;
+#[cfg(feature = "tower")]
+mod tower;
 mod validation;

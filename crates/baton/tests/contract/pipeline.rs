@@ -646,3 +646,30 @@ async fn a_call_can_be_spawned_with_a_box_error() {
         tokio::spawn(async move { p.call(|_attempt| async { Ok::<u32, BoxError>(1) }).await });
     assert_eq!(call.await.unwrap().ok(), Some(1));
 }
+
+/// Attempts refused by a full bulkhead are attempts like any other: counted, logged from
+/// when they asked, with their start and failure events, and retried.
+#[tokio::test(start_paused = true)]
+async fn attempts_a_full_bulkhead_refused_are_counted_and_told() {
+    let seen = alike(Spec {
+        bulkhead: Some((1, ms(0))),
+        holder: Some(100),
+        retry: Some(retry(3, 10)),
+        steps: vec![VALUE],
+        ..Spec::default()
+    })
+    .await;
+    let s = &seen[0];
+    assert_eq!(
+        (s.outcome, s.attempts, s.log.len()),
+        (Outcome::Failed, 3, 3)
+    );
+    let starts: Vec<u128> = s.log.iter().map(|a| a.0).collect();
+    assert_eq!(starts, [0, 10, 20]);
+    let count = |needle: &str| s.events.iter().filter(|e| e.contains(needle)).count();
+    assert_eq!(count("started"), 4, "{:#?}", s.events);
+    assert_eq!(count("gave up on bulkhead `pool`"), 3);
+    assert_eq!(count("failed: node `downstream` attempt"), 3);
+    let error = s.error.as_deref().unwrap_or_default();
+    assert!(error.contains("gave up after 3 attempt(s)"), "{error}");
+}

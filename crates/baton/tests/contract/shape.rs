@@ -8,7 +8,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The layers, bottom up: a module may use those before it.
-const LAYERS: [&str; 10] = [
+const LAYERS: [&str; 11] = [
     "util",
     "id",
     "policy",
@@ -19,6 +19,7 @@ const LAYERS: [&str; 10] = [
     "onion",
     "engine",
     "builder",
+    "tower",
 ];
 
 const MAX_FILE_LINES: usize = 500;
@@ -86,15 +87,148 @@ fn code(line: &str) -> &str {
 }
 
 fn top_module(path: &Path) -> String {
+    module_path(path)
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "lib".to_owned())
+}
+
+/// The module path of a source file: `src/engine/driver/mod.rs` is `[engine, driver]`,
+/// `src/lib.rs` is `[]`.
+fn module_path(path: &Path) -> Vec<String> {
     let rel = path.strip_prefix(src()).expect("under src");
-    let first = rel.components().next().expect("a component");
-    let first = first.as_os_str().to_string_lossy();
-    first.trim_end_matches(".rs").to_owned()
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| {
+            c.as_os_str()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_owned()
+        })
+        .collect();
+    if parts.last().is_some_and(|l| l == "mod" || l == "lib") {
+        parts.pop();
+    }
+    parts
+}
+
+/// The names the crate root re-exports, each with the top module it comes from
+/// (`Pipeline` → `onion`), read from `lib.rs`'s `pub use` items.
+fn root_exports() -> BTreeMap<String, String> {
+    let lib = fs::read_to_string(src().join("lib.rs")).expect("lib.rs");
+    let mut out = BTreeMap::new();
+    for item in lib.split("pub use ").skip(1) {
+        let item = &item[..item.find(';').unwrap_or(item.len())];
+        let module: String = item.chars().take_while(|c| *c != ':').collect();
+        for name in leaf_names(item) {
+            out.insert(name, module.trim().to_owned());
+        }
+    }
+    out
+}
+
+/// The last segments of a use tree: `a::{B, c::D}` gives `B` and `D`.
+fn leaf_names(tree: &str) -> Vec<String> {
+    tree.split([',', '{', '}'])
+        .filter_map(|part| part.rsplit("::").next())
+        .map(|name| name.split(" as ").last().unwrap_or(name).trim().to_owned())
+        .filter(|name| !name.is_empty() && name != "self")
+        .collect()
+}
+
+/// The first segments of the paths a use tree names at its top: `{a::X, b, c::{D, e}}`
+/// gives `a`, `b`, `c`; `a::X` gives `a`.
+fn first_segments(rest: &str) -> Vec<String> {
+    let ident = |s: &str| -> String {
+        s.trim_start()
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let Some(inner) = rest.trim_start().strip_prefix('{') else {
+        return vec![ident(rest)];
+    };
+    let (mut depth, mut out, mut item) = (0usize, Vec::new(), String::new());
+    for c in inner.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(ident(&item));
+                item.clear();
+                continue;
+            }
+            _ => {}
+        }
+        if depth == 0 {
+            item.push(c);
+        }
+    }
+    out.push(ident(&item));
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+/// The top modules a file at `module` names in `code`, through `crate::` paths (grouped or
+/// not, root re-exports resolved to their module) and `super::` chains that climb to the
+/// crate root.
+fn named_modules(code: &str, module: &[String], exports: &BTreeMap<String, String>) -> Vec<String> {
+    let resolve = |name: String| exports.get(&name).cloned().unwrap_or(name);
+    let mut out = Vec::new();
+    for (at, _) in code.match_indices("crate::") {
+        let before = code[..at].chars().last();
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        out.extend(
+            first_segments(&code[at + "crate::".len()..])
+                .into_iter()
+                .map(resolve),
+        );
+    }
+    let mut from = 0;
+    while let Some(at) = code[from..].find("super::") {
+        let at = from + at;
+        let before = code[..at].chars().last();
+        let mut rest = &code[at..];
+        let mut ups = 0;
+        while let Some(r) = rest.strip_prefix("super::") {
+            ups += 1;
+            rest = r;
+        }
+        from = code.len() - rest.len();
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        if ups >= module.len() {
+            out.extend(first_segments(rest).into_iter().map(resolve));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_import_check_reads_every_form_of_path() {
+    let exports = root_exports();
+    assert_eq!(exports.get("Pipeline").map(String::as_str), Some("onion"));
+    let engine = vec!["engine".to_owned(), "driver".to_owned()];
+    let names = |code: &str| named_modules(code, &engine, &exports);
+    assert_eq!(names("use crate::builder::X;"), ["builder"]);
+    assert_eq!(
+        names("use crate::{builder::X, error::{A, B}, util};"),
+        ["builder", "error", "util"]
+    );
+    assert_eq!(names("use crate::Pipeline;"), ["onion"]);
+    assert_eq!(names("use super::super::builder::X;"), ["builder"]);
+    assert_eq!(names("use super::node::X;"), Vec::<String>::new());
+    assert_eq!(names("let x = my_crate::builder::X;"), Vec::<String>::new());
 }
 
 #[test]
 fn modules_import_only_the_layers_below_them() {
     let rank = |m: &str| LAYERS.iter().position(|l| *l == m);
+    let exports = root_exports();
     let mut up = BTreeMap::new();
     for (path, text) in sources() {
         let me = top_module(&path);
@@ -102,26 +236,72 @@ fn modules_import_only_the_layers_below_them() {
             assert_eq!(me, "lib", "{} is in no layer", path.display());
             continue;
         };
-        for line in without_tests(&text) {
-            let code = code(line);
-            for (at, _) in code.match_indices("crate::") {
-                let rest = &code[at + "crate::".len()..];
-                let name: String = rest
-                    .chars()
-                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
-                    .collect();
-                if let Some(theirs) = rank(&name) {
-                    if theirs > mine {
-                        up.insert(
-                            format!("{} -> {name}", path.display()),
-                            line.trim().to_owned(),
-                        );
-                    }
+        let module = module_path(&path);
+        // A `use` may span lines: read each file's code as one text, statement by statement.
+        let code: Vec<&str> = without_tests(&text).into_iter().map(code).collect();
+        let code = code.join(" ");
+        for statement in code.split(';') {
+            for name in named_modules(statement, &module, &exports) {
+                if rank(&name).is_some_and(|theirs| theirs > mine) {
+                    let words: Vec<&str> = statement.split_whitespace().collect();
+                    let tail = words[words.len().saturating_sub(12)..].join(" ");
+                    up.insert(format!("{} -> {name}", path.display()), tail);
                 }
             }
         }
     }
     assert!(up.is_empty(), "imports that point up: {up:#?}");
+}
+
+/// Whether `line` (trimmed) opens a function: any visibility, then any of `const`,
+/// `async`, `unsafe`, `extern "ABI"`, then `fn `.
+fn opens_fn(line: &str) -> bool {
+    let mut rest = line;
+    if let Some(r) = rest.strip_prefix("pub") {
+        rest = r.trim_start();
+        if rest.starts_with('(') {
+            match rest.find(')') {
+                Some(close) => rest = rest[close + 1..].trim_start(),
+                None => return false,
+            }
+        }
+    }
+    loop {
+        if let Some(r) = ["const ", "async ", "unsafe ", "default "]
+            .iter()
+            .find_map(|q| rest.strip_prefix(q))
+        {
+            rest = r.trim_start();
+        } else if let Some(r) = rest.strip_prefix("extern ") {
+            rest = r.trim_start();
+            if rest.starts_with('"') {
+                match rest[1..].find('"') {
+                    Some(close) => rest = rest[close + 2..].trim_start(),
+                    None => return false,
+                }
+            }
+        } else {
+            break;
+        }
+    }
+    rest.starts_with("fn ")
+}
+
+#[test]
+fn every_form_of_function_is_measured() {
+    for line in [
+        "fn a() {",
+        "pub(super) const fn a() {",
+        "pub(in crate::engine) fn a() {",
+        "unsafe fn a() {",
+        "async unsafe fn a() {",
+        "pub(crate) extern \"C\" fn a() {",
+    ] {
+        assert!(opens_fn(line), "{line}");
+    }
+    for line in ["let f = |x| x;", "// fn a() {", "pub struct Fn;"] {
+        assert!(!opens_fn(line), "{line}");
+    }
 }
 
 #[test]
@@ -149,24 +329,7 @@ fn no_file_or_function_is_too_long() {
             }
             match &open {
                 None => {
-                    let is_fn = code(trimmed).contains("fn ")
-                        && [
-                            "fn ",
-                            "pub fn ",
-                            "pub(crate) fn ",
-                            "pub(super) fn ",
-                            "async fn ",
-                            "pub async fn ",
-                            "pub(crate) async fn ",
-                            "pub(super) async fn ",
-                            "const fn ",
-                            "pub const fn ",
-                            "pub(crate) const fn ",
-                            "unsafe fn ",
-                            "pub(crate) unsafe fn ",
-                        ]
-                        .iter()
-                        .any(|p| trimmed.starts_with(p));
+                    let is_fn = opens_fn(code(trimmed));
                     if is_fn && !code(line).trim_end().ends_with(';') {
                         open = Some((n, indent.to_owned(), trimmed));
                         body = code(line).contains('{');

@@ -284,3 +284,47 @@ async fn a_panic_names_the_code_that_panicked() {
         .await;
     assert_eq!(code_of(call.error()), Some(UserCode::Task));
 }
+
+/// Panics when dropped.
+struct PanicOnDrop;
+
+impl Drop for PanicOnDrop {
+    fn drop(&mut self) {
+        panic!("in the task's drop");
+    }
+}
+
+/// An attempt cut by its timeout is dropped; a panic in its drop is the task's, for a
+/// node and a pipeline call alike (it neither escapes the call nor blames baton).
+#[tokio::test(start_paused = true)]
+async fn a_panic_dropping_a_cut_attempt_is_the_tasks() {
+    use baton_graph::{Pipeline, UserCode};
+
+    async fn slow() -> Result<u32, BoxError> {
+        let _guard = PanicOnDrop;
+        sleep(ms(1_000)).await;
+        Ok(1)
+    }
+    let mut g = Graph::<()>::builder();
+    let node = g.node("slow").timeout(ms(10)).task(|_ctx, ()| slow());
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let n = report.node(node).unwrap();
+    assert!(
+        matches!(n.error(), Some(NodeError::Panicked { code: UserCode::Task, message, .. })
+            if message == "in the task's drop"),
+        "{:?}",
+        n.error()
+    );
+    let pipeline: Pipeline<u32> = Pipeline::builder("slow").timeout(ms(10)).build().unwrap();
+    let error = pipeline.call(|_attempt| slow()).await.unwrap_err();
+    assert!(
+        matches!(
+            &*error,
+            NodeError::Panicked {
+                code: UserCode::Task,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+}
