@@ -44,6 +44,41 @@ use crate::policy::breaker::BreakerState;
 ///
 /// Label values are graph, node, bulkhead, rate limiter and breaker names and fixed words, so their
 /// number is bounded by the graphs' definitions; no label carries a run's id.
+///
+/// ```
+/// # #[cfg(feature = "metrics")] {
+/// # use std::sync::{Arc, Mutex};
+/// # use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder};
+/// # use metrics::{SharedString, Unit};
+/// # #[derive(Default)]
+/// # struct Names(Arc<Mutex<Vec<String>>>);
+/// # impl Recorder for Names {
+/// #     fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+/// #     fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+/// #     fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+/// #     fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+/// #         self.0.lock().unwrap().push(key.name().to_owned());
+/// #         Counter::noop()
+/// #     }
+/// #     fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge { Gauge::noop() }
+/// #     fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram { Histogram::noop() }
+/// # }
+/// use baton_graph::{BoxError, Orchestrator, observe::MetricsObserver};
+///
+/// let orch = Orchestrator::builder().observer(MetricsObserver::new()).build();
+/// let mut g = orch.graph::<()>();
+/// g.name("checkout");
+/// g.node("price").task(|_ctx, ()| async { Ok::<_, BoxError>(59_900_u64) });
+/// let graph = g.build()?;
+///
+/// let recorder = Names::default(); // in a service: a Prometheus exporter's recorder
+/// let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+/// metrics::with_local_recorder(&recorder, || rt.block_on(graph.run(())))?;
+/// let names = recorder.0.lock().unwrap();
+/// assert!(names.iter().any(|n| n == "baton_runs_finished_total"));
+/// # }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MetricsObserver;
 

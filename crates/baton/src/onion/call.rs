@@ -45,6 +45,26 @@ impl Attempt {
 
     /// The time left before [`deadline`](Self::deadline) (zero once it passed); pass it
     /// downstream as the request's timeout.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{BoxError, Pipeline};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let user = Pipeline::<Duration>::builder("user")
+    ///     .timeout(Duration::from_millis(300))
+    ///     .build()?;
+    /// let left = user
+    ///     .call(|attempt| async move {
+    ///         // Give the HTTP request what is left, not a timeout of its own.
+    ///         Ok::<_, BoxError>(attempt.remaining().unwrap_or(Duration::MAX))
+    ///     })
+    ///     .await?;
+    /// assert_eq!(left, Duration::from_millis(300));
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn remaining(&self) -> Option<Duration> {
         self.deadline
@@ -93,6 +113,20 @@ impl<T> Call<T> {
     ///
     /// # Errors
     /// The call's final error when no value came from the task or the fallback.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Pipeline};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let price = Pipeline::<u64>::builder("price").build()?;
+    /// let call = price.run(|_| async { Ok::<_, BoxError>(59_900) }).await;
+    /// assert_eq!(call.attempts(), 1);
+    /// assert!(call.attempt_log().is_empty()); // one attempt that succeeded: nothing to log
+    /// assert_eq!(call.into_result()?, 59_900);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn into_result(self) -> Result<T, Arc<NodeError>> {
         self.result
     }

@@ -161,6 +161,23 @@ impl<T: Send + Sync + 'static> Pipeline<T> {
     /// # Errors
     /// The final error, as a node's: [`NodeError::GaveUp`] after retries,
     /// [`NodeError::Timeout`], [`NodeError::BreakerOpen`], [`NodeError::FallbackFailed`], ….
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Pipeline, Retry};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let stock = Pipeline::<u32>::builder("stock").retry(Retry::new(2)).build()?;
+    /// let err = stock.call(|_| async { Err::<u32, BoxError>("503".into()) }).await.unwrap_err();
+    /// assert_eq!(err.kind(), "gave_up");
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "node `stock` gave up after 2 attempt(s) in 100 ms (max attempts reached)"
+    /// );
+    /// assert_eq!(err.task_error().map(|e| e.to_string()).as_deref(), Some("503"));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn call<'a, F, Fut, E>(
         &'a self,
         task: F,
@@ -330,6 +347,23 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
     /// run of its own id), its statistics count their attempts, retries, timeouts, breaker
     /// rejections and fallbacks, and the breaker, bulkhead and rate limiter join its
     /// registries.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Orchestrator, Pipeline, Retry};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let orch = Orchestrator::new();
+    /// let stock = Pipeline::<u32>::builder("stock")
+    ///     .retry(Retry::new(2))
+    ///     .orchestrator(&orch)
+    ///     .build()?;
+    /// stock.run(|_| async { Err::<u32, BoxError>("503".into()) }).await;
+    /// let stats = orch.stats();
+    /// assert_eq!((stats.attempts, stats.retries), (2, 1));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn orchestrator(mut self, orchestrator: &Orchestrator) -> Self {
         self.orchestrator = Some(orchestrator.clone());
         self

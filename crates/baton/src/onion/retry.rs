@@ -64,6 +64,18 @@ impl Retry {
     /// retries at most twice, and `Retry::new(1)` never retries. `max_attempts` of 0 is
     /// rejected when the graph is built
     /// ([`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy)).
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Pipeline, Retry};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let stock = Pipeline::<u32>::builder("stock").retry(Retry::new(3)).build()?;
+    /// let call = stock.run(|_| async { Err::<u32, BoxError>("503".into()) }).await;
+    /// assert_eq!(call.attempts(), 3); // 1 attempt + 2 retries, not 3 retries
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn new(max_attempts: u32) -> Self {
         Retry {
@@ -84,6 +96,23 @@ impl Retry {
 
     /// Retries only the errors for which `predicate` returns `true`. A breaker rejection
     /// and an exhausted deadline are never retried, whatever the predicate says.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{BoxError, NodeError, Pipeline, Retry};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let only_timeouts = Retry::new(5).retry_if(|e: &NodeError| e.is_timeout());
+    /// let stock = Pipeline::<u32>::builder("stock")
+    ///     .timeout(Duration::from_millis(100))
+    ///     .retry(only_timeouts)
+    ///     .build()?;
+    /// let call = stock.run(|_| async { Err::<u32, BoxError>("400 bad request".into()) }).await;
+    /// assert_eq!(call.attempts(), 1); // a task error, not a timeout: not retried
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn retry_if(
         mut self,
@@ -95,6 +124,23 @@ impl Retry {
 
     /// Draws every retry from `budget`, shared by the nodes that call one downstream, so
     /// that a failing downstream cannot be hit by a retry storm.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{BoxError, NodeError, Pipeline, Retry, RetryBudget, StopReason};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// // No retry allowed at all: 0 per second, 0 % on top of first attempts.
+    /// let budget = RetryBudget::with("inventory", Duration::from_secs(10), 0, 0.0);
+    /// let stock = Pipeline::<u32>::builder("stock").retry(Retry::new(3).budget(budget)).build()?;
+    /// let call = stock.run(|_| async { Err::<u32, BoxError>("503".into()) }).await;
+    /// assert_eq!(call.attempts(), 1);
+    /// let Some(NodeError::GaveUp { reason, .. }) = call.error() else { panic!("should give up") };
+    /// assert_eq!(*reason, StopReason::RetryBudgetExhausted { budget: "inventory".into() });
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn budget(mut self, budget: RetryBudget) -> Self {
         self.budget = Some(budget);
@@ -165,6 +211,19 @@ impl Retry {
     /// limiters without a permit are retryable (a full bulkhead and a spent rate limit are
     /// short-lived, local shortages); panics are not (they are bugs, and usually
     /// deterministic).
+    ///
+    /// ```
+    /// use baton_graph::{BreakerState, NodeError, Retry};
+    ///
+    /// assert!(Retry::default_retryable(&NodeError::Task("503".into())));
+    /// let rejected = NodeError::BreakerOpen {
+    ///     node: "stock".into(),
+    ///     breaker: "inventory".into(),
+    ///     state: BreakerState::Open,
+    ///     retry_after: None,
+    /// };
+    /// assert!(!Retry::default_retryable(&rejected));
+    /// ```
     #[must_use]
     pub fn default_retryable(error: &NodeError) -> bool {
         matches!(

@@ -13,6 +13,22 @@ use tokio::time::Instant;
 use super::deadline::clip_backoff;
 
 /// Why a retry series stopped before an attempt succeeded.
+///
+/// ```
+/// use baton_graph::{BoxError, NodeError, Pipeline, Retry, StopReason};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), BoxError> {
+/// let stock = Pipeline::<u32>::builder("stock").retry(Retry::new(2)).build()?;
+/// let call = stock.run(|_| async { Err::<u32, BoxError>("503".into()) }).await;
+/// let Some(NodeError::GaveUp { reason, attempts, .. }) = call.error() else {
+///     panic!("should give up");
+/// };
+/// assert_eq!((reason, *attempts), (&StopReason::MaxAttempts, 2));
+/// assert_eq!(reason.to_string(), "max attempts reached");
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StopReason {

@@ -11,6 +11,25 @@ use super::events::BreakerState;
 ///
 /// `Display`: ``circuit breaker `inventory` is open (retry in 2.4 s)``, or
 /// ``circuit breaker `inventory` is half_open (its probe permits are taken)``.
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_graph::{BreakerState, CircuitBreaker};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let breaker = CircuitBreaker::builder("inventory")
+///     .consecutive_failures(1)
+///     .open_duration(Duration::from_secs(5))
+///     .build()?;
+/// breaker.try_acquire()?.failure(Duration::from_millis(5));
+/// tokio::time::advance(Duration::from_secs(2)).await;
+/// let rejected = breaker.try_acquire().unwrap_err();
+/// assert_eq!((rejected.breaker(), rejected.state()), ("inventory", BreakerState::Open));
+/// assert_eq!(rejected.retry_after(), Some(Duration::from_secs(3)));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("circuit breaker `{breaker}` is {state} ({})", RetryHint(*.retry_after))]
 #[non_exhaustive]

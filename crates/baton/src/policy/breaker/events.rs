@@ -31,6 +31,15 @@ use tokio::time::Instant;
 /// The states of a circuit breaker.
 ///
 /// `Display` prints `closed`, `open`, `half_open` and `recovering`.
+///
+/// ```
+/// use baton_graph::{BreakerState, CircuitBreaker};
+///
+/// let breaker = CircuitBreaker::builder("inventory").build()?;
+/// assert_eq!(breaker.state(), BreakerState::Closed);
+/// assert_eq!(BreakerState::HalfOpen.to_string(), "half_open");
+/// # Ok::<(), baton_graph::BreakerConfigError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum BreakerState {
@@ -148,6 +157,23 @@ impl fmt::Display for TransitionReason {
 /// [`CircuitBreaker::on_transition`](super::CircuitBreaker::on_transition) receive it.
 ///
 /// `Display`: ``circuit breaker `inventory` #1: closed -> open (3 consecutive failures)``.
+///
+/// ```
+/// use std::sync::mpsc;
+/// use std::time::Duration;
+/// use baton_graph::{BreakerState, CircuitBreaker, TransitionReason};
+///
+/// let breaker = CircuitBreaker::builder("inventory").consecutive_failures(1).build()?;
+/// let (tx, rx) = mpsc::channel();
+/// breaker.on_transition(move |t| {
+///     let _ = tx.send((t.from(), t.to(), t.reason()));
+/// });
+/// breaker.try_acquire()?.failure(Duration::from_millis(5));
+/// let (from, to, reason) = rx.try_recv()?;
+/// assert_eq!((from, to), (BreakerState::Closed, BreakerState::Open));
+/// assert_eq!(reason, TransitionReason::ConsecutiveFailures { count: 1 });
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct BreakerTransition {

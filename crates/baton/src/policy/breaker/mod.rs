@@ -250,6 +250,24 @@ impl CircuitBreaker {
     ///
     /// Listeners live as long as the breaker; one that captures a clone of its own breaker
     /// keeps it alive forever (capture what it needs instead, e.g. a channel sender).
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    /// use baton_graph::CircuitBreaker;
+    ///
+    /// let breaker = CircuitBreaker::builder("inventory").consecutive_failures(1).build()?;
+    /// let (tx, rx) = mpsc::channel();
+    /// breaker.on_transition(move |t| {
+    ///     let _ = tx.send(t.to_string()); // e.g. log it, or alert
+    /// });
+    /// breaker.try_acquire()?.failure(Duration::from_millis(5));
+    /// assert_eq!(
+    ///     rx.try_recv()?,
+    ///     "circuit breaker `inventory` #1: closed -> open (1 consecutive failures)"
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn on_transition(&self, f: impl Fn(&BreakerTransition) + Send + Sync + 'static) {
         self.machine.add_listener(Arc::new(f));
     }
