@@ -286,6 +286,11 @@ async fn step<H: Host>(
         let a = attempt(host, policies, number, at.deadline, at.started, resumed).await;
         return (a.out, a.start, number, Some(a.waits));
     };
+    // A node with a hedge is never started on the fast path.
+    debug_assert!(
+        resumed.is_none(),
+        "a hedged node's first attempt runs in the onion"
+    );
     at.max = policies
         .retry
         .as_ref()
