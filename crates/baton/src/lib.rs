@@ -223,8 +223,8 @@ pub mod shared {
     };
 }
 pub use policy::{
-    Backoff, BackoffIter, Bulkhead, DEFAULT_MAX_DELAY, DEFAULT_MIN_ATTEMPT_TIME, Jitter,
-    RetryBudget,
+    Backoff, BackoffIter, Bulkhead, Chaos, DEFAULT_MAX_DELAY, DEFAULT_MIN_ATTEMPT_TIME,
+    HEDGE_WINDOW, Hedge, InjectedFault, Jitter, RateLimiter, RetryBudget,
 };
 pub use report::{AttemptReport, Counts, MissingValue, NodeReport, Outcome, Report};
 #[cfg(feature = "axum")]

@@ -28,6 +28,10 @@ use crate::policy::breaker::{BreakerState, TransitionReason};
 /// | `baton_retry_delay_seconds` | histogram | `graph`, `node` | backoff before a retry |
 /// | `baton_fallbacks_total` | counter | `graph`, `node` | fallbacks run |
 /// | `baton_bulkhead_wait_seconds` | histogram | `graph`, `node`, `bulkhead` | an attempt's wait for a bulkhead permit, whether it got one or gave up |
+/// | `baton_rate_limit_wait_seconds` | histogram | `graph`, `node`, `limiter` | an attempt's wait for a rate-limit permit it got |
+/// | `baton_rate_limit_rejections_total` | counter | `graph`, `node`, `limiter` | attempts a rate limiter refused |
+/// | `baton_hedges_total` | counter | `graph`, `node` | hedges started |
+/// | `baton_faults_injected_total` | counter | `graph`, `node` | attempts fault injection changed |
 /// | `baton_breaker_rejections_total` | counter | `graph`, `node`, `breaker` | series a circuit breaker rejected |
 /// | `baton_breaker_transitions_total` | counter | `breaker`, `from`, `to` | breaker state changes |
 /// | `baton_breaker_state` | gauge | `breaker` | the breaker's state: 0 closed, 1 half-open, 2 open, 3 recovering, 4 isolated, 5 forced closed |
@@ -39,7 +43,7 @@ use crate::policy::breaker::{BreakerState, TransitionReason};
 /// have none either. `baton_breaker_state` is set at each transition: a breaker that never
 /// changed state has no value, and is closed.
 ///
-/// Label values are graph, node, bulkhead and breaker names and fixed words, so their
+/// Label values are graph, node, bulkhead, rate limiter and breaker names and fixed words, so their
 /// number is bounded by the graphs' definitions; no label carries a run's id.
 ///
 /// ```
@@ -98,6 +102,25 @@ fn labels<const N: usize>(graph: Option<&str>, rest: [Label; N]) -> Vec<Label> {
 }
 
 /// `graph` for a named graph, and `node`.
+/// Records a `RateLimitWaited` event: the wait of an admitted attempt, or a refusal.
+fn rate_limit_waited(
+    graph: Option<&str>,
+    node: &str,
+    limiter: &str,
+    wait: std::time::Duration,
+    admitted: bool,
+) {
+    let at = [
+        Label::new("node", node.to_owned()),
+        Label::new("limiter", limiter.to_owned()),
+    ];
+    if admitted {
+        histogram!("baton_rate_limit_wait_seconds", labels(graph, at)).record(wait.as_secs_f64());
+    } else {
+        counter!("baton_rate_limit_rejections_total", labels(graph, at)).increment(1);
+    }
+}
+
 fn node_labels(graph: Option<&str>, node: &str) -> Vec<Label> {
     labels(graph, [Label::new("node", node.to_owned())])
 }
@@ -158,6 +181,19 @@ impl Observer for MetricsObserver {
                 ];
                 histogram!("baton_bulkhead_wait_seconds", labels(graph, at))
                     .record(waited.as_secs_f64());
+            }
+            Event::RateLimitWaited {
+                node,
+                limiter,
+                wait,
+                admitted,
+                ..
+            } => rate_limit_waited(graph, node, limiter, wait, admitted),
+            Event::FaultInjected { node, .. } => {
+                counter!("baton_faults_injected_total", node_labels(graph, node)).increment(1);
+            }
+            Event::HedgeStarted { node, .. } => {
+                counter!("baton_hedges_total", node_labels(graph, node)).increment(1);
             }
             Event::BreakerRejected { node, breaker, .. } => {
                 let at = [

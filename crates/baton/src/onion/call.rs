@@ -144,6 +144,13 @@ impl<T> Call<T> {
         &self.attempt_log
     }
 
+    /// The attempt whose value the call has, when it `Succeeded`, as
+    /// [`NodeReport::winner`](crate::NodeReport::winner).
+    #[must_use]
+    pub fn winner(&self) -> Option<u32> {
+        crate::report::winner(&self.attempt_log, self.outcome() == Outcome::Succeeded)
+    }
+
     /// The call's id: the run id its events carry.
     #[must_use]
     pub fn id(&self) -> RunId {
@@ -291,6 +298,44 @@ where
             bulkhead,
             waited,
             acquired,
+        });
+    }
+
+    fn rate_limited(&self, number: u32, limiter: &str, wait: Duration, admitted: bool) {
+        if !admitted {
+            self.count(|c| c.rate_limited.incr());
+        }
+        self.emit(|run, node| Event::RateLimitWaited {
+            run,
+            graph: None,
+            node,
+            attempt: number,
+            limiter,
+            wait,
+            admitted,
+        });
+    }
+
+    fn fault_injected(&self, number: u32, latency: Duration, error: bool) {
+        self.count(|c| c.faults_injected.incr());
+        self.emit(|run, node| Event::FaultInjected {
+            run,
+            graph: None,
+            node,
+            attempt: number,
+            latency,
+            error,
+        });
+    }
+
+    fn hedged(&self, number: u32, after: Duration) {
+        self.count(|c| c.hedges.incr());
+        self.emit(|run, node| Event::HedgeStarted {
+            run,
+            graph: None,
+            node,
+            attempt: number,
+            after,
         });
     }
 

@@ -8,6 +8,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::error::NodeError;
 use crate::policy::{Backoff, RetryBudget};
@@ -16,21 +17,27 @@ use crate::util::same_opt;
 /// Which errors a retry series retries.
 pub(crate) type RetryPredicate = Arc<dyn Fn(&NodeError) -> bool + Send + Sync>;
 
+/// The delay an error asks for before the next attempt, if it asks for one.
+pub(crate) type DelayHint = Arc<dyn Fn(&NodeError) -> Option<Duration> + Send + Sync>;
+
 /// A retry policy: how many attempts, how long to wait between them, which errors to retry,
 /// and an optional per-downstream [`RetryBudget`].
 ///
 /// # Defaults
 /// - attempts: 3 (one attempt and two retries);
 /// - backoff: exponential from 100 ms, ×2, capped at 30 s, no jitter;
-/// - retryable: [`Retry::default_retryable`] (task errors, per-attempt timeouts and full
-///   bulkheads; never breaker rejections, exhausted deadlines or panics);
-/// - retry budget: none.
+/// - retryable: [`Retry::default_retryable`] (task errors, per-attempt timeouts, full
+///   bulkheads and spent rate limits; never breaker rejections, exhausted deadlines or
+///   panics);
+/// - retry budget: none;
+/// - delay from the error: none (the backoff's delay).
 #[derive(Clone)]
 pub struct Retry {
     pub(crate) max_attempts: u32,
     pub(crate) backoff: Backoff,
     pub(crate) retryable: Option<RetryPredicate>,
     pub(crate) budget: Option<RetryBudget>,
+    pub(crate) delay_from: Option<DelayHint>,
 }
 
 impl fmt::Debug for Retry {
@@ -40,6 +47,7 @@ impl fmt::Debug for Retry {
             .field("backoff", &self.backoff)
             .field("custom_predicate", &self.retryable.is_some())
             .field("budget", &self.budget.as_ref().map(RetryBudget::name))
+            .field("delay_from", &self.delay_from.is_some())
             .finish()
     }
 }
@@ -75,6 +83,7 @@ impl Retry {
             backoff: Backoff::exponential(std::time::Duration::from_millis(100)),
             retryable: None,
             budget: None,
+            delay_from: None,
         }
     }
 
@@ -138,8 +147,70 @@ impl Retry {
         self
     }
 
-    /// The default predicate: task errors, per-attempt timeouts and full bulkheads are
-    /// retryable; panics are not (they are bugs, and usually deterministic).
+    /// Takes the delay before the next attempt from the error the attempt failed with,
+    /// when `delay` returns one: an HTTP 429 or 503 response's `Retry-After`, say. `None`
+    /// keeps the backoff's delay. The task's own error is reachable through
+    /// [`NodeError::task_error`] and a downcast.
+    ///
+    /// The backoff still decides whether the series goes on (a custom backoff that ran out
+    /// stops it), and the delay, from the error or not, is clipped by the deadline like
+    /// every backoff: it leaves room for one minimum attempt, and the attempt after a
+    /// clipped delay is the series' last. No jitter is added to it. `delay` is called only
+    /// for an error that is retried, and a panic in it fails the node with
+    /// [`NodeError::Panicked`] ([`UserCode::RetryDelay`](crate::UserCode::RetryDelay)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{Backoff, BoxError, NodeError, Pipeline, Retry};
+    ///
+    /// /// What an HTTP client returns for a 429 or 503 answer.
+    /// #[derive(Debug)]
+    /// struct Unavailable {
+    ///     retry_after: Option<Duration>,
+    /// }
+    /// # impl std::fmt::Display for Unavailable {
+    /// #     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    /// #         f.write_str("503 Service Unavailable")
+    /// #     }
+    /// # }
+    /// # impl std::error::Error for Unavailable {}
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let retry = Retry::new(3)
+    ///     .backoff(Backoff::exponential(Duration::from_millis(100)))
+    ///     .delay_from(|error: &NodeError| {
+    ///         let unavailable = error.task_error()?.downcast_ref::<Unavailable>()?;
+    ///         unavailable.retry_after
+    ///     });
+    /// let prices = Pipeline::builder("prices").retry(retry).build()?;
+    /// let call = prices
+    ///     .run(|attempt| async move {
+    ///         if attempt.number() == 1 {
+    ///             let retry_after = Some(Duration::from_secs(2));
+    ///             return Err::<u32, BoxError>(Box::new(Unavailable { retry_after }));
+    ///         }
+    ///         Ok(59_900)
+    ///     })
+    ///     .await;
+    /// assert_eq!(call.value(), Some(&59_900));
+    /// assert_eq!(call.attempt_log()[1].delay_before, Duration::from_secs(2));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn delay_from(
+        mut self,
+        delay: impl Fn(&NodeError) -> Option<Duration> + Send + Sync + 'static,
+    ) -> Self {
+        self.delay_from = Some(Arc::new(delay));
+        self
+    }
+
+    /// The default predicate: task errors, per-attempt timeouts, full bulkheads and rate
+    /// limiters without a permit are retryable (a full bulkhead and a spent rate limit are
+    /// short-lived, local shortages); panics are not (they are bugs, and usually
+    /// deterministic).
     ///
     /// ```
     /// use baton_graph::{BreakerState, NodeError, Retry};
@@ -157,7 +228,10 @@ impl Retry {
     pub fn default_retryable(error: &NodeError) -> bool {
         matches!(
             error,
-            NodeError::Task(_) | NodeError::Timeout { .. } | NodeError::BulkheadFull { .. }
+            NodeError::Task(_)
+                | NodeError::Timeout { .. }
+                | NodeError::BulkheadFull { .. }
+                | NodeError::RateLimited { .. }
         )
     }
 
@@ -182,6 +256,7 @@ impl Retry {
             && self.backoff.same(&other.backoff)
             && same_opt(&self.retryable, &other.retryable, Arc::ptr_eq)
             && same_opt(&self.budget, &other.budget, RetryBudget::same_as)
+            && same_opt(&self.delay_from, &other.delay_from, Arc::ptr_eq)
     }
 
     pub(crate) fn validate(&self) -> Result<(), String> {

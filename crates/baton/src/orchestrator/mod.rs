@@ -98,6 +98,7 @@ impl fmt::Debug for Orchestrator {
             .field("breakers", &r.breakers.keys().collect::<Vec<_>>())
             .field("bulkheads", &r.bulkheads.keys().collect::<Vec<_>>())
             .field("retry_budgets", &r.budgets.keys().collect::<Vec<_>>())
+            .field("rate_limiters", &r.limiters.keys().collect::<Vec<_>>())
             .field("observers", &self.inner.observers.len())
             .field("runs_in_flight", &self.runs_in_flight())
             .field("accepting", &self.inner.accepting.load(Ordering::Relaxed))

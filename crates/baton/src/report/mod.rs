@@ -8,6 +8,7 @@
 //! the engine, so that it knows nothing of the scheduler's types.
 
 #[cfg(feature = "serde")]
+mod attempt;
 mod json;
 mod missing;
 mod outcome;
@@ -19,6 +20,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use attempt::AttemptReport;
+pub(crate) use attempt::winner;
 pub use missing::MissingValue;
 pub use outcome::{Counts, Outcome};
 pub(crate) use record::{Record, Settled};
@@ -95,43 +98,6 @@ pub struct Report {
 fn missing() -> &'static Settled {
     static MISSING: std::sync::OnceLock<Settled> = std::sync::OnceLock::new();
     MISSING.get_or_init(|| Settled::empty(Outcome::Cancelled, tokio::time::Instant::now()))
-}
-
-/// One attempt of a node with policies: when it ran, how long the backoff before it was, and
-/// how it failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(::serde::Serialize))]
-#[non_exhaustive]
-pub struct AttemptReport {
-    /// The attempt number, from 1.
-    pub number: u32,
-    /// When it started (asked for its bulkhead permit, if it has one), from the run's start.
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "start_ms", serialize_with = "json::ms")
-    )]
-    pub start: Duration,
-    /// When it ended, from the run's start.
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "end_ms", serialize_with = "json::ms")
-    )]
-    pub end: Duration,
-    /// How long it waited for its bulkhead permit (zero without a bulkhead, or when a
-    /// permit was free). The wait counts toward the attempt's timeout.
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "permit_wait_ms", serialize_with = "json::ms")
-    )]
-    pub permit_wait: Duration,
-    /// The backoff waited before it (zero for the first attempt).
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "delay_before_ms", serialize_with = "json::ms")
-    )]
-    pub delay_before: Duration,
-    /// Its error, as text; `None` when it succeeded.
-    pub error: Option<String>,
 }
 
 impl Report {
@@ -394,6 +360,13 @@ impl<'r> NodeReport<'r> {
     #[must_use]
     pub fn attempt_log(&self) -> &'r [AttemptReport] {
         self.record.attempt_log()
+    }
+
+    /// The attempt whose value the node has, when it `Succeeded`: with a hedge, the
+    /// first to succeed; otherwise its last attempt. `None` for any other outcome.
+    #[must_use]
+    pub fn winner(&self) -> Option<u32> {
+        winner(self.attempt_log(), self.outcome() == Outcome::Succeeded)
     }
 
     /// When the node started, from the run's start; `None` if it never started (skipped,

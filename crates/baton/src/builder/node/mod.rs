@@ -22,14 +22,15 @@ use crate::report::NodeReport;
 /// [`blocking_task`](Self::blocking_task) is called.
 ///
 /// # Policies and their defaults
-/// Policies compose in a fixed onion, inner to outer: attempt (bulkhead permit + task +
-/// per-attempt timeout) → retry → circuit breaker → fallback (`docs/contract.md`, rule 3).
+/// Policies compose in a fixed onion, inner to outer: attempt (rate-limit permit +
+/// bulkhead permit + task + per-attempt timeout) → retry → circuit breaker → fallback
+/// (`docs/contract.md`, rule 3).
 /// - [`timeout`](Self::timeout): none;
 /// - [`retry`](Self::retry): none (one attempt);
 /// - [`budget`](Self::budget): none (only the run's deadline, if any, applies);
 /// - [`min_attempt_time`](Self::min_attempt_time): 10 ms;
-/// - [`breaker`](Self::breaker), [`bulkhead`](Self::bulkhead), [`fallback`](Self::fallback):
-///   none.
+/// - [`breaker`](Self::breaker), [`bulkhead`](Self::bulkhead),
+///   [`rate_limit`](Self::rate_limit), [`fallback`](Self::fallback): none.
 #[must_use = "a node is only added to the graph when `.task(..)` is called"]
 pub struct NodeBuilder<'g, I, U, T> {
     /// Holds the node's name, pending ([`Names::begin`]), until the node is added.

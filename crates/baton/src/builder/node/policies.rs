@@ -9,7 +9,7 @@ use crate::builder::policy::PolicyRef;
 use crate::engine::{Ctx, NodeFallback, Upstreams};
 use crate::error::{BoxError, NodeError};
 use crate::onion::{IntoFallback, Retry};
-use crate::policy::{Bulkhead, CircuitBreaker};
+use crate::policy::{Bulkhead, Chaos, CircuitBreaker, Hedge, RateLimiter};
 
 impl<I, U, T> NodeBuilder<'_, I, U, T> {
     /// Limits each attempt to `limit`; an attempt that runs longer is dropped (it stops at
@@ -227,6 +227,104 @@ impl<I, U, T> NodeBuilder<'_, I, U, T> {
     /// ```
     pub fn bulkhead(mut self, bulkhead: impl Into<PolicyRef<Bulkhead>>) -> Self {
         self.policy().bulkhead = Some(bulkhead.into());
+        self
+    }
+
+    /// Takes a permit of `limiter` (a handle, or the name of one registered in the graph's
+    /// [`Orchestrator`](crate::Orchestrator)) for each attempt, before its bulkhead permit.
+    /// The wait for it counts toward the attempt's timeout; an attempt whose permit would
+    /// not come within the limiter's maximum wait, or before its cut, fails at once with
+    /// [`NodeError::RateLimited`] (retried by default). A limiter that could never grant a
+    /// permit is rejected by `build()` ([`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{BoxError, Graph, RateLimiter};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// // 2 calls per second to the mail service, each waiting up to 1 s for its turn.
+    /// let mail = RateLimiter::new("mail", 2, Duration::from_secs(1))
+    ///     .burst(1)
+    ///     .max_wait(Duration::from_secs(1));
+    /// let mut g = Graph::<()>::builder();
+    /// for to in ["ann", "bob", "eve"] {
+    ///     let _ = g.node(to).rate_limit(&mail).task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    /// }
+    /// let report = g.build()?.run(()).await?;
+    /// let ends: Vec<_> = report.nodes().map(|n| n.end().as_millis()).collect();
+    /// assert_eq!(ends, [0, 500, 1_000]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn rate_limit(mut self, limiter: impl Into<PolicyRef<RateLimiter>>) -> Self {
+        self.policy().rate_limit = Some(limiter.into());
+        self
+    }
+
+    /// Hedges slow attempts: when an attempt has not ended after `hedge`'s delay, another
+    /// starts in parallel, and the first to succeed wins while the others are dropped
+    /// (see [`Hedge`] for how hedges count against the retry, its budget, the deadline
+    /// and the breaker). The attempt log marks each hedge and each cancelled loser; the
+    /// report's [`NodeReport::winner`](crate::NodeReport::winner) is the attempt that won.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{BoxError, Graph, Hedge};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let price = g
+    ///     .node("price")
+    ///     .hedge(Hedge::new(Duration::from_millis(20)))
+    ///     .task(|ctx, ()| async move {
+    ///         // The first call is stuck; the hedge, 20 ms later, answers in 5 ms.
+    ///         let took = if ctx.attempt() == 1 { 1_000 } else { 5 };
+    ///         tokio::time::sleep(Duration::from_millis(took)).await;
+    ///         Ok::<_, BoxError>(ctx.attempt())
+    ///     });
+    /// let report = g.build()?.run(()).await?;
+    /// assert_eq!(report.get(price), Some(&2));
+    /// let node = report.node(price).unwrap();
+    /// assert_eq!((node.winner(), node.end()), (Some(2), Duration::from_millis(25)));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn hedge(mut self, hedge: Hedge) -> Self {
+        self.policy().hedge = Some(hedge);
+        self
+    }
+
+    /// Injects faults into the node's attempts per `chaos` (latency before the task, an
+    /// error instead of it, at configured rates, from a seeded generator): for testing a
+    /// graph's resilience on the paused clock. The injected latency counts toward the
+    /// attempt's timeout; the attempt log records what was injected.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{BoxError, Chaos, Graph, Retry};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// // Every attempt fails: the node's own retry cannot recover.
+    /// let chaos = Chaos::new(1).error(1.0);
+    /// let mut g = Graph::<()>::builder();
+    /// let price = g
+    ///     .node("price")
+    ///     .chaos(&chaos)
+    ///     .retry(Retry::new(2))
+    ///     .task(|ctx, ()| async move { Ok::<_, BoxError>(ctx.attempt()) });
+    /// let graph = g.build()?;
+    /// let report = graph.run(()).await?;
+    /// assert_eq!(report.get(price), None, "both attempts were failed by chaos");
+    /// chaos.set_enabled(false);
+    /// assert_eq!(graph.run(()).await?.get(price), Some(&1));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn chaos(mut self, chaos: &Chaos) -> Self {
+        self.policy().chaos = Some(chaos.clone());
         self
     }
 
