@@ -7,8 +7,8 @@
 //! The report reads a run through [`RunRecords`], a trait defined here and implemented by
 //! the engine, so that it knows nothing of the scheduler's types.
 
-#[cfg(feature = "serde")]
 mod attempt;
+#[cfg(feature = "serde")]
 mod json;
 mod missing;
 mod outcome;
