@@ -47,6 +47,8 @@ struct Inner {
     rules: OnceLock<SharedRules>,
     queue: Mutex<Queue>,
     wake: Notify,
+    /// This replica's id in a quorum's set of tripped replicas.
+    replica: String,
 }
 
 /// `<prefix>:{<name>}:state`, the prefix of windows and probe slots, and the channel.
@@ -74,6 +76,10 @@ struct Queue {
     sync: bool,
     /// Whether the shared state was lost since it was last followed.
     lost: bool,
+    /// Quorum mode: the breaker tripped by its own counts and judges alone; and whether
+    /// the trip is yet to be reported.
+    alone: bool,
+    trip: bool,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -101,6 +107,7 @@ impl RedisBreakerState {
                 rules: OnceLock::new(),
                 queue: Mutex::new(Queue::default()),
                 wake: Notify::new(),
+                replica: crate::replica_id(),
             }),
         }
     }
@@ -135,7 +142,22 @@ impl SharedBreakerState for RedisBreakerState {
         self.inner.runtime.spawn(run(inner));
     }
 
+    fn trips_locally(&self) -> bool {
+        self.inner.options.quorum.is_some()
+    }
+
+    fn tripped(&self) {
+        let mut q = self.inner.lock();
+        q.alone = true;
+        q.trip = true;
+        drop(q);
+        self.inner.wake.notify_one();
+    }
+
     fn record(&self, r: SharedRecord) {
+        if !r.probe && self.inner.options.quorum.is_some() {
+            return; // each replica trips by its own counts: nothing to pool
+        }
         let mut q = self.inner.lock();
         if r.probe {
             if r.generation != q.local {
@@ -270,7 +292,7 @@ impl Inner {
 
     /// One round: the batch, probe results, a probe request, a sync.
     async fn step(&self) {
-        let (batch, remote, results, want, sync, healthy) = {
+        let (batch, remote, results, want, sync, healthy, trip) = {
             let mut q = self.lock();
             let batch = if q.batch.local == q.local {
                 std::mem::take(&mut q.batch)
@@ -279,7 +301,16 @@ impl Inner {
             };
             let results = std::mem::take(&mut q.results);
             let sync = q.sync || !q.healthy;
-            (batch, q.remote, results, q.want_probe, sync, q.healthy)
+            let trip = std::mem::take(&mut q.trip);
+            (
+                batch,
+                q.remote,
+                results,
+                q.want_probe,
+                sync,
+                q.healthy,
+                trip,
+            )
         };
         if !healthy {
             // Resync first; what was queued before the loss is sent once it answers.
@@ -287,10 +318,16 @@ impl Inner {
                 Ok(reply) => self.apply(&reply),
                 Err(e) => {
                     self.requeue(batch, results);
+                    self.lock().trip |= trip;
                     self.lost(&e);
                     return;
                 }
             }
+        }
+        if trip && !self.send(self.call("trip", remote, [0; 4]).await) {
+            self.requeue(batch, results);
+            self.lock().trip = true;
+            return;
         }
         if batch.calls > 0 {
             let args = [
@@ -363,6 +400,10 @@ impl Inner {
             _ => (0.0, 0, 0),
         };
         let (multiplier, cap) = rules.growth.unwrap_or((1.0, rules.open_duration));
+        let (quorum, within) = self
+            .options
+            .quorum
+            .map_or((0, 0), |q| (q.replicas(), ms(q.within())));
         let mut invocation = self.script.key(&keys.state);
         invocation
             .key(&keys.prefix)
@@ -378,7 +419,10 @@ impl Inner {
             .arg(ms(cap))
             .arg(rules.half_open_probes)
             .arg(ms(rules.half_open_max_wait))
-            .arg(&keys.channel);
+            .arg(&keys.channel)
+            .arg(quorum)
+            .arg(within)
+            .arg(&self.replica);
         let mut conn = self.conn.clone();
         match tokio::time::timeout(self.options.timeout, invocation.invoke_async(&mut conn)).await {
             Ok(reply) => reply,
@@ -395,8 +439,17 @@ impl Inner {
         };
         let (adopt, was_lost) = {
             let q = self.lock();
-            let adopt =
-                !q.healthy || reply.generation != q.remote || reply.state == BreakerState::Open;
+            let adopt = if q.alone {
+                // Tripped alone (quorum mode): follow again once the shared state moved,
+                // or once the local breaker closed again by itself.
+                reply.state != BreakerState::Closed
+                    || reply.generation != q.remote
+                    || mirror
+                        .local()
+                        .is_some_and(|(s, _)| s == BreakerState::Closed)
+            } else {
+                !q.healthy || reply.generation != q.remote || reply.state == BreakerState::Open
+            };
             (adopt, q.lost)
         };
         let mut local = None;
@@ -418,8 +471,13 @@ impl Inner {
             }
             q.healthy = true;
             q.lost = false;
+            q.alone = false;
             q.remote = reply.generation;
             q.local = local;
+        } else if !adopt {
+            // Judging alone after its own trip, it reached Redis (it lost nothing to follow).
+            q.healthy = true;
+            q.lost = false;
         }
         if reply.slot > 0 {
             if mirror.grant_probes(q.local, 1) {

@@ -50,7 +50,17 @@
 //!   any) and judges alone, admits everything or rejects everything, as
 //!   [`unreachable`](RedisOptions::unreachable) says. It retries every `resync_every` and,
 //!   once Redis answers, follows it again (`SharedStateResynced`). Calls and runs go on
-//!   throughout; a run's report never depends on Redis.
+//!   throughout; a run's report never depends on Redis, and each node judged meanwhile
+//!   says so (`NodeReport::breaker_local`, `"breaker_local"` in JSON).
+//! - **A quorum mode**, if [`quorum`](RedisOptions::quorum) is set, so that one bad
+//!   replica does not open every replica's breaker: outcomes are not pooled, each replica
+//!   trips by its own counts and opens its own breaker at once (then judges alone: its own
+//!   cooldown and probes). The script adds its id to a sorted set by time (`{<breaker>}:q`,
+//!   entries older than the quorum's window dropped) and opens the shared state once the
+//!   set holds the quorum (`TransitionReason::ReplicasTripped`); every replica follows,
+//!   and half-open probes and closing are shared as without a quorum. A replica open alone
+//!   that closes by itself follows the shared state again at its next resync. Each
+//!   backend is one replica, with an id of its own.
 //!
 //! # Why the `redis` crate
 //! It is the most used Redis client for Rust, kept by the Redis project itself; its
@@ -91,6 +101,8 @@ pub struct RedisOptions {
     pub unreachable: Unreachable,
     /// The first part of every key: `<prefix>:{<breaker>}:…`. Default `baton`.
     pub key_prefix: String,
+    /// A quorum mode, if set: see [`Quorum`]. Default: none, any trip opens the fleet.
+    pub quorum: Option<Quorum>,
 }
 
 impl Default for RedisOptions {
@@ -101,6 +113,7 @@ impl Default for RedisOptions {
             resync_every: Duration::from_millis(250),
             unreachable: Unreachable::Local,
             key_prefix: "baton".to_owned(),
+            quorum: None,
         }
     }
 }
@@ -134,6 +147,13 @@ impl RedisOptions {
         self
     }
 
+    /// Sets [`quorum`](Self::quorum).
+    #[must_use]
+    pub fn quorum(mut self, quorum: Quorum) -> Self {
+        self.quorum = Some(quorum);
+        self
+    }
+
     /// Sets [`key_prefix`](Self::key_prefix).
     #[must_use]
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
@@ -141,6 +161,85 @@ impl RedisOptions {
         self
     }
 }
+
+/// A quorum mode: one bad replica no longer opens the breakers of the whole fleet.
+///
+/// Without a quorum the fleet pools its outcomes and any trip opens every replica. With
+/// one, each replica trips by its own counts and opens its own breaker at once (it judges
+/// alone: its own cooldown and probes); the shared state opens, for every replica, once
+/// at least [`replicas`](Self::replicas) distinct replicas tripped within
+/// [`within`](Self::within). Once open fleet-wide, half-open probes and closing are shared
+/// as without a quorum. Each backend is one replica (its id is made when the backend is).
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_redis::{Quorum, RedisOptions};
+///
+/// let options = RedisOptions::default().quorum(Quorum::new(2, Duration::from_secs(10))?);
+/// assert!(Quorum::new(0, Duration::from_secs(10)).is_err());
+/// # Ok::<(), baton_redis::QuorumError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quorum {
+    replicas: u32,
+    within: Duration,
+}
+
+impl Quorum {
+    /// Opens the fleet once `replicas` replicas tripped within `within` (a trip counts for
+    /// `within` after it is reported; whole milliseconds).
+    ///
+    /// # Errors
+    /// [`QuorumError::NoReplicas`] for `replicas == 0`, [`QuorumError::NoWindow`] for a
+    /// `within` under one millisecond.
+    pub fn new(replicas: u32, within: Duration) -> Result<Self, QuorumError> {
+        if replicas == 0 {
+            return Err(QuorumError::NoReplicas);
+        }
+        if within < Duration::from_millis(1) {
+            return Err(QuorumError::NoWindow { within });
+        }
+        Ok(Quorum { replicas, within })
+    }
+
+    /// How many replicas must have tripped.
+    #[must_use]
+    pub fn replicas(&self) -> u32 {
+        self.replicas
+    }
+
+    /// How long a replica's trip counts.
+    #[must_use]
+    pub fn within(&self) -> Duration {
+        self.within
+    }
+}
+
+/// A [`Quorum`] that cannot be made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum QuorumError {
+    /// `replicas` was 0: the fleet would open with no trip at all.
+    NoReplicas,
+    /// `within` was under a millisecond: no trip would count.
+    NoWindow {
+        /// The window given.
+        within: Duration,
+    },
+}
+
+impl std::fmt::Display for QuorumError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QuorumError::NoReplicas => f.write_str("quorum: `replicas` must be at least 1"),
+            QuorumError::NoWindow { within } => {
+                write!(f, "quorum: `within` must be at least 1 ms, not {within:?}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for QuorumError {}
 
 /// A connection to Redis that makes shared-state backends for breakers.
 #[derive(Clone)]
@@ -190,4 +289,15 @@ impl RedisBreakers {
     pub fn backend(&self) -> RedisBreakerState {
         RedisBreakerState::new(self)
     }
+}
+
+/// An id for one replica's backend, unique across processes and hosts in practice: the
+/// process id, the time it was made at, and a counter.
+pub(crate) fn replica_id() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{}-{nanos:x}-{n}", std::process::id())
 }

@@ -58,6 +58,7 @@ fn reason(code: i64, arg: u32, rate: f64) -> TransitionReason {
         5 => TransitionReason::ProbesSucceeded { probes: arg },
         7 => TransitionReason::Isolated,
         8 => TransitionReason::ForcedClosed,
+        10 => TransitionReason::ReplicasTripped { replicas: arg },
         _ => TransitionReason::Reset,
     }
 }

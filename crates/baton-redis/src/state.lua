@@ -3,7 +3,8 @@
 -- KEYS[1]: the state hash; KEYS[2]: the prefix of the window buckets and probe slots.
 -- ARGV: op, generation, a1..a4, then the rules: consecutive threshold (0: none), failure
 -- rate threshold (0: none), window ms, min calls, open ms, growth multiplier, growth cap ms,
--- probes, probe max wait ms, the transitions channel.
+-- probes, probe max wait ms, the transitions channel, the quorum (0: none), the quorum's
+-- window ms, this replica's id.
 -- States: 0 closed, 1 open, 2 half-open, 4 forced closed, 5 isolated.
 -- Returns {state, generation, reason, reason argument, rate, open ms left, probe slot}.
 local st, pre = KEYS[1], KEYS[2]
@@ -13,6 +14,7 @@ local threshold, rate = tonumber(ARGV[7]), tonumber(ARGV[8])
 local win, minc = tonumber(ARGV[9]), tonumber(ARGV[10])
 local open_ms, mult, cap = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
 local probes, maxwait, chan = tonumber(ARGV[14]), tonumber(ARGV[15]), ARGV[16]
+local quorum, qwin, replica = tonumber(ARGV[17]) or 0, tonumber(ARGV[18]) or 0, ARGV[19]
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -50,12 +52,13 @@ local function to(s, r, arg)
     local b = math.floor(now / bucket_ms)
     for i = 0, 10 do redis.call('DEL', pre .. 'w:' .. (b - i)) end
   end
+  if quorum > 0 then redis.call('DEL', pre .. 'q') end
 end
 
 if op == 'rec' then
   -- A batch of closed-state outcomes: a1 any success, a2 failures after the last success,
   -- a3 failures, a4 calls.
-  if egen == gen and state == 0 then
+  if egen == gen and state == 0 and quorum == 0 then
     if a1 == 1 then consec = a2 else consec = consec + a2 end
     if win > 0 and a4 > 0 then
       local k = pre .. 'w:' .. math.floor(now / bucket_ms)
@@ -72,6 +75,17 @@ if op == 'rec' then
         to(1, 2, calls)
       end
     end
+  end
+elseif op == 'trip' then
+  -- Quorum mode: this replica tripped by its own counts. The fleet opens once `quorum`
+  -- distinct replicas did within the window (a sorted set of replica ids by time).
+  if quorum > 0 and egen == gen and state == 0 then
+    local q = pre .. 'q'
+    redis.call('ZADD', q, now, replica)
+    redis.call('ZREMRANGEBYSCORE', q, '-inf', now - qwin)
+    redis.call('PEXPIRE', q, qwin)
+    local n = redis.call('ZCARD', q)
+    if n >= quorum then to(1, 10, n) end
   end
 elseif op == 'probe' then
   if state == 1 and now >= untl then to(2, 3, 0) end

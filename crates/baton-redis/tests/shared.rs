@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use baton_graph::{
     BoxError, BreakerState, CircuitBreaker, Fallback, Orchestrator, Outcome, TransitionReason,
 };
-use baton_redis::{RedisBreakers, RedisOptions, SCRIPT};
+use baton_redis::{Quorum, RedisBreakers, RedisOptions, SCRIPT};
 use common::{Server, any_server, connect, logged, ms, unique, until};
 
 use BreakerState::{Closed, HalfOpen, Isolated, Open};
@@ -303,6 +303,10 @@ async fn redis_stopped_and_restarted() {
     for _ in 0..10 {
         let r = graph.run(()).await.unwrap();
         assert_eq!(r.node(stock).unwrap().outcome(), Outcome::Succeeded);
+        assert!(
+            !r.node(stock).unwrap().breaker_local(),
+            "judged by the shared state"
+        );
         reports += 1;
     }
     server.stop();
@@ -322,9 +326,13 @@ async fn redis_stopped_and_restarted() {
     // The downstream fails: the local breaker trips by itself, the fallback serves.
     down.store(true, Ordering::SeqCst);
     let mut recovered = 0;
-    for _ in 0..10 {
+    for i in 0..10 {
         let r = graph.run(()).await.unwrap();
         assert_eq!(r.node(stock).unwrap().outcome(), Outcome::Recovered);
+        assert!(
+            r.node(stock).unwrap().breaker_local(),
+            "run {i}: judged locally"
+        );
         recovered += 1;
     }
     assert_eq!(breaker.state(), Open, "tripped locally");
@@ -345,6 +353,7 @@ async fn redis_stopped_and_restarted() {
     );
     let r = graph.run(()).await.unwrap();
     assert_eq!(r.node(stock).unwrap().outcome(), Outcome::Succeeded);
+    assert!(!r.node(stock).unwrap().breaker_local(), "shared again");
 }
 
 /// A Redis that stalls (`DEBUG SLEEP`) does not slow the calls: they never wait on it, and
@@ -463,4 +472,125 @@ async fn fail_closed_rejects_while_redis_is_down() {
             (Isolated, Closed, TransitionReason::SharedStateResynced),
         ]
     );
+}
+
+/// Quorum mode against the real server, four replicas, quorum 2: one bad replica opens its
+/// own breaker at once and no other (and the others' failures are not pooled); a second
+/// bad replica opens all four, with the quorum as the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quorum_of_bad_replicas_opens_the_fleet() {
+    let Some((url, _server)) = any_server("a_quorum_of_bad_replicas_opens_the_fleet") else {
+        return;
+    };
+    let name = unique("catalog");
+    let quorum = Quorum::new(2, Duration::from_secs(30)).unwrap();
+    let options = RedisOptions::default()
+        .timeout(Duration::from_secs(1))
+        .quorum(quorum);
+    let mut replicas = Vec::new();
+    for _ in 0..4 {
+        let redis = RedisBreakers::connect(&url, options.clone()).await.unwrap();
+        let b = CircuitBreaker::builder(&name)
+            .consecutive_failures(3)
+            .open_duration(Duration::from_secs(30))
+            .shared(redis.backend())
+            .build()
+            .unwrap();
+        until("following", || b.follows_shared_state()).await;
+        replicas.push(b);
+    }
+    let logs: Vec<_> = replicas.iter().map(logged).collect();
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let set = format!("baton:{{{name}}}:q");
+    for _ in 0..3 {
+        fail(&replicas[0]);
+    }
+    assert_eq!(replicas[0].state(), Open, "its own trip opens it at once");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n: u32 = redis::cmd("ZCARD")
+            .arg(&set)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        if n == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the trip never reached Redis");
+        tokio::time::sleep(ms(5)).await;
+    }
+    // Two failures on each healthy replica: six in the fleet, none trips.
+    for b in &replicas[1..] {
+        fail(b);
+        fail(b);
+    }
+    tokio::time::sleep(ms(600)).await; // past two resyncs
+    for b in &replicas[1..] {
+        assert_eq!(b.state(), Closed, "one bad replica opened another");
+    }
+    assert_eq!(replicas[0].state(), Open);
+    // A second bad replica: the quorum is reached, every replica opens.
+    fail(&replicas[1]);
+    for b in &replicas {
+        until("every replica open", || {
+            b.state() == Open && b.follows_shared_state()
+        })
+        .await;
+    }
+    let own = (
+        Closed,
+        Open,
+        TransitionReason::ConsecutiveFailures { count: 3 },
+    );
+    let fleet = (
+        Closed,
+        Open,
+        TransitionReason::ReplicasTripped { replicas: 2 },
+    );
+    assert_eq!(*logs[0].lock().unwrap(), [own], "no second transition");
+    assert_eq!(*logs[1].lock().unwrap(), [own]);
+    for log in &logs[2..] {
+        assert_eq!(*log.lock().unwrap(), [fleet]);
+    }
+    assert!(Quorum::new(0, Duration::from_secs(1)).is_err());
+}
+
+/// Quorum mode: a replica open by its own trip probes on its own after its cooldown, and
+/// once its probe closes it, it follows the shared state again (which never opened).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_open_alone_closes_and_follows_again() {
+    let Some((url, _server)) = any_server("a_replica_open_alone_closes_and_follows_again") else {
+        return;
+    };
+    let name = unique("reviews");
+    let quorum = Quorum::new(2, Duration::from_secs(30)).unwrap();
+    let options = RedisOptions::default()
+        .timeout(Duration::from_secs(1))
+        .quorum(quorum);
+    let mut replicas = Vec::new();
+    for _ in 0..2 {
+        let redis = RedisBreakers::connect(&url, options.clone()).await.unwrap();
+        let b = rules(&name).shared(redis.backend()).build().unwrap();
+        until("following", || b.follows_shared_state()).await;
+        replicas.push(b);
+    }
+    let (a, b) = (&replicas[0], &replicas[1]);
+    let log = logged(b);
+    for _ in 0..3 {
+        fail(a);
+    }
+    assert_eq!(a.state(), Open);
+    assert!(!a.follows_shared_state(), "judges alone");
+    tokio::time::sleep(ms(250)).await;
+    let probe = a.try_acquire().expect("its own probe, at once");
+    assert!(probe.is_probe());
+    probe.success(ms(1));
+    assert_eq!(a.state(), Closed);
+    until("following again", || a.follows_shared_state()).await;
+    assert_eq!(b.state(), Closed);
+    assert!(log.lock().unwrap().is_empty(), "the fleet never moved");
 }

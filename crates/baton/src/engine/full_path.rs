@@ -86,6 +86,7 @@ async fn execute<I: Send + Sync + 'static>(
                 result: result.map_err(Arc::new),
                 recovered_from: None,
                 attempts: Vec::new(),
+                breaker_local: false,
             }),
         (policy, _) => {
             let default;
@@ -114,6 +115,7 @@ async fn execute<I: Send + Sync + 'static>(
             Record::ended(outcome, value, Some(start), end)
                 .with_error(error)
                 .with_log(exec.attempts)
+                .with_breaker_local(exec.breaker_local)
         }
         Ended::Cancelled { started } => {
             Record::empty(Outcome::Cancelled, end).started(started.then_some(start))

@@ -130,6 +130,9 @@ pub(crate) struct Execution<V> {
     pub(crate) recovered_from: Option<Arc<NodeError>>,
     /// One entry per attempt that started, for a series that retried or failed.
     pub(crate) attempts: Vec<AttemptReport>,
+    /// Whether its shared circuit breaker judged it alone, when it first asked (the
+    /// shared state could not be reached, or the breaker tripped by its own counts).
+    pub(crate) breaker_local: bool,
 }
 
 /// The first attempt as the scheduler's fast path hands it over, when it failed, panicked
@@ -176,6 +179,7 @@ pub(crate) async fn execute<H: Host>(
                 result: Ok(value),
                 recovered_from: None,
                 attempts: log.entries,
+                breaker_local: log.breaker_local,
             };
         }
         Err(e) => Arc::new(e),
@@ -183,22 +187,26 @@ pub(crate) async fn execute<H: Host>(
     let series::AttemptLog {
         entries: attempts,
         started: ran,
+        breaker_local,
     } = log;
     match recover(host, &error, deadline, started, ran).await {
         None => Execution {
             result: Err(error),
             recovered_from: None,
             attempts,
+            breaker_local,
         },
         Some(Ok(value)) => Execution {
             result: Ok(value),
             recovered_from: Some(error),
             attempts,
+            breaker_local,
         },
         Some(Err(failed)) => Execution {
             result: Err(Arc::new(failed)),
             recovered_from: None,
             attempts,
+            breaker_local,
         },
     }
 }

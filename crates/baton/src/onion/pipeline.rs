@@ -235,6 +235,7 @@ impl<T: Send + Sync + 'static> Pipeline<T> {
             result,
             recovered_from,
             attempts: attempt_log,
+            ..
         } = super::execute(&host, &inner.policies, None, started, None).await;
         let call = Call {
             result,

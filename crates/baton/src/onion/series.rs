@@ -23,6 +23,8 @@ pub(super) struct AttemptLog {
     pub(super) entries: Vec<AttemptReport>,
     /// How many attempts started.
     pub(super) started: u32,
+    /// Whether a shared breaker judged the series alone (see `Execution`).
+    pub(super) breaker_local: bool,
 }
 
 impl AttemptLog {
@@ -48,6 +50,8 @@ pub(super) async fn guarded<H: Host>(
     let Some(breaker) = &policies.breaker else {
         return series(host, policies, Guard::None, deadline, started, log, first).await;
     };
+    // A permit held from the fast path was given while following the shared state.
+    log.breaker_local = held.is_none() && breaker.judges_alone();
     if breaker.counts_every_attempt() {
         let held = held.and_then(OwnedPermit::into_ticket);
         let guard = Guard::Attempts { breaker, held };

@@ -16,7 +16,8 @@
 //!       "end_ms": 351.60,            // float
 //!       "error": "HTTP 503 ...",     // string or null: NodeReport::message()
 //!       "skipped_because": null,     // upstream name or null
-//!       "root_cause": null           // for skipped nodes: the node whose failure caused it
+//!       "root_cause": null,          // for skipped nodes: the node whose failure caused it
+//!       "breaker_local": false       // its shared breaker judged it alone (NodeReport::breaker_local)
 //!     }
 //!   ]
 //! }
@@ -60,7 +61,7 @@ impl Serialize for Nodes<'_> {
 
 impl Serialize for NodeReport<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(10))?;
+        let mut map = serializer.serialize_map(Some(11))?;
         map.serialize_entry("name", self.name())?;
         map.serialize_entry("outcome", &self.outcome())?;
         map.serialize_entry("attempts", &self.attempts())?;
@@ -71,6 +72,7 @@ impl Serialize for NodeReport<'_> {
         map.serialize_entry("root_cause", &self.root_cause().map(|n| n.name()))?;
         map.serialize_entry("abandoned", &self.abandoned())?;
         map.serialize_entry("attempt_log", self.attempt_log())?;
+        map.serialize_entry("breaker_local", &self.breaker_local())?;
         map.end()
     }
 }

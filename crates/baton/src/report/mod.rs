@@ -328,6 +328,15 @@ impl<'r> NodeReport<'r> {
         self.run.attempts(self.id)
     }
 
+    /// Whether its shared circuit breaker judged it alone, by the local machine: the shared
+    /// state could not be reached (or, in a quorum mode, the breaker had tripped by its
+    /// own counts). `false` for a breaker of this process alone, and for a node without a
+    /// breaker. Decided when the node first asked its breaker.
+    #[must_use]
+    pub fn breaker_local(&self) -> bool {
+        self.record.breaker_local()
+    }
+
     /// Blocking attempts that timed out (or were cancelled) while their closure kept running
     /// on the blocking pool: the node moved on without them.
     #[must_use]
@@ -467,6 +476,7 @@ impl fmt::Debug for NodeReport<'_> {
             .field("end", &self.end())
             .field("error", &self.message())
             .field("skipped_because", &self.skipped_because().map(|n| n.name()))
+            .field("breaker_local", &self.breaker_local())
             .finish()
     }
 }

@@ -35,6 +35,8 @@ struct Cold {
     root: Option<u32>,
     /// One entry per attempt, for nodes that retried or failed (empty otherwise).
     attempt_log: Vec<AttemptReport>,
+    /// Its shared circuit breaker judged it alone.
+    breaker_local: bool,
 }
 
 impl Record {
@@ -94,6 +96,14 @@ impl Record {
     pub(crate) fn with_log(mut self, log: Vec<AttemptReport>) -> Self {
         if !log.is_empty() {
             self.cold().attempt_log = log;
+        }
+        self
+    }
+
+    /// Marks it judged alone by its shared breaker (nothing to store for `false`).
+    pub(crate) fn with_breaker_local(mut self, judged_alone: bool) -> Self {
+        if judged_alone {
+            self.cold().breaker_local = true;
         }
         self
     }
@@ -158,5 +168,9 @@ impl Settled {
 
     pub(crate) fn attempt_log(&self) -> &[AttemptReport] {
         self.cold.as_ref().map_or(&[], |c| &c.attempt_log)
+    }
+
+    pub(crate) fn breaker_local(&self) -> bool {
+        self.cold.as_ref().is_some_and(|c| c.breaker_local)
     }
 }

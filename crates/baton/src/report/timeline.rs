@@ -110,6 +110,9 @@ impl fmt::Display for Report {
             if let Some(msg) = node.message() {
                 write!(line, "  {}", one_line(&msg))?;
             }
+            if node.breaker_local() {
+                line.push_str("  (breaker judged locally)");
+            }
             writeln!(f, "{}", line.trim_end())?;
         }
         Ok(())

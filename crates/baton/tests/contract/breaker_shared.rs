@@ -29,6 +29,8 @@ struct Store {
     probes_taken: u32,
     probes_ok: u32,
     reachable: bool,
+    /// Quorum mode: trips the replicas reported.
+    tripped: u32,
     /// Each replica's mirror and the local generation of its last adoption.
     mirrors: Vec<(BreakerMirror, u64)>,
 }
@@ -64,6 +66,8 @@ impl Store {
 struct Replica {
     store: Arc<Mutex<Store>>,
     index: Arc<Mutex<usize>>,
+    /// Quorum mode: the fleet opens once this many trips were reported.
+    quorum: Option<u32>,
 }
 
 fn store() -> Arc<Mutex<Store>> {
@@ -75,6 +79,7 @@ fn store() -> Arc<Mutex<Store>> {
         probes_taken: 0,
         probes_ok: 0,
         reachable: true,
+        tripped: 0,
         mirrors: Vec::new(),
     }))
 }
@@ -87,7 +92,23 @@ impl SharedBreakerState for Replica {
         s.mirrors.push((mirror, generation));
     }
 
+    fn trips_locally(&self) -> bool {
+        self.quorum.is_some()
+    }
+
+    fn tripped(&self) {
+        let mut s = self.store.lock().unwrap();
+        s.tripped += 1;
+        if self.quorum.is_some_and(|q| s.tripped >= q) && s.state == Closed {
+            let replicas = s.tripped;
+            s.to(Open, TransitionReason::ReplicasTripped { replicas });
+        }
+    }
+
     fn record(&self, r: SharedRecord) {
+        if self.quorum.is_some() && !r.probe {
+            return; // each replica trips by its own counts
+        }
         let mut s = self.store.lock().unwrap();
         let i = *self.index.lock().unwrap();
         if !s.reachable {
@@ -150,9 +171,14 @@ impl SharedBreakerState for Replica {
 }
 
 fn replica(store: &Arc<Mutex<Store>>) -> CircuitBreaker {
+    quorum_replica(store, None)
+}
+
+fn quorum_replica(store: &Arc<Mutex<Store>>, quorum: Option<u32>) -> CircuitBreaker {
     let backend = Replica {
         store: Arc::clone(store),
         index: Arc::default(),
+        quorum,
     };
     CircuitBreaker::builder("inventory")
         .consecutive_failures(THRESHOLD)
@@ -291,4 +317,87 @@ async fn an_unreachable_store_leaves_the_replica_judging_alone() {
             TransitionReason::Isolated,
         ]
     );
+}
+
+/// Quorum mode: a replica's own trip opens it at once and alone (its own cooldown and
+/// probe), failures are not pooled, and the fleet opens once the quorum of trips is
+/// reported; a replica already open by its own trip makes no second transition.
+#[tokio::test(start_paused = true)]
+async fn a_quorum_opens_the_fleet_only_when_enough_replicas_trip() {
+    let store = store();
+    let [a, b, c] = [0, 1, 2].map(|_| quorum_replica(&store, Some(2)));
+    let [la, lb, lc] = [&a, &b, &c].map(logged);
+    for _ in 0..3 {
+        fail(&a);
+    }
+    assert_eq!((a.state(), b.state(), c.state()), (Open, Closed, Closed));
+    assert!(
+        !a.follows_shared_state(),
+        "a judges alone after its own trip"
+    );
+    assert_eq!(store.lock().unwrap().tripped, 1, "its trip was reported");
+    for r in [&b, &c, &b, &c] {
+        fail(r);
+    }
+    assert_eq!((b.state(), c.state()), (Closed, Closed), "nothing pooled");
+    // a's own cooldown and probe: it closes by itself, the fleet never opened.
+    advance(ms(100)).await;
+    a.try_acquire().unwrap().success(ms(1));
+    assert_eq!(a.state(), Closed);
+    // A second replica trips: the quorum opens every replica.
+    fail(&b);
+    assert_eq!((a.state(), b.state(), c.state()), (Open, Open, Open));
+    assert!([&a, &b, &c].iter().all(|r| r.follows_shared_state()));
+    let fleet = (
+        Closed,
+        Open,
+        TransitionReason::ReplicasTripped { replicas: 2 },
+    );
+    let own = (
+        Closed,
+        Open,
+        TransitionReason::ConsecutiveFailures { count: 3 },
+    );
+    assert_eq!(*lb.lock().unwrap(), [own]);
+    assert_eq!(*lc.lock().unwrap(), [fleet]);
+    assert_eq!(la.lock().unwrap()[0], own);
+    assert_eq!(la.lock().unwrap().last(), Some(&fleet));
+}
+
+/// A node whose shared breaker judged it alone (the store cannot be reached) says so in its
+/// report, in JSON and in the timeline; while the breaker follows the store, it does not.
+#[tokio::test(start_paused = true)]
+async fn a_node_judged_by_the_local_breaker_says_so() {
+    let store = store();
+    let b = replica(&store);
+    let mut g = baton_graph::Graph::<()>::builder();
+    let stock = g
+        .node("stock")
+        .breaker(&b)
+        .task(|_ctx, ()| async { Ok::<_, baton_graph::BoxError>(7u32) });
+    let graph = g.build().unwrap();
+    let report = graph.run(()).await.unwrap();
+    assert!(!report.node(stock).unwrap().breaker_local());
+    store.lock().unwrap().reachable = false;
+    fail(&b); // the backend finds the store unreachable: the breaker judges alone
+    assert!(!b.follows_shared_state());
+    let report = graph.run(()).await.unwrap();
+    let node = report.node(stock).unwrap();
+    assert_eq!(node.outcome(), baton_graph::Outcome::Succeeded);
+    assert!(node.breaker_local(), "judged locally");
+    assert!(report.to_string().contains("(breaker judged locally)"));
+    #[cfg(feature = "serde")]
+    {
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["nodes"][0]["breaker_local"], true);
+    }
+    // A breaker of this process alone never reports it.
+    let local = CircuitBreaker::builder("alone").build().unwrap();
+    let mut g = baton_graph::Graph::<()>::builder();
+    let n = g
+        .node("n")
+        .breaker(&local)
+        .task(|_ctx, ()| async { Ok::<_, baton_graph::BoxError>(1u32) });
+    let report = g.build().unwrap().run(()).await.unwrap();
+    assert!(!report.node(n).unwrap().breaker_local());
 }

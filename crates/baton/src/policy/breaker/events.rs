@@ -151,6 +151,12 @@ pub enum TransitionReason {
     /// A shared breaker reached its shared state again and follows it. `to` may equal
     /// `from`.
     SharedStateResynced,
+    /// Closed → open: a shared breaker in a quorum mode opened fleet-wide because this
+    /// many replicas tripped by their own counts within the quorum's window.
+    ReplicasTripped {
+        /// The replicas that had tripped (at least the quorum).
+        replicas: u32,
+    },
 }
 
 impl fmt::Display for TransitionReason {
@@ -181,6 +187,9 @@ impl fmt::Display for TransitionReason {
             TransitionReason::Reset => f.write_str("reset by hand"),
             TransitionReason::SharedStateLost => f.write_str("shared state lost, judged locally"),
             TransitionReason::SharedStateResynced => f.write_str("shared state reached again"),
+            TransitionReason::ReplicasTripped { replicas } => {
+                write!(f, "{replicas} replicas tripped")
+            }
         }
     }
 }

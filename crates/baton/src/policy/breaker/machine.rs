@@ -73,6 +73,10 @@ struct Core {
     outbox: VecDeque<BreakerTransition>,
     delivering: bool,
     listeners: Vec<Listener>,
+    /// Shared, quorum mode: it tripped by its own counts and judges alone; and whether
+    /// the backend is yet to hear of the trip.
+    alone: bool,
+    report_trip: bool,
 }
 
 /// Why a call is rejected: the state, and how long until the next probe (when open).
@@ -131,6 +135,8 @@ impl<S: SyncFamily> Machine<S> {
             outbox: VecDeque::new(),
             delivering: false,
             listeners: Vec::new(),
+            alone: false,
+            report_trip: false,
         };
         Machine {
             name,
@@ -191,11 +197,12 @@ impl<S: SyncFamily> Machine<S> {
     }
 
     /// A ticket when closed (or forced closed), without the lock or the clock; `None` in
-    /// any other state.
+    /// any other state, and for a shared breaker judging alone (the full path reports it).
     #[inline]
     pub(crate) fn closed_ticket(&self) -> Option<Ticket> {
         let word = self.word.load(Acquire);
-        (class_of(word) == CLOSED).then(|| Ticket {
+        let fast = class_of(word) == CLOSED && (self.shared.is_none() || self.follows());
+        fast.then(|| Ticket {
             generation: gen_of(word),
             probe: false,
         })
@@ -315,11 +322,12 @@ impl<S: SyncFamily> Machine<S> {
     #[cold]
     fn complete_slow(&self, t: Ticket, outcome: Outcome, now: impl FnOnce() -> Instant) {
         let now = &mut LazyNow::new(now);
+        let mut report_trip = false;
         let transitioned = self.core.with(|c| {
             if c.seq & GEN_MASK != t.generation {
                 return false;
             }
-            match outcome {
+            let transitioned = match outcome {
                 // A probe given back (cancelled or ignored): another caller may probe.
                 Outcome::Released if t.probe => {
                     c.outstanding -= 1;
@@ -340,10 +348,15 @@ impl<S: SyncFamily> Machine<S> {
                 // Forced closed: nothing is counted.
                 _ if c.kind == FORCED_CLOSED => false,
                 _ => self.record_closed(c, outcome, now),
-            }
+            };
+            report_trip = std::mem::take(&mut c.report_trip);
+            transitioned
         });
         if transitioned {
             self.deliver();
+        }
+        if report_trip {
+            self.report_trip();
         }
     }
 

@@ -32,6 +32,8 @@ use crate::util::sync::{Atomic, Lock, SyncFamily};
 pub(crate) struct Link {
     pub(crate) backend: Arc<dyn SharedBreakerState>,
     following: AtomicBool,
+    /// The backend's [`trips_locally`](SharedBreakerState::trips_locally).
+    pub(crate) trips_locally: bool,
 }
 
 impl<S: SyncFamily> Machine<S> {
@@ -51,9 +53,11 @@ impl<S: SyncFamily> Machine<S> {
                 breaker: self.name.to_string(),
                 setting,
             })?;
+        let trips_locally = backend.trips_locally();
         self.shared = Some(Link {
             backend,
             following: AtomicBool::new(false),
+            trips_locally,
         });
         Ok(())
     }
@@ -154,8 +158,10 @@ impl<S: SyncFamily> Machine<S> {
             if let Some(link) = &self.shared {
                 link.following.store(true, Release);
             }
-            // A fresh breaker already in the shared state makes no transition to follow it.
-            let same = c.kind == to && (following || c.seq == 0);
+            // A fresh breaker already in the shared state makes no transition to follow it,
+            // nor does one that tripped alone (quorum mode) and is already where it goes.
+            let same = c.kind == to && (following || c.seq == 0 || c.alone);
+            c.alone = false;
             if !same {
                 self.transition(c, to, view.reason, now);
             }
@@ -186,6 +192,31 @@ impl<S: SyncFamily> Machine<S> {
             self.publish(c);
             true
         })
+    }
+
+    /// Whether a trip by the breaker's own counts may open it now (quorum mode, or not
+    /// following), and whether the backend must hear of it. A following breaker that
+    /// trips alone stops following until the backend adopts again.
+    pub(super) fn local_trip(&self, c: &mut Core) -> (bool, bool) {
+        let Some(link) = &self.shared else {
+            return (true, false);
+        };
+        let following = link.following.load(Acquire);
+        if !link.trips_locally {
+            return (!following, false);
+        }
+        if following {
+            link.following.store(false, Release);
+            c.alone = true;
+        }
+        (true, c.alone)
+    }
+
+    /// Tells the backend of a trip [`local_trip`](Self::local_trip) asked to report.
+    pub(super) fn report_trip(&self) {
+        if let Some(link) = &self.shared {
+            link.backend.tripped();
+        }
     }
 
     /// Stops following the shared state; see [`BreakerMirror::lose`](super::super::BreakerMirror).

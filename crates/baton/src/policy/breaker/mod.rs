@@ -318,7 +318,14 @@ impl CircuitBreaker {
             .map(|inner| BreakerPermit { inner })
     }
 
-    /// A permit as a bare ticket when the breaker is closed (one atomic load), which
+    /// Whether it is shared and judges alone now: its store cannot be reached, or (in a
+    /// quorum mode) it tripped by its own counts.
+    pub(crate) fn judges_alone(&self) -> bool {
+        self.is_shared() && !self.follows_shared_state()
+    }
+
+    /// A permit as a bare ticket when the breaker is closed (one atomic load; `None` too
+    /// for a shared breaker judging alone, which the full path reports), which
     /// [`resume`](Self::resume) makes a permit again; `None` in any other state, without
     /// asking: the caller then asks [`try_acquire`](Self::try_acquire) once, so that a
     /// recovering breaker counts the call once.

@@ -39,13 +39,17 @@ impl<S: SyncFamily> Machine<S> {
         if let Some(w) = c.window.as_mut() {
             w.record(now_ns, failed, slow);
         }
+        let Some(reason) = self.trip_reason(c, now_ns) else {
+            return false;
+        };
         // Following the shared state, the backend trips the breaker (the local counts are
-        // kept for when it judges alone again).
-        let reason = self.trip_reason(c, now_ns).filter(|_| !self.follows());
-        if let Some(reason) = reason {
+        // kept for when it judges alone again), unless its own trips count (quorum mode).
+        let (trips, report) = self.local_trip(c);
+        if trips {
+            c.report_trip |= report;
             self.transition(c, OPEN, reason, now.get());
         }
-        reason.is_some()
+        trips
     }
 
     fn trip_reason(&self, c: &Core, now_ns: u64) -> Option<TransitionReason> {

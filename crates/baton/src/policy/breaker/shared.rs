@@ -56,6 +56,22 @@ pub trait SharedBreakerState: Send + Sync + fmt::Debug + 'static {
     /// state allows ([`BreakerMirror::grant_probes`]).
     fn wants_probe(&self);
 
+    /// Whether the breaker's own trips open it at once while it follows the shared state
+    /// (a quorum mode: the shared state opens only once enough replicas tripped). When
+    /// `true`, a trip by the breaker's own counts makes it judge alone (its own cooldown
+    /// and probes) and calls [`tripped`](Self::tripped); the backend has it follow again
+    /// with [`BreakerMirror::adopt`] once the shared state opens, or once the local breaker
+    /// closed again. Asked once, when the breaker is built. Default `false`: only the
+    /// shared state trips the breaker.
+    fn trips_locally(&self) -> bool {
+        false
+    }
+
+    /// With [`trips_locally`](Self::trips_locally): the breaker tripped by its own counts
+    /// and judges alone; report the trip to the store. Called on the caller's path, never
+    /// under the breaker's lock: must not block.
+    fn tripped(&self) {}
+
     /// Makes the manual transition `op` in the shared state and adopts it locally.
     /// Resolves to `false` when the store could not be reached; the breaker then makes the
     /// transition locally.
