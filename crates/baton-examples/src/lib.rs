@@ -63,6 +63,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod burst;
+pub mod serve;
 
 use std::fmt;
 use std::io;

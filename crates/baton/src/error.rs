@@ -446,7 +446,7 @@ pub enum CancelReason {
     Shutdown,
     /// The tokio runtime that ran the run's nodes shut down (it dropped their tasks) while
     /// the run's future was still awaited, e.g. from another runtime.
-    RuntimeShutDown,
+    RuntimeShutdown,
 }
 
 impl fmt::Display for CancelReason {
@@ -457,7 +457,7 @@ impl fmt::Display for CancelReason {
             CancelReason::FailFast { node } => write!(f, "fail-fast after `{node}` failed"),
             CancelReason::CancelAll => f.write_str("orchestrator cancelled all runs"),
             CancelReason::Shutdown => f.write_str("orchestrator shut down"),
-            CancelReason::RuntimeShutDown => f.write_str("the runtime running its nodes shut down"),
+            CancelReason::RuntimeShutdown => f.write_str("the runtime running its nodes shut down"),
         }
     }
 }

@@ -193,6 +193,8 @@ mod onion;
 mod orchestrator;
 mod policy;
 mod report;
+#[cfg(feature = "tower")]
+mod tower;
 mod util;
 
 pub use builder::{GraphBuilder, NodeBuilder, PolicyRef, Router, RouterBuilder};
@@ -216,3 +218,7 @@ pub use policy::{
     RetryBudget,
 };
 pub use report::{AttemptReport, Counts, MissingValue, NodeReport, Outcome, Report};
+#[cfg(feature = "axum")]
+pub use tower::HttpService;
+#[cfg(feature = "tower")]
+pub use tower::{GraphFuture, GraphService, PipelineLayer, PipelineService};

@@ -156,7 +156,8 @@ pub enum Event<'a> {
         attempt: u32,
         /// The backoff (after jitter and clipping to the deadline).
         delay: Duration,
-        /// The time left before the node's deadline, if it has one.
+        /// The time left before the node's deadline when the retry was scheduled (before
+        /// the backoff), if the node has a deadline.
         remaining: Option<Duration>,
     },
     /// An attempt of a node with a bulkhead got its permit, or gave up waiting for one (its

@@ -17,4 +17,6 @@ mod routing;
 mod schedule;
 mod shape;
 mod skip;
+#[cfg(feature = "tower")]
+mod tower;
 mod validation;

@@ -8,7 +8,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The layers, bottom up: a module may use those before it.
-const LAYERS: [&str; 10] = [
+const LAYERS: [&str; 11] = [
     "util",
     "id",
     "policy",
@@ -19,6 +19,7 @@ const LAYERS: [&str; 10] = [
     "onion",
     "engine",
     "builder",
+    "tower",
 ];
 
 const MAX_FILE_LINES: usize = 500;

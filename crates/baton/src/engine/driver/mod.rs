@@ -262,7 +262,7 @@ impl<I: Send + Sync + 'static> Drop for Driver<I> {
             let reason = if self.embedded {
                 CancelReason::Dropped
             } else {
-                CancelReason::RuntimeShutDown
+                CancelReason::RuntimeShutdown
             };
             self.release_held();
             if !matches!(self.state, State::Idle) {

@@ -102,7 +102,7 @@ fn nodes_whose_runtime_shut_down_are_cancelled_for_that_reason() {
     let RunError::Cancelled { reason, report } = err else {
         panic!("expected a cancelled run, got {err}");
     };
-    assert_eq!(reason, CancelReason::RuntimeShutDown);
+    assert_eq!(reason, CancelReason::RuntimeShutdown);
     let n = report.node(node).unwrap();
     assert_eq!(n.outcome(), Outcome::Cancelled);
     assert_eq!(

@@ -1,0 +1,200 @@
+//! The order placement served over HTTP: a baton graph as an axum route, through
+//! `Router::route_service`.
+//!
+//! `POST /orders` with an [`OrderRequest`] as JSON runs the graph
+//!
+//! ```text
+//! user ─┐
+//!       ├─> stock
+//! sku  ─┘
+//! ```
+//!
+//! against the stand-in services ([`OrderServer`](crate::OrderServer)) and answers a
+//! [`Placed`] as JSON. `sku` is a `tower` service (a concurrency limit around the client),
+//! plugged in with `.service(..)`; `stock` has a timeout, retries, the `inventory` circuit
+//! breaker and a fallback of 0 units.
+//!
+//! The run fails fast: when `user` or `sku` fails, the answer is the run error's response,
+//! naming the node: 502 when the service failed, 504 when the run's time ran out, 503 when
+//! a breaker or a bulkhead refused. A body that is not an order is axum's rejection (400 or
+//! 422).
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::{Json, Router};
+use baton_graph::{
+    Backoff, BreakerConfigError, BuildError, CircuitBreaker, FailureMode, Fallback, Graph,
+    GraphService, MissingValue, Report, Retry, RunOptions,
+};
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tower::{ServiceBuilder, service_fn};
+
+use crate::{OrderApi, OrderRequest};
+
+/// What `POST /orders` answers when the order went through.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placed {
+    /// The user's display name.
+    pub user: String,
+    /// The product's title.
+    pub sku: String,
+    /// Its unit price in cents.
+    pub price_cents: u64,
+    /// Units in stock when the order was placed; 0 when stock could not be reached (the
+    /// fallback) or is out.
+    pub quantity: u64,
+}
+
+/// How the order service runs its graph.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The whole run's time budget, counted from each request's start.
+    pub run_timeout: Duration,
+    /// The most `sku` calls in flight at once (the tower concurrency limit).
+    pub sku_concurrency: usize,
+    /// The `inventory` breaker `stock` calls through: shared by every request.
+    pub inventory: CircuitBreaker,
+}
+
+impl Config {
+    /// A 2 s run budget, 64 `sku` calls at once, and an `inventory` breaker that opens after
+    /// 5 consecutive failed requests, for 3 s.
+    ///
+    /// # Errors
+    /// Never in practice: the breaker's settings are valid.
+    pub fn new() -> Result<Config, BreakerConfigError> {
+        Ok(Config {
+            run_timeout: Duration::from_secs(2),
+            sku_concurrency: 64,
+            inventory: CircuitBreaker::builder("inventory")
+                .consecutive_failures(5)
+                .open_duration(Duration::from_secs(3))
+                .build()?,
+        })
+    }
+}
+
+/// The order graph as a service whose response is a [`Placed`], or the [`MissingValue`]
+/// of the first node without a value.
+///
+/// # Errors
+/// [`BuildError`] if the graph does not validate.
+pub fn orders(
+    api: &OrderApi,
+    config: &Config,
+) -> Result<GraphService<OrderRequest, Result<Json<Placed>, MissingValue>>, BuildError> {
+    let mut g = Graph::<OrderRequest>::builder();
+    g.name("orders");
+    let users = api.clone();
+    let user = g.node("user").task(move |ctx, ()| {
+        let api = users.clone();
+        let id = ctx.input().user_id;
+        async move { api.user(id).await }
+    });
+    // A tower service as the task: each attempt waits for a permit of the limit
+    // (`poll_ready`), inside the attempt's timeout.
+    let skus = api.clone();
+    let sku_service = ServiceBuilder::new()
+        .concurrency_limit(config.sku_concurrency)
+        .service(service_fn(move |id: u64| {
+            let api = skus.clone();
+            async move { api.sku(id).await }
+        }));
+    let sku = g
+        .node("sku")
+        .timeout(Duration::from_millis(500))
+        .service(sku_service, |ctx, ()| ctx.input().sku_id);
+    let stocks = api.clone();
+    let stock = g
+        .node("stock")
+        .after((user, sku))
+        .timeout(Duration::from_millis(300))
+        .retry(Retry::new(3).backoff(Backoff::exponential(Duration::from_millis(50))))
+        .breaker(&config.inventory)
+        .fallback(Fallback::value(0))
+        .task(move |_ctx, (user, sku)| {
+            let api = stocks.clone();
+            async move { api.deduct_stock(&user, &sku).await.map(|s| s.quantity) }
+        });
+    let options = RunOptions::new()
+        .timeout(config.run_timeout)
+        .failure_mode(FailureMode::FailFast);
+    let service = g.build()?.into_service().options(options);
+    Ok(service.map_report(move |report: Report| {
+        let (user, sku) = (report.require(user)?, report.require(sku)?);
+        Ok(Json(Placed {
+            user: user.name.clone(),
+            sku: sku.title.clone(),
+            price_cents: sku.price_cents,
+            quantity: *report.require(stock)?,
+        }))
+    }))
+}
+
+/// The router: `POST /orders`, served by the graph through `route_service`.
+///
+/// # Errors
+/// [`BuildError`] if the graph does not validate.
+pub fn router(api: &OrderApi, config: &Config) -> Result<Router, BuildError> {
+    let orders = orders(api, config)?.http(|Json(order): Json<OrderRequest>| order);
+    Ok(Router::new().route_service("/orders", orders))
+}
+
+/// The order service, listening on a random free port of `127.0.0.1`. Dropping it stops
+/// it.
+#[derive(Debug)]
+pub struct OrdersServer {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<io::Result<()>>,
+}
+
+impl OrdersServer {
+    /// Binds `127.0.0.1:0` and serves `router` on the current tokio runtime.
+    ///
+    /// # Errors
+    /// When the listener cannot be bound or has no local address.
+    pub async fn start(router: Router) -> io::Result<OrdersServer> {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        Ok(OrdersServer {
+            addr,
+            stop: Some(stop),
+            task,
+        })
+    }
+
+    /// `http://127.0.0.1:PORT/orders`.
+    #[must_use]
+    pub fn url(&self) -> String {
+        format!("http://{}/orders", self.addr)
+    }
+
+    /// Stops accepting connections, lets requests in flight finish, and waits for the
+    /// server to end.
+    ///
+    /// # Errors
+    /// The server's I/O error, or an error if its task panicked.
+    pub async fn shutdown(mut self) -> io::Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match (&mut self.task).await {
+            Ok(result) => result,
+            Err(e) => Err(io::Error::other(e)),
+        }
+    }
+}

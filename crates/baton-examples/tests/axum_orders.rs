@@ -1,0 +1,104 @@
+//! The order graph served by axum (`route_service`) on `127.0.0.1:0`, called with a real
+//! HTTP client (reqwest): the answer for a placed order, for a fallback, for each run
+//! error (naming the failing node), and for a body that is not an order.
+//!
+//! Real sockets, so tokio's real clock: the assertions are on statuses, bodies and call
+//! counts, never on durations; the budgets leave hundreds of milliseconds of margin.
+
+use std::time::Duration;
+
+use baton_examples::serve::{self, Config, OrdersServer, Placed};
+use baton_examples::{Behavior, Downstreams, OrderApi, OrderRequest, OrderServer, Service};
+use reqwest::StatusCode;
+use serde_json::Value;
+
+const ORDER: OrderRequest = OrderRequest {
+    user_id: 7,
+    sku_id: 42,
+};
+
+/// The stand-in services and the order service in front of them.
+async fn start(config: &Config) -> (Downstreams, OrderServer, OrdersServer) {
+    let downstreams = Downstreams::new();
+    let services = OrderServer::start(downstreams.clone()).await.unwrap();
+    let api = OrderApi::new(reqwest::Client::new(), services.base_url());
+    let orders = OrdersServer::start(serve::router(&api, config).unwrap())
+        .await
+        .unwrap();
+    (downstreams, services, orders)
+}
+
+async fn post(url: &str, order: &OrderRequest) -> (StatusCode, Value) {
+    let response = reqwest::Client::new()
+        .post(url)
+        .json(order)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn an_axum_route_serves_the_graph_over_http() {
+    let (downstreams, services, orders) = start(&Config::new().unwrap()).await;
+
+    let (status, body) = post(&orders.url(), &ORDER).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let placed: Placed = serde_json::from_value(body).unwrap();
+    assert_eq!((placed.user.as_str(), placed.quantity), ("user-7", 42));
+    assert_eq!(downstreams.calls(Service::Sku), 1);
+
+    // Stock down: three attempts, then the fallback's 0 units; still a 200.
+    downstreams.reset();
+    downstreams.update(Service::Stock, Behavior::fail);
+    let (status, body) = post(&orders.url(), &ORDER).await;
+    assert_eq!(
+        (status, &body["quantity"]),
+        (StatusCode::OK, &Value::from(0))
+    );
+    assert_eq!(downstreams.calls(Service::Stock), 3);
+
+    // User down: the run fails fast, and the answer names the node.
+    downstreams.reset();
+    downstreams.update(Service::User, Behavior::fail);
+    let (status, body) = post(&orders.url(), &ORDER).await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY, "{body}");
+    assert_eq!(
+        (body["node"].as_str(), body["error"].as_str()),
+        (Some("user"), Some("task"))
+    );
+    let message = body["message"].as_str().unwrap();
+    assert!(message.contains("user answered 503"), "{message}");
+    assert_eq!(downstreams.calls(Service::Stock), 0);
+
+    // Not an order: axum's own rejection.
+    let response = reqwest::Client::new()
+        .post(orders.url())
+        .header("content-type", "application/json")
+        .body("{\"user\": 7}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
+
+    orders.shutdown().await.unwrap();
+    services.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_run_out_of_time_answers_504_naming_the_node() {
+    let config = Config {
+        run_timeout: Duration::from_millis(400),
+        ..Config::new().unwrap()
+    };
+    let (downstreams, services, orders) = start(&config).await;
+    // `sku` answers in 200 ms; `user` would take 1.2 s, past the run's 400 ms.
+    downstreams.update(Service::User, |b| b.slow_by(Duration::from_secs(1)));
+    let (status, body) = post(&orders.url(), &ORDER).await;
+    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT, "{body}");
+    assert_eq!(body["node"], "user");
+    assert_eq!(body["error"], "deadline_exceeded");
+    orders.shutdown().await.unwrap();
+    services.shutdown().await.unwrap();
+}

@@ -1,0 +1,64 @@
+//! tower, both ways (feature `tower`): a [`tower::Service`] as a node's task
+//! ([`NodeBuilder::service`](crate::NodeBuilder::service)), a built graph as a
+//! `tower::Service` ([`GraphService`]), and the single-call [`Pipeline`](crate::Pipeline)
+//! as a [`tower::Layer`] ([`PipelineLayer`]). With feature `axum`, a run's errors convert
+//! into HTTP responses and a graph serves a route ([`HttpService`]).
+//!
+//! The traits are those of the `tower-service` and `tower-layer` crates, which `tower`
+//! re-exports: the same `Service` and `Layer`.
+//!
+//! This module sits above the builder: it adapts graphs, pipelines and node builders, and
+//! nothing below it knows of tower.
+//!
+//! [`tower::Service`]: tower_service::Service
+//! [`tower::Layer`]: tower_layer::Layer
+
+#[cfg(feature = "axum")]
+mod axum;
+mod graph;
+mod node;
+mod pipeline;
+
+#[cfg(feature = "axum")]
+pub use axum::HttpService;
+pub use graph::{GraphFuture, GraphService};
+pub use pipeline::{PipelineLayer, PipelineService};
+
+use std::future::poll_fn;
+use std::sync::{Mutex, PoisonError};
+
+use tower_service::Service;
+
+use crate::error::BoxError;
+
+/// A value kept behind a lock so that a closure that must be `Sync` can hold a service (or
+/// a request) that is only `Send`, and clone it for each attempt.
+struct Shared<T>(Mutex<T>);
+
+impl<T: Clone> Shared<T> {
+    fn new(value: T) -> Self {
+        Shared(Mutex::new(value))
+    }
+
+    /// A clone of the value. A clone that panicked before leaves the value as it was, so a
+    /// poisoned lock is taken as it is.
+    fn get(&self) -> T {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// Waits until `service` is ready, then calls it with `request`; both errors as
+/// [`BoxError`], the service's own error kept as it was returned.
+async fn ready_call<S, Req>(mut service: S, request: Req) -> Result<S::Response, BoxError>
+where
+    S: Service<Req>,
+    S::Error: Into<BoxError>,
+{
+    poll_fn(|cx| service.poll_ready(cx))
+        .await
+        .map_err(Into::into)?;
+    service.call(request).await.map_err(Into::into)
+}
