@@ -52,11 +52,13 @@ struct Options {
     scenarios: Vec<Scenario>,
     seed: u64,
     markdown: Option<String>,
+    /// The front's tokio worker threads (default: tokio's, one per core).
+    front_workers: Option<usize>,
 }
 
 const USAGE: &str = "usage: service [--quick] [--rounds N] [--window-s S] [--warm-up-s S] \
 [--concurrency N] [--builds baton,hand,tower] [--scenarios healthy,stock-flaky,stock-down] \
-[--seed N] [--markdown PATH]";
+[--seed N] [--front-workers N] [--markdown PATH]";
 
 fn list<T>(value: &str, parse: fn(&str) -> Option<T>) -> Result<Vec<T>, String> {
     value
@@ -82,6 +84,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         scenarios: Scenario::ALL.to_vec(),
         seed: 1,
         markdown: None,
+        front_workers: None,
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -104,6 +107,10 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--scenarios" => o.scenarios = list(value, Scenario::parse)?,
             "--seed" => o.seed = number()?,
             "--markdown" => o.markdown = Some(value.clone()),
+            "--front-workers" => {
+                let n = usize::try_from(number()?).map_err(|e| e.to_string())?;
+                o.front_workers = Some(n).filter(|n| *n > 0);
+            }
             _ => return Err(format!("unknown flag `{flag}`")),
         }
     }
@@ -113,10 +120,16 @@ fn parse(args: &[String]) -> Result<Options, String> {
     Ok(o)
 }
 
-/// Starts the front of `build` in a child process; its address.
-async fn spawn_front(build: Build, downstream: &str) -> Result<(Child, SocketAddr), BoxError> {
+/// Starts the front of `build` in a child process (with `workers` tokio workers); its
+/// address.
+async fn spawn_front(
+    build: Build,
+    downstream: &str,
+    workers: Option<usize>,
+) -> Result<(Child, SocketAddr), BoxError> {
+    let workers = workers.map_or_else(String::new, |n| n.to_string());
     let mut child = Command::new(std::env::current_exe()?)
-        .args(["front", build.name(), downstream])
+        .args(["front", build.name(), downstream, &workers])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
@@ -133,15 +146,15 @@ async fn spawn_front(build: Build, downstream: &str) -> Result<(Child, SocketAdd
 
 /// One measured window of `build` in `scenario`.
 async fn segment(
+    o: &Options,
     build: Build,
     scenario: Scenario,
-    seed: u64,
-    load: Load,
+    round: usize,
     stand_ins: &StandIns,
 ) -> Result<Sample, BoxError> {
-    stand_ins.set(scenario, seed);
-    let (mut child, addr) = spawn_front(build, &stand_ins.base_url()).await?;
-    let sample = load::run(addr, load, stand_ins).await;
+    stand_ins.set(scenario, o.seed.wrapping_add(round as u64));
+    let (mut child, addr) = spawn_front(build, &stand_ins.base_url(), o.front_workers).await?;
+    let sample = load::run(addr, o.load, stand_ins).await;
     // Closing its standard input ends the child; kill it if it does not end soon.
     drop(child.stdin.take());
     if tokio::time::timeout(Duration::from_secs(5), child.wait())
@@ -159,8 +172,7 @@ async fn bench(o: &Options) -> Result<(), BoxError> {
     for round in 0..o.rounds {
         for &scenario in &o.scenarios {
             for &build in &o.builds {
-                let seed = o.seed.wrapping_add(round as u64);
-                let sample = segment(build, scenario, seed, o.load, &stand_ins).await?;
+                let sample = segment(o, build, scenario, round, &stand_ins).await?;
                 eprintln!(
                     "round {} {:<11} {:<5} {}",
                     round + 1,
@@ -180,9 +192,21 @@ async fn bench(o: &Options) -> Result<(), BoxError> {
     Ok(())
 }
 
+/// The runtime: multi-thread, with `workers` threads when given (the front's
+/// `--front-workers`, passed as the child's fourth argument).
+fn runtime(args: &[String]) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    let workers = args.get(3).and_then(|n| n.parse::<usize>().ok());
+    if let Some(n) = workers.filter(|n| *n > 0 && args.first().is_some_and(|a| a == "front")) {
+        builder.worker_threads(n);
+    }
+    builder.build()
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match runtime(&args) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("no tokio runtime: {e}");

@@ -123,11 +123,19 @@ pub(crate) fn markdown(results: &Results, o: &Options) -> String {
     let _ = writeln!(
         out,
         "{} connections, {:.1} s warm-up, {:.1} s window, medians of {} rounds \
-         (builds alternated in each round), 1-minute load average at the end: {}.\n",
+         (builds alternated in each round), front on {} tokio workers, 1-minute load \
+         average at the end: {}.\n",
         o.load.concurrency,
         o.load.warm_up.as_secs_f64(),
         o.load.window.as_secs_f64(),
         o.rounds,
+        o.front_workers.map_or_else(
+            || format!(
+                "{} (one per core)",
+                std::thread::available_parallelism().map_or(0, |n| n.get())
+            ),
+            |n| n.to_string()
+        ),
         load_average()
     );
     out.push_str(
