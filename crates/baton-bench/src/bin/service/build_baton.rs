@@ -31,18 +31,23 @@ fn retry() -> Retry {
     Retry::new(ATTEMPTS).backoff(Backoff::exponential(BACKOFF).multiplier(BACKOFF_FACTOR))
 }
 
+/// The orchestrator, with a breaker per downstream under the service's name.
+fn orchestrator() -> Result<Orchestrator, BoxError> {
+    let orch = Orchestrator::builder().build();
+    for service in Service::ALL {
+        let breaker = CircuitBreaker::builder(service.name())
+            .consecutive_failures(BREAKER_FAILURES)
+            .open_duration(BREAKER_OPEN)
+            .build()?;
+        orch.add_breaker(&breaker)?;
+    }
+    Ok(orch)
+}
+
 impl Flow {
     /// Registers the breakers and builds the graph.
     pub(crate) fn new(api: &Api) -> Result<Flow, BoxError> {
-        let orch = Orchestrator::builder().build();
-        for service in Service::ALL {
-            let breaker = CircuitBreaker::builder(service.name())
-                .consecutive_failures(BREAKER_FAILURES)
-                .open_duration(BREAKER_OPEN)
-                .build()?;
-            orch.add_breaker(&breaker)?;
-        }
-        let mut g = orch.graph::<OrderRequest>();
+        let mut g = orchestrator()?.graph::<OrderRequest>();
         let user = g
             .node("user")
             .timeout(ATTEMPT_TIMEOUT)

@@ -167,6 +167,7 @@ async fn segment(
 }
 
 async fn bench(o: &Options) -> Result<(), BoxError> {
+    let load_before = table::load_average();
     let stand_ins = StandIns::start().await?;
     let mut results = table::Results::default();
     for round in 0..o.rounds {
@@ -184,7 +185,7 @@ async fn bench(o: &Options) -> Result<(), BoxError> {
             }
         }
     }
-    let text = table::markdown(&results, o);
+    let text = table::markdown(&results, o, &load_before);
     println!("{text}");
     if let Some(path) = &o.markdown {
         std::fs::write(path, &text)?;

@@ -110,7 +110,8 @@ fn label(build: Build) -> &'static str {
     }
 }
 
-fn load_average() -> String {
+/// The 1-minute load average, from `/proc/loadavg`.
+pub(crate) fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|s| s.split_whitespace().next().map(str::to_owned))
@@ -118,13 +119,13 @@ fn load_average() -> String {
 }
 
 /// The Markdown table of the medians, with the run's settings above it.
-pub(crate) fn markdown(results: &Results, o: &Options) -> String {
+pub(crate) fn markdown(results: &Results, o: &Options, load_before: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
         "{} connections, {:.1} s warm-up, {:.1} s window, medians of {} rounds \
          (builds alternated in each round), front on {} tokio workers, 1-minute load \
-         average at the end: {}.\n",
+         average {} at the start and {} at the end.\n",
         o.load.concurrency,
         o.load.warm_up.as_secs_f64(),
         o.load.window.as_secs_f64(),
@@ -136,6 +137,7 @@ pub(crate) fn markdown(results: &Results, o: &Options) -> String {
             ),
             |n| n.to_string()
         ),
+        load_before,
         load_average()
     );
     out.push_str(
