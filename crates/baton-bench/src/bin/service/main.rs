@@ -128,7 +128,19 @@ async fn spawn_front(
     workers: Option<usize>,
 ) -> Result<(Child, SocketAddr), BoxError> {
     let workers = workers.map_or_else(String::new, |n| n.to_string());
-    let mut child = Command::new(std::env::current_exe()?)
+    let exe = std::env::current_exe()?;
+    // A profiler to run the front under, e.g. `valgrind --tool=callgrind`.
+    let wrapper = std::env::var("SERVICE_FRONT_WRAPPER").unwrap_or_default();
+    let mut words = wrapper.split_whitespace();
+    let mut command = match words.next() {
+        Some(program) => {
+            let mut c = Command::new(program);
+            c.args(words).arg(&exe);
+            c
+        }
+        None => Command::new(&exe),
+    };
+    let mut child = command
         .args(["front", build.name(), downstream, &workers])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -155,9 +167,10 @@ async fn segment(
     stand_ins.set(scenario, o.seed.wrapping_add(round as u64));
     let (mut child, addr) = spawn_front(build, &stand_ins.base_url(), o.front_workers).await?;
     let sample = load::run(addr, o.load, stand_ins).await;
-    // Closing its standard input ends the child; kill it if it does not end soon.
+    // Closing its standard input ends the child (a profiler around it may take a while to
+    // write its output); kill it if it does not end.
     drop(child.stdin.take());
-    if tokio::time::timeout(Duration::from_secs(5), child.wait())
+    if tokio::time::timeout(Duration::from_secs(60), child.wait())
         .await
         .is_err()
     {
