@@ -6,6 +6,7 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -59,14 +60,19 @@ impl Build {
     }
 }
 
+/// Orders this process has answered (any status).
+static SERVED: AtomicU64 = AtomicU64::new(0);
+
 async fn order<P: Place>(
     State(flow): State<Arc<P>>,
     Path((user_id, sku_id)): Path<(u64, u64)>,
 ) -> Response {
-    match flow.place(OrderRequest { user_id, sku_id }).await {
+    let answer = match flow.place(OrderRequest { user_id, sku_id }).await {
         Ok(result) => Json(result).into_response(),
         Err(why) => (StatusCode::BAD_GATEWAY, why).into_response(),
-    }
+    };
+    SERVED.fetch_add(1, Ordering::Relaxed);
+    answer
 }
 
 /// The process's CPU time so far, user + system, in microseconds.
@@ -113,7 +119,8 @@ pub(crate) async fn serve(
 }
 
 /// The child process's body (`service front BUILD URL`): serves `build`, prints its
-/// address on a line of standard output, and exits when standard input closes.
+/// address on a line of standard output, and exits when standard input closes, saying on
+/// standard error how many orders it answered (for profiles: see `SERVICE_FRONT_WRAPPER`).
 pub(crate) async fn child(build: Build, downstream: &str) -> Result<(), BoxError> {
     use tokio::io::AsyncReadExt;
     let (addr, task) = serve(build, downstream).await?;
@@ -121,5 +128,10 @@ pub(crate) async fn child(build: Build, downstream: &str) -> Result<(), BoxError
     let mut sink = Vec::new();
     tokio::io::stdin().read_to_end(&mut sink).await?;
     task.abort();
+    eprintln!(
+        "front {}: {} orders answered",
+        build.name(),
+        SERVED.load(Ordering::Relaxed)
+    );
     Ok(())
 }
