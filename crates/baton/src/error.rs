@@ -8,8 +8,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod codes;
+
 pub use crate::policy::StopReason;
 use crate::util::human::Human;
+pub use codes::{CancelReason, UserCode};
 
 /// A boxed error, as tasks return it.
 ///
@@ -125,7 +128,7 @@ pub enum BuildError {
     InvalidPolicy {
         /// The node.
         node: String,
-        /// Which policy: `retry`, `timeout`, `budget`, ….
+        /// Which policy: `retry`, `timeout`, `budget`, `rate limit`, `hedge`, `chaos`, ….
         policy: &'static str,
         /// What is wrong.
         reason: String,
@@ -140,26 +143,26 @@ pub enum BuildError {
         /// What is wrong.
         reason: String,
     },
-    /// A node names a circuit breaker, bulkhead or retry budget that the orchestrator does
-    /// not have.
+    /// A node names a circuit breaker, bulkhead, rate limiter or retry budget that the
+    /// orchestrator does not have.
     #[error("node `{node}` names {kind} `{name}`, which the orchestrator does not have")]
     UnknownPolicy {
         /// The node.
         node: String,
-        /// `circuit breaker`, `bulkhead` or `retry budget`.
+        /// `circuit breaker`, `bulkhead`, `rate limiter` or `retry budget`.
         kind: &'static str,
         /// The name it used.
         name: String,
     },
-    /// Two different circuit breakers (bulkheads, retry budgets) share a name in one
-    /// orchestrator; names identify downstreams, so each must be unique.
+    /// Two different circuit breakers (bulkheads, rate limiters, retry budgets) share a
+    /// name in one orchestrator; names identify downstreams, so each must be unique.
     #[error(
         "node `{node}` uses a {kind} named `{name}`, but the orchestrator already has a different {kind} with that name"
     )]
     PolicyConflict {
         /// The node that brought the second one.
         node: String,
-        /// `circuit breaker`, `bulkhead` or `retry budget`.
+        /// `circuit breaker`, `bulkhead`, `rate limiter` or `retry budget`.
         kind: &'static str,
         /// The shared name.
         name: String,
@@ -173,6 +176,25 @@ pub enum BuildError {
 /// [`source`](std::error::Error::source) chain is intact and it can be downcast; see
 /// [`NodeError::task_error`]. Errors that come from a policy name the node, the attempt and
 /// the limit involved.
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_graph::{BoxError, Graph, NodeError};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), BoxError> {
+/// let mut g = Graph::<()>::builder();
+/// let quote = g.node("quote").timeout(Duration::from_millis(50)).task(|_ctx, ()| async {
+///     tokio::time::sleep(Duration::from_secs(1)).await;
+///     Ok::<_, BoxError>(())
+/// });
+/// let report = g.build()?.run(()).await?;
+/// let err = report.node(quote).and_then(|n| n.error()).unwrap();
+/// assert!(matches!(err, NodeError::Timeout { attempt: 1, .. }) && err.is_timeout());
+/// assert_eq!(err.to_string(), "node `quote` attempt 1 timed out after 50 ms");
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum NodeError {
@@ -245,6 +267,23 @@ pub enum NodeError {
         /// How long the attempt waited for a permit.
         waited: Duration,
     },
+    /// The node's rate limiter had no permit for the attempt within its maximum wait (or
+    /// before the attempt's cut): the task did not run. Retryable by default.
+    #[error(
+        "node `{node}` attempt {attempt}: rate limiter `{limiter}` has no permit for {}",
+        Human(*.retry_after)
+    )]
+    RateLimited {
+        /// The node.
+        node: String,
+        /// The attempt, from 1.
+        attempt: u32,
+        /// The rate limiter's name.
+        limiter: String,
+        /// How long until a permit would have been free (`Duration::MAX` for a limiter
+        /// that never grants one).
+        retry_after: Duration,
+    },
     /// A retrying node stopped retrying; `last` is the last attempt's error.
     #[error(
         "node `{node}` gave up after {attempts} attempt(s) in {} ({reason})",
@@ -305,6 +344,24 @@ impl NodeError {
     ///
     /// Use it to downcast to your error type:
     /// `err.task_error().and_then(|e| e.downcast_ref::<MyError>())`.
+    ///
+    /// ```
+    /// use std::io;
+    /// use baton_graph::{BoxError, Graph, Retry};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let user = g.node("user").retry(Retry::new(2)).task(|_ctx, ()| async {
+    ///     Err::<u32, _>(io::Error::new(io::ErrorKind::ConnectionRefused, "refused"))
+    /// });
+    /// let report = g.build()?.run(()).await?;
+    /// let err = report.node(user).and_then(|n| n.error()).unwrap();
+    /// let io = err.task_error().and_then(|e| e.downcast_ref::<io::Error>()).unwrap();
+    /// assert_eq!(io.kind(), io::ErrorKind::ConnectionRefused); // the task's own error
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn task_error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
         match self {
@@ -336,9 +393,22 @@ impl NodeError {
         )
     }
 
+    /// How long the error says to wait before trying again, when it says: a rate
+    /// limiter's time until its next permit, or an open breaker's until it admits a probe.
+    /// Looks through [`NodeError::GaveUp`]. A retry can take its delay from it:
+    /// `Retry::new(3).delay_from(NodeError::retry_after)`.
+    #[must_use]
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self.last_attempt() {
+            NodeError::RateLimited { retry_after, .. } => Some(*retry_after),
+            NodeError::BreakerOpen { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
     /// A short, fixed name of the error's kind, one per variant: `task`, `panicked`,
-    /// `timeout`, `deadline_exceeded`, `breaker_open`, `bulkhead_full`, `gave_up`,
-    /// `fallback_failed`, `unknown_branch`, `branch_failed`. Spans and logs carry it as
+    /// `timeout`, `deadline_exceeded`, `breaker_open`, `bulkhead_full`, `rate_limited`,
+    /// `gave_up`, `fallback_failed`, `unknown_branch`, `branch_failed`. Spans and logs carry it as
     /// `error.type`; it suits a metric label, since the set is small and bounded.
     #[must_use]
     pub fn kind(&self) -> &'static str {
@@ -349,6 +419,7 @@ impl NodeError {
             NodeError::DeadlineExceeded { .. } => "deadline_exceeded",
             NodeError::BreakerOpen { .. } => "breaker_open",
             NodeError::BulkheadFull { .. } => "bulkhead_full",
+            NodeError::RateLimited { .. } => "rate_limited",
             NodeError::GaveUp { .. } => "gave_up",
             NodeError::FallbackFailed { .. } => "fallback_failed",
             NodeError::UnknownBranch { .. } => "unknown_branch",
@@ -388,76 +459,5 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         s.clone()
     } else {
         "<non-string panic payload>".to_owned()
-    }
-}
-
-/// Which code a caught panic came from ([`NodeError::Panicked`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum UserCode {
-    /// The node's task (calling it, or polling the future it returned).
-    Task,
-    /// The node's fallback.
-    Fallback,
-    /// A router's selector.
-    Selector,
-    /// The retry predicate (`Retry::retry_if`).
-    RetryPredicate,
-    /// The breaker's error filter (`breaker_ignore`).
-    BreakerFilter,
-    /// A custom backoff's sequence of delays.
-    Backoff,
-    /// None of the above: code the scheduler called around them (a `tracing` subscriber),
-    /// or a bug in baton; please report it with the message.
-    Scheduler,
-}
-
-impl fmt::Display for UserCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            UserCode::Task => "task",
-            UserCode::Fallback => "fallback",
-            UserCode::Selector => "router selector",
-            UserCode::RetryPredicate => "retry predicate",
-            UserCode::BreakerFilter => "breaker filter",
-            UserCode::Backoff => "backoff",
-            UserCode::Scheduler => "the scheduler",
-        })
-    }
-}
-
-/// Why a run was cancelled.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CancelReason {
-    /// [`RunCanceller::cancel`](crate::RunCanceller::cancel) was called.
-    Requested,
-    /// The run's future was dropped before it finished.
-    Dropped,
-    /// [`FailureMode::FailFast`](crate::FailureMode::FailFast): the named node failed first.
-    FailFast {
-        /// The node whose failure cancelled the run.
-        node: String,
-    },
-    /// [`Orchestrator::cancel_all`](crate::Orchestrator::cancel_all) was called.
-    CancelAll,
-    /// [`Orchestrator::shutdown`](crate::Orchestrator::shutdown)'s grace period ended before
-    /// the run did.
-    Shutdown,
-    /// The tokio runtime that ran the run's nodes shut down (it dropped their tasks) while
-    /// the run's future was still awaited, e.g. from another runtime.
-    RuntimeShutdown,
-}
-
-impl fmt::Display for CancelReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CancelReason::Requested => f.write_str("cancelled through its handle"),
-            CancelReason::Dropped => f.write_str("run future dropped"),
-            CancelReason::FailFast { node } => write!(f, "fail-fast after `{node}` failed"),
-            CancelReason::CancelAll => f.write_str("orchestrator cancelled all runs"),
-            CancelReason::Shutdown => f.write_str("orchestrator shut down"),
-            CancelReason::RuntimeShutdown => f.write_str("the runtime running its nodes shut down"),
-        }
     }
 }

@@ -210,12 +210,21 @@ pub use observe::{Event, Observer, Stats};
 pub use onion::{Attempt, Call, Fallback, IntoFallback, Pipeline, PipelineBuilder, Retry};
 pub use orchestrator::{NameTaken, Orchestrator, OrchestratorBuilder, ShutdownReport};
 pub use policy::breaker::{
-    BreakerConfigError, BreakerOpen, BreakerPermit, BreakerState, BreakerTransition, BreakerWindow,
-    CircuitBreaker, CircuitBreakerBuilder, TransitionReason,
+    BreakerConfigError, BreakerOpen, BreakerPermit, BreakerSnapshot, BreakerState,
+    BreakerTransition, BreakerWindow, CircuitBreaker, CircuitBreakerBuilder, ManualControl,
+    TransitionReason, WindowCounts,
 };
+/// What a shared-state backend for [`CircuitBreaker`] implements and uses
+/// ([`CircuitBreakerBuilder::shared`]).
+pub mod shared {
+    pub use crate::policy::breaker::{
+        BreakerMirror, SharedBreakerState, SharedFuture, SharedOutcome, SharedRecord, SharedRules,
+        SharedView, Unreachable,
+    };
+}
 pub use policy::{
-    Backoff, BackoffIter, Bulkhead, DEFAULT_MAX_DELAY, DEFAULT_MIN_ATTEMPT_TIME, Jitter,
-    RetryBudget,
+    Backoff, BackoffIter, Bulkhead, Chaos, DEFAULT_MAX_DELAY, DEFAULT_MIN_ATTEMPT_TIME,
+    HEDGE_WINDOW, Hedge, InjectedFault, Jitter, RateLimiter, RetryBudget,
 };
 pub use report::{AttemptReport, Counts, MissingValue, NodeReport, Outcome, Report};
 #[cfg(feature = "axum")]

@@ -421,3 +421,114 @@ fn metric_names_and_labels_follow_prometheus_conventions() {
     expected.sort();
     assert_eq!(names, expected);
 }
+
+/// The manual transitions are counted like the others and set the state gauge: 4 isolated,
+/// 5 forced closed, 0 after a reset.
+#[test]
+fn manual_transitions_are_counted_and_set_the_state_gauge() {
+    let keeper = Keeper::default();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let gauge = |keeper: &Keeper| {
+        keeper.0.lock().unwrap().gauges[&key("baton_breaker_state", &[("breaker", "ledger")])]
+    };
+    let states = metrics::with_local_recorder(&keeper, || {
+        rt.block_on(async {
+            let orch = Orchestrator::builder()
+                .observer(MetricsObserver::new())
+                .build();
+            let ledger = CircuitBreaker::builder("ledger").build().unwrap();
+            let mut g = orch.graph::<()>();
+            g.node("post")
+                .breaker(&ledger)
+                .task(|_ctx, ()| async { Ok::<u8, BoxError>(1) });
+            g.build().unwrap().run(()).await.unwrap();
+            let mut states = Vec::new();
+            ledger.isolate().await;
+            states.push(gauge(&keeper));
+            ledger.force_closed().await;
+            states.push(gauge(&keeper));
+            ledger.reset().await;
+            states.push(gauge(&keeper));
+            states
+        })
+    });
+    assert_eq!(states, [4.0, 5.0, 0.0]);
+    let store = keeper.0.lock().unwrap();
+    let moved = |from: &str, to: &str| {
+        store.counters.get(&key(
+            "baton_breaker_transitions_total",
+            &[("breaker", "ledger"), ("from", from), ("to", to)],
+        ))
+    };
+    assert_eq!(
+        (
+            moved("closed", "isolated"),
+            moved("isolated", "forced_closed"),
+            moved("forced_closed", "closed")
+        ),
+        (Some(&1), Some(&1), Some(&1))
+    );
+}
+
+/// A shared breaker's store, reached once and then lost at the first outcome.
+#[derive(Debug, Default)]
+struct Flaky(Mutex<Option<baton_graph::shared::BreakerMirror>>);
+
+impl baton_graph::shared::SharedBreakerState for Flaky {
+    fn attach(&self, mirror: baton_graph::shared::BreakerMirror) {
+        use baton_graph::{BreakerState, TransitionReason};
+        let view =
+            baton_graph::shared::SharedView::new(BreakerState::Closed, TransitionReason::Reset);
+        let _ = mirror.adopt(view);
+        *self.0.lock().unwrap() = Some(mirror);
+    }
+    fn record(&self, _: baton_graph::shared::SharedRecord) {
+        let mirror = self.0.lock().unwrap().clone().unwrap();
+        mirror.lose(baton_graph::shared::Unreachable::Local);
+    }
+    fn wants_probe(&self) {}
+    fn control(
+        &self,
+        _: baton_graph::ManualControl,
+    ) -> baton_graph::shared::SharedFuture<'_, bool> {
+        Box::pin(async { false })
+    }
+}
+
+/// A shared breaker that loses its store says so in a gauge: 0 while it judges alone.
+#[test]
+fn a_lost_shared_state_is_a_gauge() {
+    let keeper = Keeper::default();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    metrics::with_local_recorder(&keeper, || {
+        rt.block_on(async {
+            let orch = Orchestrator::builder()
+                .observer(MetricsObserver::new())
+                .build();
+            let quotes = CircuitBreaker::builder("quotes")
+                .shared(Flaky::default())
+                .build()
+                .unwrap();
+            let mut g = orch.graph::<()>();
+            g.node("quote")
+                .breaker(&quotes)
+                .task(|_ctx, ()| async { Ok::<u8, BoxError>(1) });
+            g.build().unwrap().run(()).await.unwrap();
+            assert!(!quotes.follows_shared_state());
+        })
+    });
+    let store = keeper.0.lock().unwrap();
+    let reached = key(
+        "baton_breaker_shared_state_reached",
+        &[("breaker", "quotes")],
+    );
+    assert_eq!(store.gauges.get(&reached), Some(&0.0));
+}

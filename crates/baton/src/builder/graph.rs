@@ -76,6 +76,17 @@ pub(super) struct NewNode<I> {
 /// - failure mode: [`FailureMode::PreservePartial`];
 /// - start mode: [`StartMode::Inline`];
 /// - name: none ([`name`](Self::name)).
+///
+/// ```
+/// use baton_graph::{BoxError, BuildError, Graph};
+///
+/// let mut g = Graph::<()>::builder();
+/// g.node("user").task(|_ctx, ()| async { Ok::<_, BoxError>(1_u64) });
+/// g.node("user").task(|_ctx, ()| async { Ok::<_, BoxError>(2_u64) });
+/// assert_eq!(g.len(), 2); // accepted here, rejected by `build()`
+/// let err = g.build().unwrap_err();
+/// assert_eq!(err, BuildError::DuplicateName { name: "user".into() });
+/// ```
 pub struct GraphBuilder<I> {
     pub(super) id: u64,
     /// The nodes (each task knows the type of the value it produces), by index, with
@@ -351,6 +362,17 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     /// 4. [`BuildError::Cycle`], with the cycle's path.
     ///
     /// [`Router::finish`]: super::Router::finish
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, BuildError, Graph};
+    ///
+    /// let mut g = Graph::<()>::builder();
+    /// g.node("a").after_names::<u32>(["b"]).task(|_ctx, _| async { Ok::<_, BoxError>(1_u32) });
+    /// g.node("b").after_names::<u32>(["a"]).task(|_ctx, _| async { Ok::<_, BoxError>(2_u32) });
+    /// let err = g.build().unwrap_err();
+    /// assert!(matches!(&err, BuildError::Cycle { path } if path.len() == 3));
+    /// assert_eq!(err.to_string(), "dependency cycle: a -> b -> a");
+    /// ```
     pub fn build(mut self) -> Result<Graph<I>, BuildError> {
         // Duplicate names are found now, in one pass over all names; a node's problems rank
         // as they arise while adding it: its upstreams, its name, then (routers) its

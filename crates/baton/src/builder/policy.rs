@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::onion::{ErrorFilter, Retry};
-use crate::policy::{Bulkhead, CircuitBreaker};
+use crate::policy::{Bulkhead, Chaos, CircuitBreaker, Hedge, RateLimiter};
 use crate::util::same_opt;
 
-/// A circuit breaker, bulkhead or retry budget given to a node: the handle itself, or its
+/// A circuit breaker, bulkhead or rate limiter given to a node: the handle itself, or its
 /// name, looked up in the graph's [`Orchestrator`](crate::Orchestrator) when the graph is
 /// built.
 ///
@@ -48,7 +48,7 @@ macro_rules! handle_ref {
         }
     )*};
 }
-handle_ref!(CircuitBreaker, Bulkhead);
+handle_ref!(CircuitBreaker, Bulkhead, RateLimiter);
 
 /// A node's policies as the builder collects them.
 #[derive(Clone, Default)]
@@ -60,6 +60,9 @@ pub(crate) struct PolicySpec {
     pub(crate) breaker: Option<PolicyRef<CircuitBreaker>>,
     pub(crate) breaker_ignore: Option<ErrorFilter>,
     pub(crate) bulkhead: Option<PolicyRef<Bulkhead>>,
+    pub(crate) rate_limit: Option<PolicyRef<RateLimiter>>,
+    pub(crate) hedge: Option<Hedge>,
+    pub(crate) chaos: Option<Chaos>,
     /// The fallback itself is typed and lives with the task; the policy path must run it.
     pub(crate) has_fallback: bool,
 }
@@ -94,6 +97,11 @@ impl PolicySpec {
             && same_opt(&self.bulkhead, &other.bulkhead, |a, b| {
                 a.same(b, Bulkhead::same_as)
             })
+            && same_opt(&self.rate_limit, &other.rate_limit, |a, b| {
+                a.same(b, RateLimiter::same_as)
+            })
+            && same_opt(&self.hedge, &other.hedge, Hedge::same_as)
+            && same_opt(&self.chaos, &other.chaos, Chaos::same_as)
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -103,6 +111,9 @@ impl PolicySpec {
             && self.budget.is_none()
             && self.breaker.is_none()
             && self.bulkhead.is_none()
+            && self.rate_limit.is_none()
+            && self.hedge.is_none()
+            && self.chaos.is_none()
             && !self.has_fallback
     }
 }

@@ -112,6 +112,33 @@ where
 /// A router whose selector is set: add its branches, then [`finish`](Self::finish) it. A
 /// router dropped unfinished makes [`GraphBuilder::build`] fail
 /// ([`BuildError::InvalidRouter`](crate::BuildError::InvalidRouter)).
+///
+/// ```
+/// use baton_graph::{BoxError, Graph, Outcome};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), BoxError> {
+/// let mut g = Graph::<&'static str>::builder(); // the run input: a country code
+/// let shipping = g
+///     .router("shipping")
+///     .select(|country, ()| *country)
+///     .branch("DE", |b| b.task(|_ctx, ()| async { Ok::<_, BoxError>(5_u32) }))
+///     .branch("FR", |b| b.task(|_ctx, ()| async { Ok::<_, BoxError>(7_u32) }))
+///     .finish();
+/// let graph = g.build()?;
+/// let report = graph.run("FR").await?;
+/// assert_eq!(report.get(shipping), Some(&7));
+/// assert_eq!(report.by_name("DE").map(|n| n.outcome()), Some(Outcome::NotTaken));
+/// let report = graph.run("US").await?;
+/// let err = report.node(shipping).and_then(|n| n.error()).unwrap();
+/// assert_eq!(err.kind(), "unknown_branch");
+/// assert_eq!(
+///     err.to_string(),
+///     "router `shipping` chose unknown branch `US` (known: DE, FR)"
+/// );
+/// # Ok(())
+/// # }
+/// ```
 #[must_use = "call `.finish()` to get the router's handle (an unfinished router fails `build()`)"]
 pub struct Router<'g, I, U, T> {
     builder: &'g mut GraphBuilder<I>,

@@ -204,7 +204,8 @@ fn resolve(
         None,
         spec.breaker_ignore,
         None,
-    );
+    )
+    .hedged(spec.hedge, spec.chaos);
     policies
         .validate()
         .map_err(|invalid| BuildError::InvalidPolicy {
@@ -217,56 +218,63 @@ fn resolve(
             .add_retry_budget(budget)
             .map_err(|taken| conflict(node, taken))?;
     }
-    let breaker = match spec.breaker {
-        None => None,
-        Some(PolicyRef::Handle(b)) => {
-            orchestrator
-                .add_breaker(&b)
-                .map_err(|t| conflict(node, t))?;
-            Some(b)
+    let breaker = lookup(
+        node,
+        spec.breaker,
+        "circuit breaker",
+        |b| orchestrator.add_breaker(b),
+        |name| orchestrator.breaker(name),
+    )?;
+    let bulkhead = lookup(
+        node,
+        spec.bulkhead,
+        "bulkhead",
+        |b| orchestrator.add_bulkhead(b),
+        |name| orchestrator.bulkhead(name),
+    )?;
+    let rate_limit = lookup(
+        node,
+        spec.rate_limit,
+        "rate limiter",
+        |l| orchestrator.add_rate_limiter(l),
+        |name| orchestrator.rate_limiter(name),
+    )?;
+    let policies = policies.guarded_by(breaker, bulkhead, rate_limit);
+    // The bulkhead and the rate limiter may come from the orchestrator: check them now.
+    policies
+        .validate()
+        .map_err(|invalid| BuildError::InvalidPolicy {
+            node: node.to_owned(),
+            policy: invalid.policy,
+            reason: invalid.reason,
+        })?;
+    Ok(Some(policies))
+}
+
+/// The handle `declared` refers to: registered in the orchestrator (`add`) when given as a
+/// handle, looked up there (`get`) when given by name.
+fn lookup<H>(
+    node: &str,
+    declared: Option<PolicyRef<H>>,
+    kind: &'static str,
+    add: impl FnOnce(&H) -> Result<(), NameTaken>,
+    get: impl FnOnce(&str) -> Option<H>,
+) -> Result<Option<H>, BuildError> {
+    match declared {
+        None => Ok(None),
+        Some(PolicyRef::Handle(h)) => {
+            add(&h).map_err(|t| conflict(node, t))?;
+            Ok(Some(h))
         }
-        Some(PolicyRef::Name(name)) => {
-            Some(
-                orchestrator
-                    .breaker(&name)
-                    .ok_or_else(|| BuildError::UnknownPolicy {
-                        node: node.to_owned(),
-                        kind: "circuit breaker",
-                        name,
-                    })?,
-            )
-        }
-    };
-    let bulkhead = match spec.bulkhead {
-        None => None,
-        Some(PolicyRef::Handle(b)) => {
-            orchestrator
-                .add_bulkhead(&b)
-                .map_err(|t| conflict(node, t))?;
-            Some(b)
-        }
-        Some(PolicyRef::Name(name)) => {
-            Some(
-                orchestrator
-                    .bulkhead(&name)
-                    .ok_or_else(|| BuildError::UnknownPolicy {
-                        node: node.to_owned(),
-                        kind: "bulkhead",
-                        name,
-                    })?,
-            )
-        }
-    };
-    if let Some(bulkhead) = &bulkhead {
-        bulkhead
-            .validate()
-            .map_err(|reason| BuildError::InvalidPolicy {
+        Some(PolicyRef::Name(name)) => match get(&name) {
+            Some(h) => Ok(Some(h)),
+            None => Err(BuildError::UnknownPolicy {
                 node: node.to_owned(),
-                policy: "bulkhead",
-                reason,
-            })?;
+                kind,
+                name,
+            }),
+        },
     }
-    Ok(Some(policies.guarded_by(breaker, bulkhead)))
 }
 
 fn conflict(node: &str, taken: NameTaken) -> BuildError {

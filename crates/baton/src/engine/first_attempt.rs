@@ -15,7 +15,8 @@
 //! the onion had started it: the timeout or deadline error, retries, the breaker's verdict,
 //! the fallback.
 //!
-//! Not taken for routers, branches, nodes with a bulkhead (whose permit is awaited), nodes
+//! Not taken for routers, branches, nodes with a bulkhead or a rate limiter (whose permits
+//! are awaited), nodes
 //! whose deadline leaves less than the minimum attempt time, a breaker that is not closed
 //! (the onion asks it, once), or when `tracing` spans are made.
 
@@ -78,7 +79,7 @@ pub(super) fn prepare<I: Send + Sync + 'static>(
     let at = if simple {
         CtxCut::TimeoutAfter(start)
     } else {
-        if policy.bulkhead.is_some() {
+        if policy.onion_only {
             return None;
         }
         let deadline = policy.deadline(run_deadline, start);

@@ -61,6 +61,32 @@ impl<I: Send + Sync + 'static> Graph<I> {
     }
 
     /// Runs the graph once with `input` and per-run options (failure mode override).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{BoxError, FailureMode, Graph, RunError, RunOptions};
+    /// use tokio::time::sleep;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let slow = g.node("slow").task(|_ctx, ()| async {
+    ///     sleep(Duration::from_secs(1)).await;
+    ///     Ok::<_, BoxError>(())
+    /// });
+    /// let graph = g.build()?;
+    /// let options = RunOptions::new()
+    ///     .timeout(Duration::from_millis(200))
+    ///     .failure_mode(FailureMode::FailAll);
+    /// let Err(RunError::Failed { report, .. }) = graph.run_with((), options).await else {
+    ///     panic!("the run should fail");
+    /// };
+    /// let slow = report.node(slow).unwrap();
+    /// assert_eq!(slow.error().map(|e| e.kind()), Some("deadline_exceeded"));
+    /// assert_eq!(slow.end(), Duration::from_millis(200));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn run_with(&self, input: I, options: RunOptions) -> Run<I> {
         Run::new(Arc::clone(&self.inner), input, options)
     }

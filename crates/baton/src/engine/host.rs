@@ -121,6 +121,63 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
         }
     }
 
+    fn rate_limited(&self, number: u32, limiter: &str, wait: Duration, admitted: bool) {
+        let run = self.run;
+        if !admitted {
+            run.graph
+                .orchestrator
+                .counters()
+                .local()
+                .rate_limited
+                .incr();
+        }
+        if run.observed() {
+            run.emit(&Event::RateLimitWaited {
+                run: run.core.run_id(),
+                graph: run.graph_name(),
+                node: self.name(),
+                attempt: number,
+                limiter,
+                wait,
+                admitted,
+            });
+        }
+    }
+
+    fn fault_injected(&self, number: u32, latency: Duration, error: bool) {
+        let run = self.run;
+        run.graph
+            .orchestrator
+            .counters()
+            .local()
+            .faults_injected
+            .incr();
+        if run.observed() {
+            run.emit(&Event::FaultInjected {
+                run: run.core.run_id(),
+                graph: run.graph_name(),
+                node: self.name(),
+                attempt: number,
+                latency,
+                error,
+            });
+        }
+    }
+
+    fn hedged(&self, number: u32, after: Duration) {
+        let run = self.run;
+        run.graph.orchestrator.counters().local().hedges.incr();
+        if run.observed() {
+            run.emit(&Event::HedgeStarted {
+                run: run.core.run_id(),
+                graph: run.graph_name(),
+                node: self.name(),
+                attempt: number,
+                after,
+            });
+        }
+    }
+
     fn rejected(&self, breaker: &str, state: BreakerState) {
         let run = self.run;
         run.graph

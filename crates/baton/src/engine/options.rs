@@ -11,6 +11,27 @@ use super::start::StartMode;
 /// What a run does when a node fails.
 ///
 /// Whatever the mode, the report accounts for every node.
+///
+/// ```
+/// use baton_graph::{BoxError, CancelReason, FailureMode, Graph, Outcome, RunOptions};
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), BoxError> {
+/// let mut g = Graph::<()>::builder();
+/// g.node("stock").task(|_ctx, ()| async { Err::<u32, BoxError>("503".into()) });
+/// let slow = g.node("slow").task(|_ctx, ()| async {
+///     tokio::time::sleep(Duration::from_secs(1)).await;
+///     Ok::<_, BoxError>(())
+/// });
+/// let mode: FailureMode = "fail-fast".parse()?; // e.g. from configuration
+/// let err = g.build()?.run_with((), RunOptions::new().failure_mode(mode)).await.unwrap_err();
+/// let report = err.report().unwrap();
+/// assert_eq!(report.cancel_reason(), Some(&CancelReason::FailFast { node: "stock".into() }));
+/// assert_eq!(report.node(slow).map(|n| n.outcome()), Some(Outcome::Cancelled));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum FailureMode {
@@ -97,6 +118,26 @@ impl RunOptions {
     /// deadline, and a node that would start with less than its minimum attempt time left
     /// fails at once, both with [`NodeError::DeadlineExceeded`](crate::NodeError::DeadlineExceeded).
     /// Node budgets derive from it (the earliest deadline applies).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{BoxError, Graph, RunOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let quote = g.node("quote").task(|_ctx, ()| async {
+    ///     tokio::time::sleep(Duration::from_secs(1)).await;
+    ///     Ok::<_, BoxError>(())
+    /// });
+    /// let options = RunOptions::new().timeout(Duration::from_millis(200));
+    /// let report = g.build()?.run_with((), options).await?; // preserve-partial: `Ok`
+    /// let quote = report.node(quote).unwrap();
+    /// assert_eq!(quote.error().map(|e| e.kind()), Some("deadline_exceeded"));
+    /// assert_eq!(report.makespan(), Duration::from_millis(200));
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
@@ -134,6 +175,26 @@ impl RunOptions {
 
     /// Gives the run an absolute deadline (a tokio, monotonic, instant), e.g. the one the
     /// caller's request carries. With [`timeout`](Self::timeout) too, the earlier applies.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{BoxError, Graph, RunOptions};
+    /// use tokio::time::{Instant, sleep};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let left = g.node("left").task(|ctx, ()| async move {
+    ///     Ok::<_, BoxError>(ctx.remaining()) // pass it on as the downstream call's timeout
+    /// });
+    /// let graph = g.build()?;
+    /// let request_deadline = Instant::now() + Duration::from_millis(800);
+    /// sleep(Duration::from_millis(300)).await; // time spent before the run
+    /// let report = graph.run_with((), RunOptions::new().deadline(request_deadline)).await?;
+    /// assert_eq!(report.get(left), Some(&Some(Duration::from_millis(500))));
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn deadline(mut self, deadline: Instant) -> Self {
         self.deadline = Some(deadline);

@@ -113,6 +113,33 @@ impl<I: Send + Sync + 'static> Run<I> {
     }
 
     /// A handle that cancels this run from anywhere, also before it starts.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{BoxError, CancelReason, Graph, Outcome, RunError};
+    /// use tokio::time::sleep;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let slow = g.node("slow").task(|_ctx, ()| async {
+    ///     sleep(Duration::from_secs(1)).await;
+    ///     Ok::<_, BoxError>(())
+    /// });
+    /// let run = g.build()?.run(());
+    /// let canceller = run.canceller();
+    /// tokio::spawn(async move {
+    ///     sleep(Duration::from_millis(10)).await; // e.g. the client went away
+    ///     canceller.cancel();
+    /// });
+    /// let Err(RunError::Cancelled { reason, report }) = run.await else {
+    ///     panic!("the run should be cancelled");
+    /// };
+    /// assert_eq!(reason, CancelReason::Requested);
+    /// assert_eq!(report.node(slow).map(|n| n.outcome()), Some(Outcome::Cancelled));
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn canceller(&self) -> RunCanceller {
         let run = Arc::downgrade(&self.state) as Weak<dyn InFlight>;
@@ -359,6 +386,27 @@ impl RunError {
     }
 
     /// Takes the run's report out of the error, when the run started.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, FailureMode, Graph, Outcome, RunOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let stock = g.node("stock").task(|_ctx, ()| async { Err::<u32, BoxError>("503".into()) });
+    /// let price = g.node("price").task(|_ctx, ()| async { Ok::<_, BoxError>(59_900_u64) });
+    /// let options = RunOptions::new().failure_mode(FailureMode::FailAll);
+    /// let err = g.build()?.run_with((), options).await.unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "run failed: node `stock` failed (1 failed, 0 skipped, 0 cancelled)"
+    /// );
+    /// let report = err.into_report().unwrap(); // what succeeded is kept
+    /// assert_eq!(report.get(price), Some(&59_900));
+    /// assert_eq!(report.node(stock).map(|n| n.outcome()), Some(Outcome::Failed));
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn into_report(self) -> Option<Report> {
         match self {

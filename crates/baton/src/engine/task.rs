@@ -263,6 +263,26 @@ impl Drop for AbandonGuard {
 /// A fresh `Ctx` is passed to every attempt. It gives the run input, the attempt number,
 /// the node's name, an idempotency key, and a cancellation token for work the attempt hands
 /// off. It is cheap (one `Arc` and a few words) and `Send + Sync`.
+///
+/// ```
+/// use baton_graph::{BoxError, Graph, Retry};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), BoxError> {
+/// let mut g = Graph::<u64>::builder(); // the run input: an order id
+/// let charge = g.node("charge").retry(Retry::new(2)).task(|ctx, ()| async move {
+///     if ctx.attempt() == 1 {
+///         return Err::<String, BoxError>("connection reset".into());
+///     }
+///     // Every attempt of this node in this run sends the same key.
+///     Ok(format!("{} order {} key {}", ctx.node_name(), ctx.input(), ctx.idempotency_key()))
+/// });
+/// let report = g.build()?.run(42).await?;
+/// let expected = format!("charge order 42 key {}-0", report.run_id());
+/// assert_eq!(report.get(charge), Some(&expected));
+/// # Ok(())
+/// # }
+/// ```
 pub struct Ctx<I> {
     run: Arc<RunState<I>>,
     node: u32,
@@ -417,6 +437,32 @@ impl<I> Ctx<I> {
     /// Called on the `Ctx` of an attempt that has already ended, it returns a cancelled
     /// token. In a fallback's `Ctx`, the token is cancelled when the fallback ends or the
     /// run is cancelled.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use baton_graph::{BoxError, Graph};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let spawned = Arc::new(Mutex::new(None));
+    /// let keep = Arc::clone(&spawned);
+    /// g.node("upload").task(move |ctx, ()| {
+    ///     let keep = Arc::clone(&keep);
+    ///     async move {
+    ///         let token = ctx.cancellation_token();
+    ///         // Work handed off stops when the attempt ends.
+    ///         let work = tokio::spawn(async move { token.cancelled().await; "stopped" });
+    ///         *keep.lock().unwrap() = Some(work);
+    ///         Ok::<_, BoxError>(())
+    ///     }
+    /// });
+    /// g.build()?.run(()).await?;
+    /// let work = spawned.lock().unwrap().take().unwrap();
+    /// assert_eq!(work.await?, "stopped");
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn cancellation_token(&self) -> CancellationToken {
         let core = &self.run.core;

@@ -30,6 +30,28 @@ use crate::util::value::Value;
 ///
 /// Implemented for `()`, [`Node<T>`], tuples of 1 to 16 handles, `Vec<Node<T>>` and
 /// [`Named<V>`]. It is sealed: the scheduler relies on how these fetch their values.
+///
+/// ```
+/// use baton_graph::{BoxError, Graph};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), BoxError> {
+/// let mut g = Graph::<()>::builder();
+/// let parts: Vec<_> = (1..=3_u64)
+///     .map(|i| {
+///         let part = g.node(format!("part{i}"));
+///         part.task(move |_ctx, ()| async move { Ok::<_, BoxError>(i) })
+///     })
+///     .collect();
+/// // A `Vec` of handles gives a `Vec` of values, in the same order.
+/// let total = g.node("total").after(parts).task(|_ctx, parts| async move {
+///     Ok::<_, BoxError>(parts.iter().map(|p| **p).sum::<u64>())
+/// });
+/// let report = g.build()?.run(()).await?;
+/// assert_eq!(report.get(total), Some(&6));
+/// # Ok(())
+/// # }
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a node's upstreams",
     note = "upstreams are a `Node<T>`, a tuple of 1 to 16 `Node<_>` handles, a `Vec<Node<T>>`, or `after_names([..])`"
@@ -218,6 +240,25 @@ impl<V: std::fmt::Debug> std::fmt::Debug for Inputs<V> {
 
 impl<V> Inputs<V> {
     /// The value of the upstream named `name`, or `None` when no upstream has that name.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Graph};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// g.node("net").task(|_ctx, ()| async { Ok::<_, BoxError>(100_i64) });
+    /// g.node("tax").task(|_ctx, ()| async { Ok::<_, BoxError>(19_i64) });
+    /// let gross = g.node("gross").after_names::<i64>(["net", "tax"]);
+    /// let gross = gross.task(|_ctx, inputs| async move {
+    ///     let (net, tax) = (inputs.get("net").unwrap(), inputs.get("tax").unwrap());
+    ///     Ok::<_, BoxError>(**net + **tax)
+    /// });
+    /// let report = g.build()?.run(()).await?;
+    /// assert_eq!(report.get(gross), Some(&119));
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn get(&self, name: &str) -> Option<&Arc<V>> {
         self.entries

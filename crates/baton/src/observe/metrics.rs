@@ -4,7 +4,7 @@
 use metrics::{Label, counter, gauge, histogram};
 
 use super::{Event, Observer};
-use crate::policy::breaker::BreakerState;
+use crate::policy::breaker::{BreakerState, TransitionReason};
 
 /// Records run events as `metrics` counters, gauges and histograms (feature `metrics`).
 /// Install any `metrics` recorder (Prometheus exporter, statsd, …) and give the observer to
@@ -28,9 +28,14 @@ use crate::policy::breaker::BreakerState;
 /// | `baton_retry_delay_seconds` | histogram | `graph`, `node` | backoff before a retry |
 /// | `baton_fallbacks_total` | counter | `graph`, `node` | fallbacks run |
 /// | `baton_bulkhead_wait_seconds` | histogram | `graph`, `node`, `bulkhead` | an attempt's wait for a bulkhead permit, whether it got one or gave up |
+/// | `baton_rate_limit_wait_seconds` | histogram | `graph`, `node`, `limiter` | an attempt's wait for a rate-limit permit it got |
+/// | `baton_rate_limit_rejections_total` | counter | `graph`, `node`, `limiter` | attempts a rate limiter refused |
+/// | `baton_hedges_total` | counter | `graph`, `node` | hedges started |
+/// | `baton_faults_injected_total` | counter | `graph`, `node` | attempts fault injection changed |
 /// | `baton_breaker_rejections_total` | counter | `graph`, `node`, `breaker` | series a circuit breaker rejected |
 /// | `baton_breaker_transitions_total` | counter | `breaker`, `from`, `to` | breaker state changes |
-/// | `baton_breaker_state` | gauge | `breaker` | the breaker's state: 0 closed, 1 half-open, 2 open, 3 recovering |
+/// | `baton_breaker_state` | gauge | `breaker` | the breaker's state: 0 closed, 1 half-open, 2 open, 3 recovering, 4 isolated, 5 forced closed |
+/// | `baton_breaker_shared_state_reached` | gauge | `breaker` | a shared breaker: 0 while its store cannot be reached (it judges alone), 1 once it follows the shared state again |
 ///
 /// `graph` is the graph's name ([`GraphBuilder::name`](crate::GraphBuilder::name)); a graph
 /// without one, and a [`Pipeline`](crate::Pipeline) call (whose `node` is the pipeline's
@@ -38,8 +43,43 @@ use crate::policy::breaker::BreakerState;
 /// have none either. `baton_breaker_state` is set at each transition: a breaker that never
 /// changed state has no value, and is closed.
 ///
-/// Label values are graph, node, bulkhead and breaker names and fixed words, so their
+/// Label values are graph, node, bulkhead, rate limiter and breaker names and fixed words, so their
 /// number is bounded by the graphs' definitions; no label carries a run's id.
+///
+/// ```
+/// # #[cfg(feature = "metrics")] {
+/// # use std::sync::{Arc, Mutex};
+/// # use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder};
+/// # use metrics::{SharedString, Unit};
+/// # #[derive(Default)]
+/// # struct Names(Arc<Mutex<Vec<String>>>);
+/// # impl Recorder for Names {
+/// #     fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+/// #     fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+/// #     fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+/// #     fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+/// #         self.0.lock().unwrap().push(key.name().to_owned());
+/// #         Counter::noop()
+/// #     }
+/// #     fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge { Gauge::noop() }
+/// #     fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram { Histogram::noop() }
+/// # }
+/// use baton_graph::{BoxError, Orchestrator, observe::MetricsObserver};
+///
+/// let orch = Orchestrator::builder().observer(MetricsObserver::new()).build();
+/// let mut g = orch.graph::<()>();
+/// g.name("checkout");
+/// g.node("price").task(|_ctx, ()| async { Ok::<_, BoxError>(59_900_u64) });
+/// let graph = g.build()?;
+///
+/// let recorder = Names::default(); // in a service: a Prometheus exporter's recorder
+/// let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+/// metrics::with_local_recorder(&recorder, || rt.block_on(graph.run(())))?;
+/// let names = recorder.0.lock().unwrap();
+/// assert!(names.iter().any(|n| n == "baton_runs_finished_total"));
+/// # }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MetricsObserver;
 
@@ -62,6 +102,25 @@ fn labels<const N: usize>(graph: Option<&str>, rest: [Label; N]) -> Vec<Label> {
 }
 
 /// `graph` for a named graph, and `node`.
+/// Records a `RateLimitWaited` event: the wait of an admitted attempt, or a refusal.
+fn rate_limit_waited(
+    graph: Option<&str>,
+    node: &str,
+    limiter: &str,
+    wait: std::time::Duration,
+    admitted: bool,
+) {
+    let at = [
+        Label::new("node", node.to_owned()),
+        Label::new("limiter", limiter.to_owned()),
+    ];
+    if admitted {
+        histogram!("baton_rate_limit_wait_seconds", labels(graph, at)).record(wait.as_secs_f64());
+    } else {
+        counter!("baton_rate_limit_rejections_total", labels(graph, at)).increment(1);
+    }
+}
+
 fn node_labels(graph: Option<&str>, node: &str) -> Vec<Label> {
     labels(graph, [Label::new("node", node.to_owned())])
 }
@@ -73,6 +132,8 @@ fn state_value(state: BreakerState) -> f64 {
         BreakerState::HalfOpen => 1.0,
         BreakerState::Open => 2.0,
         BreakerState::Recovering => 3.0,
+        BreakerState::Isolated => 4.0,
+        BreakerState::ForcedClosed => 5.0,
     }
 }
 
@@ -121,6 +182,19 @@ impl Observer for MetricsObserver {
                 histogram!("baton_bulkhead_wait_seconds", labels(graph, at))
                     .record(waited.as_secs_f64());
             }
+            Event::RateLimitWaited {
+                node,
+                limiter,
+                wait,
+                admitted,
+                ..
+            } => rate_limit_waited(graph, node, limiter, wait, admitted),
+            Event::FaultInjected { node, .. } => {
+                counter!("baton_faults_injected_total", node_labels(graph, node)).increment(1);
+            }
+            Event::HedgeStarted { node, .. } => {
+                counter!("baton_hedges_total", node_labels(graph, node)).increment(1);
+            }
             Event::BreakerRejected { node, breaker, .. } => {
                 let at = [
                     Label::new("node", node.to_owned()),
@@ -138,6 +212,15 @@ impl Observer for MetricsObserver {
                 .increment(1);
                 gauge!("baton_breaker_state", "breaker" => t.breaker().to_owned())
                     .set(state_value(t.to()));
+                let reached = match t.reason() {
+                    TransitionReason::SharedStateLost => Some(0.0),
+                    TransitionReason::SharedStateResynced => Some(1.0),
+                    _ => None,
+                };
+                if let Some(v) = reached {
+                    let breaker = t.breaker().to_owned();
+                    gauge!("baton_breaker_shared_state_reached", "breaker" => breaker).set(v);
+                }
             }
             Event::NodeFinished {
                 node,

@@ -15,8 +15,8 @@
 //! An [`Observer`] given to [`Orchestrator::builder`](crate::Orchestrator::builder) receives
 //! every [`Event`] of every run of that orchestrator, synchronously, on the thread where it
 //! happens. Per node the order is: `NodeStarted`, then `BreakerRejected` if its breaker
-//! rejected it, or for each attempt `AttemptStarted`, `BulkheadWaited` (with a bulkhead)
-//! and, if it failed, `Timeout` (when it was cut) and `AttemptFailed`, then
+//! rejected it, or for each attempt `AttemptStarted`, `RateLimitWaited` (with a rate
+//! limiter), `BulkheadWaited` (with a bulkhead) and, if it failed, `Timeout` (when it was cut) and `AttemptFailed`, then
 //! `RetryScheduled` before the next attempt; `FallbackUsed` when the fallback ran, and
 //! `NodeFinished` last. Nodes that never start (skipped, not taken, cancelled while
 //! pending) get only `NodeFinished`.
@@ -37,6 +37,7 @@
 //! WARN, to half-open, recovering or closed at INFO (with `breaker`, `from`, `to`, `reason`).
 
 mod callbacks;
+mod display;
 pub(crate) mod log;
 #[cfg(feature = "metrics")]
 mod metrics;
@@ -44,7 +45,6 @@ pub(crate) mod stats;
 
 pub(crate) mod trace;
 
-use std::fmt;
 use std::time::Duration;
 
 pub(crate) use callbacks::NodeCallbacks;
@@ -56,11 +56,41 @@ use crate::error::NodeError;
 use crate::id::RunId;
 use crate::policy::breaker::{BreakerState, BreakerTransition};
 use crate::report::{Outcome, Report};
-use crate::util::human::Human;
 
 /// Receives every [`Event`] of the runs of an orchestrator; see the [module docs](crate::observe).
 ///
 /// Implemented for every `Fn(&Event<'_>) + Send + Sync + 'static`.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::time::Duration;
+/// use baton_graph::{BoxError, Event, Observer, Orchestrator};
+///
+/// struct Timeouts(Arc<AtomicUsize>);
+///
+/// impl Observer for Timeouts {
+///     fn on_event(&self, event: &Event<'_>) {
+///         if let Event::Timeout { .. } = event {
+///             self.0.fetch_add(1, Ordering::Relaxed);
+///         }
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), BoxError> {
+/// let timeouts = Arc::new(AtomicUsize::new(0));
+/// let orch = Orchestrator::builder().observer(Timeouts(Arc::clone(&timeouts))).build();
+/// let mut g = orch.graph::<()>();
+/// g.node("slow").timeout(Duration::from_millis(10)).task(|_ctx, ()| async {
+///     tokio::time::sleep(Duration::from_secs(1)).await;
+///     Ok::<_, BoxError>(())
+/// });
+/// g.build()?.run(()).await?;
+/// assert_eq!(timeouts.load(Ordering::Relaxed), 1);
+/// # Ok(())
+/// # }
+/// ```
 pub trait Observer: Send + Sync + 'static {
     /// Called once per event, on the thread where it happened. A panic is caught and logged.
     fn on_event(&self, event: &Event<'_>);
@@ -73,6 +103,31 @@ impl<F: Fn(&Event<'_>) + Send + Sync + 'static> Observer for F {
 }
 
 /// Something that happened in a run; see the [module docs](crate::observe) for the order.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use baton_graph::{BoxError, Event, Orchestrator, Retry};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), BoxError> {
+/// let failed = Arc::new(Mutex::new(Vec::new()));
+/// let log = Arc::clone(&failed);
+/// let orch = Orchestrator::builder()
+///     .observer(move |e: &Event<'_>| {
+///         if let Event::AttemptFailed { node, attempt, .. } = e {
+///             log.lock().unwrap().push(format!("{node} #{attempt}"));
+///         }
+///     })
+///     .build();
+/// let mut g = orch.graph::<()>();
+/// g.node("stock")
+///     .retry(Retry::new(3))
+///     .task(|_ctx, ()| async { Err::<u32, BoxError>("503".into()) });
+/// g.build()?.run(()).await?;
+/// assert_eq!(*failed.lock().unwrap(), ["stock #1", "stock #2", "stock #3"]);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub enum Event<'a> {
@@ -178,6 +233,59 @@ pub enum Event<'a> {
         /// Whether it got a permit.
         acquired: bool,
     },
+    /// An attempt of a node with a rate limiter got its permit after waiting `wait`, or
+    /// was refused one that would have come only after `wait` (past the limiter's maximum
+    /// wait or the attempt's cut); comes after the attempt's `AttemptStarted`, before its
+    /// `BulkheadWaited`.
+    RateLimitWaited {
+        /// The run.
+        run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
+        /// The node.
+        node: &'a str,
+        /// The attempt, from 1.
+        attempt: u32,
+        /// The rate limiter's name.
+        limiter: &'a str,
+        /// How long the attempt waited (zero when a permit was free), or, refused, how
+        /// long until a permit would have been free.
+        wait: Duration,
+        /// Whether it got a permit.
+        admitted: bool,
+    },
+    /// Fault injection ([`Chaos`](crate::Chaos)) drew faults for an attempt, after its
+    /// permits and before its task: a latency it sleeps first, and an error that replaces
+    /// the task's run.
+    FaultInjected {
+        /// The run.
+        run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
+        /// The node.
+        node: &'a str,
+        /// The attempt, from 1.
+        attempt: u32,
+        /// The injected latency (zero: none).
+        latency: Duration,
+        /// Whether an error replaces the task's run.
+        error: bool,
+    },
+    /// A hedge started: attempt `attempt` of a node with a hedge policy, in parallel with
+    /// the attempts still running, `after` the one before it began; its own
+    /// `AttemptStarted` follows.
+    HedgeStarted {
+        /// The run.
+        run: RunId,
+        /// Its graph's name, if the graph has one; `None` for a pipeline's call.
+        graph: Option<&'a str>,
+        /// The node.
+        node: &'a str,
+        /// The hedge's attempt number.
+        attempt: u32,
+        /// The hedge delay it waited.
+        after: Duration,
+    },
     /// A node's circuit breaker rejected its series: no attempt ran (it comes after
     /// `NodeStarted`, and before `FallbackUsed` if the node has a fallback).
     BreakerRejected {
@@ -235,111 +343,13 @@ impl<'a> Event<'a> {
             | Event::Timeout { graph, .. }
             | Event::RetryScheduled { graph, .. }
             | Event::BulkheadWaited { graph, .. }
+            | Event::RateLimitWaited { graph, .. }
+            | Event::HedgeStarted { graph, .. }
+            | Event::FaultInjected { graph, .. }
             | Event::BreakerRejected { graph, .. }
             | Event::FallbackUsed { graph, .. }
             | Event::NodeFinished { graph, .. } => graph,
             Event::BreakerTransition(_) => None,
-        }
-    }
-}
-
-impl fmt::Display for Event<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Event::RunStarted { run, graph, nodes } => {
-                write!(f, "run {run}{} started ({nodes} nodes)", Of(*graph))
-            }
-            Event::RunFinished { run, graph, report } => write!(
-                f,
-                "run {run}{} finished in {}: {}",
-                Of(*graph),
-                Human(report.makespan()),
-                report.counts()
-            ),
-            Event::NodeStarted { node, .. } => write!(f, "`{node}` started"),
-            Event::AttemptStarted {
-                node,
-                attempt,
-                budget,
-                ..
-            } => match budget {
-                Some(b) => write!(
-                    f,
-                    "`{node}` attempt {attempt} started (budget {})",
-                    Human(*b)
-                ),
-                None => write!(f, "`{node}` attempt {attempt} started"),
-            },
-            Event::AttemptFailed {
-                node,
-                attempt,
-                error,
-                ..
-            } => write!(f, "`{node}` attempt {attempt} failed: {error}"),
-            Event::Timeout {
-                node,
-                attempt,
-                limit,
-                ..
-            } => write!(f, "`{node}` attempt {attempt} cut after {}", Human(*limit)),
-            Event::RetryScheduled {
-                node,
-                attempt,
-                delay,
-                remaining,
-                ..
-            } => match remaining {
-                Some(r) => write!(
-                    f,
-                    "`{node}` attempt {attempt} in {} ({} of budget left)",
-                    Human(*delay),
-                    Human(*r)
-                ),
-                None => write!(f, "`{node}` attempt {attempt} in {}", Human(*delay)),
-            },
-            Event::BulkheadWaited {
-                node,
-                attempt,
-                bulkhead,
-                waited,
-                acquired,
-                ..
-            } => {
-                let got = if *acquired { "got" } else { "gave up on" };
-                let waited = Human(*waited);
-                write!(
-                    f,
-                    "`{node}` attempt {attempt} {got} bulkhead `{bulkhead}` after {waited}"
-                )
-            }
-            Event::BreakerRejected {
-                node,
-                breaker,
-                state,
-                ..
-            } => write!(f, "`{node}` rejected by breaker `{breaker}` ({state})"),
-            Event::BreakerTransition(t) => write!(f, "{t}"),
-            Event::FallbackUsed { node, error, .. } => {
-                write!(f, "`{node}` fell back after: {error}")
-            }
-            Event::NodeFinished {
-                node,
-                outcome,
-                duration,
-                ..
-            } => write!(f, "`{node}` {outcome} after {}", Human(*duration)),
-        }
-    }
-}
-
-/// ` of `name`` for a named graph, nothing otherwise.
-struct Of<'a>(Option<&'a str>);
-
-impl fmt::Display for Of<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Some(graph) => write!(f, " of `{graph}`"),
-            None => Ok(()),
         }
     }
 }

@@ -47,6 +47,9 @@ counters!(
     timeouts,
     breaker_rejections,
     fallbacks,
+    rate_limited,
+    hedges,
+    faults_injected,
     runs_in_flight,
     nodes_in_flight,
 );
@@ -97,6 +100,9 @@ impl Counters {
                 &s.timeouts,
                 &s.breaker_rejections,
                 &s.fallbacks,
+                &s.rate_limited,
+                &s.hedges,
+                &s.faults_injected,
             ] {
                 c.reset();
             }
@@ -130,6 +136,9 @@ impl Counters {
             timeouts: n(&t.timeouts),
             breaker_rejections: n(&t.breaker_rejections),
             fallbacks: n(&t.fallbacks),
+            rate_limited: n(&t.rate_limited),
+            hedges: n(&t.hedges),
+            faults_injected: n(&t.faults_injected),
             runs_in_flight: n(&t.runs_in_flight),
             nodes_in_flight: n(&t.nodes_in_flight),
             bulkhead_waiters: bulkhead_waiters as u64,
@@ -146,7 +155,7 @@ impl Counters {
 /// a one-line panel:
 ///
 /// ```text
-/// runs[started 120 finished 118 in-flight 2 rejected 0] nodes[submitted 600 in-flight 3 succeeded 590 recovered 4 failed 1 skipped 2 not-taken 0 cancelled 0] attempts[612 retries 12 timeouts 5 breaker-rejections 3 fallbacks 4] bulkhead-waiters 0 runtime[workers 2 tasks 5 queue 0]
+/// runs[started 120 finished 118 in-flight 2 rejected 0] nodes[submitted 600 in-flight 3 succeeded 590 recovered 4 failed 1 skipped 2 not-taken 0 cancelled 0] attempts[612 retries 12 timeouts 5 breaker-rejections 3 fallbacks 4 rate-limited 0 hedges 0 faults-injected 0] bulkhead-waiters 0 runtime[workers 2 tasks 5 queue 0]
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -182,6 +191,14 @@ pub struct Stats {
     pub breaker_rejections: u64,
     /// Fallbacks that ran.
     pub fallbacks: u64,
+    /// Attempts a rate limiter refused (no permit within its maximum wait or the
+    /// attempt's cut).
+    pub rate_limited: u64,
+    /// Hedges started (attempts started in parallel with a slow one); each is counted in
+    /// `attempts` and `retries` too.
+    pub hedges: u64,
+    /// Attempts fault injection ([`Chaos`](crate::Chaos)) added a latency or an error to.
+    pub faults_injected: u64,
     /// Gauge: runs started and not finished.
     pub runs_in_flight: u64,
     /// Gauge: nodes whose task is running (or whose retry series is in a backoff).
@@ -211,7 +228,7 @@ impl fmt::Display for Stats {
             f,
             "runs[started {} finished {} in-flight {} rejected {}] \
              nodes[submitted {} in-flight {} succeeded {} recovered {} failed {} skipped {} not-taken {} cancelled {}] \
-             attempts[{} retries {} timeouts {} breaker-rejections {} fallbacks {}] \
+             attempts[{} retries {} timeouts {} breaker-rejections {} fallbacks {} rate-limited {} hedges {} faults-injected {}] \
              bulkhead-waiters {}",
             self.runs_started,
             self.runs_finished,
@@ -230,6 +247,9 @@ impl fmt::Display for Stats {
             self.timeouts,
             self.breaker_rejections,
             self.fallbacks,
+            self.rate_limited,
+            self.hedges,
+            self.faults_injected,
             self.bulkhead_waiters,
         )?;
         if let Some(rt) = &self.runtime {

@@ -1,4 +1,5 @@
-//! One attempt: a bulkhead permit, then the task under its cut, with panics caught.
+//! One attempt: a rate-limit permit, a bulkhead permit, then the task under its cut, with
+//! panics caught.
 
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
@@ -9,11 +10,13 @@ use tokio::time::Instant;
 use super::{FirstAttempt, Host, Policies};
 use crate::error::{BoxError, NodeError, UserCode};
 use crate::observe::trace;
+use crate::policy::Chaos;
 use crate::policy::bulkhead::BulkheadPermit;
 use crate::policy::deadline::{Cut, Deadline};
 
-/// Attempt `number` of a series that started at `started`: a bulkhead permit, then the
-/// task, both under the attempt's cut (`min(timeout, deadline)`), with its events and span.
+/// Attempt `number` of a series that started at `started`: a rate-limit permit, a bulkhead
+/// permit, then the task, all under the attempt's cut (`min(timeout, deadline)`), with its
+/// events and span.
 /// `resumed`: the first attempt, which the fast path started.
 pub(super) async fn attempt<H: Host>(
     host: &H,
@@ -23,7 +26,7 @@ pub(super) async fn attempt<H: Host>(
     started: Instant,
     resumed: Option<FirstAttempt<H::Attempt>>,
 ) -> Attempted<H::Value> {
-    // An attempt begins when it asks for its bulkhead permit: the wait counts toward its
+    // An attempt begins when it asks for its first permit: the waits count toward its
     // timeout. The first one of a series begins when the series did.
     let now = if number == 1 { started } else { Instant::now() };
     let cut = policies.cut(now, deadline);
@@ -73,8 +76,9 @@ impl Limits {
     }
 }
 
-/// The attempt that began at `limits.now`, inside its span: its bulkhead permit, then its
-/// task; a failure is told to the host there.
+/// The attempt that began at `limits.now`, inside its span: its rate-limit permit, its
+/// bulkhead permit, the faults injected into it, then its task; a failure is told to the
+/// host there.
 async fn permitted<H: Host>(
     host: &H,
     policies: &Policies,
@@ -86,17 +90,31 @@ async fn permitted<H: Host>(
     let Limits { cut, now, .. } = limits;
     let budget = cut.until.map(|u| u.saturating_duration_since(now));
     let (wait_until, wait_cut) = limits.wait(policies.min_attempt);
-    let (permit, waited) = match &policies.bulkhead {
+    let mut waits = Waits::default();
+    let ended = |out: Result<H::Value, NodeError>, waits: Waits| Attempted {
+        out: out.map_err(|error| failed(host, number, budget, error)),
+        start: now,
+        waits,
+    };
+    if let Some(permit) = rate_permit(host, policies, number, cut) {
+        match permit.await {
+            Ok(waited) => waits.rate_limit = waited,
+            Err(error) => return ended(Err(error), waits),
+        }
+    }
+    let permit = match &policies.bulkhead {
         // The fast path takes no node with a bulkhead.
-        _ if resumed.is_some() => (None, Duration::ZERO),
-        None => (None, Duration::ZERO),
+        _ if resumed.is_some() => None,
+        None => None,
         Some(bulkhead) => match bulkhead.acquire(wait_until).await {
             Ok((permit, waited)) => {
                 host.permit_waited(number, bulkhead.name(), waited, true);
-                (Some(permit), waited)
+                waits.permit = waited;
+                Some(permit)
             }
             Err(refused) => {
                 host.permit_waited(number, bulkhead.name(), refused.waited, false);
+                waits.permit = refused.waited;
                 let error = if refused.cut {
                     cut_error(host, policies, number, wait_cut, started)
                 } else {
@@ -107,30 +125,107 @@ async fn permitted<H: Host>(
                         waited: refused.waited,
                     }
                 };
-                let out = Err(failed(host, number, budget, error));
-                return Attempted {
-                    out,
-                    start: now,
-                    waited: refused.waited,
-                };
+                return ended(Err(error), waits);
             }
         },
     };
+    if let Some(chaos) = &policies.chaos {
+        if let Err(error) = inject(host, policies, chaos, number, cut, started, &mut waits).await {
+            return ended(Err(error), waits);
+        }
+    }
     let out = call(host, policies, number, cut, started, permit, resumed).await;
-    let out = out.map_err(|error| failed(host, number, budget, error));
-    Attempted {
-        out,
-        start: now,
-        waited,
+    ended(out, waits)
+}
+
+/// Injects the faults `chaos` draws for attempt `number`: a latency, slept under the
+/// attempt's `cut` (the attempt fails as cut when the cut comes first), then an error
+/// that replaces the task's run.
+async fn inject<H: Host>(
+    host: &H,
+    policies: &Policies,
+    chaos: &Chaos,
+    number: u32,
+    cut: Cut,
+    started: Instant,
+    waits: &mut Waits,
+) -> Result<(), NodeError> {
+    let Some(fault) = chaos.draw(number) else {
+        return Ok(());
+    };
+    host.fault_injected(number, fault.latency, fault.error.is_some());
+    waits.injected_latency = fault.latency;
+    waits.injected_error = fault.error.is_some();
+    if !fault.latency.is_zero() {
+        let wake = Instant::now() + fault.latency;
+        match cut.until {
+            Some(until) if until <= wake => {
+                tokio::time::sleep_until(until).await;
+                return Err(cut_error(host, policies, number, cut, started));
+            }
+            _ => tokio::time::sleep_until(wake).await,
+        }
+    }
+    match fault.error {
+        Some(error) => Err(NodeError::Task(error)),
+        None => Ok(()),
     }
 }
 
-/// What one attempt did: its output, when it began, and how long it waited for its
-/// bulkhead permit.
+/// The wait for attempt `number`'s rate-limit permit, if the policies have a rate limiter:
+/// how long it waited, or the attempt's error when the limiter refused it (its permit
+/// would not have come within its maximum wait or before the attempt's `cut`).
+fn rate_permit<'a, H: Host>(
+    host: &'a H,
+    policies: &'a Policies,
+    number: u32,
+    cut: Cut,
+) -> Option<impl std::future::Future<Output = Result<Duration, NodeError>> + 'a> {
+    let limiter = policies.rate_limit.as_ref()?;
+    Some(async move {
+        match limiter.acquire(cut.until).await {
+            Ok(waited) => {
+                host.rate_limited(number, limiter.name(), waited, true);
+                Ok(waited)
+            }
+            Err(after) => {
+                host.rate_limited(number, limiter.name(), after, false);
+                Err(NodeError::RateLimited {
+                    node: host.name().to_owned(),
+                    attempt: number,
+                    limiter: limiter.name().to_owned(),
+                    retry_after: after,
+                })
+            }
+        }
+    })
+}
+
+/// What one attempt did: its output, when it began, and what it waited for.
 pub(super) struct Attempted<V> {
     pub(super) out: Result<V, NodeError>,
     pub(super) start: Instant,
-    pub(super) waited: Duration,
+    pub(super) waits: Waits,
+}
+
+/// What an attempt waited for before its task: its permits, and the faults injected.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Waits {
+    /// The wait for the bulkhead permit.
+    pub(super) permit: Duration,
+    /// The wait for the rate-limit permit.
+    pub(super) rate_limit: Duration,
+    /// The latency fault injection added.
+    pub(super) injected_latency: Duration,
+    /// Fault injection failed the attempt (the task was not called).
+    pub(super) injected_error: bool,
+}
+
+impl Waits {
+    /// Nothing waited for, nothing injected.
+    pub(super) fn is_none(&self) -> bool {
+        *self == Waits::default()
+    }
 }
 
 /// Attempt `number`, with `budget` before its cut, failed with `error`: the host is told

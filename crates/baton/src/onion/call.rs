@@ -45,6 +45,26 @@ impl Attempt {
 
     /// The time left before [`deadline`](Self::deadline) (zero once it passed); pass it
     /// downstream as the request's timeout.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{BoxError, Pipeline};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let user = Pipeline::<Duration>::builder("user")
+    ///     .timeout(Duration::from_millis(300))
+    ///     .build()?;
+    /// let left = user
+    ///     .call(|attempt| async move {
+    ///         // Give the HTTP request what is left, not a timeout of its own.
+    ///         Ok::<_, BoxError>(attempt.remaining().unwrap_or(Duration::MAX))
+    ///     })
+    ///     .await?;
+    /// assert_eq!(left, Duration::from_millis(300));
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn remaining(&self) -> Option<Duration> {
         self.deadline
@@ -93,6 +113,20 @@ impl<T> Call<T> {
     ///
     /// # Errors
     /// The call's final error when no value came from the task or the fallback.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Pipeline};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let price = Pipeline::<u64>::builder("price").build()?;
+    /// let call = price.run(|_| async { Ok::<_, BoxError>(59_900) }).await;
+    /// assert_eq!(call.attempts(), 1);
+    /// assert!(call.attempt_log().is_empty()); // one attempt that succeeded: nothing to log
+    /// assert_eq!(call.into_result()?, 59_900);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn into_result(self) -> Result<T, Arc<NodeError>> {
         self.result
     }
@@ -108,6 +142,13 @@ impl<T> Call<T> {
     #[must_use]
     pub fn attempt_log(&self) -> &[AttemptReport] {
         &self.attempt_log
+    }
+
+    /// The attempt whose value the call has, when it `Succeeded`, as
+    /// [`NodeReport::winner`](crate::NodeReport::winner).
+    #[must_use]
+    pub fn winner(&self) -> Option<u32> {
+        crate::report::winner(&self.attempt_log, self.outcome() == Outcome::Succeeded)
     }
 
     /// The call's id: the run id its events carry.
@@ -257,6 +298,44 @@ where
             bulkhead,
             waited,
             acquired,
+        });
+    }
+
+    fn rate_limited(&self, number: u32, limiter: &str, wait: Duration, admitted: bool) {
+        if !admitted {
+            self.count(|c| c.rate_limited.incr());
+        }
+        self.emit(|run, node| Event::RateLimitWaited {
+            run,
+            graph: None,
+            node,
+            attempt: number,
+            limiter,
+            wait,
+            admitted,
+        });
+    }
+
+    fn fault_injected(&self, number: u32, latency: Duration, error: bool) {
+        self.count(|c| c.faults_injected.incr());
+        self.emit(|run, node| Event::FaultInjected {
+            run,
+            graph: None,
+            node,
+            attempt: number,
+            latency,
+            error,
+        });
+    }
+
+    fn hedged(&self, number: u32, after: Duration) {
+        self.count(|c| c.hedges.incr());
+        self.emit(|run, node| Event::HedgeStarted {
+            run,
+            graph: None,
+            node,
+            attempt: number,
+            after,
         });
     }
 

@@ -72,6 +72,27 @@ impl<T: Send + Sync + 'static> Fallback<T> {
 
     /// Recovers with `f(&error)`; `error` is what the inner layers ended with (see
     /// [`NodeError::task_error`] to reach the task's own error).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{BoxError, Fallback, Pipeline};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let quote = Pipeline::<String>::builder("quote")
+    ///     .timeout(Duration::from_millis(100))
+    ///     .fallback(Fallback::from_fn(|e| format!("cached quote ({})", e.kind())))
+    ///     .build()?;
+    /// let value = quote
+    ///     .call(|_| async {
+    ///         tokio::time::sleep(Duration::from_secs(1)).await;
+    ///         Ok::<_, BoxError>("live quote".to_owned())
+    ///     })
+    ///     .await?;
+    /// assert_eq!(value, "cached quote (timeout)");
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn from_fn(f: impl Fn(&NodeError) -> T + Send + Sync + 'static) -> Self {
         Fallback {
@@ -81,6 +102,25 @@ impl<T: Send + Sync + 'static> Fallback<T> {
 
     /// Recovers with the value of `f(error).await`; an `Err` leaves the node `Failed` with
     /// [`NodeError::FallbackFailed`].
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Fallback, Outcome, Pipeline};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let user = Pipeline::<String>::builder("user")
+    ///     .fallback(Fallback::from_async(|_error| async {
+    ///         // e.g. read the replica instead
+    ///         Ok::<_, BoxError>("ada (from the replica)".to_owned())
+    ///     }))
+    ///     .build()?;
+    /// let call = user.run(|_| async { Err::<String, BoxError>("primary down".into()) }).await;
+    /// assert_eq!(call.outcome(), Outcome::Recovered);
+    /// assert_eq!(call.value().map(String::as_str), Some("ada (from the replica)"));
+    /// assert_eq!(call.error().map(|e| e.to_string()).as_deref(), Some("primary down"));
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn from_async<F, Fut, E>(f: F) -> Self
     where

@@ -1,6 +1,7 @@
 //! The onion: one execution with its policies, inner to outer, in a fixed order:
 //!
-//! 1. **attempt**: a [`Bulkhead`](crate::Bulkhead) permit, then the task under its cut
+//! 1. **attempt**: a [`RateLimiter`](crate::RateLimiter) permit, a
+//!    [`Bulkhead`](crate::Bulkhead) permit, then the task under its cut
 //!    (`min(per-attempt timeout, time left before the deadline)`);
 //! 2. **retry**: [`Retry`], each backoff clipped to the deadline minus the minimum attempt
 //!    time, each retry drawn from the [`RetryBudget`](crate::RetryBudget) if there is one;
@@ -18,6 +19,7 @@
 mod attempt;
 mod call;
 mod fallback;
+mod hedge;
 mod pipeline;
 mod policies;
 mod retry;
@@ -101,6 +103,17 @@ pub(crate) trait Host {
     /// Attempt `number` got a permit of `bulkhead` after waiting `waited` (`acquired`), or
     /// gave up waiting for one.
     fn permit_waited(&self, number: u32, bulkhead: &str, waited: Duration, acquired: bool);
+
+    /// Attempt `number` got a permit of rate limiter `limiter` after waiting `wait`
+    /// (`admitted`), or was refused one that would have come after `wait`.
+    fn rate_limited(&self, number: u32, limiter: &str, wait: Duration, admitted: bool);
+
+    /// Fault injection drew faults for attempt `number`: a `latency` (zero: none), and an
+    /// `error` instead of the task.
+    fn fault_injected(&self, number: u32, latency: Duration, error: bool);
+
+    /// Hedge attempt `number` starts, `after` the attempt before it began.
+    fn hedged(&self, number: u32, after: Duration);
 
     /// The circuit breaker `breaker`, in `state`, rejected the series.
     fn rejected(&self, breaker: &str, state: BreakerState);

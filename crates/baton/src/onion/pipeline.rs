@@ -16,7 +16,7 @@ use crate::error::{BoxError, BuildError, NodeError};
 use crate::id::RunId;
 use crate::observe::{Event, log};
 use crate::orchestrator::{NameTaken, Orchestrator};
-use crate::policy::{Bulkhead, CircuitBreaker};
+use crate::policy::{Bulkhead, Chaos, CircuitBreaker, Hedge, RateLimiter};
 
 /// The policies of a graph node around a single call: attempt (bulkhead permit, task,
 /// per-attempt timeout) → retry inside a deadline budget → circuit breaker → fallback, in
@@ -110,6 +110,9 @@ pub struct PipelineBuilder<T> {
     breaker: Option<CircuitBreaker>,
     breaker_ignore: Option<ErrorFilter>,
     bulkhead: Option<Bulkhead>,
+    rate_limit: Option<RateLimiter>,
+    hedge: Option<Hedge>,
+    chaos: Option<Chaos>,
     fallback: Option<Recover<T>>,
     orchestrator: Option<Orchestrator>,
 }
@@ -137,6 +140,9 @@ impl<T: Send + Sync + 'static> Pipeline<T> {
             breaker: None,
             breaker_ignore: None,
             bulkhead: None,
+            rate_limit: None,
+            hedge: None,
+            chaos: None,
             fallback: None,
             orchestrator: None,
         }
@@ -155,6 +161,23 @@ impl<T: Send + Sync + 'static> Pipeline<T> {
     /// # Errors
     /// The final error, as a node's: [`NodeError::GaveUp`] after retries,
     /// [`NodeError::Timeout`], [`NodeError::BreakerOpen`], [`NodeError::FallbackFailed`], ….
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Pipeline, Retry};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let stock = Pipeline::<u32>::builder("stock").retry(Retry::new(2)).build()?;
+    /// let err = stock.call(|_| async { Err::<u32, BoxError>("503".into()) }).await.unwrap_err();
+    /// assert_eq!(err.kind(), "gave_up");
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "node `stock` gave up after 2 attempt(s) in 100 ms (max attempts reached)"
+    /// );
+    /// assert_eq!(err.task_error().map(|e| e.to_string()).as_deref(), Some("503"));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn call<'a, F, Fut, E>(
         &'a self,
         task: F,
@@ -282,6 +305,26 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
         self
     }
 
+    /// Takes a permit of `limiter` for each attempt, before its bulkhead permit, as
+    /// [`NodeBuilder::rate_limit`](crate::NodeBuilder::rate_limit).
+    pub fn rate_limit(mut self, limiter: &RateLimiter) -> Self {
+        self.rate_limit = Some(limiter.clone());
+        self
+    }
+
+    /// Hedges slow attempts per `hedge`, as [`NodeBuilder::hedge`](crate::NodeBuilder::hedge).
+    pub fn hedge(mut self, hedge: Hedge) -> Self {
+        self.hedge = Some(hedge);
+        self
+    }
+
+    /// Injects faults into the attempts per `chaos`, as
+    /// [`NodeBuilder::chaos`](crate::NodeBuilder::chaos).
+    pub fn chaos(mut self, chaos: &Chaos) -> Self {
+        self.chaos = Some(chaos.clone());
+        self
+    }
+
     /// Recovers with `fallback` when the inner layers failed. A fixed value
     /// ([`Fallback::value`]) is cloned for each call it answers.
     pub fn fallback(mut self, fallback: Fallback<T>) -> Self
@@ -302,7 +345,25 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
 
     /// Reports to `orchestrator`: its observers receive the calls' events (each call is a
     /// run of its own id), its statistics count their attempts, retries, timeouts, breaker
-    /// rejections and fallbacks, and the breaker and bulkhead join its registries.
+    /// rejections and fallbacks, and the breaker, bulkhead and rate limiter join its
+    /// registries.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Orchestrator, Pipeline, Retry};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let orch = Orchestrator::new();
+    /// let stock = Pipeline::<u32>::builder("stock")
+    ///     .retry(Retry::new(2))
+    ///     .orchestrator(&orch)
+    ///     .build()?;
+    /// stock.run(|_| async { Err::<u32, BoxError>("503".into()) }).await;
+    /// let stats = orch.stats();
+    /// assert_eq!((stats.attempts, stats.retries), (2, 1));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn orchestrator(mut self, orchestrator: &Orchestrator) -> Self {
         self.orchestrator = Some(orchestrator.clone());
         self
@@ -313,8 +374,8 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
     /// # Errors
     /// [`BuildError::InvalidPolicy`] (a zero timeout or budget, a budget below the minimum
     /// attempt time, an invalid retry) or, with an orchestrator,
-    /// [`BuildError::PolicyConflict`] (another breaker, bulkhead or retry budget has the
-    /// name of one of these), each naming the pipeline as the node.
+    /// [`BuildError::PolicyConflict`] (another breaker, bulkhead, rate limiter or retry
+    /// budget has the name of one of these), each naming the pipeline as the node.
     pub fn build(self) -> Result<Pipeline<T>, BuildError> {
         let policies = Policies::new(
             self.timeout,
@@ -324,7 +385,9 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
             self.breaker,
             self.breaker_ignore,
             self.bulkhead,
-        );
+        )
+        .limited(self.rate_limit)
+        .hedged(self.hedge, self.chaos);
         let name = self.name;
         policies
             .validate()
@@ -347,7 +410,7 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
     }
 }
 
-/// Registers the pipeline's breaker, bulkhead and retry budget in `orch`.
+/// Registers the pipeline's breaker, bulkhead, rate limiter and retry budget in `orch`.
 fn register(orch: &Orchestrator, name: &str, policies: &Policies) -> Result<(), BuildError> {
     let conflict = |taken: NameTaken| BuildError::PolicyConflict {
         node: name.to_owned(),
@@ -359,6 +422,9 @@ fn register(orch: &Orchestrator, name: &str, policies: &Policies) -> Result<(), 
     }
     if let Some(bulkhead) = &policies.bulkhead {
         orch.add_bulkhead(bulkhead).map_err(conflict)?;
+    }
+    if let Some(limiter) = &policies.rate_limit {
+        orch.add_rate_limiter(limiter).map_err(conflict)?;
     }
     if let Some(budget) = policies.retry.as_ref().and_then(|r| r.budget.as_ref()) {
         orch.add_retry_budget(budget).map_err(conflict)?;

@@ -9,7 +9,9 @@ use tokio::time::Instant;
 use super::retry::Retry;
 use crate::error::NodeError;
 use crate::policy::deadline::{self, Cut};
-use crate::policy::{Bulkhead, CircuitBreaker, DEFAULT_MIN_ATTEMPT_TIME};
+use crate::policy::{
+    Bulkhead, Chaos, CircuitBreaker, DEFAULT_MIN_ATTEMPT_TIME, Hedge, RateLimiter,
+};
 use crate::util::human::Human;
 
 /// Which errors a breaker ignores (releases the permit without counting).
@@ -26,11 +28,17 @@ pub(crate) struct Policies {
     /// needs no permit but the breaker's, its cut is its timeout, and it deposits nothing
     /// (the scheduler's fast path skips that work).
     pub(crate) simple: bool,
+    /// A permit to wait for (bulkhead, rate limiter) or attempts in parallel (hedge): only
+    /// the onion runs the node's attempts (the scheduler's fast path does not take it).
+    pub(crate) onion_only: bool,
     pub(crate) bulkhead: Option<Bulkhead>,
     pub(crate) budget: Option<Duration>,
     pub(crate) min_attempt: Duration,
     pub(crate) retry: Option<Retry>,
     pub(crate) breaker_ignore: Option<ErrorFilter>,
+    pub(crate) rate_limit: Option<RateLimiter>,
+    pub(crate) hedge: Option<Hedge>,
+    pub(crate) chaos: Option<Chaos>,
 }
 
 impl Default for Policies {
@@ -44,6 +52,10 @@ impl Default for Policies {
             breaker_ignore: None,
             bulkhead: None,
             simple: true,
+            onion_only: false,
+            rate_limit: None,
+            hedge: None,
+            chaos: None,
         }
     }
 }
@@ -57,6 +69,12 @@ impl fmt::Debug for Policies {
             .field("min_attempt", &self.min_attempt)
             .field("breaker", &self.breaker.as_ref().map(CircuitBreaker::name))
             .field("bulkhead", &self.bulkhead.as_ref().map(Bulkhead::name))
+            .field(
+                "rate_limit",
+                &self.rate_limit.as_ref().map(RateLimiter::name),
+            )
+            .field("hedge", &self.hedge)
+            .field("chaos", &self.chaos)
             .finish()
     }
 }
@@ -80,36 +98,63 @@ impl Policies {
         breaker_ignore: Option<ErrorFilter>,
         bulkhead: Option<Bulkhead>,
     ) -> Self {
-        let simple = bulkhead.is_none()
-            && budget.is_none()
-            && retry.as_ref().is_none_or(|retry| retry.budget.is_none());
         Policies {
             breaker,
             timeout,
-            simple,
+            simple: true,
+            onion_only: false,
             bulkhead,
             budget,
             min_attempt: min_attempt.unwrap_or(DEFAULT_MIN_ATTEMPT_TIME),
             retry,
             breaker_ignore,
+            rate_limit: None,
+            hedge: None,
+            chaos: None,
         }
+        .derived()
     }
 
-    /// The same policies, guarded by `breaker` and `bulkhead` (resolved after validation).
+    /// The same policies, with `simple` and `onion_only` derived from them.
+    fn derived(mut self) -> Self {
+        self.onion_only = self.bulkhead.is_some()
+            || self.rate_limit.is_some()
+            || self.hedge.is_some()
+            || self.chaos.is_some();
+        self.simple = !self.onion_only
+            && self.budget.is_none()
+            && self
+                .retry
+                .as_ref()
+                .is_none_or(|retry| retry.budget.is_none());
+        self
+    }
+
+    /// The same policies, with `rate_limit` too.
+    pub(crate) fn limited(mut self, rate_limit: Option<RateLimiter>) -> Self {
+        self.rate_limit = rate_limit;
+        self.derived()
+    }
+
+    /// The same policies, with `hedge` and `chaos` too.
+    pub(crate) fn hedged(mut self, hedge: Option<Hedge>, chaos: Option<Chaos>) -> Self {
+        self.hedge = hedge;
+        self.chaos = chaos;
+        self.derived()
+    }
+
+    /// The same policies, guarded by `breaker`, `bulkhead` and `rate_limit` (resolved after
+    /// validation).
     pub(crate) fn guarded_by(
-        self,
+        mut self,
         breaker: Option<CircuitBreaker>,
         bulkhead: Option<Bulkhead>,
+        rate_limit: Option<RateLimiter>,
     ) -> Self {
-        Policies::new(
-            self.timeout,
-            self.retry,
-            self.budget,
-            Some(self.min_attempt),
-            breaker,
-            self.breaker_ignore,
-            bulkhead,
-        )
+        self.breaker = breaker;
+        self.bulkhead = bulkhead;
+        self.rate_limit = rate_limit;
+        self.derived()
     }
 
     /// Checks that every policy can work: a timeout and a budget above zero, a budget no
@@ -147,6 +192,21 @@ impl Policies {
             bulkhead
                 .validate()
                 .or_else(|reason| invalid("bulkhead", reason))?;
+        }
+        if let Some(limiter) = &self.rate_limit {
+            limiter
+                .validate()
+                .or_else(|reason| invalid("rate limit", reason))?;
+        }
+        if let Some(hedge) = &self.hedge {
+            hedge
+                .validate()
+                .or_else(|reason| invalid("hedge", reason))?;
+        }
+        if let Some(chaos) = &self.chaos {
+            chaos
+                .validate()
+                .or_else(|reason| invalid("chaos", reason))?;
         }
         Ok(())
     }

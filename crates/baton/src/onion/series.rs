@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::attempt::{Attempted, attempt};
+use super::attempt::{Waits, attempt};
+use super::hedge::{self, Race, Raced};
 use super::{FirstAttempt, Host, MAX_ATTEMPT_LOG, Policies, Retry};
 use crate::error::{NodeError, UserCode};
 use crate::policy::backoff::BackoffIter;
@@ -22,6 +23,15 @@ pub(super) struct AttemptLog {
     pub(super) entries: Vec<AttemptReport>,
     /// How many attempts started.
     pub(super) started: u32,
+}
+
+impl AttemptLog {
+    /// Adds `entry`, while the log has room.
+    pub(super) fn push(&mut self, entry: AttemptReport) {
+        if self.entries.len() < MAX_ATTEMPT_LOG {
+            self.entries.push(entry);
+        }
+    }
 }
 
 /// The series under the breaker, if the policies have one: `held` is the permit the fast
@@ -206,25 +216,23 @@ async fn series<H: Host>(
             });
         }
         let permit = guard.attempt_permit(host, number, started, &mut last)?;
-        log.started = number;
-        let Attempted { out, start, waited } =
-            attempt(host, policies, number, deadline, started, resumed).await;
+        let at = Race {
+            first: number,
+            max: 0,
+            deadline,
+            started,
+            delay_before,
+        };
+        let (out, start, waits);
+        (out, start, number, waits) = step(host, policies, &guard, at, resumed, log).await;
         let out = match permit {
             Some(permit) => tell(permit, policies, out, start),
             None => out,
         };
         // A series that succeeds at its first attempt, at once, has nothing to add to the
         // node's own start and end: its log stays empty (and costs nothing).
-        if (number > 1 || out.is_err() || !waited.is_zero()) && log.entries.len() < MAX_ATTEMPT_LOG
-        {
-            log.entries.push(AttemptReport {
-                number,
-                start: host.offset(start),
-                end: host.offset(Instant::now()),
-                permit_wait: waited,
-                delay_before,
-                error: out.as_ref().err().map(ToString::to_string),
-            });
+        if let Some(w) = waits.filter(|w| number > 1 || out.is_err() || !w.is_none()) {
+            log.push(log_entry(host, number, start, w, delay_before, &out));
         }
         let error = match out {
             Ok(value) => return Ok(value),
@@ -261,6 +269,63 @@ async fn series<H: Host>(
     }
 }
 
+/// Attempt `at.first` (with a hedge policy, a race of it and its hedges): its output,
+/// when it began, the number of the last attempt started, and its waits for permits
+/// (`None` for a race, which logs its attempts itself).
+async fn step<H: Host>(
+    host: &H,
+    policies: &Policies,
+    guard: &Guard<'_, '_>,
+    mut at: Race,
+    resumed: Option<FirstAttempt<H::Attempt>>,
+    log: &mut AttemptLog,
+) -> (Result<H::Value, NodeError>, Instant, u32, Option<Waits>) {
+    let Some(hedge) = &policies.hedge else {
+        log.started = at.first;
+        let number = at.first;
+        let a = attempt(host, policies, number, at.deadline, at.started, resumed).await;
+        return (a.out, a.start, number, Some(a.waits));
+    };
+    // A node with a hedge is never started on the fast path.
+    debug_assert!(
+        resumed.is_none(),
+        "a hedged node's first attempt runs in the onion"
+    );
+    at.max = policies
+        .retry
+        .as_ref()
+        .map_or(1 + hedge.hedges(), |r| r.max_attempts);
+    let opened = || guard.opened();
+    let Raced { out, start, last } = hedge::race(host, policies, hedge, at, &opened, log).await;
+    log.started = last;
+    (out, start, last, None)
+}
+
+/// The log entry of attempt `number`, which began at `start` after `delay_before`,
+/// waited `waits` (permits, injected faults) and ended now with `out`.
+pub(super) fn log_entry<H: Host, V>(
+    host: &H,
+    number: u32,
+    start: Instant,
+    waits: Waits,
+    delay_before: Duration,
+    out: &Result<V, NodeError>,
+) -> AttemptReport {
+    AttemptReport {
+        number,
+        start: host.offset(start),
+        end: host.offset(Instant::now()),
+        permit_wait: waits.permit,
+        rate_limit_wait: waits.rate_limit,
+        injected_latency: waits.injected_latency,
+        injected_error: waits.injected_error,
+        delay_before,
+        error: out.as_ref().err().map(ToString::to_string),
+        hedge: false,
+        cancelled: false,
+    }
+}
+
 /// After an attempt `failed` with `error`: the backoff before the next attempt (and
 /// whether the deadline clipped it, making the next attempt the last), with the error
 /// kept for the series' end; or the series' final error. Draws the retry from the retry
@@ -290,6 +355,13 @@ fn backoff_after<H: Host>(
         || {
             let delays = backoff.get_or_insert_with(|| retry.backoff.iter());
             catch(UserCode::Backoff, || delays.next()).unwrap_or_else(|panic| {
+                panicked.set(Some(panic));
+                None
+            })
+        },
+        || {
+            let hint = retry.delay_from.as_ref()?;
+            catch(UserCode::RetryDelay, || hint(&error)).unwrap_or_else(|panic| {
                 panicked.set(Some(panic));
                 None
             })

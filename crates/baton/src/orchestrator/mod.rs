@@ -39,6 +39,28 @@ pub(crate) trait InFlight: Send + Sync + 'static {
 ///
 /// Build graphs from it with [`Orchestrator::graph`] so that they share all of that.
 /// [`Graph::builder`](crate::Graph::builder) uses a fresh orchestrator of its own.
+///
+/// ```
+/// use baton_graph::{BoxError, BuildError, CircuitBreaker, Orchestrator};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let orch = Orchestrator::new();
+/// orch.add_breaker(&CircuitBreaker::builder("inventory").consecutive_failures(1).build()?)?;
+/// let mut g = orch.graph::<()>();
+/// g.node("stock")
+///     .breaker("inventory") // by name: every graph of `orch` shares it
+///     .task(|_ctx, ()| async { Err::<u32, BoxError>("503".into()) });
+/// g.build()?.run(()).await?;
+/// assert!(orch.breaker("inventory").is_some_and(|b| b.is_open()));
+///
+/// let mut other = orch.graph::<()>();
+/// other.node("promo").breaker("promos").task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+/// let err = other.build().unwrap_err();
+/// assert!(matches!(err, BuildError::UnknownPolicy { name, .. } if name == "promos"));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Orchestrator {
     inner: Arc<Inner>,
@@ -76,6 +98,7 @@ impl fmt::Debug for Orchestrator {
             .field("breakers", &r.breakers.keys().collect::<Vec<_>>())
             .field("bulkheads", &r.bulkheads.keys().collect::<Vec<_>>())
             .field("retry_budgets", &r.budgets.keys().collect::<Vec<_>>())
+            .field("rate_limiters", &r.limiters.keys().collect::<Vec<_>>())
             .field("observers", &self.inner.observers.len())
             .field("runs_in_flight", &self.runs_in_flight())
             .field("accepting", &self.inner.accepting.load(Ordering::Relaxed))
@@ -105,6 +128,31 @@ impl OrchestratorBuilder {
     /// Adds an observer that receives every event of every run (see
     /// [`observe`](crate::observe)). Observers are called in the order they were added.
     /// Observers are not deduplicated: one added twice receives every event twice.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use baton_graph::{BoxError, Event, Orchestrator};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let finished = Arc::new(AtomicUsize::new(0));
+    /// let count = {
+    ///     let finished = Arc::clone(&finished);
+    ///     move |e: &Event<'_>| {
+    ///         if matches!(e, Event::RunFinished { .. }) {
+    ///             finished.fetch_add(1, Ordering::Relaxed);
+    ///         }
+    ///     }
+    /// };
+    /// let orch = Orchestrator::builder().observer(count.clone()).observer(count).build();
+    /// let mut g = orch.graph::<()>();
+    /// g.node("price").task(|_ctx, ()| async { Ok::<_, BoxError>(1_u64) });
+    /// g.build()?.run(()).await?;
+    /// assert_eq!(finished.load(Ordering::Relaxed), 2); // added twice: every event twice
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn observer(mut self, observer: impl Observer) -> Self {
         self.observers.push(Arc::new(observer));
         self
@@ -143,6 +191,25 @@ impl Orchestrator {
     /// A snapshot of the statistics (counters since creation or the last
     /// [`reset_stats`](Self::reset_stats), gauges now, and the current tokio runtime's
     /// metrics when called inside one). `Display` prints the one-line panel.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Orchestrator, Retry};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let orch = Orchestrator::new();
+    /// let mut g = orch.graph::<()>();
+    /// g.node("stock").retry(Retry::new(3)).task(|ctx, ()| async move {
+    ///     if ctx.attempt() < 2 { Err("503".into()) } else { Ok::<_, BoxError>(7_u32) }
+    /// });
+    /// g.build()?.run(()).await?;
+    /// let stats = orch.stats();
+    /// assert_eq!((stats.runs_finished, stats.attempts, stats.retries), (1, 2, 1));
+    /// orch.reset_stats();
+    /// assert_eq!(orch.stats().attempts, 0);
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn stats(&self) -> Stats {
         let waiters = self

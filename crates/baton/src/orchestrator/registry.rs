@@ -1,25 +1,26 @@
-//! The orchestrator's registries of circuit breakers, bulkheads and retry budgets, shared
-//! by name.
+//! The orchestrator's registries of circuit breakers, bulkheads, rate limiters and retry
+//! budgets, shared by name.
 
 use std::collections::HashMap;
 use std::sync::{Arc, MutexGuard, PoisonError};
 
 use super::{Orchestrator, deliver};
 use crate::observe::Event;
-use crate::policy::{Bulkhead, CircuitBreaker, RetryBudget};
+use crate::policy::{Bulkhead, CircuitBreaker, RateLimiter, RetryBudget};
 
 #[derive(Default)]
 pub(super) struct Registry {
     pub(super) breakers: HashMap<String, CircuitBreaker>,
     pub(super) bulkheads: HashMap<String, Bulkhead>,
     pub(super) budgets: HashMap<String, RetryBudget>,
+    pub(super) limiters: HashMap<String, RateLimiter>,
 }
 
 /// A registry entry was already taken by a different object with the same name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("a different {kind} named `{name}` is already registered")]
 pub struct NameTaken {
-    /// `circuit breaker`, `bulkhead` or `retry budget`.
+    /// `circuit breaker`, `bulkhead`, `rate limiter` or `retry budget`.
     pub kind: &'static str,
     /// The name.
     pub name: String,
@@ -95,6 +96,10 @@ impl Registered for RetryBudget {
     fn registered(&self, _: &Orchestrator) {}
 }
 
+impl Registered for RateLimiter {
+    fn registered(&self, _: &Orchestrator) {}
+}
+
 impl Orchestrator {
     pub(super) fn registry(&self) -> MutexGuard<'_, Registry> {
         self.inner
@@ -130,5 +135,13 @@ impl Orchestrator {
         add_retry_budget,
         retry_budget,
         retry_budgets
+    );
+    registry_methods!(
+        limiters,
+        RateLimiter,
+        "rate limiter",
+        add_rate_limiter,
+        rate_limiter,
+        rate_limiters
     );
 }

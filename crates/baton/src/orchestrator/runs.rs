@@ -122,6 +122,32 @@ impl Orchestrator {
     /// meanwhile is in neither count. Two shutdowns that overlap both count the runs
     /// either cancelled. The call returns only when every run has ended: a node that
     /// never yields after the cancel holds it up.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{BoxError, CancelReason, Orchestrator, RunError};
+    /// use tokio::time::sleep;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let orch = Orchestrator::new();
+    /// let mut g = orch.graph::<()>();
+    /// g.node("slow").task(|_ctx, ()| async {
+    ///     sleep(Duration::from_secs(10)).await;
+    ///     Ok::<_, BoxError>(())
+    /// });
+    /// let graph = g.build()?;
+    /// let in_flight = tokio::spawn(graph.run(()));
+    /// tokio::task::yield_now().await; // let it start
+    /// let shutdown = orch.shutdown(Duration::from_secs(1)).await;
+    /// assert_eq!((shutdown.finished, shutdown.cancelled), (0, 1));
+    /// let cancelled = in_flight.await?;
+    /// let Err(RunError::Cancelled { reason, .. }) = cancelled else { panic!("not cancelled") };
+    /// assert_eq!(reason, CancelReason::Shutdown);
+    /// assert!(matches!(graph.run(()).await, Err(RunError::ShuttingDown)));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn shutdown(&self, grace: Duration) -> ShutdownReport {
         let inner = &self.inner;
         let before = inner.ended_in_shutdown.load(Ordering::SeqCst);

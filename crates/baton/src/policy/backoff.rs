@@ -94,6 +94,18 @@ impl Backoff {
     /// Exponential backoff starting at `base`: `base`, `2·base`, `4·base`, … capped at
     /// [`DEFAULT_MAX_DELAY`]. Change the factor with [`multiplier`](Self::multiplier) and
     /// the cap with [`max_delay`](Self::max_delay).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::Backoff;
+    ///
+    /// let ms = Duration::from_millis;
+    /// let backoff = Backoff::exponential(ms(100)).max_delay(ms(500));
+    /// let delays: Vec<_> = backoff.iter().take(5).collect();
+    /// assert_eq!(delays, [ms(100), ms(200), ms(400), ms(500), ms(500)]);
+    /// let tripled: Vec<_> = Backoff::exponential(ms(10)).multiplier(3.0).iter().take(3).collect();
+    /// assert_eq!(tripled, [ms(10), ms(30), ms(90)]);
+    /// ```
     #[must_use]
     pub fn exponential(base: Duration) -> Self {
         Backoff {
@@ -107,6 +119,14 @@ impl Backoff {
     }
 
     /// The same `delay` before every retry.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::Backoff;
+    ///
+    /// let delays: Vec<_> = Backoff::constant(Duration::from_millis(250)).iter().take(3).collect();
+    /// assert_eq!(delays, [Duration::from_millis(250); 3]);
+    /// ```
     #[must_use]
     pub fn constant(delay: Duration) -> Self {
         Backoff {
@@ -119,6 +139,17 @@ impl Backoff {
     ///
     /// `delays` is cloned at the start of every retry series, so `[ms(100), ms(300)]` or
     /// `(1..).map(|n| ms(10 * n))` both work.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::Backoff;
+    ///
+    /// let ms = Duration::from_millis;
+    /// let backoff = Backoff::custom([ms(10), ms(50), ms(200)]);
+    /// // Each series starts the sequence again, and retries at most 3 times.
+    /// assert_eq!(backoff.iter().collect::<Vec<_>>(), [ms(10), ms(50), ms(200)]);
+    /// assert_eq!(backoff.iter().count(), 3);
+    /// ```
     #[must_use]
     pub fn custom<D>(delays: D) -> Self
     where
@@ -153,6 +184,17 @@ impl Backoff {
     }
 
     /// Sets the jitter (default [`Jitter::None`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{Backoff, Jitter};
+    ///
+    /// let ms = Duration::from_millis;
+    /// let backoff = Backoff::exponential(ms(100)).jitter(Jitter::Full);
+    /// for (delay, unjittered) in backoff.iter().zip([ms(100), ms(200), ms(400)]) {
+    ///     assert!(delay <= unjittered); // uniform in [0, d]
+    /// }
+    /// ```
     #[must_use]
     pub fn jitter(mut self, jitter: Jitter) -> Self {
         self.jitter = jitter;
@@ -220,6 +262,15 @@ impl Backoff {
 ///   its `max_delay`; constant and custom sequences have no cap.
 ///
 /// No jitter ever produces a delay above the backoff's cap.
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_graph::{Backoff, Jitter};
+///
+/// let d = Duration::from_millis(200);
+/// let equal = Backoff::constant(d).jitter(Jitter::Equal);
+/// assert!(equal.iter().take(100).all(|delay| delay >= d / 2 && delay <= d));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Jitter {
@@ -264,6 +315,16 @@ impl fmt::Debug for BackoffIter {
 
 impl BackoffIter {
     /// Uses a seeded random generator, for reproducible jittered sequences in tests.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{Backoff, Jitter};
+    ///
+    /// let backoff = Backoff::exponential(Duration::from_millis(100)).jitter(Jitter::Decorrelated);
+    /// let a: Vec<_> = backoff.iter().with_seed(7).take(5).collect();
+    /// let b: Vec<_> = backoff.iter().with_seed(7).take(5).collect();
+    /// assert_eq!(a, b);
+    /// ```
     #[must_use]
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.rng = fastrand::Rng::with_seed(seed);

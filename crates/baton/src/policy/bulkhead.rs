@@ -21,6 +21,28 @@ use tokio::time::Instant;
 /// Permits go first come, first served: tokio's semaphore is fair, so an attempt waits
 /// behind every attempt that asked before it, whatever its node, graph or run. A retry asks
 /// again and waits behind the attempts already in the queue.
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_graph::{BoxError, Bulkhead, Pipeline};
+/// use tokio::time::sleep;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), BoxError> {
+/// let db = Bulkhead::new("db", 1, Duration::ZERO); // one query at a time, no waiting
+/// let query = Pipeline::<()>::builder("query").bulkhead(&db).build()?;
+/// let first = query.call(|_| async {
+///     sleep(Duration::from_millis(100)).await;
+///     Ok::<_, BoxError>(())
+/// });
+/// let second = query.call(|_| async { Ok::<_, BoxError>(()) });
+/// let (first, second) = tokio::join!(first, second); // `first` asks first
+/// assert!(first.is_ok());
+/// assert_eq!(second.unwrap_err().kind(), "bulkhead_full");
+/// assert_eq!(db.available(), 1);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Bulkhead {
     inner: Arc<Inner>,

@@ -1,8 +1,9 @@
 //! When a retry series stops, and why: the decision taken after each failed attempt.
 //!
 //! The decision is a pure function of what the series knows ([`after_failure`]); the onion
-//! asks it after every failed attempt, with the user's predicate and backoff behind
-//! closures so that each is called only when the decision needs it, in a fixed order.
+//! asks it after every failed attempt, with the user's predicate, backoff and delay hint
+//! behind closures so that each is called only when the decision needs it, in a fixed
+//! order.
 
 use std::fmt;
 use std::time::Duration;
@@ -12,6 +13,22 @@ use tokio::time::Instant;
 use super::deadline::clip_backoff;
 
 /// Why a retry series stopped before an attempt succeeded.
+///
+/// ```
+/// use baton_graph::{BoxError, NodeError, Pipeline, Retry, StopReason};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), BoxError> {
+/// let stock = Pipeline::<u32>::builder("stock").retry(Retry::new(2)).build()?;
+/// let call = stock.run(|_| async { Err::<u32, BoxError>("503".into()) }).await;
+/// let Some(NodeError::GaveUp { reason, attempts, .. }) = call.error() else {
+///     panic!("should give up");
+/// };
+/// assert_eq!((reason, *attempts), (&StopReason::MaxAttempts, 2));
+/// assert_eq!(reason.to_string(), "max attempts reached");
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StopReason {
@@ -83,13 +100,15 @@ pub(crate) struct Failed {
 /// each only when the ones before let the series go on: nothing after the attempt a clipped
 /// backoff made room for (the series' last); then whether the error is `retryable`,
 /// whether the breaker the series reports to `moved` on since it was admitted, the next
-/// `backoff` delay, and the time left at `now()`. A retry budget, if any, is asked after
-/// this says [`Next::Retry`].
+/// `backoff` delay, the delay the error asks for (`hinted`, which replaces the backoff's),
+/// and the time left at `now()`. The delay, hinted or not, is clipped to the deadline. A
+/// retry budget, if any, is asked after this says [`Next::Retry`].
 pub(crate) fn after_failure(
     failed: Failed,
     retryable: impl FnOnce() -> bool,
     moved: impl FnOnce() -> bool,
     backoff: impl FnOnce() -> Option<Duration>,
+    hinted: impl FnOnce() -> Option<Duration>,
     now: impl FnOnce() -> Instant,
 ) -> Next {
     if failed.out_of_time || failed.after_clip {
@@ -105,9 +124,10 @@ pub(crate) fn after_failure(
     if moved() {
         return Next::Stop(StopReason::BreakerOpened);
     }
-    let Some(delay) = backoff() else {
+    let Some(computed) = backoff() else {
         return Next::Stop(StopReason::BackoffExhausted);
     };
+    let delay = hinted().unwrap_or(computed);
     match clip_backoff(delay, failed.deadline, now(), failed.min_attempt) {
         Some(backoff) => Next::Retry {
             delay: backoff.delay,
@@ -144,7 +164,7 @@ mod tests {
             last: false,
         };
         let next = |f: Failed, r: bool, m: bool, b: Option<Duration>| {
-            after_failure(f, || r, || m, || b, || t)
+            after_failure(f, || r, || m, || b, || None, || t)
         };
         assert_eq!(next(failed(1, None), true, false, Some(ms(100))), go());
         let late = Failed {
@@ -212,9 +232,60 @@ mod tests {
                 ask();
                 Some(ms(1))
             },
+            || {
+                ask();
+                None
+            },
             || t,
         );
         assert_eq!(next, Next::Stop(StopReason::MaxAttempts));
         assert_eq!(asked.get(), 0, "nothing asked past max attempts");
+    }
+
+    /// A delay the error asks for replaces the backoff's, and is clipped by the deadline
+    /// like it; it is asked only once the backoff said the series goes on.
+    #[test]
+    fn a_hinted_delay_replaces_the_backoff_and_is_clipped() {
+        let t = Instant::now();
+        let hint = |f: Failed, b: Option<Duration>, h: Option<Duration>| {
+            after_failure(f, || true, || false, || b, || h, || t)
+        };
+        let retry = |delay, last| Next::Retry { delay, last };
+        assert_eq!(
+            hint(failed(1, None), Some(ms(100)), Some(ms(2_000))),
+            retry(ms(2_000), false)
+        );
+        assert_eq!(
+            hint(failed(1, None), Some(ms(100)), None),
+            retry(ms(100), false),
+            "no hint: the backoff's delay"
+        );
+        assert_eq!(
+            hint(failed(1, Some(t + ms(500))), Some(ms(100)), Some(ms(2_000))),
+            retry(ms(490), true),
+            "clipped to the deadline minus the minimum attempt time"
+        );
+        assert_eq!(
+            hint(failed(1, None), None, Some(ms(5))),
+            Next::Stop(StopReason::BackoffExhausted),
+            "the backoff still decides whether the series goes on"
+        );
+        let asked = std::cell::Cell::new(false);
+        let next = after_failure(
+            failed(1, None),
+            || false,
+            || false,
+            || Some(ms(1)),
+            || {
+                asked.set(true);
+                None
+            },
+            || t,
+        );
+        assert_eq!(next, Next::Stop(StopReason::NotRetryable));
+        assert!(
+            !asked.get(),
+            "no hint asked for an error that is not retried"
+        );
     }
 }

@@ -160,6 +160,22 @@ impl RetryBudget {
     }
 
     /// Asks for one retry; `true` when the budget allows it (and records it).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::RetryBudget;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// // 20 % of first attempts, nothing per second.
+    /// let budget = RetryBudget::with("inventory", Duration::from_secs(10), 0, 0.2);
+    /// for _ in 0..10 {
+    ///     budget.deposit(); // ten first attempts
+    /// }
+    /// let granted = (0..5).filter(|_| budget.try_withdraw()).count();
+    /// assert_eq!(granted, 2);
+    /// # }
+    /// ```
     #[must_use]
     pub fn try_withdraw(&self) -> bool {
         self.try_withdraw_at(Instant::now())

@@ -13,6 +13,23 @@ use crate::error::NodeError;
 ///
 /// `Send + Sync + 'static`: it converts into [`BoxError`](crate::BoxError) and
 /// `anyhow::Error`.
+///
+/// ```
+/// use baton_graph::{BoxError, Graph, Outcome};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), BoxError> {
+/// let mut g = Graph::<()>::builder();
+/// let stock = g.node("stock").task(|_ctx, ()| async { Err::<u32, BoxError>("503".into()) });
+/// let promo = g.node("promo").after(stock).task(|_ctx, _| async { Ok::<_, BoxError>(5_u64) });
+/// let report = g.build()?.run(()).await?;
+/// let missing = report.require(promo).unwrap_err();
+/// assert_eq!(missing.node(), "promo");
+/// assert_eq!(missing.outcome(), Some(Outcome::Skipped));
+/// assert_eq!(missing.cause().map(|e| e.to_string()).as_deref(), Some("503")); // stock's error
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct MissingValue {
     node: String,

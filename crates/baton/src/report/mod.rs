@@ -7,6 +7,7 @@
 //! The report reads a run through [`RunRecords`], a trait defined here and implemented by
 //! the engine, so that it knows nothing of the scheduler's types.
 
+mod attempt;
 #[cfg(feature = "serde")]
 mod json;
 mod missing;
@@ -19,6 +20,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use attempt::AttemptReport;
+pub(crate) use attempt::winner;
 pub use missing::MissingValue;
 pub use outcome::{Counts, Outcome};
 pub(crate) use record::{Record, Settled};
@@ -63,6 +66,28 @@ pub(crate) trait RunRecords: Send + Sync + 'static {
 /// its outcome, a bar from its start to its end scaled to the makespan, its attempts, and its
 /// error. With the `serde` feature it serializes to JSON; the fields are listed in the README
 /// ("The report").
+///
+/// ```
+/// use baton_graph::{BoxError, Graph, Outcome};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), BoxError> {
+/// let mut g = Graph::<()>::builder();
+/// let stock = g.node("stock").task(|_ctx, ()| async { Err::<u32, BoxError>("503".into()) });
+/// let promo = g.node("promo").after(stock).task(|_ctx, _| async { Ok::<_, BoxError>(5_u64) });
+/// let report = g.build()?.run(()).await?;
+/// let promo = report.node(promo).unwrap();
+/// assert_eq!(promo.outcome(), Outcome::Skipped);
+/// assert_eq!(promo.root_cause().map(|n| n.name()), Some("stock"));
+/// assert_eq!(report.counts().without_value(), 2);
+/// assert!(report.to_string().contains("promo")); // the text timeline
+/// # #[cfg(feature = "serde")] {
+/// let json = serde_json::to_value(&report)?;
+/// assert_eq!(json["nodes"][1]["skipped_because"], "stock");
+/// # }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Report {
     run: Arc<dyn RunRecords>,
@@ -73,43 +98,6 @@ pub struct Report {
 fn missing() -> &'static Settled {
     static MISSING: std::sync::OnceLock<Settled> = std::sync::OnceLock::new();
     MISSING.get_or_init(|| Settled::empty(Outcome::Cancelled, tokio::time::Instant::now()))
-}
-
-/// One attempt of a node with policies: when it ran, how long the backoff before it was, and
-/// how it failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(::serde::Serialize))]
-#[non_exhaustive]
-pub struct AttemptReport {
-    /// The attempt number, from 1.
-    pub number: u32,
-    /// When it started (asked for its bulkhead permit, if it has one), from the run's start.
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "start_ms", serialize_with = "json::ms")
-    )]
-    pub start: Duration,
-    /// When it ended, from the run's start.
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "end_ms", serialize_with = "json::ms")
-    )]
-    pub end: Duration,
-    /// How long it waited for its bulkhead permit (zero without a bulkhead, or when a
-    /// permit was free). The wait counts toward the attempt's timeout.
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "permit_wait_ms", serialize_with = "json::ms")
-    )]
-    pub permit_wait: Duration,
-    /// The backoff waited before it (zero for the first attempt).
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "delay_before_ms", serialize_with = "json::ms")
-    )]
-    pub delay_before: Duration,
-    /// Its error, as text; `None` when it succeeded.
-    pub error: Option<String>,
 }
 
 impl Report {
@@ -350,9 +338,35 @@ impl<'r> NodeReport<'r> {
     /// Each attempt's start, end, preceding backoff and error, for nodes with policies that
     /// needed more than one attempt or whose attempt failed. Empty otherwise: a single
     /// successful attempt is the node's own start and end.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Graph, Retry};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let user = g.node("user").retry(Retry::new(3)).task(|ctx, ()| async move {
+    ///     if ctx.attempt() < 3 { Err("503".into()) } else { Ok::<_, BoxError>("ada") }
+    /// });
+    /// let report = g.build()?.run(()).await?;
+    /// let log = report.node(user).unwrap().attempt_log();
+    /// let delays: Vec<_> = log.iter().map(|a| a.delay_before.as_millis()).collect();
+    /// assert_eq!(delays, [0, 100, 200]); // the default backoff: from 100 ms, doubling
+    /// assert_eq!(log[0].error.as_deref(), Some("503"));
+    /// assert_eq!(log[2].error, None);
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn attempt_log(&self) -> &'r [AttemptReport] {
         self.record.attempt_log()
+    }
+
+    /// The attempt whose value the node has, when it `Succeeded`: with a hedge, the
+    /// first to succeed; otherwise its last attempt. `None` for any other outcome.
+    #[must_use]
+    pub fn winner(&self) -> Option<u32> {
+        winner(self.attempt_log(), self.outcome() == Outcome::Succeeded)
     }
 
     /// When the node started, from the run's start; `None` if it never started (skipped,

@@ -3,6 +3,22 @@
 use std::fmt;
 
 /// How a node ended in a run. Every node has exactly one.
+///
+/// ```
+/// use baton_graph::{BoxError, Graph, Outcome};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), BoxError> {
+/// let mut g = Graph::<()>::builder();
+/// g.node("price").fallback(0_u64).task(|_ctx, ()| async { Err::<u64, BoxError>("503".into()) });
+/// let report = g.build()?.run(()).await?;
+/// let outcome = report.by_name("price").unwrap().outcome();
+/// assert_eq!(outcome, Outcome::Recovered);
+/// assert!(outcome.has_value());
+/// assert_eq!(outcome.as_str(), "recovered");
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]

@@ -11,8 +11,9 @@
 //! parameter, so the library names them without it.
 //!
 //! The surface is deliberately small: a 64-bit atomic with `load`/`store` (the breaker does
-//! every read-modify-write under its mutex); 8-, 32-bit and pointer-sized atomics with the
-//! few read-modify-writes the ready queue and the write-once cell use; a mutex used through
+//! every read-modify-write under its mutex); 8-, 32-, 64-bit and pointer-sized atomics with
+//! the few read-modify-writes the ready queue, the write-once cell and the rate limiter
+//! use; a mutex used through
 //! a closure, so that no guard can be held across an `.await` or leak out of a critical
 //! section; and an unsafe cell reached through closures, as loom's is, so that loom sees
 //! each access begin and end.
@@ -99,6 +100,8 @@ pub(crate) trait SyncFamily: Send + Sync + 'static {
     type AtomicU32: AtomicInt<Int = u32>;
     /// A pointer-sized atomic integer.
     type AtomicUsize: AtomicInt<Int = usize>;
+    /// A 64-bit atomic integer.
+    type AtomicU64: AtomicInt<Int = u64>;
     /// The unsafe cell.
     type UnsafeCell<T>: RawCell<T>;
 }
@@ -168,6 +171,7 @@ impl SyncFamily for StdSync {
     type AtomicU8 = std::sync::atomic::AtomicU8;
     type AtomicU32 = std::sync::atomic::AtomicU32;
     type AtomicUsize = std::sync::atomic::AtomicUsize;
+    type AtomicU64 = std::sync::atomic::AtomicU64;
     type UnsafeCell<T> = std::cell::UnsafeCell<T>;
 }
 
@@ -176,6 +180,9 @@ atomic_int!(std::sync::atomic::AtomicU32, u32, |this, f| f(
     this.get_mut()
 ));
 atomic_int!(std::sync::atomic::AtomicUsize, usize, |this, f| f(
+    this.get_mut()
+));
+atomic_int!(std::sync::atomic::AtomicU64, u64, |this, f| f(
     this.get_mut()
 ));
 
@@ -232,6 +239,7 @@ impl SyncFamily for LoomSync {
     type AtomicU8 = loom::sync::atomic::AtomicU8;
     type AtomicU32 = loom::sync::atomic::AtomicU32;
     type AtomicUsize = loom::sync::atomic::AtomicUsize;
+    type AtomicU64 = loom::sync::atomic::AtomicU64;
     type UnsafeCell<T> = loom::cell::UnsafeCell<T>;
 }
 
@@ -242,6 +250,9 @@ atomic_int!(loom::sync::atomic::AtomicU32, u32, |this, f| this
     .with_mut(f));
 #[cfg(test)]
 atomic_int!(loom::sync::atomic::AtomicUsize, usize, |this, f| this
+    .with_mut(f));
+#[cfg(test)]
+atomic_int!(loom::sync::atomic::AtomicU64, u64, |this, f| this
     .with_mut(f));
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use baton_graph::{
     Backoff, BoxError, Bulkhead, CircuitBreaker, Event, Fallback, NodeError, Orchestrator, Outcome,
-    Pipeline, Retry, RetryBudget,
+    Pipeline, RateLimiter, Retry, RetryBudget,
 };
 use tokio::time::{Instant, sleep};
 
@@ -59,6 +59,8 @@ struct Spec {
     breaker: Option<u32>,
     ignore_failures: bool,
     bulkhead: Option<(usize, Duration)>,
+    /// A rate limiter of one permit per this interval, waiting up to this long.
+    rate_limit: Option<(Duration, Duration)>,
     fallback: Option<fn() -> Fallback<u32>>,
     /// Steps of attempts 1, 2, …; the last repeats.
     steps: Vec<Step>,
@@ -74,11 +76,16 @@ struct Seen {
     outcome: Outcome,
     value: Option<u32>,
     attempts: u32,
-    /// (start, end, delay before, error) per logged attempt, in ms.
-    log: Vec<(u128, u128, u128, Option<String>)>,
+    /// (start, end, delay before, error, rate-limit wait) per logged attempt, in ms.
+    log: Vec<(u128, u128, u128, Option<String>, u128)>,
     error: Option<String>,
     took: Duration,
     events: Vec<String>,
+}
+
+fn limiter(spec: &Spec) -> Option<RateLimiter> {
+    let (every, wait) = spec.rate_limit?;
+    Some(RateLimiter::new("quota", 1, every).burst(1).max_wait(wait))
 }
 
 fn breaker(threshold: u32) -> CircuitBreaker {
@@ -129,7 +136,7 @@ fn chain(error: &NodeError) -> String {
     parts.join(": ")
 }
 
-fn log_of(log: &[baton_graph::AttemptReport]) -> Vec<(u128, u128, u128, Option<String>)> {
+fn log_of(log: &[baton_graph::AttemptReport]) -> Vec<(u128, u128, u128, Option<String>, u128)> {
     log.iter()
         .map(|a| {
             (
@@ -137,6 +144,7 @@ fn log_of(log: &[baton_graph::AttemptReport]) -> Vec<(u128, u128, u128, Option<S
                 a.end.as_millis(),
                 a.delay_before.as_millis(),
                 a.error.clone(),
+                a.rate_limit_wait.as_millis(),
             )
         })
         .collect()
@@ -183,6 +191,9 @@ async fn as_node(spec: &Spec) -> Vec<Seen> {
     }
     if let Some(b) = &bulkhead {
         node = node.bulkhead(b);
+    }
+    if let Some(l) = limiter(spec) {
+        node = node.rate_limit(l);
     }
     if let Some(f) = spec.fallback {
         node = node.fallback(f());
@@ -246,6 +257,9 @@ async fn as_pipeline(spec: &Spec) -> Vec<Seen> {
     }
     if let Some(b) = &bulkhead {
         p = p.bulkhead(b);
+    }
+    if let Some(l) = limiter(spec) {
+        p = p.rate_limit(&l);
     }
     if let Some(f) = spec.fallback {
         p = p.fallback(f());
@@ -550,6 +564,77 @@ async fn a_backoff_the_budget_clipped_is_followed_by_one_last_attempt() {
     })
     .await;
     assert_eq!((seen[0].outcome, seen[0].attempts), (Outcome::Succeeded, 2));
+}
+
+/// A delay taken from the error replaces the backoff's and is clipped by the budget, in a
+/// node and in a call alike.
+#[tokio::test(start_paused = true)]
+async fn a_delay_from_the_error_is_taken_and_clipped_alike() {
+    let from_503 = |e: &NodeError| {
+        let text = e.task_error()?.to_string();
+        text.contains("503").then_some(ms(250))
+    };
+    let seen = alike(Spec {
+        retry: Some(retry(3, 10).delay_from(from_503)),
+        steps: vec![FAIL, VALUE],
+        ..Spec::default()
+    })
+    .await;
+    assert_eq!(
+        seen[0].log[1].2, 250,
+        "the error's delay, not the 10 ms backoff"
+    );
+    let seen = alike(Spec {
+        retry: Some(retry(3, 10).delay_from(from_503)),
+        budget: Some(ms(200)),
+        steps: vec![FAIL, VALUE],
+        ..Spec::default()
+    })
+    .await;
+    assert_eq!(seen[0].log[1].2, 190, "clipped to the budget minus 10 ms");
+    assert_eq!(seen[0].outcome, Outcome::Succeeded);
+}
+
+/// A rate limiter spaces calls made one after the other, each waiting for its permit, and
+/// refuses a call whose permit would come too late: the same waits, refusals and retries
+/// in a node and in a call.
+#[tokio::test(start_paused = true)]
+async fn a_rate_limiter_spaces_and_refuses_alike() {
+    let seen = alike(Spec {
+        rate_limit: Some((ms(100), ms(150))),
+        steps: vec![VALUE],
+        calls: 3,
+        ..Spec::default()
+    })
+    .await;
+    let waits: Vec<u128> = seen
+        .iter()
+        .map(|s| s.log.first().map_or(0, |a| a.4))
+        .collect();
+    assert_eq!(waits, [0, 100, 100]);
+    let seen = alike(Spec {
+        rate_limit: Some((ms(100), ms(50))),
+        retry: Some(retry(3, 60)),
+        steps: vec![VALUE],
+        calls: 2,
+        ..Spec::default()
+    })
+    .await;
+    let s = &seen[1];
+    assert_eq!((s.outcome, s.attempts), (Outcome::Succeeded, 2));
+    assert!(
+        s.log[0]
+            .3
+            .as_deref()
+            .unwrap_or_default()
+            .contains("rate limiter `quota`"),
+        "{:?}",
+        s.log
+    );
+    assert_eq!(
+        s.log[1].4, 40,
+        "waits the rest of the 100 ms after a 60 ms backoff"
+    );
 }
 
 /// A call's future is `Send` whatever the task's error type, `BoxError` included, so it

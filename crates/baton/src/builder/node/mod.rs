@@ -22,14 +22,15 @@ use crate::report::NodeReport;
 /// [`blocking_task`](Self::blocking_task) is called.
 ///
 /// # Policies and their defaults
-/// Policies compose in a fixed onion, inner to outer: attempt (bulkhead permit + task +
-/// per-attempt timeout) → retry → circuit breaker → fallback (`docs/contract.md`, rule 3).
+/// Policies compose in a fixed onion, inner to outer: attempt (rate-limit permit +
+/// bulkhead permit + task + per-attempt timeout) → retry → circuit breaker → fallback
+/// (`docs/contract.md`, rule 3).
 /// - [`timeout`](Self::timeout): none;
 /// - [`retry`](Self::retry): none (one attempt);
 /// - [`budget`](Self::budget): none (only the run's deadline, if any, applies);
 /// - [`min_attempt_time`](Self::min_attempt_time): 10 ms;
-/// - [`breaker`](Self::breaker), [`bulkhead`](Self::bulkhead), [`fallback`](Self::fallback):
-///   none.
+/// - [`breaker`](Self::breaker), [`bulkhead`](Self::bulkhead),
+///   [`rate_limit`](Self::rate_limit), [`fallback`](Self::fallback): none.
 #[must_use = "a node is only added to the graph when `.task(..)` is called"]
 pub struct NodeBuilder<'g, I, U, T> {
     /// Holds the node's name, pending ([`Names::begin`]), until the node is added.
@@ -58,6 +59,23 @@ impl<'g, I: Send + Sync + 'static, T> NodeBuilder<'g, I, (), T> {
     ///
     /// The node's first attempt starts only after every upstream ended with a value; when one
     /// did not, the node ends `Skipped` naming it.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Graph};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let user = g.node("user").task(|_ctx, ()| async { Ok::<_, BoxError>("ada") });
+    /// let sku = g.node("sku").task(|_ctx, ()| async { Ok::<_, BoxError>(42_u32) });
+    /// let line = g.node("line").after((user, sku)).task(|_ctx, (user, sku)| async move {
+    ///     Ok::<_, BoxError>(format!("{user} buys sku {sku}"))
+    /// });
+    /// let report = g.build()?.run(()).await?;
+    /// assert_eq!(report.get(line).map(String::as_str), Some("ada buys sku 42"));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn after<U: Upstreams>(self, upstreams: U) -> NodeBuilder<'g, I, U, T> {
         NodeBuilder {
             builder: self.builder,
@@ -147,6 +165,25 @@ impl<I, U, T: Send + Sync + 'static> NodeBuilder<'_, I, U, T> {
     /// Calls `f` with the node's value when it ends `Succeeded` or `Recovered`. Several
     /// callbacks stack and fire in registration order, exactly once per run; a panicking
     /// one is caught and logged.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use baton_graph::{BoxError, Graph};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let last_price = Arc::new(AtomicU64::new(0));
+    /// let seen = Arc::clone(&last_price);
+    /// let mut g = Graph::<()>::builder();
+    /// g.node("price")
+    ///     .on_success(move |cents: &u64| seen.store(*cents, Ordering::Relaxed))
+    ///     .task(|_ctx, ()| async { Ok::<_, BoxError>(59_900_u64) });
+    /// g.build()?.run(()).await?;
+    /// assert_eq!(last_price.load(Ordering::Relaxed), 59_900);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn on_success(mut self, f: impl Fn(&T) + Send + Sync + 'static) -> Self {
         self.callbacks().on_success(f);
         self
@@ -156,6 +193,26 @@ impl<I, U, T: Send + Sync + 'static> NodeBuilder<'_, I, U, T> {
     /// [`error`](NodeReport::error), or, for a skip, the upstream that
     /// [caused](NodeReport::skipped_because) it and the [root cause](NodeReport::root_cause).
     /// Stacks like [`on_success`](Self::on_success).
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use baton_graph::{BoxError, Graph};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let failures = Arc::new(Mutex::new(Vec::new()));
+    /// let log = Arc::clone(&failures);
+    /// let mut g = Graph::<()>::builder();
+    /// let stock = g.node("stock").task(|_ctx, ()| async { Err::<u32, BoxError>("503".into()) });
+    /// g.node("promo")
+    ///     .after(stock)
+    ///     .on_failure(move |n| log.lock().unwrap().push(n.message().unwrap_or_default()))
+    ///     .task(|_ctx, _stock| async { Ok::<_, BoxError>(()) });
+    /// g.build()?.run(()).await?; // preserve-partial: `Ok` with the failures in the report
+    /// assert_eq!(*failures.lock().unwrap(), ["upstream `stock` failed: 503"]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn on_failure(mut self, f: impl Fn(&NodeReport<'_>) + Send + Sync + 'static) -> Self {
         self.callbacks().on_failure(f);
         self
@@ -163,6 +220,25 @@ impl<I, U, T: Send + Sync + 'static> NodeBuilder<'_, I, U, T> {
 
     /// Calls `f` with the node's report entry whatever its outcome, after `on_success` /
     /// `on_failure`. Stacks like [`on_success`](Self::on_success).
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use baton_graph::{BoxError, Graph, Outcome};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let ended = Arc::new(Mutex::new(None));
+    /// let record = Arc::clone(&ended);
+    /// let mut g = Graph::<()>::builder();
+    /// g.node("price")
+    ///     .fallback(0_u64)
+    ///     .on_complete(move |n| *record.lock().unwrap() = Some(n.outcome()))
+    ///     .task(|_ctx, ()| async { Err::<u64, BoxError>("503".into()) });
+    /// g.build()?.run(()).await?;
+    /// assert_eq!(*ended.lock().unwrap(), Some(Outcome::Recovered));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn on_complete(mut self, f: impl Fn(&NodeReport<'_>) + Send + Sync + 'static) -> Self {
         self.callbacks().on_complete(f);
         self
@@ -192,6 +268,25 @@ where
     /// task, the run's first nodes start in the task that awaits the run
     /// and move to a task of their own at their first `.await` that waits (see
     /// [`Run`](crate::Run)).
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Graph, Retry};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<u64>::builder(); // the run input: a user id
+    /// let user = g.node("user").retry(Retry::new(3)).task(|ctx, ()| async move {
+    ///     if ctx.attempt() < 3 {
+    ///         return Err::<String, BoxError>("connection reset".into());
+    ///     }
+    ///     Ok(format!("user {}", ctx.input()))
+    /// });
+    /// let report = g.build()?.run(7).await?;
+    /// assert_eq!(report.get(user).map(String::as_str), Some("user 7"));
+    /// assert_eq!(report.node(user).map(|n| n.attempts()), Some(3));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn task<F, Fut, E>(self, task: F) -> Node<T>
     where
         F: Fn(Ctx<I>, U::Values) -> Fut + Send + Sync + 'static,
@@ -220,6 +315,22 @@ where
     /// advance on its own while a blocking closure runs: the closure takes no time in the
     /// report, its timeout cannot cut it, and other nodes' timers wait until it returns. To
     /// test a blocking task's timeout, move the clock with `tokio::time::advance`.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Graph};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<&'static str>::builder();
+    /// let checksum = g.node("checksum").blocking_task(|ctx, ()| {
+    ///     // CPU-bound or blocking I/O: runs on tokio's blocking pool.
+    ///     Ok::<_, BoxError>(ctx.input().bytes().map(u64::from).sum::<u64>())
+    /// });
+    /// let report = g.build()?.run("abc").await?;
+    /// assert_eq!(report.get(checksum), Some(&294));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn blocking_task<F, E>(self, task: F) -> Node<T>
     where
         F: Fn(Ctx<I>, U::Values) -> Result<T, E> + Send + Sync + 'static,

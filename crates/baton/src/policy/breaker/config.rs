@@ -5,10 +5,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::CircuitBreaker;
-use super::error::BreakerConfigError;
-use super::machine::Machine;
 use super::window::{CountWindow, TimeWindow, Window};
+use super::{BreakerConfigError, CircuitBreaker, SharedBreakerState, machine::Machine};
 
 /// The sliding window the rate rules look at (resilience4j's sliding window types).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +60,7 @@ pub struct CircuitBreakerBuilder {
     half_open_max_wait: Duration,
     recovery_ramp: Option<Duration>,
     count_every_attempt: bool,
+    pub(super) shared: Option<Arc<dyn SharedBreakerState>>,
 }
 
 impl CircuitBreakerBuilder {
@@ -77,6 +76,7 @@ impl CircuitBreakerBuilder {
             half_open_max_wait: Duration::from_secs(30),
             recovery_ramp: None,
             count_every_attempt: false,
+            shared: None,
         }
     }
 
@@ -89,6 +89,21 @@ impl CircuitBreakerBuilder {
     ///
     /// Combines with the rate rules (whichever fires first trips). `n` ≥ 1, else
     /// [`BreakerConfigError::Zero`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{BreakerState, CircuitBreaker};
+    ///
+    /// let ms = Duration::from_millis;
+    /// let breaker = CircuitBreaker::builder("inventory").consecutive_failures(2).build()?;
+    /// breaker.try_acquire()?.failure(ms(5));
+    /// breaker.try_acquire()?.success(ms(5)); // a success resets the count
+    /// breaker.try_acquire()?.failure(ms(5));
+    /// assert_eq!(breaker.state(), BreakerState::Closed);
+    /// breaker.try_acquire()?.failure(ms(5));
+    /// assert_eq!(breaker.state(), BreakerState::Open);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn consecutive_failures(mut self, n: u32) -> Self {
         self.consecutive_failures = Some(n);
         self
@@ -100,6 +115,23 @@ impl CircuitBreakerBuilder {
     ///
     /// `threshold` in `(0, 1]` (`0.5` = 50 %), `min_calls` ≥ 1 and, for a
     /// [`BreakerWindow::Count`], ≤ the window's size; else [`BreakerConfigError`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{BreakerState, BreakerWindow, CircuitBreaker};
+    ///
+    /// let ms = Duration::from_millis;
+    /// let breaker = CircuitBreaker::builder("payments")
+    ///     .failure_rate(0.5, BreakerWindow::Count(10), 4) // 50 % of the last 10, once 4 are in
+    ///     .build()?;
+    /// breaker.try_acquire()?.failure(ms(5));
+    /// breaker.try_acquire()?.success(ms(5));
+    /// breaker.try_acquire()?.success(ms(5));
+    /// assert_eq!(breaker.state(), BreakerState::Closed); // 3 calls: too few to judge
+    /// breaker.try_acquire()?.failure(ms(5)); // 2 of 4 failed
+    /// assert_eq!(breaker.state(), BreakerState::Open);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn failure_rate(mut self, threshold: f64, window: BreakerWindow, min_calls: u32) -> Self {
         self.failure_rate = Some((threshold, window, min_calls));
         self
@@ -141,6 +173,31 @@ impl CircuitBreakerBuilder {
     /// How many probe calls a half-open breaker admits, under any concurrency; all must
     /// succeed to close it, any failure re-opens it (resilience4j's
     /// `permittedNumberOfCallsInHalfOpenState`). 1 ..= 65535, default 1.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{BreakerState, CircuitBreaker};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let ms = Duration::from_millis;
+    /// let breaker = CircuitBreaker::builder("inventory")
+    ///     .consecutive_failures(1)
+    ///     .open_duration(Duration::from_secs(5))
+    ///     .half_open_probes(2)
+    ///     .build()?;
+    /// breaker.try_acquire()?.failure(ms(5));
+    /// assert!(breaker.try_acquire().is_err()); // open: rejected
+    /// tokio::time::advance(Duration::from_secs(5)).await;
+    /// let (a, b) = (breaker.try_acquire()?, breaker.try_acquire()?); // the two probes
+    /// assert_eq!(breaker.state(), BreakerState::HalfOpen);
+    /// assert!(breaker.try_acquire().is_err()); // no third call while they run
+    /// a.success(ms(5));
+    /// b.success(ms(5));
+    /// assert_eq!(breaker.state(), BreakerState::Closed);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn half_open_probes(mut self, n: u32) -> Self {
         self.half_open_probes = n;
         self
@@ -186,6 +243,33 @@ impl CircuitBreakerBuilder {
     /// attempt once it is open ([`NodeError::GaveUp`](crate::NodeError::GaveUp), reason
     /// `BreakerOpened`), going to their fallback. Half-open probes are single attempts.
     /// Default `false`.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, CircuitBreaker, Graph, NodeError, Retry, StopReason};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let inventory = CircuitBreaker::builder("inventory")
+    ///     .consecutive_failures(2)
+    ///     .count_every_attempt(true)
+    ///     .build()?;
+    /// let mut g = Graph::<()>::builder();
+    /// let stock = g
+    ///     .node("stock")
+    ///     .retry(Retry::new(5))
+    ///     .breaker(&inventory)
+    ///     .task(|_ctx, ()| async { Err::<u32, BoxError>("503".into()) });
+    /// let report = g.build()?.run(()).await?;
+    /// let stock = report.node(stock).unwrap();
+    /// assert_eq!(stock.attempts(), 2); // the second failed attempt opened the breaker
+    /// let reason = match stock.error() {
+    ///     Some(NodeError::GaveUp { reason, .. }) => reason.clone(),
+    ///     other => panic!("{other:?}"),
+    /// };
+    /// assert_eq!(reason, StopReason::BreakerOpened);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn count_every_attempt(mut self, yes: bool) -> Self {
         self.count_every_attempt = yes;
         self
@@ -194,15 +278,26 @@ impl CircuitBreakerBuilder {
     /// Validates the configuration and returns the breaker, closed.
     ///
     /// # Errors
-    /// A [`BreakerConfigError`] naming the breaker and the first bad setting. Never panics.
-    pub fn build(self) -> Result<CircuitBreaker, BreakerConfigError> {
+    /// A [`BreakerConfigError`] naming the breaker and the first bad setting (or one a
+    /// [`shared`](Self::shared) backend cannot keep). Never panics.
+    ///
+    /// ```
+    /// use baton_graph::{BreakerConfigError, CircuitBreaker};
+    ///
+    /// let err = CircuitBreaker::builder("inventory").half_open_probes(0).build().unwrap_err();
+    /// assert!(matches!(err, BreakerConfigError::Zero { .. }));
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "circuit breaker `inventory`: `half_open_probes` must not be zero"
+    /// );
+    /// ```
+    pub fn build(mut self) -> Result<CircuitBreaker, BreakerConfigError> {
         let name: Arc<str> = Arc::from(self.name.as_str());
+        let shared = self.shared.take();
         let config = self.validate()?;
-        Ok(CircuitBreaker::from_machine(Machine::new(
-            name,
-            config,
-            Instant::now(),
-        )))
+        let mut machine = Machine::new(name, config, Instant::now());
+        shared.map(|b| machine.set_shared(b)).transpose()?;
+        Ok(CircuitBreaker::from_machine(machine))
     }
 
     pub(crate) fn validate(self) -> Result<Config, BreakerConfigError> {

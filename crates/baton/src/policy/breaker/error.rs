@@ -7,12 +7,34 @@ use std::time::Duration;
 use super::events::BreakerState;
 
 /// [`CircuitBreaker::try_acquire`](super::CircuitBreaker::try_acquire) refused the call:
-/// the breaker is open, or half-open with every probe permit taken.
+/// the breaker is open or isolated, half-open with every probe permit taken, or recovering
+/// and this call is beyond its share.
 ///
-/// `Display`: ``circuit breaker `inventory` is open (retry in 2.4 s)``, or
-/// ``circuit breaker `inventory` is half_open (its probe permits are taken)``.
+/// `Display`: ``circuit breaker `inventory` is open (retry in 2.4 s)``,
+/// ``circuit breaker `inventory` is half_open (its probe permits are taken)``,
+/// ``circuit breaker `inventory` is recovering (this call is beyond the ramp's share)``, or
+/// ``circuit breaker `inventory` is isolated (every call is rejected)``.
+///
+/// ```
+/// use std::time::Duration;
+/// use baton_graph::{BreakerState, CircuitBreaker};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let breaker = CircuitBreaker::builder("inventory")
+///     .consecutive_failures(1)
+///     .open_duration(Duration::from_secs(5))
+///     .build()?;
+/// breaker.try_acquire()?.failure(Duration::from_millis(5));
+/// tokio::time::advance(Duration::from_secs(2)).await;
+/// let rejected = breaker.try_acquire().unwrap_err();
+/// assert_eq!((rejected.breaker(), rejected.state()), ("inventory", BreakerState::Open));
+/// assert_eq!(rejected.retry_after(), Some(Duration::from_secs(3)));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("circuit breaker `{breaker}` is {state} ({})", RetryHint(*.retry_after))]
+#[error("circuit breaker `{breaker}` is {state} ({})", RetryHint(*.state, *.retry_after))]
 #[non_exhaustive]
 pub struct BreakerOpen {
     pub(crate) breaker: Arc<str>,
@@ -27,8 +49,9 @@ impl BreakerOpen {
         &self.breaker
     }
 
-    /// The state that rejected the call: [`BreakerState::Open`] or
-    /// [`BreakerState::HalfOpen`].
+    /// The state that rejected the call: [`BreakerState::Open`],
+    /// [`BreakerState::HalfOpen`], [`BreakerState::Recovering`] or
+    /// [`BreakerState::Isolated`].
     #[must_use]
     pub fn state(&self) -> BreakerState {
         self.state
@@ -43,13 +66,17 @@ impl BreakerOpen {
     }
 }
 
-/// Formats a retry hint: `retry in 2.4 s`, `retry in 150 ms`, or the half-open message.
-struct RetryHint(Option<Duration>);
+/// Formats a retry hint: `retry in 2.4 s`, `retry in 150 ms`, or why the state rejects.
+struct RetryHint(BreakerState, Option<Duration>);
 
 impl fmt::Display for RetryHint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            None => f.write_str("its probe permits are taken"),
+        match self.1 {
+            None => f.write_str(match self.0 {
+                BreakerState::Recovering => "this call is beyond the ramp's share",
+                BreakerState::Isolated => "every call is rejected",
+                _ => "its probe permits are taken",
+            }),
             Some(d) if d >= Duration::from_secs(1) => {
                 write!(f, "retry in {:.1} s", d.as_secs_f64())
             }
@@ -131,6 +158,14 @@ pub enum BreakerConfigError {
         /// The largest accepted value.
         max: u64,
     },
+    /// The breaker's shared-state backend cannot share this setting.
+    #[error("circuit breaker `{breaker}`: its shared state cannot keep `{setting}`")]
+    NotShareable {
+        /// The breaker's name.
+        breaker: String,
+        /// The setting, e.g. `slow_calls` or `failure_rate.window` (a count window).
+        setting: &'static str,
+    },
 }
 
 impl BreakerConfigError {
@@ -144,7 +179,8 @@ impl BreakerConfigError {
             | BreakerConfigError::InvalidMultiplier { breaker, .. }
             | BreakerConfigError::GrowthCapBelowOpenDuration { breaker, .. }
             | BreakerConfigError::MinCallsExceedWindow { breaker, .. }
-            | BreakerConfigError::TooLarge { breaker, .. } => Some(breaker),
+            | BreakerConfigError::TooLarge { breaker, .. }
+            | BreakerConfigError::NotShareable { breaker, .. } => Some(breaker),
         }
     }
 }
@@ -175,6 +211,14 @@ mod tests {
         assert_eq!(
             open(None, BreakerState::HalfOpen),
             "circuit breaker `inventory` is half_open (its probe permits are taken)"
+        );
+        assert_eq!(
+            open(None, BreakerState::Recovering),
+            "circuit breaker `inventory` is recovering (this call is beyond the ramp's share)"
+        );
+        assert_eq!(
+            open(None, BreakerState::Isolated),
+            "circuit breaker `inventory` is isolated (every call is rejected)"
         );
     }
 }

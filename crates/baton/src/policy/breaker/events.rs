@@ -30,7 +30,17 @@ use tokio::time::Instant;
 
 /// The states of a circuit breaker.
 ///
-/// `Display` prints `closed`, `open`, `half_open` and `recovering`.
+/// `Display` prints `closed`, `open`, `half_open`, `recovering`, `isolated` and
+/// `forced_closed`.
+///
+/// ```
+/// use baton_graph::{BreakerState, CircuitBreaker};
+///
+/// let breaker = CircuitBreaker::builder("inventory").build()?;
+/// assert_eq!(breaker.state(), BreakerState::Closed);
+/// assert_eq!(BreakerState::HalfOpen.to_string(), "half_open");
+/// # Ok::<(), baton_graph::BreakerConfigError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum BreakerState {
@@ -44,10 +54,19 @@ pub enum BreakerState {
     /// succeeded, and a share of calls rising over the ramp passes while the rest are
     /// rejected. Failures are counted against the trip rules, as when closed.
     Recovering,
+    /// Open by hand ([`CircuitBreaker::isolate`](super::CircuitBreaker::isolate)): every
+    /// call is rejected, and no cooldown ends it; only
+    /// [`reset`](super::CircuitBreaker::reset) (or `force_closed`) does.
+    Isolated,
+    /// Closed by hand ([`CircuitBreaker::force_closed`](super::CircuitBreaker::force_closed)):
+    /// every call passes, no result is counted, nothing trips it until
+    /// [`reset`](super::CircuitBreaker::reset) (or `isolate`).
+    ForcedClosed,
 }
 
 impl BreakerState {
-    /// `"closed"`, `"open"`, `"half_open"` or `"recovering"`.
+    /// `"closed"`, `"open"`, `"half_open"`, `"recovering"`, `"isolated"` or
+    /// `"forced_closed"`.
     #[must_use]
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -55,6 +74,8 @@ impl BreakerState {
             BreakerState::Open => "open",
             BreakerState::HalfOpen => "half_open",
             BreakerState::Recovering => "recovering",
+            BreakerState::Isolated => "isolated",
+            BreakerState::ForcedClosed => "forced_closed",
         }
     }
 }
@@ -115,6 +136,21 @@ pub enum TransitionReason {
         /// The configured ramp.
         ramp: Duration,
     },
+    /// Any state → isolated: [`CircuitBreaker::isolate`](super::CircuitBreaker::isolate).
+    Isolated,
+    /// Any state → forced closed:
+    /// [`CircuitBreaker::force_closed`](super::CircuitBreaker::force_closed).
+    ForcedClosed,
+    /// Any state → closed, every count and the cooldown's growth cleared:
+    /// [`CircuitBreaker::reset`](super::CircuitBreaker::reset).
+    Reset,
+    /// A shared breaker lost its shared state (the store is down or slow) and judges
+    /// alone, or admits or rejects everything, as configured
+    /// ([`Unreachable`](super::Unreachable)). `to` may equal `from`.
+    SharedStateLost,
+    /// A shared breaker reached its shared state again and follows it. `to` may equal
+    /// `from`.
+    SharedStateResynced,
 }
 
 impl fmt::Display for TransitionReason {
@@ -140,6 +176,11 @@ impl fmt::Display for TransitionReason {
             TransitionReason::RampCompleted { ramp } => {
                 write!(f, "recovery ramp of {ramp:?} completed")
             }
+            TransitionReason::Isolated => f.write_str("isolated by hand"),
+            TransitionReason::ForcedClosed => f.write_str("forced closed by hand"),
+            TransitionReason::Reset => f.write_str("reset by hand"),
+            TransitionReason::SharedStateLost => f.write_str("shared state lost, judged locally"),
+            TransitionReason::SharedStateResynced => f.write_str("shared state reached again"),
         }
     }
 }
@@ -148,6 +189,23 @@ impl fmt::Display for TransitionReason {
 /// [`CircuitBreaker::on_transition`](super::CircuitBreaker::on_transition) receive it.
 ///
 /// `Display`: ``circuit breaker `inventory` #1: closed -> open (3 consecutive failures)``.
+///
+/// ```
+/// use std::sync::mpsc;
+/// use std::time::Duration;
+/// use baton_graph::{BreakerState, CircuitBreaker, TransitionReason};
+///
+/// let breaker = CircuitBreaker::builder("inventory").consecutive_failures(1).build()?;
+/// let (tx, rx) = mpsc::channel();
+/// breaker.on_transition(move |t| {
+///     let _ = tx.send((t.from(), t.to(), t.reason()));
+/// });
+/// breaker.try_acquire()?.failure(Duration::from_millis(5));
+/// let (from, to, reason) = rx.try_recv()?;
+/// assert_eq!((from, to), (BreakerState::Closed, BreakerState::Open));
+/// assert_eq!(reason, TransitionReason::ConsecutiveFailures { count: 1 });
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct BreakerTransition {
@@ -211,8 +269,8 @@ impl fmt::Display for BreakerTransition {
 }
 
 /// Logs `t` as a `tracing` event with fields `breaker`, `seq`, `from`, `to` and `reason`:
-/// at WARN when the breaker opens (calls are being rejected), at INFO when it goes half-open,
-/// recovering or closed.
+/// at WARN when the breaker opens or is isolated (calls are being rejected) or forced closed
+/// (nothing protects the downstream), at INFO when it goes half-open, recovering or closed.
 fn log(t: &BreakerTransition) {
     macro_rules! transition {
         ($level:ident, $message:literal) => {
@@ -231,6 +289,8 @@ fn log(t: &BreakerTransition) {
         BreakerState::HalfOpen => transition!(info, "circuit breaker half-open"),
         BreakerState::Closed => transition!(info, "circuit breaker closed"),
         BreakerState::Recovering => transition!(info, "circuit breaker recovering"),
+        BreakerState::Isolated => transition!(warn, "circuit breaker isolated"),
+        BreakerState::ForcedClosed => transition!(warn, "circuit breaker forced closed"),
     }
 }
 

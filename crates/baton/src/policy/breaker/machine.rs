@@ -5,7 +5,7 @@
 //! 1. Every transition happens under `core`'s mutex and increments the generation (`seq`)
 //!    by exactly one; the transition is appended to the outbox in the same critical
 //!    section (so the outbox is in `seq` order, see [`events`](super::events)).
-//! 2. `word` = `generation (46 bits) | kind (2 bits) | free probe slots (16 bits)` is only
+//! 2. `word` = `generation (45 bits) | kind (3 bits) | free probe slots (16 bits)` is only
 //!    stored under the mutex, after the fields it summarizes (and after `deadline`), with
 //!    `Release`; lock-free readers `Acquire` it. So a reader that sees a state also sees
 //!    that state's deadline and consecutive-failure count.
@@ -19,14 +19,15 @@
 //! 5. No user code (listeners, tracing subscribers) runs under the mutex.
 //!
 //! # Fast paths (no lock, no shared write)
-//! - closed `try_acquire`: one load of `word`;
+//! - closed `try_acquire` (forced closed too: the kind's class is tested): one load of `word`;
 //! - closed success with no rate rule: one load of `word` (generation check) and one of
 //!   `consecutive` (nonzero → the lock, to reset it);
 //! - cancelled or ignored closed call: nothing at all;
 //! - rejection while open before the cooldown, or while half-open with no free slot before
 //!   the probe deadline: loads of `word` and `deadline` (a `(µs since origin) << 16 |
 //!   generation & 0xFFFF` pair; a tag mismatch falls back to the lock). These only ever
-//!   reject, and only when the locked path would reject too.
+//!   reject, and only when the locked path would reject too;
+//! - rejection while isolated: one load of `word` (only a manual transition leaves it).
 //!
 //! Time is a parameter (`now`), called at most once and only off the closed fast path, so
 //! tests drive it explicitly and the closed path never reads a clock.
@@ -46,8 +47,8 @@ use super::window::Window;
 use crate::util::sync::{Atomic, Lock, SyncFamily};
 
 use super::word::{
-    CLOSED, FREE_MASK, GEN_MASK, HALF_OPEN, LazyNow, MAX_MICROS, OPEN, RECOVERING, TAG_MASK, add,
-    gen_of, kind_of, pack, state_of,
+    CLOSED, FORCED_CLOSED, FREE_MASK, GEN_MASK, HALF_OPEN, ISOLATED, LazyNow, MAX_MICROS, OPEN,
+    RECOVERING, TAG_MASK, add, class_of, gen_of, kind_of, pack, state_of,
 };
 
 /// The fields behind the mutex.
@@ -96,6 +97,8 @@ pub(crate) struct Machine<S: SyncFamily> {
     consecutive: S::Atomic,
     deadline: S::Atomic,
     core: S::Lock<Core>,
+    /// The shared state's backend, for a shared breaker (see `mirror.rs`).
+    shared: Option<Link>,
 }
 
 impl<S: SyncFamily> std::fmt::Debug for Machine<S> {
@@ -137,6 +140,7 @@ impl<S: SyncFamily> Machine<S> {
             consecutive: S::Atomic::new(0),
             deadline: S::Atomic::new(0),
             core: S::Lock::new(core),
+            shared: None,
         }
     }
 
@@ -160,9 +164,10 @@ impl<S: SyncFamily> Machine<S> {
         state_of(kind_of(self.word.load(Acquire)))
     }
 
+    /// Open or isolated.
     #[inline]
     pub(crate) fn is_open(&self) -> bool {
-        kind_of(self.word.load(Acquire)) == OPEN
+        class_of(self.word.load(Acquire)) == OPEN
     }
 
     /// Whether `t`'s generation is still the current one.
@@ -185,11 +190,12 @@ impl<S: SyncFamily> Machine<S> {
             .map(|ticket| Permit::new(self, ticket))
     }
 
-    /// A ticket when closed, without the lock or the clock; `None` in any other state.
+    /// A ticket when closed (or forced closed), without the lock or the clock; `None` in
+    /// any other state.
     #[inline]
     pub(crate) fn closed_ticket(&self) -> Option<Ticket> {
         let word = self.word.load(Acquire);
-        (kind_of(word) == CLOSED).then(|| Ticket {
+        (class_of(word) == CLOSED).then(|| Ticket {
             generation: gen_of(word),
             probe: false,
         })
@@ -199,7 +205,7 @@ impl<S: SyncFamily> Machine<S> {
     #[inline]
     pub(crate) fn try_acquire(&self, now: impl FnOnce() -> Instant) -> Result<Ticket, BreakerOpen> {
         let word = self.word.load(Acquire);
-        if kind_of(word) == CLOSED {
+        if class_of(word) == CLOSED {
             return Ok(Ticket {
                 generation: gen_of(word),
                 probe: false,
@@ -211,6 +217,9 @@ impl<S: SyncFamily> Machine<S> {
     #[cold]
     fn acquire_slow(&self, word: u64, now: Instant) -> Result<Ticket, BreakerOpen> {
         let kind = kind_of(word);
+        if kind == ISOLATED {
+            return Err(self.rejection(BreakerState::Isolated, None));
+        }
         if kind == OPEN || (kind == HALF_OPEN && (word & FREE_MASK) == 0) {
             let tagged = self.deadline.load(Acquire);
             let now_us = self.micros(now);
@@ -220,8 +229,11 @@ impl<S: SyncFamily> Machine<S> {
                 return Err(self.rejection(state_of(kind), retry_after));
             }
         }
+        let follows = self.follows();
         let (result, transitioned) = self.core.with(|c| match c.kind {
-            CLOSED => (Ok(self.ticket(c, false)), false),
+            CLOSED | FORCED_CLOSED => (Ok(self.ticket(c, false)), false),
+            ISOLATED => (Err((BreakerState::Isolated, None)), false),
+            OPEN | HALF_OPEN if follows => (self.acquire_following(c, now), false),
             OPEN if now >= c.open_until => {
                 self.transition(c, HALF_OPEN, TransitionReason::CooldownElapsed, now);
                 (Ok(self.issue_probe(c, now)), true)
@@ -243,7 +255,12 @@ impl<S: SyncFamily> Machine<S> {
         if transitioned {
             self.deliver();
         }
-        result.map_err(|(state, retry)| self.rejection(state, retry))
+        result.map_err(|(state, retry)| {
+            if follows {
+                self.ask_for_probe(state, retry);
+            }
+            self.rejection(state, retry)
+        })
     }
 
     /// A call while recovering: closes the breaker once the ramp has elapsed, else admits
@@ -269,6 +286,9 @@ impl<S: SyncFamily> Machine<S> {
     /// Reports how a permitted call ended.
     #[inline]
     pub(crate) fn complete(&self, t: Ticket, outcome: Outcome, now: impl FnOnce() -> Instant) {
+        if let Some(link) = &self.shared {
+            self.forward(link, t, outcome);
+        }
         if !t.probe {
             // A call admitted while closed or recovering.
             let word = self.word.load(Acquire);
@@ -278,12 +298,14 @@ impl<S: SyncFamily> Machine<S> {
             match outcome {
                 Outcome::Released => return,
                 Outcome::Success(_)
-                    if kind_of(word) == CLOSED
+                    if class_of(word) == CLOSED
                         && self.config.rates.is_none()
                         && self.consecutive.load(Acquire) == 0 =>
                 {
                     return;
                 }
+                // Forced closed counts nothing (a failure need not take the lock).
+                _ if kind_of(word) == FORCED_CLOSED => return,
                 _ => {}
             }
         }
@@ -301,12 +323,22 @@ impl<S: SyncFamily> Machine<S> {
                 // A probe given back (cancelled or ignored): another caller may probe.
                 Outcome::Released if t.probe => {
                     c.outstanding -= 1;
-                    c.free += 1;
+                    // A shared probe's permit goes back to the fleet, not to this process.
+                    if !self.follows() {
+                        c.free += 1;
+                    }
                     self.publish(c);
                     false
                 }
                 Outcome::Released => false,
+                // Following the shared state: the backend decides what the probe means.
+                _ if t.probe && self.follows() => {
+                    c.outstanding = c.outstanding.saturating_sub(1);
+                    false
+                }
                 _ if t.probe => self.record_probe(c, outcome, now),
+                // Forced closed: nothing is counted.
+                _ if c.kind == FORCED_CLOSED => false,
                 _ => self.record_closed(c, outcome, now),
             }
         });
@@ -435,6 +467,13 @@ impl<S: SyncFamily> Machine<S> {
 
 #[path = "results.rs"]
 mod results;
+
+#[path = "control.rs"]
+mod control;
+
+#[path = "mirror.rs"]
+mod mirror;
+use mirror::Link;
 
 #[cfg(test)]
 #[path = "machine_tests.rs"]

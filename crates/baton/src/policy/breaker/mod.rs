@@ -64,16 +64,19 @@
 //!
 //! # Files
 //! `config` (builder, defaults, validation), `machine` (the state machine and its
-//! invariants), `results` (how reported results move it), `permit` (the drop guard a granted call holds), `window` (count and time
-//! windows), `events` (states, transitions, delivery), `error` (rejection and
-//! configuration errors), `sync` (the std/loom primitive shim).
+//! invariants), `results` (how reported results move it), `control` (the manual
+//! transitions and the snapshot), `snapshot` (what an operator reads and does),
+//! `permit` (the drop guard a granted call holds), `window` (count and time windows),
+//! `word` (the packed state word), `events` (states, transitions, delivery), `error`
+//! (rejection and configuration errors).
 
 mod config;
 mod error;
 mod events;
 mod machine;
 mod permit;
-
+mod shared;
+mod snapshot;
 mod window;
 mod word;
 
@@ -86,6 +89,11 @@ use tokio::time::Instant;
 pub use config::{BreakerWindow, CircuitBreakerBuilder};
 pub use error::{BreakerConfigError, BreakerOpen};
 pub use events::{BreakerState, BreakerTransition, TransitionReason};
+pub use shared::{
+    BreakerMirror, SharedBreakerState, SharedFuture, SharedOutcome, SharedRecord, SharedRules,
+    SharedView, Unreachable,
+};
+pub use snapshot::{BreakerSnapshot, ManualControl, WindowCounts};
 
 use crate::util::sync::StdSync;
 use machine::Machine;
@@ -160,9 +168,26 @@ impl CircuitBreaker {
     }
 
     fn from_machine(machine: Machine<StdSync>) -> Self {
-        CircuitBreaker {
-            machine: Arc::new(machine),
+        let machine = Arc::new(machine);
+        if let Some(backend) = machine.backend() {
+            backend.attach(BreakerMirror::new(&machine));
         }
+        CircuitBreaker { machine }
+    }
+
+    /// Whether the breaker's state is shared with other processes
+    /// ([`CircuitBreakerBuilder::shared`]).
+    #[must_use]
+    pub fn is_shared(&self) -> bool {
+        self.machine.backend().is_some()
+    }
+
+    /// Whether the breaker follows its shared state now: `false` for a breaker of this
+    /// process alone, and for a shared one whose store could not be reached (it judges
+    /// alone meanwhile, see [`Unreachable`]).
+    #[must_use]
+    pub fn follows_shared_state(&self) -> bool {
+        self.machine.follows()
     }
 
     /// Whether `self` and `other` are the same breaker (clones of one handle), as opposed to
@@ -198,13 +223,80 @@ impl CircuitBreaker {
         self.machine.state()
     }
 
-    /// Whether the breaker is open (rejecting everything until its cooldown ends). One
-    /// atomic load, meant for a retry series to stop early when its breaker opened
-    /// meanwhile. `false` when half-open.
+    /// Whether the breaker is open (rejecting everything until its cooldown ends) or
+    /// isolated. One atomic load, meant for a retry series to stop early when its breaker
+    /// opened meanwhile. `false` when half-open.
     #[must_use]
     #[inline]
     pub fn is_open(&self) -> bool {
         self.machine.is_open()
+    }
+
+    /// The state and counts now, read without changing anything: no time-based transition
+    /// (an open breaker whose cooldown has elapsed reads `Open`, with a zero `retry_after`),
+    /// no call counted. Takes the breaker's lock for a moment; never waits on anything else.
+    #[must_use]
+    pub fn snapshot(&self) -> BreakerSnapshot {
+        self.machine.snapshot(Instant::now())
+    }
+
+    /// Opens the breaker by hand until [`reset`](Self::reset) (or
+    /// [`force_closed`](Self::force_closed)): it is [`BreakerState::Isolated`] and rejects
+    /// every call ([`BreakerOpen`] with that state and no `retry_after`); no cooldown ends
+    /// it. A transition with [`TransitionReason::Isolated`], delivered to the listeners;
+    /// results of calls admitted before it are ignored. Isolating an isolated breaker does
+    /// nothing.
+    ///
+    /// Async, as every manual transition, so that a breaker whose state is shared by other
+    /// processes can wait for the shared store; a breaker of this process alone completes at
+    /// once, without waiting.
+    ///
+    /// ```
+    /// use baton_graph::{BreakerState, CircuitBreaker, TransitionReason};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let breaker = CircuitBreaker::builder("payments").build()?;
+    /// breaker.isolate().await; // a deploy of the payment provider is under way
+    /// assert_eq!(breaker.state(), BreakerState::Isolated);
+    /// assert!(breaker.try_acquire().is_err());
+    /// breaker.reset().await; // it is over
+    /// assert_eq!(breaker.state(), BreakerState::Closed);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn isolate(&self) {
+        self.control(ManualControl::Isolate).await;
+    }
+
+    /// Closes the breaker by hand until [`reset`](Self::reset) (or
+    /// [`isolate`](Self::isolate)): it is [`BreakerState::ForcedClosed`], admits every call
+    /// and counts no result, so nothing trips it. A transition with
+    /// [`TransitionReason::ForcedClosed`]; forcing a forced-closed breaker closed does
+    /// nothing. Completes at once on a breaker of this process alone (see
+    /// [`isolate`](Self::isolate)).
+    pub async fn force_closed(&self) {
+        self.control(ManualControl::ForceClosed).await;
+    }
+
+    /// Closes the breaker and clears what it counted: consecutive failures, the sliding
+    /// window, half-open probes, the trips that grow the open duration. From any state,
+    /// isolated and forced closed included; always a transition, with
+    /// [`TransitionReason::Reset`] (also from closed, where it only clears the counts).
+    /// Completes at once on a breaker of this process alone (see [`isolate`](Self::isolate)).
+    pub async fn reset(&self) {
+        self.control(ManualControl::Reset).await;
+    }
+
+    /// Makes the manual transition `op`: in the shared state if there is one and it can
+    /// be reached, else locally.
+    async fn control(&self, op: ManualControl) {
+        if let Some(backend) = self.machine.backend() {
+            if backend.control(op).await {
+                return;
+            }
+        }
+        self.machine.control(op, Instant::now());
     }
 
     /// Asks to make one call (one retry series, for a node).
@@ -250,6 +342,24 @@ impl CircuitBreaker {
     ///
     /// Listeners live as long as the breaker; one that captures a clone of its own breaker
     /// keeps it alive forever (capture what it needs instead, e.g. a channel sender).
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    /// use baton_graph::CircuitBreaker;
+    ///
+    /// let breaker = CircuitBreaker::builder("inventory").consecutive_failures(1).build()?;
+    /// let (tx, rx) = mpsc::channel();
+    /// breaker.on_transition(move |t| {
+    ///     let _ = tx.send(t.to_string()); // e.g. log it, or alert
+    /// });
+    /// breaker.try_acquire()?.failure(Duration::from_millis(5));
+    /// assert_eq!(
+    ///     rx.try_recv()?,
+    ///     "circuit breaker `inventory` #1: closed -> open (1 consecutive failures)"
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn on_transition(&self, f: impl Fn(&BreakerTransition) + Send + Sync + 'static) {
         self.machine.add_listener(Arc::new(f));
     }
@@ -356,7 +466,7 @@ impl BreakerPermit<'_> {
 
     /// The breaker's generation when the permit was issued: the
     /// [`seq`](BreakerTransition::seq) of the last transition before it (0 before any),
-    /// masked to 46 bits.
+    /// masked to 45 bits.
     #[must_use]
     pub fn generation(&self) -> u64 {
         self.inner.ticket().generation

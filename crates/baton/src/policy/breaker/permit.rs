@@ -10,7 +10,7 @@ use crate::util::sync::SyncFamily;
 /// What a permit needs to report its result: its generation and whether it is a probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Ticket {
-    /// The generation (masked to 46 bits) the permit was issued in.
+    /// The generation (masked to 45 bits) the permit was issued in.
     pub(crate) generation: u64,
     pub(crate) probe: bool,
 }

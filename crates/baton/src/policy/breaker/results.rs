@@ -39,7 +39,9 @@ impl<S: SyncFamily> Machine<S> {
         if let Some(w) = c.window.as_mut() {
             w.record(now_ns, failed, slow);
         }
-        let reason = self.trip_reason(c, now_ns);
+        // Following the shared state, the backend trips the breaker (the local counts are
+        // kept for when it judges alone again).
+        let reason = self.trip_reason(c, now_ns).filter(|_| !self.follows());
         if let Some(reason) = reason {
             self.transition(c, OPEN, reason, now.get());
         }

@@ -1,5 +1,10 @@
 //! The breaker's packed state word (generation, kind, free probe slots), its lazy clock
 //! and saturating instant arithmetic.
+//!
+//! A kind's low two bits are its *class*, what the lock-free paths need to know: closed
+//! ([`CLOSED`], [`FORCED_CLOSED`]: admit without asking), open ([`OPEN`], [`ISOLATED`]:
+//! reject), half-open, recovering. So the closed path tests the class with the same one
+//! mask and compare it always did.
 
 use std::time::Duration;
 
@@ -9,8 +14,8 @@ use super::events::BreakerState;
 
 pub(super) const FREE_MASK: u64 = 0xFFFF;
 const KIND_SHIFT: u32 = 16;
-const GEN_SHIFT: u32 = 18;
-pub(super) const GEN_MASK: u64 = (1 << 46) - 1;
+const GEN_SHIFT: u32 = 19;
+pub(super) const GEN_MASK: u64 = (1 << 45) - 1;
 pub(super) const TAG_MASK: u64 = 0xFFFF;
 pub(super) const MAX_MICROS: u64 = (1 << 48) - 1;
 
@@ -18,11 +23,20 @@ pub(super) const CLOSED: u64 = 0;
 pub(super) const OPEN: u64 = 1;
 pub(super) const HALF_OPEN: u64 = 2;
 pub(super) const RECOVERING: u64 = 3;
+/// Closed by hand: admits every call, counts nothing (class closed).
+pub(super) const FORCED_CLOSED: u64 = 4;
+/// Open by hand until a reset: rejects every call (class open).
+pub(super) const ISOLATED: u64 = 5;
 
 pub(super) fn pack(kind: u64, generation: u64, free: u32) -> u64 {
     ((generation & GEN_MASK) << GEN_SHIFT) | (kind << KIND_SHIFT) | (u64::from(free) & FREE_MASK)
 }
 pub(super) fn kind_of(word: u64) -> u64 {
+    (word >> KIND_SHIFT) & 0b111
+}
+/// The kind's class: [`CLOSED`], [`OPEN`], [`HALF_OPEN`] or [`RECOVERING`].
+#[inline]
+pub(super) fn class_of(word: u64) -> u64 {
     (word >> KIND_SHIFT) & 0b11
 }
 pub(super) fn gen_of(word: u64) -> u64 {
@@ -33,7 +47,9 @@ pub(super) fn state_of(kind: u64) -> BreakerState {
         CLOSED => BreakerState::Closed,
         OPEN => BreakerState::Open,
         HALF_OPEN => BreakerState::HalfOpen,
-        _ => BreakerState::Recovering,
+        RECOVERING => BreakerState::Recovering,
+        FORCED_CLOSED => BreakerState::ForcedClosed,
+        _ => BreakerState::Isolated,
     }
 }
 

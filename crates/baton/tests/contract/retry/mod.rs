@@ -3,6 +3,7 @@
 
 mod clipped_backoff;
 mod jitter;
+mod retry_after;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -168,7 +168,7 @@ async fn panics_on_a_multi_thread_runtime_are_caught_too() {
 
 /// A caught panic names the code it came from, for a graph node and a pipeline call alike:
 /// the task, the fallback, the router's selector, the retry predicate, the breaker's
-/// filter, a custom backoff.
+/// filter, a custom backoff, the delay read from the error.
 #[tokio::test(start_paused = true)]
 async fn a_panic_names_the_code_that_panicked() {
     use baton_graph::{Backoff, CircuitBreaker, Fallback, Pipeline, Retry, UserCode};
@@ -207,6 +207,10 @@ async fn a_panic_names_the_code_that_panicked() {
             || -> Option<Duration> { panic!("in the backoff") },
         ))))
         .task(move |_ctx, ()| failing());
+    let delay = g
+        .node("delay")
+        .retry(Retry::new(2).delay_from(|_| panic!("in the delay")))
+        .task(move |_ctx, ()| failing());
     let router = g
         .router::<u32>("router")
         .select(|_input, ()| -> &str { panic!("in the selector") })
@@ -236,6 +240,11 @@ async fn a_panic_names_the_code_that_panicked() {
             backoff,
             UserCode::Backoff,
             "backoff panicked: in the backoff",
+        ),
+        (
+            delay,
+            UserCode::RetryDelay,
+            "retry delay panicked: in the delay",
         ),
         (
             router,

@@ -1,0 +1,65 @@
+//! Manual control (isolate, force closed, reset) and the read-only snapshot.
+//!
+//! A manual transition is a transition like any other: made under the mutex, numbered,
+//! queued and delivered outside the lock; it bumps the generation, so results of calls
+//! admitted before it are ignored.
+
+use tokio::time::Instant;
+
+use super::super::events::TransitionReason;
+use super::super::snapshot::{BreakerSnapshot, ManualControl, WindowCounts};
+use super::super::word::{CLOSED, FORCED_CLOSED, GEN_MASK, HALF_OPEN, ISOLATED, OPEN, state_of};
+use super::{Core, Machine};
+use crate::util::sync::{Lock, SyncFamily};
+
+impl<S: SyncFamily> Machine<S> {
+    /// Makes the manual transition `op` at `now`. Isolating an isolated breaker, or forcing
+    /// a forced-closed one closed, does nothing; a reset always transitions (it clears the
+    /// counts even of a closed breaker). Whether it transitioned.
+    pub(crate) fn control(&self, op: ManualControl, now: Instant) -> bool {
+        let transitioned = self.core.with(|c| self.control_locked(c, op, now));
+        if transitioned {
+            self.deliver();
+        }
+        transitioned
+    }
+
+    /// [`control`](Self::control) under the lock, without delivering.
+    pub(super) fn control_locked(&self, c: &mut Core, op: ManualControl, now: Instant) -> bool {
+        let (to, reason) = match op {
+            ManualControl::Isolate => (ISOLATED, TransitionReason::Isolated),
+            ManualControl::ForceClosed => (FORCED_CLOSED, TransitionReason::ForcedClosed),
+            ManualControl::Reset => (CLOSED, TransitionReason::Reset),
+        };
+        if to == c.kind && to != CLOSED {
+            return false;
+        }
+        self.transition(c, to, reason, now);
+        true
+    }
+
+    /// The state and counts at `now`; changes nothing.
+    pub(crate) fn snapshot(&self, now: Instant) -> BreakerSnapshot {
+        self.core.with(|c| {
+            let window = c.window.as_ref().map(|w| {
+                let t = w.totals(self.nanos(now));
+                WindowCounts {
+                    calls: t.calls,
+                    failures: t.failures,
+                    slow: t.slow,
+                }
+            });
+            let half_open = c.kind == HALF_OPEN;
+            BreakerSnapshot {
+                state: state_of(c.kind),
+                generation: c.seq & GEN_MASK,
+                consecutive_failures: c.consecutive,
+                window,
+                retry_after: (c.kind == OPEN).then(|| c.open_until.saturating_duration_since(now)),
+                probes_free: if half_open { c.free } else { 0 },
+                probes_in_flight: if half_open { c.outstanding } else { 0 },
+                trips: c.trips,
+            }
+        })
+    }
+}

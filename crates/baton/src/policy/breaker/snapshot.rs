@@ -1,0 +1,74 @@
+//! What an operator reads and does by hand: a read-only snapshot of a breaker, and the
+//! manual transitions.
+
+use std::time::Duration;
+
+use super::events::BreakerState;
+
+/// A manual transition of a breaker: what [`CircuitBreaker::isolate`],
+/// [`force_closed`](super::CircuitBreaker::force_closed) and
+/// [`reset`](super::CircuitBreaker::reset) do.
+///
+/// [`CircuitBreaker::isolate`]: super::CircuitBreaker::isolate
+/// [`CircuitBreaker`]: super::CircuitBreaker
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ManualControl {
+    /// To [`BreakerState::Isolated`]: reject every call until a reset.
+    Isolate,
+    /// To [`BreakerState::ForcedClosed`]: admit every call, count nothing, until a reset.
+    ForceClosed,
+    /// To [`BreakerState::Closed`], with every count and the cooldown's growth cleared.
+    Reset,
+}
+
+impl ManualControl {
+    /// `"isolate"`, `"force_closed"` or `"reset"`.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ManualControl::Isolate => "isolate",
+            ManualControl::ForceClosed => "force_closed",
+            ManualControl::Reset => "reset",
+        }
+    }
+}
+
+/// A breaker's state and counts at one instant, read without changing anything: taking a
+/// snapshot makes no transition (an open breaker whose cooldown has elapsed still reads
+/// `Open`) and counts no call. From [`CircuitBreaker::snapshot`](super::CircuitBreaker::snapshot).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct BreakerSnapshot {
+    /// The state.
+    pub state: BreakerState,
+    /// The generation: the [`seq`](super::BreakerTransition::seq) of the last transition
+    /// (0 before any), masked to 45 bits.
+    pub generation: u64,
+    /// Failures in a row since the last success, transition or reset (closed or recovering).
+    pub consecutive_failures: u32,
+    /// The sliding window's counts, when a rate rule is set (closed or recovering; empty
+    /// otherwise, the window is cleared at every transition).
+    pub window: Option<WindowCounts>,
+    /// Open: how long until the next caller may probe (zero once the cooldown elapsed).
+    /// `None` in any other state.
+    pub retry_after: Option<Duration>,
+    /// Half-open: probe permits still free.
+    pub probes_free: u32,
+    /// Half-open: probe permits taken and not yet answered.
+    pub probes_in_flight: u32,
+    /// Trips since the breaker last closed (the exponent of the cooldown's growth).
+    pub trips: u32,
+}
+
+/// Calls in a breaker's sliding window, and how many failed or were slow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct WindowCounts {
+    /// Calls in the window.
+    pub calls: u32,
+    /// Of them, failed.
+    pub failures: u32,
+    /// Of them, slow (at least `slow_calls`' `slower_than`).
+    pub slow: u32,
+}

@@ -1,0 +1,78 @@
+//! [`AttemptReport`]: one attempt in a node's attempt log.
+
+use std::time::Duration;
+
+#[cfg(feature = "serde")]
+use super::json;
+
+/// One attempt of a node with policies: when it ran, how long the backoff before it was, and
+/// how it failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(::serde::Serialize))]
+#[non_exhaustive]
+pub struct AttemptReport {
+    /// The attempt number, from 1.
+    pub number: u32,
+    /// When it started (asked for its first permit, if it has a rate limiter or a
+    /// bulkhead), from the run's start.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "start_ms", serialize_with = "json::ms")
+    )]
+    pub start: Duration,
+    /// When it ended, from the run's start.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "end_ms", serialize_with = "json::ms")
+    )]
+    pub end: Duration,
+    /// How long it waited for its bulkhead permit (zero without a bulkhead, or when a
+    /// permit was free). The wait counts toward the attempt's timeout.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "permit_wait_ms", serialize_with = "json::ms")
+    )]
+    pub permit_wait: Duration,
+    /// How long it waited for its rate-limit permit (zero without a rate limiter, or when
+    /// a permit was free). The wait counts toward the attempt's timeout.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "rate_limit_wait_ms", serialize_with = "json::ms")
+    )]
+    pub rate_limit_wait: Duration,
+    /// The backoff waited before it (zero for the first attempt).
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "delay_before_ms", serialize_with = "json::ms")
+    )]
+    pub delay_before: Duration,
+    /// Its error, as text; `None` when it succeeded (or was cancelled).
+    pub error: Option<String>,
+    /// The latency fault injection added before its task (zero without one).
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "injected_latency_ms", serialize_with = "json::ms")
+    )]
+    pub injected_latency: Duration,
+    /// Fault injection failed it with an error instead of running its task.
+    pub injected_error: bool,
+    /// It was a hedge: started in parallel with a slower attempt.
+    pub hedge: bool,
+    /// It was cancelled (dropped) because a parallel attempt won; its `end` is when.
+    pub cancelled: bool,
+}
+
+/// The attempt whose value a series has, from its attempt `log`: its successful entry, or
+/// attempt 1 when `succeeded` with an empty log (a first attempt that succeeded at once).
+pub(crate) fn winner(log: &[AttemptReport], succeeded: bool) -> Option<u32> {
+    if !succeeded {
+        return None;
+    }
+    if log.is_empty() {
+        return Some(1);
+    }
+    log.iter()
+        .rev()
+        .find(|a| a.error.is_none() && !a.cancelled)
+        .map(|a| a.number)
+}

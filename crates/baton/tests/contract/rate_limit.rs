@@ -1,0 +1,236 @@
+//! Rate limiter: at most so many attempts per period to one downstream, shared by name, with
+//! a bounded wait that belongs to the attempt, and a typed refusal when no permit comes in
+//! time.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use baton_graph::{
+    BoxError, BuildError, Event, Graph, Node, NodeError, Orchestrator, Outcome, Pipeline,
+    RateLimiter, Retry,
+};
+use tokio::time::{Instant, sleep};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// 10 permits per second, bursts of 2, each attempt waiting up to 10 s: forty calls asked
+/// at once are served two at once, then one every 100 ms, and no window of a second holds
+/// more than 2 + 10 of them. Two graphs and a pipeline share the limiter by name.
+#[tokio::test(start_paused = true)]
+async fn a_rate_limiter_holds_its_rate_over_a_window() {
+    let orch = Orchestrator::new();
+    let limiter = RateLimiter::new("inventory", 10, Duration::from_secs(1))
+        .burst(2)
+        .max_wait(Duration::from_secs(10));
+    orch.add_rate_limiter(&limiter).unwrap();
+    let calls: Arc<Mutex<Vec<Duration>>> = Arc::default();
+    let t0 = Instant::now();
+    let graph = |orch: &Orchestrator| {
+        let mut g = orch.graph::<()>();
+        for i in 0..15 {
+            let calls = Arc::clone(&calls);
+            let _ = g
+                .node(format!("n{i}"))
+                .rate_limit("inventory")
+                .task(move |_ctx, ()| {
+                    calls.lock().unwrap().push(t0.elapsed());
+                    async { Ok::<_, BoxError>(()) }
+                });
+        }
+        g.build().unwrap()
+    };
+    let (a, b) = (graph(&orch), graph(&orch));
+    let pipeline = Pipeline::<()>::builder("inventory-call")
+        .rate_limit(&limiter)
+        .orchestrator(&orch)
+        .build()
+        .unwrap();
+    let pipeline_calls = (0..10).map(|_| {
+        let calls = Arc::clone(&calls);
+        let pipeline = pipeline.clone();
+        async move {
+            pipeline
+                .call(|_| {
+                    calls.lock().unwrap().push(t0.elapsed());
+                    async { Ok::<_, BoxError>(()) }
+                })
+                .await
+        }
+    });
+    let (ra, rb, rp) = tokio::join!(
+        a.run(()),
+        b.run(()),
+        futures::future::join_all(pipeline_calls)
+    );
+    assert!(ra.unwrap().is_clean() && rb.unwrap().is_clean());
+    assert!(rp.iter().all(Result::is_ok));
+    let mut at = calls.lock().unwrap().clone();
+    at.sort();
+    let expected: Vec<Duration> = [0, 0]
+        .into_iter()
+        .chain((1..39).map(|k| k * 100))
+        .map(ms)
+        .collect();
+    assert_eq!(at, expected, "two at once, then one every 100 ms");
+    for (i, &from) in at.iter().enumerate() {
+        let within = at[i..].iter().filter(|&&t| t < from + ms(1_000)).count();
+        assert!(within <= 12, "{within} calls in the second from {from:?}");
+    }
+    assert_eq!(orch.stats().rate_limited, 0, "nobody was refused");
+}
+
+/// The wait for a permit belongs to the attempt: with one permit per 100 ms, an attempt
+/// with a 150 ms timeout that waits 100 ms for its permit has 50 ms left, and a task of
+/// 80 ms is cut at 150 ms. One with a 50 ms timeout would wait 200 ms: it is refused at
+/// once, with `RateLimited` saying when a permit would have come.
+#[tokio::test(start_paused = true)]
+async fn the_wait_for_a_rate_limit_permit_counts_toward_the_attempts_timeout() {
+    let limiter = RateLimiter::new("mail", 10, Duration::from_secs(1))
+        .burst(1)
+        .max_wait(Duration::from_secs(1));
+    let mut g = Graph::<()>::builder();
+    let task = |took: u64| {
+        move |_ctx, ()| async move {
+            sleep(ms(took)).await;
+            Ok::<_, BoxError>(())
+        }
+    };
+    let first: Node<()> = g.node("first").rate_limit(&limiter).task(task(10));
+    let waiter: Node<()> = g
+        .node("waiter")
+        .rate_limit(&limiter)
+        .timeout(ms(150))
+        .task(task(80));
+    let hasty: Node<()> = g
+        .node("hasty")
+        .rate_limit(&limiter)
+        .timeout(ms(50))
+        .task(task(1));
+    let report = g.build().unwrap().run(()).await.unwrap();
+    assert_eq!(report.node(first).unwrap().end(), ms(10));
+    let w = report.node(waiter).unwrap();
+    assert!(
+        matches!(w.error(), Some(NodeError::Timeout { attempt: 1, .. })),
+        "{:?}",
+        w.error()
+    );
+    assert_eq!(w.end(), ms(150));
+    let log = &w.attempt_log()[0];
+    assert_eq!((log.start, log.rate_limit_wait), (ms(0), ms(100)));
+    let h = report.node(hasty).unwrap();
+    assert_eq!(
+        (h.outcome(), h.attempts(), h.end()),
+        (Outcome::Failed, 1, ms(0))
+    );
+    match h.error() {
+        Some(NodeError::RateLimited {
+            limiter,
+            attempt,
+            retry_after,
+            ..
+        }) => assert_eq!(
+            (limiter.as_str(), *attempt, *retry_after),
+            ("mail", 1, ms(200))
+        ),
+        other => panic!("expected RateLimited, got {other:?}"),
+    }
+    assert_eq!(h.error().and_then(NodeError::retry_after), Some(ms(200)));
+}
+
+/// A refusal is retried by default, and a retry can wait exactly as long as the limiter
+/// says: three calls at once against one permit per 100 ms and no waiting end at 0, 100
+/// and 200 ms. The refusals are counted, and each attempt's permit is an event.
+#[tokio::test(start_paused = true)]
+async fn a_refused_attempt_is_retried_when_the_limiter_says() {
+    let events: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = Arc::clone(&events);
+    let orch = Orchestrator::builder()
+        .observer(move |e: &Event<'_>| {
+            if let Event::RateLimitWaited { .. } = e {
+                seen.lock().unwrap().push(e.to_string());
+            }
+        })
+        .build();
+    let limiter = RateLimiter::new("sms", 10, Duration::from_secs(1)).burst(1);
+    let mut g = orch.graph::<()>();
+    for name in ["a", "b", "c"] {
+        let _ = g
+            .node(name)
+            .rate_limit(&limiter)
+            .retry(Retry::new(3).delay_from(NodeError::retry_after))
+            .task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    }
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let mut ends: Vec<_> = report.nodes().map(|n| (n.end(), n.attempts())).collect();
+    assert_eq!(ends[0], (ms(0), 1), "`a` takes the free permit");
+    ends.sort();
+    assert_eq!(ends, [(ms(0), 1), (ms(100), 2), (ms(200), 3)]);
+    assert_eq!(orch.stats().rate_limited, 3);
+    let events = events.lock().unwrap();
+    assert_eq!(events.len(), 6, "{events:#?}");
+    let refused = events.iter().filter(|e| e.contains("refused")).count();
+    assert_eq!(refused, 3, "{events:#?}");
+    assert_eq!(
+        events[1],
+        "`b` attempt 1 refused by rate limiter `sms` (next permit in 100 ms)"
+    );
+    assert_eq!(events[0], "`a` attempt 1 got rate limiter `sms` after 0 ms");
+}
+
+/// A limiter that could never grant a permit is a build error naming the node and the
+/// limiter, for a graph and a pipeline; a limiter named but not registered, or two with
+/// one name, are build errors too.
+#[test]
+fn an_impossible_rate_limiter_is_a_build_error() {
+    let build = |limiter: RateLimiter| {
+        let mut g = Graph::<()>::builder();
+        let _ = g
+            .node("stock")
+            .rate_limit(limiter)
+            .task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+        g.build().map(|_| ()).unwrap_err().to_string()
+    };
+    let second = Duration::from_secs(1);
+    assert_eq!(
+        build(RateLimiter::new("inventory", 0, second)),
+        "node `stock`: invalid rate limit policy: rate limiter `inventory` grants 0 permits: no attempt could ever run"
+    );
+    assert!(build(RateLimiter::new("inventory", 5, Duration::ZERO)).contains("a period of zero"));
+    assert!(build(RateLimiter::new("inventory", 5, second).burst(0)).contains("a burst of 0"));
+    let error = Pipeline::<()>::builder("stock")
+        .rate_limit(&RateLimiter::new("inventory", 0, second))
+        .build()
+        .unwrap_err();
+    assert!(matches!(
+        error,
+        BuildError::InvalidPolicy {
+            policy: "rate limit",
+            ..
+        }
+    ));
+    let orch = Orchestrator::new();
+    let mut g = orch.graph::<()>();
+    let _ = g
+        .node("n")
+        .rate_limit("nope")
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    assert_eq!(
+        g.build().unwrap_err().to_string(),
+        "node `n` names rate limiter `nope`, which the orchestrator does not have"
+    );
+    orch.add_rate_limiter(&RateLimiter::new("sms", 1, second))
+        .unwrap();
+    let mut g = orch.graph::<()>();
+    let _ = g
+        .node("m")
+        .rate_limit(RateLimiter::new("sms", 2, second))
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    assert!(
+        g.build()
+            .unwrap_err()
+            .to_string()
+            .contains("different rate limiter")
+    );
+}
