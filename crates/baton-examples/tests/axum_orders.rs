@@ -69,7 +69,8 @@ async fn an_axum_route_serves_the_graph_over_http() {
         (Some("user"), Some("task"))
     );
     let message = body["message"].as_str().unwrap();
-    assert!(message.contains("user answered 503"), "{message}");
+    assert!(message.contains("node `user` failed"), "{message}");
+    assert!(!message.contains("answered 503"), "{message}");
     assert_eq!(downstreams.calls(Service::Stock), 0);
 
     // Not an order: axum's own rejection.

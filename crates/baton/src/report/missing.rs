@@ -76,9 +76,12 @@ impl MissingValue {
 
 impl fmt::Display for MissingValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.outcome {
-            Some(outcome) => write!(f, "node `{}` {outcome}: {}", self.node, self.message),
-            None => write!(f, "node `{}`: {}", self.node, self.message),
+        match (self.outcome, self.message.is_empty()) {
+            (Some(outcome), true) => write!(f, "node `{}` {outcome}", self.node),
+            (Some(outcome), false) => {
+                write!(f, "node `{}` {outcome}: {}", self.node, self.message)
+            }
+            (None, _) => write!(f, "node `{}`: {}", self.node, self.message),
         }
     }
 }

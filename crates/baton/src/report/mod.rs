@@ -145,7 +145,8 @@ impl Report {
     /// let report = g.build()?.run(()).await?;
     /// assert_eq!(*report.require(price)?, 59_900);
     /// let missing = report.require(stock).unwrap_err();
-    /// assert_eq!(missing.to_string(), "node `stock` failed: 503");
+    /// assert_eq!(missing.to_string(), "node `stock` failed");
+    /// assert_eq!(missing.cause().map(ToString::to_string).as_deref(), Some("503"));
     /// # Ok(())
     /// # }
     /// ```
@@ -173,9 +174,23 @@ impl Report {
                 .and_then(|root| root.record.error().cloned()),
             _ => entry.record.error().cloned(),
         };
+        // The error itself is the source, not part of the message.
         let message = match outcome {
             Outcome::NotTaken => "its router chose another branch".to_owned(),
-            _ => entry.message().unwrap_or_else(|| outcome.to_string()),
+            Outcome::Failed => String::new(),
+            Outcome::Skipped => match (entry.skipped_because(), entry.root_cause()) {
+                (Some(because), Some(root)) if because.index() == root.index() => {
+                    format!("upstream `{}` {}", root.name(), root.outcome())
+                }
+                (Some(because), Some(root)) => format!(
+                    "upstream `{}` skipped; root cause `{}` {}",
+                    because.name(),
+                    root.name(),
+                    root.outcome()
+                ),
+                _ => String::new(),
+            },
+            _ => entry.message().unwrap_or_default(),
         };
         Err(MissingValue::new(
             entry.name().to_owned(),

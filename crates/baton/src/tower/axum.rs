@@ -3,7 +3,7 @@
 //! The status says whose fault it was, read from the error of the node that failed: 504
 //! Gateway Timeout when time ran out (a per-attempt timeout, the node's or the run's
 //! deadline), 503 Service Unavailable when baton refused to call (a circuit breaker open, a
-//! bulkhead full, the orchestrator shutting down), 502 Bad Gateway when the downstream call
+//! bulkhead full, a rate limiter's refusal, the orchestrator shutting down), 502 Bad Gateway when the downstream call
 //! itself failed (the task's error), 500 Internal Server Error otherwise (a panic, a
 //! router's unknown branch, a run that could not start). A retry series that gave up takes
 //! the status of its last attempt's error; a failed fallback, that of its own error.
@@ -11,7 +11,10 @@
 //! The body is a small JSON object: `{"error": KIND, "node": NAME, "message": TEXT}`, where
 //! `KIND` is [`NodeError::kind`] (or the run error's kind: `cancelled`, `shutting_down`,
 //! `no_runtime`, `no_timers`), `NAME` the failing node (`null` when none failed) and `TEXT`
-//! the error's message with its sources.
+//! what failed, in baton's words: the error's own text (a downstream's answer, a panic's
+//! message) is not sent to the client, it is in the report and the logs. A rate limiter's
+//! refusal is a 503 too, and when the error knows when to try again (a rate limiter, an
+//! open breaker), the response has a `Retry-After` header, in whole seconds.
 
 use std::convert::Infallible;
 use std::fmt;
@@ -29,7 +32,7 @@ use tower_service::Service;
 
 use super::graph::GraphService;
 use crate::engine::RunError;
-use crate::error::{CancelReason, Chain, NodeError, StopReason};
+use crate::error::{CancelReason, NodeError, StopReason};
 use crate::report::{MissingValue, Outcome};
 
 /// The status for a node that failed with `error`.
@@ -38,9 +41,9 @@ fn status_of(error: &NodeError) -> StatusCode {
         NodeError::Timeout { .. } | NodeError::DeadlineExceeded { .. } => {
             StatusCode::GATEWAY_TIMEOUT
         }
-        NodeError::BreakerOpen { .. } | NodeError::BulkheadFull { .. } => {
-            StatusCode::SERVICE_UNAVAILABLE
-        }
+        NodeError::BreakerOpen { .. }
+        | NodeError::BulkheadFull { .. }
+        | NodeError::RateLimited { .. } => StatusCode::SERVICE_UNAVAILABLE,
         NodeError::GaveUp {
             reason: StopReason::BreakerOpened,
             ..
@@ -90,13 +93,20 @@ fn json_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
-fn respond(status: StatusCode, body: String) -> Response {
+/// A JSON response; with a `Retry-After` header (whole seconds, rounded up) when the
+/// error that failed the node knows when to try again.
+fn respond(status: StatusCode, body: String, error: Option<&NodeError>) -> Response {
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
-    response.headers_mut().insert(
+    let headers = response.headers_mut();
+    headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
+    if let Some(after) = error.and_then(NodeError::retry_after) {
+        let seconds = after.as_secs() + u64::from(after.subsec_nanos() > 0);
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
     response
 }
 
@@ -112,10 +122,9 @@ impl IntoResponse for RunError {
                 .and_then(|n| n.error().map(|e| (n.name(), e))),
             _ => None,
         };
-        let message = match failed {
-            Some((_, error)) => format!("{self}: {}", Chain(error)),
-            None => Chain(&self).to_string(),
-        };
+        // The error's own text (a downstream's answer, a panic's message) stays in the
+        // server's logs and the report: it is not for the client.
+        let message = self.to_string();
         let (node, kind) = match (&self, failed) {
             (_, Some((node, error))) => (Some(node), error.kind()),
             (RunError::Failed { node, .. }, None) => (Some(node.as_str()), "failed"),
@@ -124,15 +133,17 @@ impl IntoResponse for RunError {
             (RunError::NoTimers, _) => (None, "no_timers"),
             (_, _) => (None, "no_runtime"),
         };
-        respond(status, body(kind, node, &message))
+        respond(status, body(kind, node, &message), failed.map(|(_, e)| e))
     }
 }
 
 impl RunError {
     /// The HTTP status that says whose fault the failure was (feature `axum`): the status
     /// of the error of the node that failed first (504 for a timeout or an exhausted
-    /// deadline, 503 for an open breaker or a full bulkhead, 502 for the task's own error,
-    /// 500 otherwise), 503 for a run refused or cancelled by a shutdown, 500 for the rest.
+    /// deadline, 503 for an open breaker, a full bulkhead or a rate limiter's refusal, 502
+    /// for the task's own error, 500 otherwise), 503 for a run refused or cancelled by a
+    /// shutdown or by [`Orchestrator::cancel_all`](crate::Orchestrator::cancel_all), 500 for
+    /// the rest.
     #[must_use]
     pub fn status(&self) -> StatusCode {
         match self {
@@ -165,8 +176,12 @@ impl IntoResponse for MissingValue {
             (None, Some(outcome)) => outcome.as_str(),
             (None, None) => "unknown_node",
         };
-        let message = Chain(&self).to_string();
-        respond(status, body(kind, Some(self.node()), &message))
+        let message = self.to_string();
+        respond(
+            status,
+            body(kind, Some(self.node()), &message),
+            self.cause(),
+        )
     }
 }
 

@@ -32,8 +32,10 @@ impl<I: Send + Sync + 'static> Driver<I> {
         };
         let polled = std::panic::catch_unwind(AssertUnwindSafe(|| fut.poll(cx)));
         if polled.is_err() {
-            // A future that panicked is dropped now, not kept for its box.
-            self.attempt = None;
+            // A future that panicked is dropped now, not kept for its box (its drop may
+            // panic too: the first panic is the one reported).
+            let attempt = &mut self.attempt;
+            let _ = std::panic::catch_unwind(AssertUnwindSafe(|| *attempt = None));
         }
         // Taken out of the state: from here on, only the permit made of it holds the
         // breaker's ticket (`release_held` must not give it back too).
@@ -114,8 +116,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
             // uncounted, and the node fails with the panic (no retry, no fallback).
             Err(panic) => {
                 first_attempt::release(&self.run, self.id, held);
-                self.attempt = None;
-                self.state = State::Done;
+                self.discard();
                 self.run.attempt_ended(self.id, u32::MAX);
                 let start = self.start();
                 self.attempt_failed(

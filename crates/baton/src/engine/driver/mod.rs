@@ -269,8 +269,7 @@ impl<I: Send + Sync + 'static> Drop for Driver<I> {
                 self.run.attempt_ended(self.id, 1);
                 self.run.abandon(self.id, &reason);
             }
-            self.state = State::Done;
-            self.attempt = None;
+            self.discard();
             for id in std::mem::take(&mut self.local) {
                 self.run.abandon(id, &reason);
             }

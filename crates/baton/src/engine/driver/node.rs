@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use super::super::first_attempt;
 use super::super::task::{AttemptFuture, CtxCut};
 use super::{Driver, State};
-use crate::error::NodeError;
+use crate::error::{NodeError, UserCode};
 use crate::observe::{Event, log, trace};
 use crate::onion::{First, FirstAttempt};
 use crate::report::{Outcome, Record};
@@ -130,8 +130,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
     pub(super) fn cancelled(&mut self, started: bool) {
         let start = started.then(|| self.start());
         self.release_held();
-        self.state = State::Done;
-        self.attempt = None;
+        self.discard();
         self.run.attempt_ended(self.id, 1);
         let record = Record::empty(Outcome::Cancelled, self.run.core.now()).started(start);
         self.end(record);
@@ -152,6 +151,24 @@ impl<I: Send + Sync + 'static> Driver<I> {
         }
         self.suspend();
         true
+    }
+
+    /// Leaves the current node: the state becomes `Done` and the attempt, if any, is
+    /// dropped. Dropping a future runs the task's code: a panic there is caught and logged
+    /// (the node has ended otherwise), so that it cannot unwind through the driver and
+    /// leave the run unfinished.
+    pub(super) fn discard(&mut self) {
+        let state = std::mem::replace(&mut self.state, State::Done);
+        let attempt = self.attempt.take();
+        let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            drop(attempt);
+            drop(state);
+        }));
+        if let Err(panic) = dropped {
+            let error = NodeError::from_panic(UserCode::Task, panic.as_ref());
+            let node = self.run.graph.meta.name(self.id);
+            tracing::error!(node, %error, "an abandoned attempt panicked while dropped");
+        }
     }
 
     /// The first attempt of a policy node is abandoned: its breaker permit is released.

@@ -466,12 +466,15 @@ async fn require_names_the_node_its_outcome_and_the_cause() {
         (failed.node(), failed.outcome()),
         ("user", Some(Outcome::Failed))
     );
-    assert_eq!(failed.to_string(), "node `user` failed: 503");
+    // The error is the source, not repeated in the message.
+    assert_eq!(failed.to_string(), "node `user` failed");
+    let source = std::error::Error::source(&failed).map(ToString::to_string);
+    assert_eq!(source.as_deref(), Some("503"));
     let skipped = report.require(stock).unwrap_err();
     assert_eq!(skipped.outcome(), Some(Outcome::Skipped));
     assert_eq!(
         skipped.to_string(),
-        "node `stock` skipped: upstream `user` failed: 503"
+        "node `stock` skipped: upstream `user` failed"
     );
     let source = std::error::Error::source(&skipped).expect("the root cause");
     assert!(source.downcast_ref::<NodeError>().is_some());

@@ -328,3 +328,52 @@ async fn a_panic_dropping_a_cut_attempt_is_the_tasks() {
         "{error:?}"
     );
 }
+
+/// A task future that never ends and panics when dropped.
+struct PendingThenPanicOnDrop;
+
+impl std::future::Future for PendingThenPanicOnDrop {
+    type Output = Result<u64, BoxError>;
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::task::Poll::Pending
+    }
+}
+
+impl Drop for PendingThenPanicOnDrop {
+    fn drop(&mut self) {
+        panic!("in the cancelled task's drop");
+    }
+}
+
+/// A node cancelled by fail-fast (or a canceller) whose future panics as it is dropped:
+/// the panic is caught, the node ends `Cancelled`, and the run ends.
+#[tokio::test(start_paused = true)]
+async fn a_panic_dropping_a_cancelled_attempt_does_not_hang_the_run() {
+    use baton_graph::{Retry, RunOptions};
+
+    for policies in [false, true] {
+        let mut g = Graph::<()>::builder();
+        let _bad = g.node("bad").task(|_ctx, ()| async {
+            sleep(ms(5)).await;
+            Err::<u64, BoxError>("503".into())
+        });
+        let victim = g.node("victim");
+        let victim = if policies {
+            victim.timeout(ms(1_000)).retry(Retry::new(2))
+        } else {
+            victim
+        };
+        let victim = victim.task(|_ctx, ()| PendingThenPanicOnDrop);
+        let graph = g.build().unwrap();
+        let options = RunOptions::new().failure_mode(FailureMode::FailFast);
+        let run = tokio::time::timeout(Duration::from_secs(60), graph.run_with((), options));
+        let Ok(Err(RunError::Failed { report, .. })) = run.await else {
+            panic!("the run did not end as failed (policies: {policies})");
+        };
+        let v = report.node(victim).unwrap();
+        assert_eq!(v.outcome(), Outcome::Cancelled, "policies: {policies}");
+    }
+}
