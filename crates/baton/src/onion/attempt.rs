@@ -278,28 +278,25 @@ async fn call<H: Host>(
         None => host.call(number, cut.until, permit)?,
     };
     let fut = AssertUnwindSafe(fut).catch_unwind();
+    let mut slot = std::pin::pin!(Some(fut));
+    let Some(running) = slot.as_mut().as_pin_mut() else {
+        unreachable!("the attempt was just put in its slot")
+    };
     let out = match cut.until {
-        None => fut.await,
+        None => Some(running.await),
         Some(until) => {
-            let mut slot = std::pin::pin!(Some(fut));
-            let Some(running) = slot.as_mut().as_pin_mut() else {
-                unreachable!("the attempt was just put in its slot")
-            };
-            match Deadline::new(running, until)
+            Deadline::new(running, until)
                 .with_hook(host.timer_hook())
                 .await
-            {
-                Some(out) => out,
-                None => {
-                    // The cut attempt is dropped here: its drop runs the task's code too.
-                    let dropped = std::panic::catch_unwind(AssertUnwindSafe(|| slot.set(None)));
-                    if let Err(panic) = dropped {
-                        return Err(NodeError::from_panic(UserCode::Task, panic.as_ref()));
-                    }
-                    return Err(cut_error(host, policies, number, cut, started));
-                }
-            }
         }
+    };
+    // The attempt's future is dropped here, ended or cut: its drop runs the task's code too.
+    let dropped = std::panic::catch_unwind(AssertUnwindSafe(|| slot.set(None)));
+    if let Err(panic) = dropped {
+        return Err(NodeError::from_panic(UserCode::Task, panic.as_ref()));
+    }
+    let Some(out) = out else {
+        return Err(cut_error(host, policies, number, cut, started));
     };
     settle(host, policies, number, cut, started, out)
 }

@@ -108,10 +108,11 @@ impl<S, T> Layer<S> for PipelineLayer<T> {
 /// A service called through a [`Pipeline`]; from [`PipelineLayer`].
 ///
 /// Its response is the inner service's (or the fallback's); its error the pipeline's final
-/// [`NodeError`], shared (`Arc`), naming the pipeline as the node:
-/// [`NodeError::GaveUp`], [`NodeError::Timeout`], [`NodeError::BreakerOpen`], …, with the
-/// inner service's own error as [`NodeError::Task`]. `Arc<NodeError>` is an error, so it
-/// converts into [`BoxError`] for the layers outside.
+/// [`NodeError`], shared (`Arc`): [`NodeError::GaveUp`], [`NodeError::Timeout`],
+/// [`NodeError::BreakerOpen`], … name the pipeline as the node; the inner service's own
+/// error, when no policy wrapped it, is [`NodeError::Task`] as it is. `Arc<NodeError>` is
+/// an error, so it converts into [`BoxError`] for the layers outside (downcast it to
+/// `Arc<NodeError>` there, not to `NodeError`).
 ///
 /// Always ready: `poll_ready` returns `Ready(Ok(()))`, and the inner service's readiness is
 /// awaited in each attempt, on a clone of it.

@@ -377,3 +377,51 @@ async fn a_panic_dropping_a_cancelled_attempt_does_not_hang_the_run() {
         assert_eq!(v.outcome(), Outcome::Cancelled, "policies: {policies}");
     }
 }
+
+/// A task future that ends at once and panics when dropped.
+struct ReadyThenPanicOnDrop;
+
+impl std::future::Future for ReadyThenPanicOnDrop {
+    type Output = Result<u32, BoxError>;
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::task::Poll::Ready(Ok(1))
+    }
+}
+
+impl Drop for ReadyThenPanicOnDrop {
+    fn drop(&mut self) {
+        panic!("in the ended task's drop");
+    }
+}
+
+/// A pipeline call whose future ended, then panicked as it was dropped, fails with the
+/// task's panic instead of unwinding into the caller, with or without a timeout.
+#[tokio::test(start_paused = true)]
+async fn a_panic_dropping_an_ended_attempt_does_not_reach_the_caller() {
+    use baton_graph::{Pipeline, UserCode};
+
+    for timeout in [None, Some(ms(100))] {
+        let mut builder = Pipeline::<u32>::builder("p");
+        if let Some(timeout) = timeout {
+            builder = builder.timeout(timeout);
+        }
+        let pipeline = builder.build().unwrap();
+        let error = pipeline
+            .call(|_attempt| ReadyThenPanicOnDrop)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                &*error,
+                NodeError::Panicked {
+                    code: UserCode::Task,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+    }
+}
