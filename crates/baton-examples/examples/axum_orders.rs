@@ -1,5 +1,5 @@
 //! The order placement as an HTTP service: a baton graph served by axum through
-//! `Router::route_service` (see `baton_examples::serve`), in front of the stand-in
+//! `axum::routing::post_service` (see `baton_examples::serve`), in front of the stand-in
 //! services, both on `127.0.0.1`.
 //!
 //! It sends `POST /orders` with a real HTTP client in four situations and prints each

@@ -1,5 +1,5 @@
 //! The order placement served over HTTP: a baton graph as an axum route, through
-//! `Router::route_service`.
+//! `axum::routing::post_service`.
 //!
 //! `POST /orders` with an [`OrderRequest`] as JSON runs the graph
 //!
@@ -136,13 +136,14 @@ pub fn orders(
     }))
 }
 
-/// The router: `POST /orders`, served by the graph through `route_service`.
+/// The router: `POST /orders`, served by the graph through `post_service` (other methods
+/// get 405; `Router::route_service` would serve every method).
 ///
 /// # Errors
 /// [`BuildError`] if the graph does not validate.
 pub fn router(api: &OrderApi, config: &Config) -> Result<Router, BuildError> {
     let orders = orders(api, config)?.http(|Json(order): Json<OrderRequest>| order);
-    Ok(Router::new().route_service("/orders", orders))
+    Ok(Router::new().route("/orders", axum::routing::post_service(orders)))
 }
 
 /// The order service, listening on a random free port of `127.0.0.1`. Dropping it stops

@@ -90,12 +90,13 @@ async fn an_axum_route_serves_the_graph_over_http() {
 #[tokio::test]
 async fn a_run_out_of_time_answers_504_naming_the_node() {
     let config = Config {
-        run_timeout: Duration::from_millis(400),
+        run_timeout: Duration::from_millis(1_000),
         ..Config::new().unwrap()
     };
     let (downstreams, services, orders) = start(&config).await;
-    // `sku` answers in 200 ms; `user` would take 1.2 s, past the run's 400 ms.
-    downstreams.update(Service::User, |b| b.slow_by(Duration::from_secs(1)));
+    // `sku` answers in 200 ms, well inside the run's 1 s even on a loaded machine; `user`
+    // would take over 3 s.
+    downstreams.update(Service::User, |b| b.slow_by(Duration::from_secs(3)));
     let (status, body) = post(&orders.url(), &ORDER).await;
     assert_eq!(status, StatusCode::GATEWAY_TIMEOUT, "{body}");
     assert_eq!(body["node"], "user");
