@@ -17,22 +17,51 @@ fn ms(n: u64) -> Duration {
 /// One node whose first `failures` attempts fail at once and whose next ones succeed, with
 /// `retry` and a minimum attempt time of `min_attempt`.
 fn graph(failures: u32, retry: Retry, min_attempt: Duration) -> (Graph<()>, Node<u32>) {
-    let calls = Arc::new(AtomicU32::new(0));
     let mut g = Graph::<()>::builder();
     let node = g
         .node("stock")
         .retry(retry)
         .min_attempt_time(min_attempt)
-        .task(move |_ctx, ()| {
-            let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
-            async move {
-                if n <= failures {
-                    return Err::<u32, BoxError>("503".into());
-                }
-                Ok(n)
-            }
-        });
+        .task(failing_first(failures));
     (g.build().expect("a valid graph"), node)
+}
+
+/// A task whose first `failures` calls fail at once and whose next ones succeed with the
+/// call's number.
+fn failing_first(
+    failures: u32,
+) -> impl Fn(baton_graph::Ctx<()>, ()) -> std::future::Ready<Result<u32, BoxError>> + Send + Sync {
+    let calls = Arc::new(AtomicU32::new(0));
+    move |_ctx, ()| {
+        let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
+        std::future::ready(if n <= failures {
+            Err("503".into())
+        } else {
+            Ok(n)
+        })
+    }
+}
+
+/// Runs the graph of [`graph`] (one failure, then success) twice on a two-worker runtime
+/// with a real clock, under a run timeout of `timeout`: each run succeeds at its second
+/// attempt. Outcomes are asserted, not times.
+fn succeeds_on_a_real_clock(retry: &Retry, min_attempt: Duration, timeout: Duration) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    for _ in 0..2 {
+        let (graph, node) = graph(1, retry.clone(), min_attempt);
+        let report = rt.block_on(run(&graph, timeout));
+        let n = report.node(node).expect("the node");
+        assert_eq!(
+            (n.outcome(), n.attempts()),
+            (Outcome::Succeeded, 2),
+            "{:?}",
+            n.message()
+        );
+    }
 }
 
 async fn run(graph: &Graph<()>, timeout: Duration) -> Report {
@@ -68,26 +97,8 @@ async fn the_attempt_a_clipped_backoff_made_room_for_runs() {
 /// as before, fails every run: any lateness at all leaves less.)
 #[test]
 fn on_a_real_clock_the_attempt_after_a_clipped_backoff_still_runs() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    for _ in 0..2 {
-        let (graph, node) = graph(
-            1,
-            Retry::new(2).backoff(Backoff::constant(ms(2_000))),
-            ms(400),
-        );
-        let report = rt.block_on(run(&graph, ms(1_000)));
-        let n = report.node(node).expect("the node");
-        assert_eq!(
-            (n.outcome(), n.attempts()),
-            (Outcome::Succeeded, 2),
-            "{:?}",
-            n.message()
-        );
-    }
+    let retry = Retry::new(2).backoff(Backoff::constant(ms(2_000)));
+    succeeds_on_a_real_clock(&retry, ms(400), ms(1_000));
 }
 
 /// With exactly the minimum attempt time left the backoff is clipped to zero: one attempt
@@ -120,21 +131,12 @@ async fn a_budget_never_becomes_a_zero_delay_loop() {
 /// `clock`, which at 85 ms moves the paused clock 12 ms at once, as a late timer would:
 /// the backoff's timer fires at 97 ms, with 3 ms left, under the 10 ms minimum.
 fn late_timer_graph(failures: u32) -> (Graph<()>, Node<u32>) {
-    let calls = Arc::new(AtomicU32::new(0));
     let mut g = Graph::<()>::builder();
     let stock = g
         .node("stock")
         .budget(ms(100))
         .retry(Retry::new(5).backoff(Backoff::constant(ms(89))))
-        .task(move |_ctx, ()| {
-            let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
-            async move {
-                if n <= failures {
-                    return Err::<u32, BoxError>("503".into());
-                }
-                Ok(n)
-            }
-        });
+        .task(failing_first(failures));
     let _clock = g.node("clock").task(|_ctx, ()| async {
         tokio::time::sleep(ms(85)).await;
         tokio::time::advance(ms(12)).await;
@@ -175,24 +177,6 @@ async fn the_attempt_after_a_late_backoff_timer_is_the_last() {
 /// outcome is asserted, not the time.)
 #[test]
 fn on_a_real_clock_the_attempt_after_a_backoff_that_fills_its_room_runs() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    for _ in 0..2 {
-        let (graph, node) = graph(
-            1,
-            Retry::new(2).backoff(Backoff::constant(ms(199))),
-            ms(100),
-        );
-        let report = rt.block_on(run(&graph, ms(300)));
-        let n = report.node(node).expect("the node");
-        assert_eq!(
-            (n.outcome(), n.attempts()),
-            (Outcome::Succeeded, 2),
-            "{:?}",
-            n.message()
-        );
-    }
+    let retry = Retry::new(2).backoff(Backoff::constant(ms(199)));
+    succeeds_on_a_real_clock(&retry, ms(100), ms(300));
 }
