@@ -1,7 +1,8 @@
 //! The crate's shape, checked on its own sources: top-level modules import only modules
-//! below them (`docs/architecture.md` lists the layers), no file has more than 500 lines
+//! below them (`docs/architecture.md` lists the layers), no file has more than 400 lines
 //! of non-test code, no function more than 100, and no comment cites a document outside
-//! the repository.
+//! the repository. Sizes count lines of code: blank lines, comments and rustdoc are free,
+//! so documentation never has to make room for code.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -22,7 +23,7 @@ const LAYERS: [&str; 11] = [
     "tower",
 ];
 
-const MAX_FILE_LINES: usize = 500;
+const MAX_FILE_LINES: usize = 400;
 const MAX_FN_LINES: usize = 100;
 
 fn src() -> PathBuf {
@@ -76,6 +77,29 @@ fn without_tests(text: &str) -> Vec<&str> {
         out.push(line);
     }
     out
+}
+
+/// Whether `line` counts toward a size limit: it holds code, not only a comment, a doc
+/// comment or whitespace.
+fn is_code(line: &str) -> bool {
+    let trimmed = line.trim();
+    !trimmed.is_empty() && !trimmed.starts_with("//")
+}
+
+#[test]
+fn sizes_count_code_not_docs() {
+    for line in ["let x = 1;", "    }", "fn a() {} // note"] {
+        assert!(is_code(line), "{line}");
+    }
+    for line in [
+        "",
+        "   ",
+        "/// An item.",
+        "    //! A module.",
+        "// a comment",
+    ] {
+        assert!(!is_code(line), "{line:?}");
+    }
 }
 
 /// The code of a line, without its comment (doc comments included).
@@ -311,8 +335,9 @@ fn no_file_or_function_is_too_long() {
     let mut long = Vec::new();
     for (path, text) in sources() {
         let lines = without_tests(&text);
-        if lines.len() > MAX_FILE_LINES {
-            long.push(format!("{}: {} lines", path.display(), lines.len()));
+        let code_lines = lines.iter().filter(|l| is_code(l)).count();
+        if code_lines > MAX_FILE_LINES {
+            long.push(format!("{}: {code_lines} lines of code", path.display()));
         }
         // rustfmt closes a function at the indentation it opened it. A signature that ends
         // in `;` before any `{` is a declaration (a trait's), not a function.
@@ -339,7 +364,7 @@ fn no_file_or_function_is_too_long() {
                 }
                 Some((start, at, name)) => {
                     if line.starts_with(at.as_str()) && trimmed.starts_with('}') && indent == at {
-                        let len = n - start + 1;
+                        let len = lines[*start..=n].iter().filter(|l| is_code(l)).count();
                         if len > MAX_FN_LINES {
                             long.push(format!("{}: `{name}` {len} lines", path.display()));
                         }
