@@ -37,6 +37,7 @@
 //! WARN, to half-open, recovering or closed at INFO (with `breaker`, `from`, `to`, `reason`).
 
 mod callbacks;
+pub(crate) mod diagram;
 mod display;
 pub(crate) mod log;
 #[cfg(feature = "metrics")]

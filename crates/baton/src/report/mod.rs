@@ -8,6 +8,7 @@
 //! the engine, so that it knows nothing of the scheduler's types.
 
 mod attempt;
+mod chrome;
 #[cfg(feature = "serde")]
 mod json;
 mod missing;
