@@ -95,8 +95,12 @@ fn node_events(trace: &mut Trace, node: &NodeReport<'_>, tid: u64, next_lane_tid
     trace.slice(node.name(), "node", tid, start, end, &args);
     let log = node.attempt_log();
     if log.is_empty() {
+        // No attempt log: one attempt that is the node's own span, or none at all, as when
+        // an open breaker sent the node straight to its fallback.
         if node.attempts() == 1 {
             trace.slice("attempt 1", "attempt", tid, start, end, "\"number\":1");
+        } else if node.outcome() == Outcome::Recovered {
+            trace.slice("fallback", "fallback", tid, start, end, "");
         }
         return;
     }

@@ -226,7 +226,7 @@ fn mermaid_and_dot_draw_every_node_edge_and_policy() {
 }
 
 /// A run with every kind of slice: a plain node, retries with backoffs ending in a
-/// fallback, a hedge that wins, a failure and a skip.
+/// fallback, a hedge that wins, a failure and a skip, a breaker's rejection.
 async fn traced_run() -> Report {
     let mut g = Graph::<()>::builder();
     let user = g.node("user").task(|_ctx, ()| async {
@@ -254,6 +254,12 @@ async fn traced_run() -> Report {
     g.node("promo")
         .after(coupon)
         .task(|_ctx, _| async { Ok::<_, BoxError>(5_u64) });
+    let tax = CircuitBreaker::builder("tax").build().unwrap();
+    tax.isolate().await; // rejects every call: the fallback answers, no attempt runs
+    g.node("tax")
+        .breaker(&tax)
+        .fallback(Fallback::value(0_u64))
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(19_u64) });
     g.build().unwrap().run(()).await.unwrap()
 }
 
@@ -394,6 +400,16 @@ async fn a_chrome_trace_has_a_track_per_node_and_nests_its_slices() {
     );
     assert_eq!(ms_spans(on_stock("backoff")), [(300, 400), (500, 700)]);
     assert_eq!(ms_spans(on_stock("fallback")), [(800, 800)]);
+
+    // A node whose breaker rejected it: no attempt, its fallback spans the node.
+    let tax = report.by_name("tax").unwrap();
+    assert_eq!((tax.outcome(), tax.attempts()), (Outcome::Recovered, 0));
+    let tid = tax.index() as u64 + 1;
+    let fallback: Vec<&Value> = slices("fallback")
+        .into_iter()
+        .filter(|e| e["tid"] == tid)
+        .collect();
+    assert_eq!(fallback.len(), 1);
 
     // The hedge overlaps the attempt it races: it is on a lane of its own.
     let price = report.by_name("price").unwrap();
