@@ -103,7 +103,7 @@ impl Diagram {
         let mut out = String::new();
         let title = self.title.as_deref().unwrap_or("graph");
         let _ = writeln!(out, "digraph \"{}\" {{", dot_text(title));
-        out.push_str("    rankdir=LR;\n    node [fontname=\"Helvetica\"];\n");
+        out.push_str("    rankdir=LR;\n    node [fontname=\"Helvetica\"];\n    edge [fontname=\"Helvetica\"];\n");
         for (i, node) in self.nodes.iter().enumerate() {
             let mut label = dot_text(&node.name);
             if !node.labels.is_empty() {
