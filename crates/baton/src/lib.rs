@@ -226,7 +226,7 @@ pub mod shared {
 }
 /// The execution contract, as `docs/contract.md` in the repository states it.
 ///
-#[doc = include_str!("../../../docs/contract.md")]
+#[doc = include_str!("../contract.md")]
 pub mod contract {}
 pub use policy::{
     Backoff, BackoffIter, Bulkhead, Chaos, DEFAULT_MAX_DELAY, DEFAULT_MIN_ATTEMPT_TIME,
