@@ -55,6 +55,8 @@
 //!   taken, the breaker's state), and the full timeline is printed for runs in which the
 //!   breaker changed state and for the last run.
 //! - `--json PATH`: write the last report as JSON.
+//! - `--trace PATH`: write the last run as a Chrome trace, to open in Perfetto
+//!   (ui.perfetto.dev, "Open trace file") or `chrome://tracing`.
 //! - `--user ID`, `--sku ID`: the order request (defaults 7 and 42).
 //!
 //! Exit status: 0 when the last run returned its report (in `preserve-partial` mode also
@@ -70,6 +72,7 @@
 //! cargo run --release --example order -- --stock-down --runs 12
 //! cargo run --release --example order -- --stock-down --runs 8 --recover-after 5 --open-ms 1000 --pause-ms 200
 //! cargo run --release --example order -- --fail user --mode fail-all --json report.json
+//! cargo run --release --example order -- --flaky-stock 2 --trace order-trace.json
 //! ```
 //! `RUST_LOG=debug` shows every call the server answers.
 
@@ -157,6 +160,10 @@ struct Args {
     /// Write the last run's report as JSON to this file.
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
+
+    /// Write the last run as a Chrome trace (open it in Perfetto or chrome://tracing).
+    #[arg(long, value_name = "PATH")]
+    trace: Option<PathBuf>,
 
     /// The ordering user's id.
     #[arg(long, value_name = "ID", default_value_t = 7)]
@@ -633,6 +640,10 @@ async fn main() -> Result<ExitCode, Box<dyn Error>> {
             let file = BufWriter::new(File::create(path)?);
             serde_json::to_writer_pretty(file, report)?;
             println!("report written to {}", path.display());
+        }
+        if let Some(path) = &args.trace {
+            std::fs::write(path, report.to_chrome_trace())?;
+            println!("trace written to {}", path.display());
         }
     }
 

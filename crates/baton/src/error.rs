@@ -72,6 +72,22 @@ pub fn ok<T>(value: T) -> TaskResult<T> {
 /// `build()` reports one problem: the first, in declaration order, of the first check that
 /// finds any (see [`GraphBuilder::build`](crate::GraphBuilder::build)). Nothing runs until every
 /// problem is fixed, so a bad graph never hangs or panics at run time.
+///
+/// ```
+/// use baton_graph::{BoxError, BuildError, Graph};
+///
+/// let mut g = Graph::<()>::builder();
+/// g.node("total")
+///     .after_names::<u64>(["price"])
+///     .task(|_ctx, _| async { Ok::<_, BoxError>(0_u64) });
+/// let err = g.build().unwrap_err();
+/// let expected = BuildError::UnknownUpstream { node: "total".into(), upstream: "price".into() };
+/// assert_eq!(err, expected);
+/// assert_eq!(
+///     err.to_string(),
+///     "node `total` names upstream `price`, which is not a node of this graph"
+/// );
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BuildError {
@@ -190,7 +206,9 @@ pub enum BuildError {
 /// });
 /// let report = g.build()?.run(()).await?;
 /// let err = report.node(quote).and_then(|n| n.error()).unwrap();
-/// assert!(matches!(err, NodeError::Timeout { attempt: 1, .. }) && err.is_timeout());
+/// let limit = Duration::from_millis(50);
+/// assert!(matches!(err, NodeError::Timeout { attempt: 1, limit: l, .. } if *l == limit));
+/// assert!(err.is_timeout());
 /// assert_eq!(err.to_string(), "node `quote` attempt 1 timed out after 50 ms");
 /// # Ok(())
 /// # }
@@ -357,6 +375,7 @@ impl NodeError {
     /// });
     /// let report = g.build()?.run(()).await?;
     /// let err = report.node(user).and_then(|n| n.error()).unwrap();
+    /// assert_eq!(err.kind(), "gave_up"); // the retry wrapper
     /// let io = err.task_error().and_then(|e| e.downcast_ref::<io::Error>()).unwrap();
     /// assert_eq!(io.kind(), io::ErrorKind::ConnectionRefused); // the task's own error
     /// # Ok(())

@@ -155,15 +155,17 @@
 //!   that ends at once, and a node that waits moves to a task of its own), or in tasks of
 //!   the run's own, spread over the workers (`Spread`: nodes that compute run in parallel).
 //!
-//! The execution contract, rule by rule, is `docs/contract.md` in the repository.
+//! The execution contract, rule by rule with the tests that check each, is the
+//! [`contract`] module.
 //!
 //! ## Without a graph
 //! A [`Pipeline`] runs the same policies, in the same order, around a single call, with
 //! the same errors, events and attempt log as a node.
 //!
 //! ## Layout
-//! Everything is re-exported from the crate root; only [`observe`] (callbacks, observers,
-//! stats, tracing spans, metrics) is a public module. Inside, the modules form layers, each
+//! Everything is re-exported from the crate root. Three modules are public: [`observe`]
+//! holds callbacks, observers, stats, tracing spans and metrics; [`shared`] what a breaker's
+//! shared-state backend implements; [`contract`] is the execution contract. Inside, the modules form layers, each
 //! using only those below it: leaf utilities, identifiers, policy primitives, errors, the
 //! report, observing, the orchestrator, the onion (and the pipeline), the engine (compiled
 //! graph, run state, drivers), the builder. `docs/architecture.md` in the repository is the
@@ -222,6 +224,10 @@ pub mod shared {
         SharedView, Unreachable,
     };
 }
+/// The execution contract, as `docs/contract.md` in the repository states it.
+///
+#[doc = include_str!("../contract.md")]
+pub mod contract {}
 pub use policy::{
     Backoff, BackoffIter, Bulkhead, Chaos, DEFAULT_MAX_DELAY, DEFAULT_MIN_ATTEMPT_TIME,
     HEDGE_WINDOW, Hedge, InjectedFault, Jitter, RateLimiter, RetryBudget,

@@ -310,6 +310,21 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     /// Sets the failure mode every run of the graph uses unless its
     /// [`RunOptions`](crate::RunOptions) override it. Default:
     /// [`FailureMode::PreservePartial`].
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, FailureMode, Graph, RunError};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut g = Graph::<()>::builder();
+    /// g.failure_mode(FailureMode::FailAll);
+    /// g.node("stock").task(|_ctx, ()| async { Err::<u32, BoxError>("503".into()) });
+    /// let err = g.build()?.run(()).await.unwrap_err();
+    /// assert!(matches!(&err, RunError::Failed { node, failed: 1, .. } if node == "stock"));
+    /// assert_eq!(err.report().map(|r| r.len()), Some(1)); // the report is kept
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn failure_mode(&mut self, mode: FailureMode) -> &mut Self {
         self.mode = mode;
         self
@@ -329,6 +344,15 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     /// told apart on a dashboard; a graph without one has no `graph` field or label. Keep
     /// it fixed (never a request's or a run's id): every name is a series of its own for a
     /// metrics backend. Default: none.
+    ///
+    /// ```
+    /// use baton_graph::Graph;
+    ///
+    /// let mut g = Graph::<()>::builder();
+    /// g.name("checkout");
+    /// assert_eq!(g.build()?.name(), Some("checkout"));
+    /// # Ok::<(), baton_graph::BuildError>(())
+    /// ```
     pub fn name(&mut self, name: impl Into<String>) -> &mut Self {
         self.name = Some(name.into().into_boxed_str());
         self

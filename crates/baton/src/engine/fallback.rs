@@ -93,11 +93,20 @@ pub(crate) trait FallbackSlot<I: Send + Sync + 'static, T>: Send + Sync + 'stati
         scope: &FallbackScope<'_, I>,
         error: Arc<NodeError>,
     ) -> Option<FallbackFuture>;
+
+    /// Whether there is a fallback (a diagram labels the node with it).
+    fn is_set(&self) -> bool {
+        true
+    }
 }
 
 impl<I: Send + Sync + 'static, T> FallbackSlot<I, T> for () {
     fn recover(&self, _: &FallbackScope<'_, I>, _: Arc<NodeError>) -> Option<FallbackFuture> {
         None
+    }
+
+    fn is_set(&self) -> bool {
+        false
     }
 }
 
@@ -126,6 +135,10 @@ where
         error: Arc<NodeError>,
     ) -> Option<FallbackFuture> {
         Some(recover(self.as_deref()?, scope, error))
+    }
+
+    fn is_set(&self) -> bool {
+        self.is_some()
     }
 }
 

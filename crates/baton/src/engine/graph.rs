@@ -60,7 +60,10 @@ impl<I: Send + Sync + 'static> Graph<I> {
         self.run_with(input, RunOptions::new())
     }
 
-    /// Runs the graph once with `input` and per-run options (failure mode override).
+    /// Runs the graph once with `input` and per-run `options`. Each option left unset
+    /// keeps its default: the graph's failure mode and start mode, no timeout and no
+    /// deadline, idempotency keys made from the run's id, and a `run` span that is a
+    /// child of the current one. `run_with(input, RunOptions::new())` is `run(input)`.
     ///
     /// ```
     /// use std::time::Duration;
@@ -114,6 +117,20 @@ impl<I> Graph<I> {
     /// The names of the upstreams of the node called `name`, in declaration order; `None`
     /// when no node has that name. The graph's first lookup by name builds its name table
     /// (O(nodes), once per graph).
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Graph};
+    ///
+    /// let mut g = Graph::<()>::builder();
+    /// let user = g.node("user").task(|_ctx, ()| async { Ok::<_, BoxError>(1_u64) });
+    /// let sku = g.node("sku").task(|_ctx, ()| async { Ok::<_, BoxError>(2_u64) });
+    /// g.node("line").after((user, sku)).task(|_ctx, _| async { Ok::<_, BoxError>(()) });
+    /// let graph = g.build()?;
+    /// assert_eq!(graph.names().collect::<Vec<_>>(), ["user", "sku", "line"]);
+    /// assert_eq!(graph.upstreams_of("line"), Some(vec!["user", "sku"]));
+    /// assert_eq!(graph.upstreams_of("nope"), None);
+    /// # Ok::<(), baton_graph::BuildError>(())
+    /// ```
     #[must_use]
     pub fn upstreams_of(&self, name: &str) -> Option<Vec<&str>> {
         let meta = &self.inner.meta;

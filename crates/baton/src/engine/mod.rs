@@ -18,6 +18,7 @@
 mod admission;
 mod attempt;
 mod core;
+mod diagram;
 mod driver;
 mod fallback;
 mod finish;

@@ -42,8 +42,8 @@ pub enum FailureMode {
     /// Run everything that can run; if any node did not produce a value, the run is
     /// [`RunError::Failed`](crate::RunError::Failed), which still carries the report.
     FailAll,
-    /// The first node that fails cancels every node in flight (they end `Cancelled`, and
-    /// pending nodes downstream of the failure end `Skipped`); the run is
+    /// The first node that fails cancels every node in flight, which end `Cancelled`;
+    /// pending nodes downstream of the failure end `Skipped`. The run is
     /// [`RunError::Failed`](crate::RunError::Failed) with the report.
     FailFast,
 }
@@ -61,7 +61,7 @@ impl fmt::Display for FailureMode {
 impl std::str::FromStr for FailureMode {
     type Err = String;
 
-    /// Parses `preserve-partial`, `fail-all` or `fail-fast` (also with `_`).
+    /// Parses `preserve-partial`, `fail-all` or `fail-fast`, with `-` or `_`.
     fn from_str(s: &str) -> Result<Self, String> {
         match s.replace('_', "-").as_str() {
             "preserve-partial" => Ok(FailureMode::PreservePartial),
@@ -77,10 +77,12 @@ impl std::str::FromStr for FailureMode {
 /// Per-run options for [`Graph::run_with`](crate::Graph::run_with).
 ///
 /// # Defaults
-/// - failure mode: the graph's ([`GraphBuilder::failure_mode`](crate::GraphBuilder::failure_mode));
-/// - start mode: the graph's ([`GraphBuilder::start_mode`](crate::GraphBuilder::start_mode));
-/// - timeout / deadline: none;
-/// - span: a child of the current span ([`detached_span`](Self::detached_span)).
+/// - failure mode: the graph's, set by [`GraphBuilder::failure_mode`](crate::GraphBuilder::failure_mode);
+/// - start mode: the graph's, set by [`GraphBuilder::start_mode`](crate::GraphBuilder::start_mode);
+/// - timeout and deadline: none;
+/// - idempotency keys: made from the run's id, unless
+///   [`idempotency_key`](Self::idempotency_key) gives another;
+/// - span: a child of the current span, unless [`detached_span`](Self::detached_span).
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     pub(super) mode: Option<FailureMode>,
@@ -105,8 +107,8 @@ impl RunOptions {
         self
     }
 
-    /// Overrides the graph's start mode for this run: where its nodes start (see
-    /// [`StartMode`]).
+    /// Overrides the graph's start mode for this run: where its nodes start. [`StartMode`]
+    /// describes each mode.
     #[must_use]
     pub fn start_mode(mut self, start: StartMode) -> Self {
         self.start = Some(start);
@@ -117,7 +119,7 @@ impl RunOptions {
     /// attempt of every node must end by then; an attempt still running is cut at the
     /// deadline, and a node that would start with less than its minimum attempt time left
     /// fails at once, both with [`NodeError::DeadlineExceeded`](crate::NodeError::DeadlineExceeded).
-    /// Node budgets derive from it (the earliest deadline applies).
+    /// Node budgets derive from it: the earliest deadline applies.
     ///
     /// ```
     /// use std::time::Duration;
@@ -145,9 +147,10 @@ impl RunOptions {
     }
 
     /// Gives the run's nodes idempotency keys made of `key` instead of the run's id: `key`,
-    /// a dash and the node's index (see [`IdempotencyKey`](crate::IdempotencyKey)). Pass the
-    /// `Idempotency-Key` of the request the run serves, so that the client's retry of that
-    /// request (a new run) sends the same keys downstream and causes no second side effect.
+    /// a dash and the node's index, as [`IdempotencyKey`](crate::IdempotencyKey) says. Pass
+    /// the `Idempotency-Key` of the request the run serves: the client's retry of that
+    /// request is a new run, and it sends the same keys downstream, so it causes no second
+    /// side effect.
     ///
     /// ```
     /// use baton_graph::{BoxError, Graph, RunOptions};
@@ -173,7 +176,7 @@ impl RunOptions {
         self
     }
 
-    /// Gives the run an absolute deadline (a tokio, monotonic, instant), e.g. the one the
+    /// Gives the run an absolute deadline, a monotonic tokio instant, such as the one the
     /// caller's request carries. With [`timeout`](Self::timeout) too, the earlier applies.
     ///
     /// ```
@@ -202,7 +205,7 @@ impl RunOptions {
     }
 
     /// With `true`, the run's `tracing` span has no parent: under OpenTelemetry, the run
-    /// is a trace of its own. By default (`false`) the span is a child of the span current
+    /// is a trace of its own. By default, or with `false`, the span is a child of the span current
     /// where the run is first polled: a run awaited in a request handler nests under the
     /// request's span, in the request's trace.
     #[must_use]

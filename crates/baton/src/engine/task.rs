@@ -66,6 +66,11 @@ pub(crate) trait ErasedTask<I>: Send + Sync + 'static {
         error: Arc<NodeError>,
     ) -> Option<FallbackFuture>;
 
+    /// Whether the node has a fallback.
+    fn has_fallback(&self) -> bool {
+        false
+    }
+
     /// For a router: the key of the branch to run, from the run input and the upstreams'
     /// values. `None` for other nodes, or when a value is missing (which validation rules
     /// out).
@@ -149,6 +154,10 @@ where
         error: Arc<NodeError>,
     ) -> Option<FallbackFuture> {
         self.fallback.recover(scope, error)
+    }
+
+    fn has_fallback(&self) -> bool {
+        self.fallback.is_set()
     }
 }
 
@@ -240,6 +249,10 @@ where
         error: Arc<NodeError>,
     ) -> Option<FallbackFuture> {
         self.fallback.recover(scope, error)
+    }
+
+    fn has_fallback(&self) -> bool {
+        self.fallback.is_set()
     }
 }
 

@@ -41,6 +41,13 @@ impl fmt::Display for UserCode {
 }
 
 /// Why a run was cancelled.
+///
+/// ```
+/// use baton_graph::CancelReason;
+///
+/// let reason = CancelReason::FailFast { node: "stock".into() };
+/// assert_eq!(reason.to_string(), "fail-fast after `stock` failed");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CancelReason {

@@ -1,5 +1,7 @@
 //! Watching runs: per-node callbacks, run-level observers that receive every event as it
-//! happens, and orchestrator-wide statistics (`docs/contract.md`, rules 10 and 16).
+//! happens, and orchestrator-wide statistics. The contract's rules
+//! [10](crate::contract#10-callbacks-and-observers) and [16](crate::contract#16-stats) say
+//! what each promises.
 //!
 //! # Callbacks
 //! [`NodeBuilder::on_success`](crate::NodeBuilder::on_success),
@@ -37,6 +39,7 @@
 //! WARN, to half-open, recovering or closed at INFO (with `breaker`, `from`, `to`, `reason`).
 
 mod callbacks;
+pub(crate) mod diagram;
 mod display;
 pub(crate) mod log;
 #[cfg(feature = "metrics")]

@@ -2,12 +2,13 @@
 //!
 //! Every node of the graph appears in the report with exactly one [`Outcome`]: a node
 //! skipped because an upstream produced no value is recorded too, with that upstream and
-//! the root cause (`docs/contract.md`, rule 2).
+//! the root cause ([rule 2 of the contract](crate::contract#2-exactly-one-outcome-per-node)).
 //!
 //! The report reads a run through [`RunRecords`], a trait defined here and implemented by
 //! the engine, so that it knows nothing of the scheduler's types.
 
 mod attempt;
+mod chrome;
 #[cfg(feature = "serde")]
 mod json;
 mod missing;
@@ -261,6 +262,23 @@ impl Report {
     }
 
     /// How many nodes ended with each outcome.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Graph};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let stock = g.node("stock").task(|_ctx, ()| async { Err::<u32, BoxError>("503".into()) });
+    /// g.node("promo").after(stock).task(|_ctx, _| async { Ok::<_, BoxError>(5_u64) });
+    /// g.node("price").task(|_ctx, ()| async { Ok::<_, BoxError>(59_900_u64) });
+    /// let report = g.build()?.run(()).await?;
+    /// let counts = report.counts();
+    /// assert_eq!((counts.succeeded, counts.failed, counts.skipped), (1, 1, 1));
+    /// assert!(!report.is_clean());
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn counts(&self) -> Counts {
         let mut counts = Counts::default();
@@ -364,18 +382,22 @@ impl<'r> NodeReport<'r> {
     /// successful attempt is the node's own start and end.
     ///
     /// ```
-    /// use baton_graph::{BoxError, Graph, Retry};
+    /// use std::time::Duration;
+    /// use baton_graph::{Backoff, BoxError, Graph, Retry};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), BoxError> {
     /// let mut g = Graph::<()>::builder();
-    /// let user = g.node("user").retry(Retry::new(3)).task(|ctx, ()| async move {
-    ///     if ctx.attempt() < 3 { Err("503".into()) } else { Ok::<_, BoxError>("ada") }
-    /// });
+    /// let user = g
+    ///     .node("user")
+    ///     .retry(Retry::new(3).backoff(Backoff::exponential(Duration::from_millis(100))))
+    ///     .task(|ctx, ()| async move {
+    ///         if ctx.attempt() < 3 { Err("503".into()) } else { Ok::<_, BoxError>("ada") }
+    ///     });
     /// let report = g.build()?.run(()).await?;
     /// let log = report.node(user).unwrap().attempt_log();
     /// let delays: Vec<_> = log.iter().map(|a| a.delay_before.as_millis()).collect();
-    /// assert_eq!(delays, [0, 100, 200]); // the default backoff: from 100 ms, doubling
+    /// assert_eq!(delays, [0, 100, 200]);
     /// assert_eq!(log[0].error.as_deref(), Some("503"));
     /// assert_eq!(log[2].error, None);
     /// # Ok(())
@@ -423,6 +445,27 @@ impl<'r> NodeReport<'r> {
     }
 
     /// The node's error followed by its [`source`](StdError::source) chain, outermost first.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Graph, Retry};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let stock = g
+    ///     .node("stock")
+    ///     .retry(Retry::new(2))
+    ///     .task(|_ctx, ()| async { Err::<u32, BoxError>("503".into()) });
+    /// let report = g.build()?.run(()).await?;
+    /// let stock = report.node(stock).unwrap();
+    /// let chain: Vec<String> = stock.error_chain().map(|e| e.to_string()).collect();
+    /// assert_eq!(chain, [
+    ///     "node `stock` gave up after 2 attempt(s) in 100 ms (max attempts reached)",
+    ///     "503", // the last attempt's error, as the task returned it
+    /// ]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn error_chain(&self) -> impl Iterator<Item = &'r (dyn StdError + 'static)> + use<'r> {
         let first = self
             .record
@@ -435,6 +478,25 @@ impl<'r> NodeReport<'r> {
     }
 
     /// For a `Skipped` node: the upstream that produced no value.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Graph};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let stock = g.node("stock").task(|_ctx, ()| async { Err::<u32, BoxError>("503".into()) });
+    /// let promo = g.node("promo").after(stock).task(|_ctx, _| async { Ok::<_, BoxError>(5_u64) });
+    /// let notify = g.node("notify").after(promo).task(|_ctx, _| async { Ok::<_, BoxError>(()) });
+    /// let report = g.build()?.run(()).await?;
+    /// let notify = report.node(notify).unwrap();
+    /// assert_eq!(notify.skipped_because().map(|n| n.name()), Some("promo"));
+    /// assert_eq!(notify.root_cause().map(|n| n.name()), Some("stock"));
+    /// let why = notify.message().unwrap();
+    /// assert_eq!(why, "upstream `promo` skipped; root cause `stock` failed: 503");
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn skipped_because(&self) -> Option<NodeReport<'r>> {
         self.record.because().map(|id| self.entry(id))

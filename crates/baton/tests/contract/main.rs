@@ -8,6 +8,7 @@ mod breaker_control;
 mod breaker_shared;
 mod bulkhead;
 mod chaos;
+mod export;
 mod failure_modes;
 mod fallback;
 mod hedge;

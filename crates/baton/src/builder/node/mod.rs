@@ -17,23 +17,32 @@ use crate::report::NodeReport;
 
 /// One node being defined: its upstreams and policies, then its task.
 ///
-/// `U` is the upstreams' shape (see [`Upstreams`]) and `T` the value the task produces;
+/// `U` is the upstreams' shape, as [`Upstreams`] describes, and `T` the task's value;
 /// both are inferred. The node is added to the graph when [`task`](Self::task) or
 /// [`blocking_task`](Self::blocking_task) is called.
 ///
 /// # Policies and their defaults
-/// Policies compose in a fixed onion, inner to outer: attempt (rate-limit permit +
-/// bulkhead permit + task + per-attempt timeout) → retry → circuit breaker → fallback
-/// (`docs/contract.md`, rule 3).
-/// - [`timeout`](Self::timeout): none;
-/// - [`retry`](Self::retry): none (one attempt);
-/// - [`budget`](Self::budget): none (only the run's deadline, if any, applies);
+/// Policies compose in a fixed onion, inner to outer: the attempt, then retry, then the
+/// circuit breaker, then the fallback. An attempt takes its rate-limit permit and its
+/// bulkhead permit, draws its injected faults, and runs the task under its per-attempt
+/// timeout; a hedge races further attempts against it. The
+/// [contract's rule 3](crate::contract#3-the-onion) gives the details. Without a setter
+/// call, a node has:
+/// - [`timeout`](Self::timeout): no per-attempt limit; only a deadline cuts an attempt;
+/// - [`retry`](Self::retry): one attempt, never retried;
+/// - [`budget`](Self::budget): no budget of its own; the run's deadline applies if it has
+///   one;
 /// - [`min_attempt_time`](Self::min_attempt_time): 10 ms;
-/// - [`breaker`](Self::breaker), [`bulkhead`](Self::bulkhead),
-///   [`rate_limit`](Self::rate_limit), [`fallback`](Self::fallback): none.
+/// - [`breaker`](Self::breaker): no breaker, and so [`breaker_ignore`](Self::breaker_ignore)
+///   has nothing to tell; with a breaker, every error counts;
+/// - [`bulkhead`](Self::bulkhead), [`rate_limit`](Self::rate_limit): no limit on attempts;
+/// - [`hedge`](Self::hedge): one attempt at a time;
+/// - [`chaos`](Self::chaos): no injected faults;
+/// - [`fallback`](Self::fallback), [`fallback_with`](Self::fallback_with): none, so a node
+///   whose attempts all failed ends `Failed`.
 #[must_use = "a node is only added to the graph when `.task(..)` is called"]
 pub struct NodeBuilder<'g, I, U, T> {
-    /// Holds the node's name, pending ([`Names::begin`]), until the node is added.
+    /// Holds the node's name, pending since [`Names::begin`], until the node is added.
     builder: &'g mut GraphBuilder<I>,
     upstreams: U,
     /// Boxed on first use: most nodes have no policy and no callback, and a small builder
@@ -87,12 +96,13 @@ impl<'g, I: Send + Sync + 'static, T> NodeBuilder<'g, I, (), T> {
 
     /// Declares the node's upstreams by name, for graphs built from configuration. Each
     /// must produce a `V`; the task receives their values as [`Inputs<V>`](crate::Inputs).
-    /// Name `V` with a turbofish (`after_names::<u64>([..])`) unless the task's arguments
-    /// say it.
+    /// Name `V` with a turbofish, as in `after_names::<u64>([..])`, unless the task's
+    /// arguments say it.
     ///
-    /// Names may refer to nodes added later. `build()` reports an unknown name
-    /// ([`BuildError::UnknownUpstream`](crate::BuildError::UnknownUpstream)), an upstream of another type
-    /// ([`BuildError::TypeMismatch`](crate::BuildError::TypeMismatch)) and a cycle ([`BuildError::Cycle`](crate::BuildError::Cycle)).
+    /// Names may refer to nodes added later. `build()` reports an unknown name as
+    /// [`BuildError::UnknownUpstream`](crate::BuildError::UnknownUpstream), an upstream of
+    /// another type as [`BuildError::TypeMismatch`](crate::BuildError::TypeMismatch) and a
+    /// cycle as [`BuildError::Cycle`](crate::BuildError::Cycle).
     ///
     /// ```
     /// use baton_graph::{BoxError, Graph};
@@ -256,18 +266,17 @@ where
     /// The task is an `async` closure `|ctx, values| async move { .. }` returning
     /// `Result<T, E>` with `E: Into<BoxError>`. It is `Fn`, not `FnOnce`: a retrying node
     /// calls it once per attempt, each time with a fresh [`Ctx`] and the same upstream
-    /// values. A panic inside it (before or after its first `.await`) is caught and becomes
+    /// values. A panic inside it, before or after its first `.await`, is caught and becomes
     /// the node's `Failed` outcome with the panic message.
     ///
     /// Between `.await`s the task holds the run's driver, like any future holds its tokio
     /// worker, and a run has at most as many drivers draining its ready nodes as the
-    /// runtime has workers: work that blocks its thread (file or socket I/O without
-    /// `.await`, long computations, `block_in_place`) belongs in
-    /// [`blocking_task`](Self::blocking_task), whose nodes wait like any other. By default
-    /// ([`StartMode::Inline`](crate::StartMode::Inline)), or where one thread runs every
-    /// task, the run's first nodes start in the task that awaits the run
-    /// and move to a task of their own at their first `.await` that waits (see
-    /// [`Run`](crate::Run)).
+    /// runtime has workers. Work that blocks its thread, such as file or socket I/O without
+    /// `.await`, long computations or `block_in_place`, belongs in
+    /// [`blocking_task`](Self::blocking_task), whose nodes wait like any other. By default,
+    /// with [`StartMode::Inline`](crate::StartMode::Inline), or where one thread runs every
+    /// task, the run's first nodes start in the task that awaits the run and move to a task
+    /// of their own at their first `.await` that waits; [`Run`](crate::Run) says more.
     ///
     /// ```
     /// use baton_graph::{BoxError, Graph, Retry};

@@ -1,0 +1,445 @@
+//! Graphs and runs you can look at: a built graph as Mermaid and DOT, a report as a Chrome
+//! trace. Each output is parsed back and checked against the graph or the report.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use baton_graph::{
+    BoxError, Bulkhead, CircuitBreaker, Fallback, Graph, Hedge, Orchestrator, Outcome, RateLimiter,
+    Report, Retry,
+};
+use serde_json::Value;
+use tokio::time::sleep;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// The order flow with every policy a diagram labels: `user ∥ sku → stock → dispatch
+/// (ship | shortage) → notify`.
+fn order_graph() -> Graph<()> {
+    let orch = Orchestrator::new();
+    let inventory = CircuitBreaker::builder("inventory").build().unwrap();
+    let mut g = orch.graph::<()>();
+    g.name("order");
+    let user = g
+        .node("user")
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(7_u64) });
+    let sku = g
+        .node("sku")
+        .rate_limit(RateLimiter::new("catalog", 100, Duration::from_secs(1)))
+        .bulkhead(Bulkhead::new("catalog", 4, ms(50)))
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(42_u64) });
+    let stock = g
+        .node("stock")
+        .after((user, sku))
+        .timeout(ms(300))
+        .retry(Retry::new(3))
+        .hedge(Hedge::new(ms(50)))
+        .breaker(&inventory)
+        .fallback(Fallback::value(0_u64))
+        .task(|_ctx, _| async { Ok::<_, BoxError>(3_u64) });
+    let dispatch = g
+        .router("dispatch")
+        .after(stock)
+        .select(|_input, stock| if **stock > 0 { "ship" } else { "shortage" })
+        .branch("ship", |b| {
+            b.task(|_ctx, _| async { Ok::<_, BoxError>("shipped") })
+        })
+        .branch("shortage", |b| {
+            b.task(|_ctx, _| async { Ok::<_, BoxError>("backordered") })
+        })
+        .finish();
+    g.node("notify")
+        .after(dispatch)
+        .budget(Duration::from_secs(2))
+        .fallback(Fallback::value("in-app"))
+        .task(|_ctx, _| async { Ok::<_, BoxError>("sent") });
+    g.build().unwrap()
+}
+
+/// An edge: from, to, and its label.
+type Edge = (String, String, Option<String>);
+
+/// What a diagram says: each node's id, name and labels, and each edge with its label.
+#[derive(Debug, Default)]
+struct Drawn {
+    nodes: BTreeMap<String, (String, String)>,
+    edges: BTreeSet<Edge>,
+}
+
+impl Drawn {
+    fn name_of(&self, id: &str) -> &str {
+        &self.nodes[id].0
+    }
+
+    /// The edges as `(from name, to name, label)`.
+    fn named_edges(&self) -> BTreeSet<Edge> {
+        self.edges
+            .iter()
+            .map(|(a, b, l)| {
+                (
+                    self.name_of(a).to_owned(),
+                    self.name_of(b).to_owned(),
+                    l.clone(),
+                )
+            })
+            .collect()
+    }
+}
+
+/// Splits `n3{"stock<br/>labels"}` into its id, its shape's brackets and its label.
+fn node_line(line: &str) -> Option<(String, String, String)> {
+    let open = line.find(['[', '{', '('])?;
+    let (id, rest) = line.split_at(open);
+    let shape = format!("{}{}", &rest[..1], &rest[rest.len() - 1..]);
+    let label = rest[1..rest.len() - 1].trim_matches('"').to_owned();
+    Some((id.to_owned(), shape, label))
+}
+
+fn parse_mermaid(text: &str) -> Drawn {
+    let mut drawn = Drawn::default();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("---"), "{text}");
+    assert_eq!(lines.next(), Some("title: order"));
+    assert_eq!(lines.next(), Some("---"));
+    assert_eq!(lines.next(), Some("flowchart LR"));
+    for line in lines.map(str::trim) {
+        if let Some((from, to)) = line.split_once(" --> ") {
+            drawn.edges.insert((from.to_owned(), to.to_owned(), None));
+        } else if let Some((from, rest)) = line.split_once(" -->|\"") {
+            let (label, to) = rest.split_once("\"| ").unwrap();
+            drawn
+                .edges
+                .insert((from.to_owned(), to.to_owned(), Some(label.to_owned())));
+        } else {
+            let (id, shape, label) = node_line(line).unwrap_or_else(|| panic!("line {line}"));
+            let (name, labels) = label.split_once("<br/>").unwrap_or((&label, ""));
+            let kind = match shape.as_str() {
+                "[]" => "task",
+                "{}" => "router",
+                "()" => "branch",
+                other => panic!("shape {other}"),
+            };
+            drawn
+                .nodes
+                .insert(id, (name.to_owned(), format!("{kind}: {labels}")));
+        }
+    }
+    drawn
+}
+
+fn parse_dot(text: &str) -> Drawn {
+    let mut drawn = Drawn::default();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("digraph \"order\" {"), "{text}");
+    assert_eq!(text.lines().last(), Some("}"));
+    for line in lines.map(str::trim) {
+        let Some(line) = line.strip_suffix(';') else {
+            continue;
+        };
+        if let Some((from, rest)) = line.split_once(" -> ") {
+            let (to, label) = match rest.split_once(" [label=\"") {
+                Some((to, label)) => (to, Some(label.trim_end_matches("\"]").to_owned())),
+                None => (rest, None),
+            };
+            drawn.edges.insert((from.to_owned(), to.to_owned(), label));
+        } else if let Some((id, rest)) = line.split_once(" [label=\"") {
+            let (label, attrs) = rest.split_once("\", ").unwrap();
+            let (name, labels) = label.split_once("\\n").unwrap_or((label, ""));
+            let kind = match attrs.trim_end_matches(']') {
+                "shape=box" => "task",
+                "shape=diamond" => "router",
+                "shape=box, style=rounded" => "branch",
+                other => panic!("attributes {other}"),
+            };
+            drawn.nodes.insert(
+                id.to_owned(),
+                (name.to_owned(), format!("{kind}: {labels}")),
+            );
+        }
+    }
+    drawn
+}
+
+/// Every node with its kind and labels, and every edge, as the graph defines them.
+fn expected() -> (BTreeMap<&'static str, &'static str>, BTreeSet<Edge>) {
+    let nodes = BTreeMap::from([
+        ("user", "task: "),
+        ("sku", "task: rate limit catalog · bulkhead catalog (4)"),
+        (
+            "stock",
+            "task: timeout 300 ms · hedge · retry 3 · breaker inventory · fallback",
+        ),
+        ("dispatch", "router: "),
+        ("ship", "branch: "),
+        ("shortage", "branch: "),
+        ("notify", "task: budget 2 s · fallback"),
+    ]);
+    let edge =
+        |a: &str, b: &str, l: Option<&str>| (a.to_owned(), b.to_owned(), l.map(str::to_owned));
+    let edges = BTreeSet::from([
+        edge("user", "stock", None),
+        edge("sku", "stock", None),
+        edge("stock", "dispatch", None),
+        edge("dispatch", "ship", Some("ship")),
+        edge("dispatch", "shortage", Some("shortage")),
+        edge("dispatch", "notify", None),
+    ]);
+    (nodes, edges)
+}
+
+fn check_drawn(graph: &Graph<()>, drawn: &Drawn) {
+    let (nodes, edges) = expected();
+    let by_name: BTreeMap<&str, &str> = drawn
+        .nodes
+        .values()
+        .map(|(name, labels)| (name.as_str(), labels.as_str()))
+        .collect();
+    assert_eq!(by_name, nodes);
+    assert_eq!(drawn.named_edges(), edges);
+    // Every node of the graph, in declaration order as `n0..`, and every upstream edge.
+    for (i, name) in graph.names().enumerate() {
+        assert_eq!(drawn.name_of(&format!("n{i}")), name);
+        if ["ship", "shortage"].contains(&name) {
+            continue; // a branch's edge comes from its router
+        }
+        for up in graph.upstreams_of(name).unwrap() {
+            assert!(
+                edges.contains(&(up.to_owned(), name.to_owned(), None)),
+                "{up} -> {name}"
+            );
+        }
+    }
+}
+
+#[test]
+fn mermaid_and_dot_draw_every_node_edge_and_policy() {
+    let graph = order_graph();
+    let mermaid = graph.to_mermaid();
+    check_drawn(&graph, &parse_mermaid(&mermaid));
+    let dot = graph.to_dot();
+    check_drawn(&graph, &parse_dot(&dot));
+    // Pure functions of the built graph: the same text every time.
+    assert_eq!(graph.to_mermaid(), mermaid);
+    assert_eq!(graph.clone().to_dot(), dot);
+}
+
+/// A run with every kind of slice: a plain node, retries with backoffs ending in a
+/// fallback, a hedge that wins, a failure and a skip, a breaker's rejection.
+async fn traced_run() -> Report {
+    let mut g = Graph::<()>::builder();
+    let user = g.node("user").task(|_ctx, ()| async {
+        sleep(ms(200)).await;
+        Ok::<_, BoxError>(7_u64)
+    });
+    g.node("stock")
+        .after(user)
+        .timeout(ms(100))
+        .retry(Retry::new(3))
+        .fallback(Fallback::value(0_u64))
+        .task(|_ctx, _| async {
+            sleep(ms(500)).await; // every attempt times out
+            Ok::<_, BoxError>(3_u64)
+        });
+    g.node("price")
+        .hedge(Hedge::new(ms(20)))
+        .task(|ctx, ()| async move {
+            sleep(ms(if ctx.attempt() == 1 { 100 } else { 10 })).await;
+            Ok::<_, BoxError>(59_900_u64)
+        });
+    let coupon = g
+        .node("coupon")
+        .task(|_ctx, ()| async { Err::<u64, BoxError>("\"bad\" coupon\n".into()) });
+    g.node("promo")
+        .after(coupon)
+        .task(|_ctx, _| async { Ok::<_, BoxError>(5_u64) });
+    let tax = CircuitBreaker::builder("tax").build().unwrap();
+    tax.isolate().await; // rejects every call: the fallback answers, no attempt runs
+    g.node("tax")
+        .breaker(&tax)
+        .fallback(Fallback::value(0_u64))
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(19_u64) });
+    g.build().unwrap().run(()).await.unwrap()
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_nanos() as f64 / 1_000.0
+}
+
+const EPS: f64 = 0.001;
+
+/// The events of `trace`, checked for the fields every event needs.
+fn events(trace: &str) -> Vec<Value> {
+    let json: Value = serde_json::from_str(trace).expect("the trace is JSON");
+    assert_eq!(json["displayTimeUnit"], "ms");
+    let events = json["traceEvents"].as_array().expect("traceEvents").clone();
+    for e in &events {
+        assert!(e["name"].is_string(), "{e}");
+        assert!(e["pid"].is_u64() && e["tid"].is_u64(), "{e}");
+        match e["ph"].as_str() {
+            Some("X") => {
+                assert!(e["ts"].as_f64().unwrap() >= 0.0, "{e}");
+                assert!(e["dur"].as_f64().unwrap() >= 0.0, "{e}");
+                assert!(e["cat"].is_string() && e["args"].is_object(), "{e}");
+            }
+            Some("i") => assert!(e["ts"].as_f64().unwrap() >= 0.0, "{e}"),
+            Some("M") => assert!(e["args"].is_object(), "{e}"),
+            other => panic!("phase {other:?} in {e}"),
+        }
+    }
+    events
+}
+
+fn span(e: &Value) -> (f64, f64) {
+    let ts = e["ts"].as_f64().unwrap();
+    (ts, ts + e["dur"].as_f64().unwrap_or(0.0))
+}
+
+fn inside(inner: (f64, f64), outer: (f64, f64)) -> bool {
+    inner.0 >= outer.0 - EPS && inner.1 <= outer.1 + EPS
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_chrome_trace_has_a_track_per_node_and_nests_its_slices() {
+    let report = traced_run().await;
+    let events = events(&report.to_chrome_trace());
+    let tracks: BTreeMap<u64, String> = events
+        .iter()
+        .filter(|e| e["name"] == "thread_name")
+        .map(|e| {
+            (
+                e["tid"].as_u64().unwrap(),
+                e["args"]["name"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let slices = |cat: &str| -> Vec<&Value> {
+        events
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["cat"] == cat)
+            .collect()
+    };
+    let makespan = (0.0, us(report.makespan()));
+    let run = slices("run");
+    assert_eq!(run.len(), 1);
+    assert!((span(run[0]).1 - makespan.1).abs() < EPS);
+    assert_eq!(run[0]["args"]["failed"], 1);
+
+    for node in report.nodes() {
+        let tid = node.index() as u64 + 1;
+        assert_eq!(tracks[&tid], node.name());
+        // The node's own slice, or an instant at its end when it never started.
+        let own: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["tid"] == tid && e["cat"] == "node")
+            .collect();
+        assert_eq!(own.len(), 1, "{}", node.name());
+        let own_span = span(own[0]);
+        assert_eq!(own[0]["args"]["outcome"], node.outcome().as_str());
+        assert_eq!(own[0]["args"]["attempts"], node.attempts());
+        assert_eq!(own[0]["args"]["error"].as_str(), node.message().as_deref());
+        match node.start() {
+            Some(start) => {
+                assert_eq!(own[0]["ph"], "X");
+                assert!((own_span.0 - us(start)).abs() < EPS);
+                assert!((own_span.1 - us(node.end())).abs() < EPS);
+            }
+            None => {
+                assert_eq!(own[0]["ph"], "i");
+                assert!((own_span.0 - us(node.end())).abs() < EPS);
+            }
+        }
+        assert!(inside(own_span, makespan));
+        // Every attempt of its log is a slice, on its track or one of its lanes, nested
+        // in the node's slice; so are the backoffs before them.
+        let mine = |e: &&Value| tracks[&e["tid"].as_u64().unwrap()].starts_with(node.name());
+        let attempts: Vec<&Value> = slices("attempt").into_iter().filter(mine).collect();
+        let backoffs: Vec<&Value> = slices("backoff").into_iter().filter(mine).collect();
+        let expected_attempts = if node.attempt_log().is_empty() {
+            node.attempts() as usize
+        } else {
+            node.attempt_log().len()
+        };
+        assert_eq!(attempts.len(), expected_attempts, "{}", node.name());
+        for (slice, a) in attempts.iter().zip(node.attempt_log()) {
+            assert_eq!(slice["name"], format!("attempt {}", a.number));
+            assert_eq!(slice["args"]["error"].as_str(), a.error.as_deref());
+            assert!((span(slice).0 - us(a.start)).abs() < EPS);
+            assert!((span(slice).1 - us(a.end)).abs() < EPS);
+        }
+        let delays = node
+            .attempt_log()
+            .iter()
+            .filter(|a| !a.delay_before.is_zero());
+        assert_eq!(backoffs.len(), delays.count());
+        for slice in attempts.iter().chain(&backoffs) {
+            assert!(inside(span(slice), own_span), "{slice} outside {}", own[0]);
+        }
+    }
+
+    // The retried node: three attempts cut at 100 ms, backoffs of 100 and 200 ms, then
+    // its fallback, all on its own track.
+    let stock = report.by_name("stock").unwrap();
+    assert_eq!(stock.outcome(), Outcome::Recovered);
+    let on_stock = |cat: &str| -> Vec<(f64, f64)> {
+        slices(cat)
+            .into_iter()
+            .filter(|e| e["tid"] == 2)
+            .map(span)
+            .collect()
+    };
+    let ms_spans = |v: Vec<(f64, f64)>| -> Vec<(u64, u64)> {
+        v.into_iter()
+            .map(|(a, b)| ((a / 1e3).round() as u64, (b / 1e3).round() as u64))
+            .collect()
+    };
+    assert_eq!(
+        ms_spans(on_stock("attempt")),
+        [(200, 300), (400, 500), (700, 800)]
+    );
+    assert_eq!(ms_spans(on_stock("backoff")), [(300, 400), (500, 700)]);
+    assert_eq!(ms_spans(on_stock("fallback")), [(800, 800)]);
+
+    // A node whose breaker rejected it: no attempt, its fallback spans the node.
+    let tax = report.by_name("tax").unwrap();
+    assert_eq!((tax.outcome(), tax.attempts()), (Outcome::Recovered, 0));
+    let tid = tax.index() as u64 + 1;
+    let fallback: Vec<&Value> = slices("fallback")
+        .into_iter()
+        .filter(|e| e["tid"] == tid)
+        .collect();
+    assert_eq!(fallback.len(), 1);
+
+    // The hedge overlaps the attempt it races: it is on a lane of its own.
+    let price = report.by_name("price").unwrap();
+    assert!(price.attempt_log().iter().any(|a| a.hedge));
+    let lane = slices("attempt")
+        .into_iter()
+        .find(|e| e["args"]["hedge"] == true)
+        .expect("the hedge's slice");
+    assert_eq!(tracks[&lane["tid"].as_u64().unwrap()], "price · lane 1");
+
+    // On every track, slices come in time order and nest: none straddles another's end.
+    let mut by_track: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
+    for e in events.iter().filter(|e| e["ph"] == "X") {
+        by_track
+            .entry(e["tid"].as_u64().unwrap())
+            .or_default()
+            .push(span(e));
+    }
+    for (tid, spans) in by_track {
+        for pair in spans.windows(2) {
+            assert!(pair[0].0 <= pair[1].0 + EPS, "track {tid}: {spans:?}");
+        }
+        for (i, a) in spans.iter().enumerate() {
+            for b in &spans[i + 1..] {
+                let disjoint = b.0 >= a.1 - EPS || a.0 >= b.1 - EPS;
+                assert!(
+                    disjoint || inside(*a, *b) || inside(*b, *a),
+                    "track {tid}: {a:?} {b:?}"
+                );
+            }
+        }
+    }
+}
