@@ -335,3 +335,7 @@ impl Inner {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "task_tests.rs"]
+mod tests;
