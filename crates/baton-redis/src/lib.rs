@@ -72,6 +72,7 @@
 
 mod backend;
 mod connect;
+mod limiter;
 mod op;
 mod options;
 mod reply;
@@ -79,6 +80,7 @@ mod task;
 
 pub use backend::RedisBreakerState;
 pub use connect::{ConnectError, RedisBreakers};
+pub use limiter::{LIMIT_SCRIPT, LimitFallback, LimitTransition, RedisRateLimit};
 pub use options::{OptionsError, Quorum, QuorumError, RedisOptions};
 pub use redis::RedisError;
 

@@ -215,12 +215,14 @@ pub use policy::breaker::{
     TransitionReason, WindowCounts,
 };
 /// What a shared-state backend for [`CircuitBreaker`] implements and uses
-/// ([`CircuitBreakerBuilder::shared`]).
+/// ([`CircuitBreakerBuilder::shared`]), and one for [`RateLimiter`]
+/// ([`RateLimiter::shared`]).
 pub mod shared {
     pub use crate::policy::breaker::{
         BreakerMirror, SharedBreakerState, SharedFuture, SharedOutcome, SharedRecord, SharedRules,
         SharedView, Unreachable,
     };
+    pub use crate::policy::rate_limit_shared::{SharedLimit, SharedRateLimit};
 }
 pub use policy::{
     Backoff, BackoffIter, Bulkhead, Chaos, DEFAULT_MAX_DELAY, DEFAULT_MIN_ATTEMPT_TIME,
