@@ -1,4 +1,5 @@
-//! Circuit breakers of [`baton_graph`] shared by every replica of a service through Redis.
+//! Circuit breakers and rate limiters of [`baton_graph`] shared by every replica of a
+//! service through Redis.
 //!
 //! Ten replicas with local breakers against a dead downstream make ten times the failed
 //! calls before they all stop, and probe a recovering one ten times over. A breaker built
@@ -23,17 +24,26 @@
 //! - **One atomic Lua script per state change** (counting outcomes, tripping, admitting a
 //!   probe, a probe's result, a manual transition). Its keys share the hash tag
 //!   `{<breaker>}`, so it runs on one Redis Cluster slot, and it reads the time with
-//!   `TIME` inside the script: replicas' clocks never matter.
+//!   `TIME` inside the script: replicas' clocks never matter. Each operation has named
+//!   fields, and the breaker's rules are stored once in Redis (`<prefix>:{<breaker>}:rules`,
+//!   written by a backend's first call and again if the server lost them).
 //! - **Consecutive failures** are one counter; a **failure-rate window** is ten bucket
 //!   counters with TTLs (a time window only: the last N calls of a fleet cannot be kept
 //!   cheaply, so a count window is refused with `BreakerConfigError::NotShareable`, as are
 //!   slow-call rules and recovery ramps).
 //! - **A generation** numbers the shared state's transitions; outcomes sent for an older
-//!   one are ignored by the script.
+//!   one are ignored by the script, and a reply older than the generation a replica
+//!   already adopted is dropped (a slower answer never brings an earlier state back).
+//! - **Outcomes are kept until Redis acknowledges them.** Each batch has a number; a
+//!   batch whose sending failed is sent again once Redis answers, and the script counts
+//!   each batch once.
 //! - **Half-open probes** are slots taken with `SET NX PX`: `half_open_probes` in total
 //!   across the fleet, and a probe that never answers frees its slot after
 //!   `half_open_max_wait`. A replica's first caller after the cooldown asks for a slot and
-//!   is rejected; the slot goes to the next caller.
+//!   is rejected; the slot goes to the next caller. A request is valid only until its own
+//!   timeout (on Redis's clock, as last read): one that reaches a paused Redis after that
+//!   takes nothing. Each slot names the request that took it, and a request whose answer
+//!   was lost gives its slot back once Redis answers.
 //! - **No round trip on the closed path.** Each replica's breaker reads its local machine,
 //!   which follows the shared state: transitions are published on a channel and the
 //!   replica resyncs at once (and every [`resync_every`](RedisOptions::resync_every)
@@ -52,6 +62,9 @@
 //!   once Redis answers, follows it again (`SharedStateResynced`). Calls and runs go on
 //!   throughout; a run's report never depends on Redis, and each node judged meanwhile
 //!   says so (`NodeReport::breaker_local`, `"breaker_local"` in JSON).
+//!   A backend that never reached Redis (down at start-up, or refusing the script) makes
+//!   the same loss transition; [`RedisBreakers::connect_lazy`] starts that way on purpose,
+//!   and follows the shared state once Redis answers.
 //! - **A quorum mode**, if [`quorum`](RedisOptions::quorum) is set, so that one bad
 //!   replica does not open every replica's breaker: outcomes are not pooled, each replica
 //!   trips by its own counts and opens its own breaker at once (then judges alone: its own
@@ -61,6 +74,17 @@
 //!   and half-open probes and closing are shared as without a quorum. A replica open alone
 //!   that closes by itself follows the shared state again at its next resync. Each
 //!   backend is one replica, with an id of its own.
+//!
+//! # A rate limiter shared by the fleet
+//! [`RedisBreakers::rate_limit`] makes a backend for
+//! [`RateLimiter::shared`](baton_graph::RateLimiter::shared): a limit such as a
+//! downstream's quota of 100 requests per second holds across every replica. Each permit
+//! an attempt waits for is one atomic script (GCRA, on Redis's clock, under the key
+//! `<prefix>:{<limiter>}:rate`): exact for the fleet, at the cost of one round trip per
+//! permit (leased batches of permits would save round trips and lose accuracy: a replica
+//! holding unused permits starves the others). While Redis does not answer, the replica
+//! falls back to [`LimitFallback`]: its share of the rate, admit, or reject, with a
+//! [`LimitTransition`] and a log line each way.
 //!
 //! # Why the `redis` crate
 //! It is the most used Redis client for Rust, kept by the Redis project itself; its
