@@ -1,5 +1,6 @@
 //! The cost of a shared breaker: the closed path (ask for a permit, report a success)
-//! next to a local breaker's, and the round trip of a manual transition. Needs a Redis
+//! next to a local breaker's, the round trip of a manual transition, and a permit of a rate
+//! limiter of this process next to one of a limiter shared by the fleet. Needs a Redis
 //! server: `BATON_REDIS_URL`, or a `redis-server` it starts on a free loopback port. Run
 //! with `cargo bench -p baton-redis --bench shared`.
 
@@ -7,8 +8,8 @@ use std::hint::black_box;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use baton_graph::CircuitBreaker;
-use baton_redis::{RedisBreakers, RedisOptions};
+use baton_graph::{CircuitBreaker, RateLimiter};
+use baton_redis::{LimitFallback, RedisBreakers, RedisOptions};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 /// A server of the bench's own, killed when dropped.
@@ -97,6 +98,20 @@ fn bench(c: &mut Criterion) {
             shared.isolate().await;
             shared.reset().await;
         });
+    });
+    g.finish();
+    // A rate far above what the bench asks for: every permit is granted at once.
+    let limiter = || RateLimiter::new("bench-quota", u32::MAX, Duration::from_secs(1));
+    let local = limiter();
+    let fleet = limiter().shared(redis.rate_limit(LimitFallback::Reject));
+    let mut g = c.benchmark_group("rate_limit_permit");
+    g.bench_function("local", |b| {
+        b.to_async(&rt)
+            .iter(|| async { black_box(&local).acquire(None).await.unwrap() });
+    });
+    g.bench_function("fleet_redis", |b| {
+        b.to_async(&rt)
+            .iter(|| async { black_box(&fleet).acquire(None).await.unwrap() });
     });
     g.finish();
 }

@@ -1,4 +1,5 @@
-//! Circuit breakers of [`baton_graph`] shared by every replica of a service through Redis.
+//! Circuit breakers and rate limiters of [`baton_graph`] shared by every replica of a
+//! service through Redis.
 //!
 //! Ten replicas with local breakers against a dead downstream make ten times the failed
 //! calls before they all stop, and probe a recovering one ten times over. A breaker built
@@ -23,17 +24,26 @@
 //! - **One atomic Lua script per state change** (counting outcomes, tripping, admitting a
 //!   probe, a probe's result, a manual transition). Its keys share the hash tag
 //!   `{<breaker>}`, so it runs on one Redis Cluster slot, and it reads the time with
-//!   `TIME` inside the script: replicas' clocks never matter.
+//!   `TIME` inside the script: replicas' clocks never matter. Each operation has named
+//!   fields, and the breaker's rules are stored once in Redis (`<prefix>:{<breaker>}:rules`,
+//!   written by a backend's first call and again if the server lost them).
 //! - **Consecutive failures** are one counter; a **failure-rate window** is ten bucket
 //!   counters with TTLs (a time window only: the last N calls of a fleet cannot be kept
 //!   cheaply, so a count window is refused with `BreakerConfigError::NotShareable`, as are
 //!   slow-call rules and recovery ramps).
 //! - **A generation** numbers the shared state's transitions; outcomes sent for an older
-//!   one are ignored by the script.
+//!   one are ignored by the script, and a reply older than the generation a replica
+//!   already adopted is dropped (a slower answer never brings an earlier state back).
+//! - **Outcomes are kept until Redis acknowledges them.** Each batch has a number; a
+//!   batch whose sending failed is sent again once Redis answers, and the script counts
+//!   each batch once.
 //! - **Half-open probes** are slots taken with `SET NX PX`: `half_open_probes` in total
 //!   across the fleet, and a probe that never answers frees its slot after
 //!   `half_open_max_wait`. A replica's first caller after the cooldown asks for a slot and
-//!   is rejected; the slot goes to the next caller.
+//!   is rejected; the slot goes to the next caller. A request is valid only until its own
+//!   timeout (on Redis's clock, as last read): one that reaches a paused Redis after that
+//!   takes nothing. Each slot names the request that took it, and a request whose answer
+//!   was lost gives its slot back once Redis answers.
 //! - **No round trip on the closed path.** Each replica's breaker reads its local machine,
 //!   which follows the shared state: transitions are published on a channel and the
 //!   replica resyncs at once (and every [`resync_every`](RedisOptions::resync_every)
@@ -52,6 +62,9 @@
 //!   once Redis answers, follows it again (`SharedStateResynced`). Calls and runs go on
 //!   throughout; a run's report never depends on Redis, and each node judged meanwhile
 //!   says so (`NodeReport::breaker_local`, `"breaker_local"` in JSON).
+//!   A backend that never reached Redis (down at start-up, or refusing the script) makes
+//!   the same loss transition; [`RedisBreakers::connect_lazy`] starts that way on purpose,
+//!   and follows the shared state once Redis answers.
 //! - **A quorum mode**, if [`quorum`](RedisOptions::quorum) is set, so that one bad
 //!   replica does not open every replica's breaker: outcomes are not pooled, each replica
 //!   trips by its own counts and opens its own breaker at once (then judges alone: its own
@@ -62,6 +75,17 @@
 //!   that closes by itself follows the shared state again at its next resync. Each
 //!   backend is one replica, with an id of its own.
 //!
+//! # A rate limiter shared by the fleet
+//! [`RedisBreakers::rate_limit`] makes a backend for
+//! [`RateLimiter::shared`](baton_graph::RateLimiter::shared): a limit such as a
+//! downstream's quota of 100 requests per second holds across every replica. Each permit
+//! an attempt waits for is one atomic script (GCRA, on Redis's clock, under the key
+//! `<prefix>:{<limiter>}:rate`): exact for the fleet, at the cost of one round trip per
+//! permit (leased batches of permits would save round trips and lose accuracy: a replica
+//! holding unused permits starves the others). While Redis does not answer, the replica
+//! falls back to [`LimitFallback`]: its share of the rate, admit, or reject, with a
+//! [`LimitTransition`] and a log line each way.
+//!
 //! # Why the `redis` crate
 //! It is the most used Redis client for Rust, kept by the Redis project itself; its
 //! [`ConnectionManager`] is a cloneable multiplexed
@@ -71,225 +95,21 @@
 //! script need.
 
 mod backend;
+mod connect;
+mod limiter;
+mod op;
+mod options;
 mod reply;
-
-use std::time::Duration;
-
-use baton_graph::shared::Unreachable;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+mod task;
 
 pub use backend::RedisBreakerState;
+pub use connect::{ConnectError, RedisBreakers};
+pub use limiter::{LIMIT_SCRIPT, LimitFallback, LimitTransition, RedisRateLimit};
+pub use options::{OptionsError, Quorum, QuorumError, RedisOptions};
 pub use redis::RedisError;
 
-/// The Lua script that makes every state change.
+/// The Lua script that makes every state change of a shared breaker.
 pub const SCRIPT: &str = include_str!("state.lua");
-
-/// Settings of the Redis backend.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct RedisOptions {
-    /// How long one Redis call may take before the breaker judges alone. Default 50 ms.
-    /// A replica so loaded that Redis's answers take longer is treated as cut off too (it
-    /// judges alone, and probes on its own): set it well above the latency seen under load.
-    pub timeout: Duration,
-    /// How often batched outcomes are flushed. Default 5 ms.
-    pub flush_every: Duration,
-    /// How often the shared state is read again (besides the published transitions), and
-    /// Redis retried while it cannot be reached. Default 250 ms.
-    pub resync_every: Duration,
-    /// What the breaker does while Redis cannot be reached. Default: judge alone.
-    pub unreachable: Unreachable,
-    /// The first part of every key: `<prefix>:{<breaker>}:…`. Default `baton`.
-    pub key_prefix: String,
-    /// A quorum mode, if set: see [`Quorum`]. Default: none, any trip opens the fleet.
-    pub quorum: Option<Quorum>,
-}
-
-impl Default for RedisOptions {
-    fn default() -> Self {
-        RedisOptions {
-            timeout: Duration::from_millis(50),
-            flush_every: Duration::from_millis(5),
-            resync_every: Duration::from_millis(250),
-            unreachable: Unreachable::Local,
-            key_prefix: "baton".to_owned(),
-            quorum: None,
-        }
-    }
-}
-
-impl RedisOptions {
-    /// Sets [`timeout`](Self::timeout).
-    #[must_use]
-    pub fn timeout(mut self, d: Duration) -> Self {
-        self.timeout = d;
-        self
-    }
-
-    /// Sets [`flush_every`](Self::flush_every).
-    #[must_use]
-    pub fn flush_every(mut self, d: Duration) -> Self {
-        self.flush_every = d;
-        self
-    }
-
-    /// Sets [`resync_every`](Self::resync_every).
-    #[must_use]
-    pub fn resync_every(mut self, d: Duration) -> Self {
-        self.resync_every = d;
-        self
-    }
-
-    /// Sets [`unreachable`](Self::unreachable).
-    #[must_use]
-    pub fn unreachable(mut self, mode: Unreachable) -> Self {
-        self.unreachable = mode;
-        self
-    }
-
-    /// Sets [`quorum`](Self::quorum).
-    #[must_use]
-    pub fn quorum(mut self, quorum: Quorum) -> Self {
-        self.quorum = Some(quorum);
-        self
-    }
-
-    /// Sets [`key_prefix`](Self::key_prefix).
-    #[must_use]
-    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.key_prefix = prefix.into();
-        self
-    }
-}
-
-/// A quorum mode: one bad replica no longer opens the breakers of the whole fleet.
-///
-/// Without a quorum the fleet pools its outcomes and any trip opens every replica. With
-/// one, each replica trips by its own counts and opens its own breaker at once (it judges
-/// alone: its own cooldown and probes); the shared state opens, for every replica, once
-/// at least [`replicas`](Self::replicas) distinct replicas tripped within
-/// [`within`](Self::within). Once open fleet-wide, half-open probes and closing are shared
-/// as without a quorum. Each backend is one replica (its id is made when the backend is).
-///
-/// ```
-/// use std::time::Duration;
-/// use baton_redis::{Quorum, RedisOptions};
-///
-/// let options = RedisOptions::default().quorum(Quorum::new(2, Duration::from_secs(10))?);
-/// assert!(Quorum::new(0, Duration::from_secs(10)).is_err());
-/// # Ok::<(), baton_redis::QuorumError>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Quorum {
-    replicas: u32,
-    within: Duration,
-}
-
-impl Quorum {
-    /// Opens the fleet once `replicas` replicas tripped within `within` (a trip counts for
-    /// `within` after it is reported; whole milliseconds).
-    ///
-    /// # Errors
-    /// [`QuorumError::NoReplicas`] for `replicas == 0`, [`QuorumError::NoWindow`] for a
-    /// `within` under one millisecond.
-    pub fn new(replicas: u32, within: Duration) -> Result<Self, QuorumError> {
-        if replicas == 0 {
-            return Err(QuorumError::NoReplicas);
-        }
-        if within < Duration::from_millis(1) {
-            return Err(QuorumError::NoWindow { within });
-        }
-        Ok(Quorum { replicas, within })
-    }
-
-    /// How many replicas must have tripped.
-    #[must_use]
-    pub fn replicas(&self) -> u32 {
-        self.replicas
-    }
-
-    /// How long a replica's trip counts.
-    #[must_use]
-    pub fn within(&self) -> Duration {
-        self.within
-    }
-}
-
-/// A [`Quorum`] that cannot be made.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum QuorumError {
-    /// `replicas` was 0: the fleet would open with no trip at all.
-    NoReplicas,
-    /// `within` was under a millisecond: no trip would count.
-    NoWindow {
-        /// The window given.
-        within: Duration,
-    },
-}
-
-impl std::fmt::Display for QuorumError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            QuorumError::NoReplicas => f.write_str("quorum: `replicas` must be at least 1"),
-            QuorumError::NoWindow { within } => {
-                write!(f, "quorum: `within` must be at least 1 ms, not {within:?}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for QuorumError {}
-
-/// A connection to Redis that makes shared-state backends for breakers.
-#[derive(Clone)]
-pub struct RedisBreakers {
-    client: redis::Client,
-    conn: ConnectionManager,
-    options: RedisOptions,
-    runtime: tokio::runtime::Handle,
-}
-
-impl std::fmt::Debug for RedisBreakers {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisBreakers")
-            .field("server", &self.client.get_connection_info().addr())
-            .field("options", &self.options)
-            .finish_non_exhaustive()
-    }
-}
-
-impl RedisBreakers {
-    /// Connects to the Redis server at `url` (`redis://host:port/db`,
-    /// `redis+unix:///path`). Must be called inside a tokio runtime, on which the
-    /// backends' tasks then run.
-    ///
-    /// # Errors
-    /// The URL is invalid or the server cannot be reached within `options.timeout` (a
-    /// [`RedisError`]).
-    pub async fn connect(url: &str, options: RedisOptions) -> Result<Self, RedisError> {
-        let client = redis::Client::open(url)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(options.timeout))
-            .set_response_timeout(Some(options.timeout))
-            .set_number_of_retries(1);
-        let conn = ConnectionManager::new_with_config(client.clone(), config).await?;
-        Ok(RedisBreakers {
-            client,
-            conn,
-            options,
-            runtime: tokio::runtime::Handle::current(),
-        })
-    }
-
-    /// A backend for one breaker: give it to
-    /// [`CircuitBreakerBuilder::shared`](baton_graph::CircuitBreakerBuilder::shared). Every
-    /// breaker with the same name (and key prefix) on this server shares its state.
-    #[must_use]
-    pub fn backend(&self) -> RedisBreakerState {
-        RedisBreakerState::new(self)
-    }
-}
 
 /// An id for one replica's backend, unique across processes and hosts in practice: the
 /// process id, the time it was made at, and a counter.

@@ -1,4 +1,4 @@
-//! The script's reply, and the codes it shares with the Rust side.
+//! The breaker script's reply: named fields, read into one typed value.
 
 use std::time::Duration;
 
@@ -6,29 +6,23 @@ use baton_graph::shared::SharedView;
 use baton_graph::{BreakerState, TransitionReason};
 use redis::{FromRedisValue, ParsingError, Value};
 
-/// A manual transition's code (`a1` of `ctl`).
-pub(crate) fn control_code(op: baton_graph::ManualControl) -> u8 {
-    match op {
-        baton_graph::ManualControl::Isolate => 1,
-        baton_graph::ManualControl::ForceClosed => 2,
-        _ => 3,
-    }
-}
-
-/// A probe result's code (`a2` of `pres`).
-pub(crate) const PROBE_SUCCESS: u8 = 1;
-pub(crate) const PROBE_FAILURE: u8 = 2;
-pub(crate) const PROBE_RELEASED: u8 = 3;
-
-/// `{state, generation, reason, reason argument, rate, open ms left, probe slot}`.
+/// What the script answers, whatever the operation.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Reply {
     pub(crate) state: BreakerState,
+    /// The shared generation the reply answers with.
     pub(crate) generation: u64,
+    /// The life of the shared state it belongs to (a new one after the server lost it).
+    pub(crate) epoch: String,
     pub(crate) reason: TransitionReason,
+    /// Open: the time left until the cooldown ends.
     pub(crate) open_for: Duration,
     /// The probe slot granted (0: none).
     pub(crate) slot: u32,
+    /// Redis's clock when it answered, in milliseconds.
+    pub(crate) now_ms: u64,
+    /// Whether the breaker's rules were stored (if not, nothing changed).
+    pub(crate) configured: bool,
 }
 
 impl Reply {
@@ -63,17 +57,52 @@ fn reason(code: i64, arg: u32, rate: f64) -> TransitionReason {
     }
 }
 
+/// The fields of a reply by name, as the script sent them.
+#[derive(Default)]
+struct Fields {
+    state: i64,
+    generation: u64,
+    epoch: String,
+    reason: i64,
+    rarg: i64,
+    rate: String,
+    open_ms: u64,
+    slot: u32,
+    now: u64,
+    rules: i64,
+}
+
 impl FromRedisValue for Reply {
     fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
-        let (s, generation, r, arg, rate, left, slot): (i64, u64, i64, i64, String, u64, u32) =
-            FromRedisValue::from_redis_value(v)?;
-        let arg = u32::try_from(arg).unwrap_or(u32::MAX);
+        let items: Vec<Value> = FromRedisValue::from_redis_value(v)?;
+        let mut f = Fields::default();
+        let mut it = items.into_iter();
+        while let (Some(name), Some(value)) = (it.next(), it.next()) {
+            let name: String = FromRedisValue::from_redis_value(name)?;
+            match name.as_str() {
+                "state" => f.state = FromRedisValue::from_redis_value(value)?,
+                "gen" => f.generation = FromRedisValue::from_redis_value(value)?,
+                "epoch" => f.epoch = FromRedisValue::from_redis_value(value)?,
+                "reason" => f.reason = FromRedisValue::from_redis_value(value)?,
+                "rarg" => f.rarg = FromRedisValue::from_redis_value(value)?,
+                "rate" => f.rate = FromRedisValue::from_redis_value(value)?,
+                "open_ms" => f.open_ms = FromRedisValue::from_redis_value(value)?,
+                "slot" => f.slot = FromRedisValue::from_redis_value(value)?,
+                "now" => f.now = FromRedisValue::from_redis_value(value)?,
+                "rules" => f.rules = FromRedisValue::from_redis_value(value)?,
+                _ => {}
+            }
+        }
+        let arg = u32::try_from(f.rarg).unwrap_or(u32::MAX);
         Ok(Reply {
-            state: state(s),
-            generation,
-            reason: reason(r, arg, rate.parse().unwrap_or(0.0)),
-            open_for: Duration::from_millis(left),
-            slot,
+            state: state(f.state),
+            generation: f.generation,
+            epoch: f.epoch,
+            reason: reason(f.reason, arg, f.rate.parse().unwrap_or(0.0)),
+            open_for: Duration::from_millis(f.open_ms),
+            slot: f.slot,
+            now_ms: f.now,
+            configured: f.rules == 1,
         })
     }
 }

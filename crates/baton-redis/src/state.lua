@@ -1,28 +1,44 @@
 -- One state change of a shared circuit breaker, atomically. Every key shares the breaker's
 -- hash tag, so the script runs on one Redis Cluster slot.
--- KEYS[1]: the state hash; KEYS[2]: the prefix of the window buckets and probe slots.
--- ARGV: op, generation, a1..a4, then the rules: consecutive threshold (0: none), failure
--- rate threshold (0: none), window ms, min calls, open ms, growth multiplier, growth cap ms,
--- probes, probe max wait ms, the transitions channel, the quorum (0: none), the quorum's
--- window ms, this replica's id.
+-- KEYS[1]: the state hash; KEYS[2]: the prefix of the other keys (rules, window buckets,
+-- probe slots, acknowledged batches, the quorum's set, the transitions channel).
+-- ARGV[1]: the operation; then its fields as name, value pairs (see `op.rs`).
+-- The rules live in `<prefix>rules`, written once by `configure`; any other operation on a
+-- breaker without rules changes nothing and answers `rules 0`, and the caller configures.
 -- States: 0 closed, 1 open, 2 half-open, 4 forced closed, 5 isolated.
--- Returns {state, generation, reason, reason argument, rate, open ms left, probe slot}.
+-- Returns name, value pairs: state, gen, epoch, reason, rarg, rate, open_ms, slot, now, rules.
 local st, pre = KEYS[1], KEYS[2]
-local op, egen = ARGV[1], tonumber(ARGV[2])
-local a1, a2, a3, a4 = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local threshold, rate = tonumber(ARGV[7]), tonumber(ARGV[8])
-local win, minc = tonumber(ARGV[9]), tonumber(ARGV[10])
-local open_ms, mult, cap = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
-local probes, maxwait, chan = tonumber(ARGV[14]), tonumber(ARGV[15]), ARGV[16]
-local quorum, qwin, replica = tonumber(ARGV[17]) or 0, tonumber(ARGV[18]) or 0, ARGV[19]
+local op = ARGV[1]
+local a = {}
+for i = 2, #ARGV - 1, 2 do a[ARGV[i]] = ARGV[i + 1] end
+local function num(k) return tonumber(a[k]) or 0 end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local h = redis.call('HMGET', st, 'state', 'gen', 'reason', 'rarg', 'rate', 'until', 'trips', 'consec', 'ok')
+
+if op == 'configure' then
+  local r = {}
+  for k, v in pairs(a) do r[#r + 1] = k; r[#r + 1] = v end
+  redis.call('DEL', pre .. 'rules')
+  redis.call('HSET', pre .. 'rules', unpack(r))
+end
+local rv = redis.call('HMGET', pre .. 'rules', 'threshold', 'rate', 'window', 'min_calls',
+  'open_ms', 'growth', 'cap_ms', 'probes', 'max_wait_ms', 'quorum', 'quorum_ms')
+local configured = rv[1] ~= false
+local threshold, rate = tonumber(rv[1]) or 0, tonumber(rv[2]) or 0
+local win, minc = tonumber(rv[3]) or 0, tonumber(rv[4]) or 0
+local open_ms, mult, cap = tonumber(rv[5]) or 0, tonumber(rv[6]) or 1, tonumber(rv[7]) or 0
+local probes, maxwait = tonumber(rv[8]) or 1, tonumber(rv[9]) or 1
+local quorum, qwin = tonumber(rv[10]) or 0, tonumber(rv[11]) or 0
+
+local h = redis.call('HMGET', st, 'state', 'gen', 'reason', 'rarg', 'rate', 'until', 'trips',
+  'consec', 'ok', 'epoch')
 local state, gen = tonumber(h[1]) or 0, tonumber(h[2]) or 0
 local reason, rarg, rrate = tonumber(h[3]) or 9, tonumber(h[4]) or 0, h[5] or '0'
 local untl, trips = tonumber(h[6]) or 0, tonumber(h[7]) or 0
 local consec, ok = tonumber(h[8]) or 0, tonumber(h[9]) or 0
+-- The epoch tells one life of the state from the next (a restarted server starts again).
+local epoch = h[10] or tostring(now)
 local granted = 0
 local bucket_ms = math.max(1, math.floor(win / 10))
 local changed = false
@@ -55,70 +71,93 @@ local function to(s, r, arg)
   if quorum > 0 then redis.call('DEL', pre .. 'q') end
 end
 
-if op == 'rec' then
-  -- A batch of closed-state outcomes: a1 any success, a2 failures after the last success,
-  -- a3 failures, a4 calls.
-  if egen == gen and state == 0 and quorum == 0 then
-    if a1 == 1 then consec = a2 else consec = consec + a2 end
-    if win > 0 and a4 > 0 then
-      local k = pre .. 'w:' .. math.floor(now / bucket_ms)
-      redis.call('HINCRBY', k, 'c', a4)
-      redis.call('HINCRBY', k, 'f', a3)
-      redis.call('PEXPIRE', k, win + bucket_ms)
-    end
-    if threshold > 0 and consec >= threshold then
-      to(1, 1, threshold)
-    elseif rate > 0 and win > 0 then
-      local calls, fails = buckets()
-      if calls >= minc and calls > 0 and fails / calls >= rate then
-        rrate = tostring(fails / calls)
-        to(1, 2, calls)
+local function slot_key(i) return pre .. 'p:' .. gen .. ':' .. i end
+
+if not configured then
+  -- Nothing changes until the caller sends the rules.
+elseif op == 'record' then
+  -- A batch of closed-state outcomes, counted once: a batch already acknowledged for this
+  -- replica (a resend after a lost reply) is skipped.
+  local acks = pre .. 'acks'
+  local last = tonumber(redis.call('HGET', acks, a.replica)) or 0
+  if num('batch') > last then
+    redis.call('HSET', acks, a.replica, a.batch)
+    redis.call('PEXPIRE', acks, 86400000)
+    if num('gen') == gen and state == 0 and quorum == 0 then
+      if num('any_success') == 1 then
+        consec = num('tail_failures')
+      else
+        consec = consec + num('tail_failures')
+      end
+      if win > 0 and num('calls') > 0 then
+        local k = pre .. 'w:' .. math.floor(now / bucket_ms)
+        redis.call('HINCRBY', k, 'c', num('calls'))
+        redis.call('HINCRBY', k, 'f', num('failures'))
+        redis.call('PEXPIRE', k, win + bucket_ms)
+      end
+      if threshold > 0 and consec >= threshold then
+        to(1, 1, threshold)
+      elseif rate > 0 and win > 0 then
+        local calls, fails = buckets()
+        if calls >= minc and calls > 0 and fails / calls >= rate then
+          rrate = tostring(fails / calls)
+          to(1, 2, calls)
+        end
       end
     end
   end
 elseif op == 'trip' then
   -- Quorum mode: this replica tripped by its own counts. The fleet opens once `quorum`
   -- distinct replicas did within the window (a sorted set of replica ids by time).
-  if quorum > 0 and egen == gen and state == 0 then
+  if quorum > 0 and num('gen') == gen and state == 0 then
     local q = pre .. 'q'
-    redis.call('ZADD', q, now, replica)
+    redis.call('ZADD', q, now, a.replica)
     redis.call('ZREMRANGEBYSCORE', q, '-inf', now - qwin)
     redis.call('PEXPIRE', q, qwin)
     local n = redis.call('ZCARD', q)
     if n >= quorum then to(1, 10, n) end
   end
 elseif op == 'probe' then
-  if state == 1 and now >= untl then to(2, 3, 0) end
-  if state == 2 then
-    for i = 1, probes do
-      if redis.call('SET', pre .. 'p:' .. gen .. ':' .. i, '1', 'NX', 'PX', maxwait) then
-        granted = i
-        break
+  -- A request for a probe slot, refused once past the instant its caller stops waiting
+  -- (`not_after`, Redis time in ms; 0: no bound). The slot names its owner.
+  if num('not_after') == 0 or now <= num('not_after') then
+    if state == 1 and now >= untl then to(2, 3, 0) end
+    if state == 2 then
+      for i = 1, probes do
+        if redis.call('SET', slot_key(i), a.owner, 'NX', 'PX', maxwait) then
+          granted = i
+          break
+        end
       end
     end
   end
-elseif op == 'pres' then
-  -- A probe's result: a1 its slot, a2 1 success, 2 failure, 3 released.
-  if egen == gen and state == 2 then
-    local k = pre .. 'p:' .. gen .. ':' .. a1
-    if a2 == 1 then
-      redis.call('SET', k, 'done', 'PX', 86400000)
+elseif op == 'disown' then
+  -- A probe request whose answer was lost: free the slot it may have taken.
+  for i = 1, probes do
+    if redis.call('GET', slot_key(i)) == a.owner then redis.call('DEL', slot_key(i)) end
+  end
+elseif op == 'probe_end' then
+  -- A probe's result: succeeded, failed, or released unused.
+  if num('gen') == gen and state == 2 then
+    if a.result == 'succeeded' then
+      redis.call('SET', slot_key(a.slot), 'done', 'PX', 86400000)
       ok = ok + 1
       if ok >= probes then to(0, 5, probes) end
-    elseif a2 == 2 then
+    elseif a.result == 'failed' then
       to(1, 4, 0)
     else
-      redis.call('DEL', k)
+      redis.call('DEL', slot_key(a.slot))
     end
   end
-elseif op == 'ctl' then
-  -- A manual transition: a1 1 isolate, 2 force closed, 3 reset.
-  if a1 == 1 and state ~= 5 then to(5, 7, 0)
-  elseif a1 == 2 and state ~= 4 then to(4, 8, 0)
-  elseif a1 == 3 then to(0, 9, 0) end
+elseif op == 'control' then
+  if a.to == 'isolated' and state ~= 5 then to(5, 7, 0)
+  elseif a.to == 'forced_closed' and state ~= 4 then to(4, 8, 0)
+  elseif a.to == 'closed' then to(0, 9, 0) end
 end
 
 redis.call('HSET', st, 'state', state, 'gen', gen, 'reason', reason, 'rarg', rarg, 'rate', rrate,
-  'until', untl, 'trips', trips, 'consec', consec, 'ok', ok)
-if changed then redis.call('PUBLISH', chan, gen) end
-return {state, gen, reason, rarg, rrate, math.max(0, untl - now), granted}
+  'until', untl, 'trips', trips, 'consec', consec, 'ok', ok, 'epoch', epoch)
+if changed then redis.call('PUBLISH', pre .. 'transitions', gen) end
+return {'state', state, 'gen', gen, 'epoch', epoch, 'reason', reason, 'rarg', rarg,
+  'rate', rrate, 'open_ms', math.max(0, untl - now), 'slot', granted, 'now', now,
+  'rules', configured and 1 or 0}

@@ -67,6 +67,11 @@ async fn scenario(b: &CircuitBreaker) -> Vec<(BreakerState, BreakerState, Transi
     assert_eq!(b.state(), Isolated);
     b.reset().await;
     assert_eq!(b.state(), Closed);
+    // The listener hears of a shared breaker's transitions from its backend's task.
+    until("the reset is delivered", || {
+        log.lock().unwrap().last().map(|t| t.2) == Some(TransitionReason::Reset)
+    })
+    .await;
     log.lock().unwrap().clone()
 }
 
@@ -229,30 +234,63 @@ async fn stale_generations_are_ignored() {
     let name = unique("stale");
     let state = format!("baton:{{{name}}}:state");
     let prefix = format!("baton:{{{name}}}:");
-    let call = |op: &'static str, generation: u64, a: [u64; 4]| {
+    let call = |args: &[&str]| {
         let mut inv = script.key(&state);
-        inv.key(&prefix).arg(op).arg(generation).arg(&a[..]);
-        // threshold 3, no rate rule, 200 ms open, no growth, 1 probe, 30 s max wait.
-        inv.arg(&[3, 0, 0, 0, 200, 1, 200, 1, 30_000][..])
-            .arg("chan");
+        inv.key(&prefix).arg(args);
         let mut conn = conn.clone();
         async move {
             let r: Vec<redis::Value> = inv.invoke_async(&mut conn).await.unwrap();
-            let n = |i: usize| match &r[i] {
-                redis::Value::Int(n) => *n,
-                v => panic!("{v:?}"),
+            let field = |name: &str| {
+                let i = r
+                    .iter()
+                    .position(|v| matches!(v, redis::Value::BulkString(b) if b == name.as_bytes()))
+                    .unwrap();
+                match &r[i + 1] {
+                    redis::Value::Int(n) => *n,
+                    v => panic!("{v:?}"),
+                }
             };
-            (n(0), n(1)) // state, generation
+            (field("state"), field("gen"))
         }
     };
-    assert_eq!(call("rec", 0, [0, 2, 2, 2]).await, (0, 0));
+    // Threshold 3, no rate rule, 200 ms open, no growth, 1 probe, 30 s max wait.
+    let rules = [
+        "configure",
+        "threshold",
+        "3",
+        "open_ms",
+        "200",
+        "probes",
+        "1",
+        "max_wait_ms",
+        "30000",
+    ];
+    assert_eq!(call(&rules).await, (0, 0));
+    let record = |generation: &'static str, batch: &'static str, failures: &'static str| {
+        [
+            "record",
+            "gen",
+            generation,
+            "replica",
+            "r",
+            "batch",
+            batch,
+            "tail_failures",
+            failures,
+            "failures",
+            failures,
+            "calls",
+            failures,
+        ]
+    };
+    assert_eq!(call(&record("0", "1", "2")).await, (0, 0));
     assert_eq!(
-        call("ctl", 0, [3, 0, 0, 0]).await,
+        call(&["control", "to", "closed"]).await,
         (0, 1),
         "reset: generation 1"
     );
     // Five failures of generation 0, after the reset: ignored.
-    assert_eq!(call("rec", 0, [0, 5, 5, 5]).await, (0, 1));
+    assert_eq!(call(&record("0", "2", "5")).await, (0, 1));
     let consecutive: u32 = redis::cmd("HGET")
         .arg(&state)
         .arg("consec")
@@ -260,10 +298,16 @@ async fn stale_generations_are_ignored() {
         .await
         .unwrap();
     assert_eq!(consecutive, 0);
-    // The current generation counts: three trip it.
-    assert_eq!(call("rec", 1, [0, 3, 3, 3]).await, (1, 2));
+    // A batch already acknowledged (a resend) is not counted twice.
+    assert_eq!(call(&record("1", "3", "2")).await, (0, 1));
+    assert_eq!(call(&record("1", "3", "2")).await, (0, 1), "a resend");
+    // The current generation counts: one more trips it.
+    assert_eq!(call(&record("1", "4", "1")).await, (1, 2));
     // A probe result of an older generation is ignored too.
-    assert_eq!(call("pres", 1, [1, 1, 0, 0]).await, (1, 2));
+    assert_eq!(
+        call(&["probe_end", "gen", "1", "slot", "1", "result", "succeeded"]).await,
+        (1, 2)
+    );
 }
 
 /// Redis stopped mid-run: runs go on, judged by the local breaker, every report intact;

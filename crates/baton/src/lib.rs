@@ -217,12 +217,14 @@ pub use policy::breaker::{
     TransitionReason, WindowCounts,
 };
 /// What a shared-state backend for [`CircuitBreaker`] implements and uses
-/// ([`CircuitBreakerBuilder::shared`]).
+/// ([`CircuitBreakerBuilder::shared`]), and one for [`RateLimiter`]
+/// ([`RateLimiter::shared`]).
 pub mod shared {
     pub use crate::policy::breaker::{
         BreakerMirror, SharedBreakerState, SharedFuture, SharedOutcome, SharedRecord, SharedRules,
         SharedView, Unreachable,
     };
+    pub use crate::policy::rate_limit_shared::{SharedLimit, SharedRateLimit};
 }
 /// The execution contract, as `docs/contract.md` in the repository states it.
 ///

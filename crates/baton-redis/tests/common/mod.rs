@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod proxy;
+
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -50,6 +52,22 @@ impl Server {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// Stops the process (`SIGSTOP`): it neither reads nor answers until [`resume`].
+    pub(crate) fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a paused process go on (`SIGCONT`).
+    pub(crate) fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let status = Command::new("kill").args([signal, &pid]).status().unwrap();
+        assert!(status.success(), "kill {signal} {pid}");
     }
 
     /// Starts it again on the same port, and waits until it answers.

@@ -24,6 +24,7 @@ pub(crate) mod hedge;
 pub(crate) mod rate_limit;
 #[cfg(test)]
 mod rate_limit_loom_tests;
+pub(crate) mod rate_limit_shared;
 pub(crate) mod retry;
 pub(crate) mod retry_budget;
 

@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::rate_limit_shared::{SharedLimit, SharedRateLimit};
 use crate::util::sync::{AtomicInt, StdSync, SyncFamily};
 
 /// A rate limit on calls to one downstream: at most `permits` attempts per `per`, with
@@ -72,6 +73,8 @@ struct Inner {
     gcra: Gcra,
     /// The instant the TAT counts from.
     origin: Instant,
+    /// Where the permits come from, for a limiter shared by several processes.
+    shared: Option<Arc<dyn SharedRateLimit>>,
 }
 
 impl fmt::Debug for RateLimiter {
@@ -82,6 +85,7 @@ impl fmt::Debug for RateLimiter {
             .field("per", &self.inner.per)
             .field("burst", &self.inner.burst)
             .field("max_wait", &self.inner.max_wait)
+            .field("shared", &self.inner.shared)
             .finish()
     }
 }
@@ -91,10 +95,25 @@ impl RateLimiter {
     /// above.
     #[must_use]
     pub fn new(name: impl Into<String>, permits: u32, per: Duration) -> Self {
-        Self::with(name.into(), permits, per, permits, Duration::ZERO)
+        Self::with(name.into(), permits, per, permits, Duration::ZERO, None)
     }
 
-    fn with(name: String, permits: u32, per: Duration, burst: u32, max_wait: Duration) -> Self {
+    fn with(
+        name: String,
+        permits: u32,
+        per: Duration,
+        burst: u32,
+        max_wait: Duration,
+        shared: Option<Arc<dyn SharedRateLimit>>,
+    ) -> Self {
+        if let Some(backend) = &shared {
+            backend.attach(SharedLimit {
+                name: name.clone(),
+                permits,
+                per,
+                burst,
+            });
+        }
         RateLimiter {
             inner: Arc::new(Inner {
                 gcra: Gcra::new(interval(permits, per), burst),
@@ -104,6 +123,7 @@ impl RateLimiter {
                 burst,
                 max_wait,
                 origin: Instant::now(),
+                shared,
             }),
         }
     }
@@ -113,7 +133,14 @@ impl RateLimiter {
     #[must_use]
     pub fn burst(self, burst: u32) -> Self {
         let i = &self.inner;
-        Self::with(i.name.clone(), i.permits, i.per, burst, i.max_wait)
+        Self::with(
+            i.name.clone(),
+            i.permits,
+            i.per,
+            burst,
+            i.max_wait,
+            i.shared.clone(),
+        )
     }
 
     /// Lets an attempt wait up to `max_wait` for its permit; the wait counts toward the
@@ -122,7 +149,31 @@ impl RateLimiter {
     #[must_use]
     pub fn max_wait(self, max_wait: Duration) -> Self {
         let i = &self.inner;
-        Self::with(i.name.clone(), i.permits, i.per, i.burst, max_wait)
+        Self::with(
+            i.name.clone(),
+            i.permits,
+            i.per,
+            i.burst,
+            max_wait,
+            i.shared.clone(),
+        )
+    }
+
+    /// The same limiter with `shared` as its backend.
+    pub(super) fn with_backend(self, shared: Option<Arc<dyn SharedRateLimit>>) -> Self {
+        let i = &self.inner;
+        Self::with(
+            i.name.clone(),
+            i.permits,
+            i.per,
+            i.burst,
+            i.max_wait,
+            shared,
+        )
+    }
+
+    pub(super) fn backend(&self) -> Option<&Arc<dyn SharedRateLimit>> {
+        self.inner.shared.as_ref()
     }
 
     /// The limiter's name.
@@ -168,6 +219,9 @@ impl RateLimiter {
     /// The time until a permit conforms (`Duration::MAX` for a limiter that never grants
     /// one).
     pub fn try_acquire(&self) -> Result<(), Duration> {
+        if let Some(shared) = &self.inner.shared {
+            return shared.try_reserve();
+        }
         let now = self.nanos(Instant::now());
         match self.inner.gcra.reserve(now, 0) {
             Ok(reserved) => {
@@ -180,7 +234,9 @@ impl RateLimiter {
 
     /// Waits for a permit, at most the limiter's maximum wait and, if `until` is given,
     /// only if the wait ends before it; with the permit, how long it waited. Cancel-safe:
-    /// dropping the future gives the reservation back when no later one was made.
+    /// dropping the future gives the reservation back when no later one was made (a
+    /// shared limiter's reservation is not given back: the fleet's rate may be undershot,
+    /// never exceeded).
     ///
     /// # Errors
     /// How long until a permit would conform, when that is past the maximum wait or
@@ -200,6 +256,13 @@ impl RateLimiter {
             ),
             None => max_wait,
         };
+        if let Some(shared) = &self.inner.shared {
+            let wait = shared.reserve(Duration::from_nanos(bound)).await?;
+            if !wait.is_zero() {
+                tokio::time::sleep_until(started + wait).await;
+            }
+            return Ok(Instant::now().saturating_duration_since(started));
+        }
         let reserved = match self.inner.gcra.reserve(now, bound) {
             Ok(reserved) => reserved,
             Err(after) => return Err(Duration::from_nanos(after)),

@@ -234,3 +234,84 @@ fn an_impossible_rate_limiter_is_a_build_error() {
             .contains("different rate limiter")
     );
 }
+
+/// A fleet's store for the tests: grants a permit after 30 ms of wait when the wait fits,
+/// refuses otherwise, and records what it was asked.
+#[derive(Debug, Default)]
+struct FakeFleet {
+    asked: Mutex<Vec<Duration>>,
+    attached: Mutex<Vec<baton_graph::shared::SharedLimit>>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Fleet(Arc<FakeFleet>);
+
+impl baton_graph::shared::SharedRateLimit for Fleet {
+    fn attach(&self, limit: baton_graph::shared::SharedLimit) {
+        self.0.attached.lock().unwrap().push(limit);
+    }
+
+    fn reserve(
+        &self,
+        max_wait: Duration,
+    ) -> baton_graph::shared::SharedFuture<'_, Result<Duration, Duration>> {
+        self.0.asked.lock().unwrap().push(max_wait);
+        Box::pin(async move {
+            if max_wait >= ms(30) {
+                Ok(ms(30))
+            } else {
+                Err(ms(30))
+            }
+        })
+    }
+
+    fn try_reserve(&self) -> Result<(), Duration> {
+        Err(ms(7))
+    }
+}
+
+/// A shared limiter takes every permit from its backend, with the attempt's wait bound,
+/// sleeps the wait it is given, and is refused as any limiter (the same error, events and
+/// retry-after); the backend learns the limiter's settings, again when they change.
+#[tokio::test(start_paused = true)]
+async fn a_shared_limiter_takes_every_permit_from_its_backend() {
+    let fleet = Fleet::default();
+    let limiter = RateLimiter::new("quota", 100, Duration::from_secs(1))
+        .shared(fleet.clone())
+        .max_wait(ms(50));
+    assert!(limiter.is_shared());
+    assert_eq!(
+        fleet.0.attached.lock().unwrap().len(),
+        2,
+        "again after max_wait"
+    );
+    assert_eq!(limiter.try_acquire(), Err(ms(7)));
+    let mut g = Graph::<()>::builder();
+    let waited = g
+        .node("waits")
+        .rate_limit(&limiter)
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    let cut = g
+        .node("cut")
+        .rate_limit(&limiter)
+        .timeout(ms(20))
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let waited = report.node(waited).unwrap();
+    assert_eq!(
+        (waited.outcome(), waited.end()),
+        (Outcome::Succeeded, ms(30))
+    );
+    let cut = report.node(cut).unwrap();
+    assert_eq!(cut.outcome(), Outcome::Failed);
+    assert_eq!(
+        cut.error().and_then(NodeError::retry_after),
+        Some(ms(30)),
+        "{:?}",
+        cut.error()
+    );
+    let mut asked = fleet.0.asked.lock().unwrap().clone();
+    asked.sort();
+    assert!(asked[0] < ms(20) && asked[1] == ms(50), "{asked:?}");
+    assert!(!RateLimiter::new("alone", 1, ms(1)).is_shared());
+}

@@ -32,6 +32,8 @@ use crate::util::sync::{Atomic, Lock, SyncFamily};
 pub(crate) struct Link {
     pub(crate) backend: Arc<dyn SharedBreakerState>,
     following: AtomicBool,
+    /// Whether the backend has neither adopted a shared state nor lost it yet.
+    fresh: AtomicBool,
     /// The backend's [`trips_locally`](SharedBreakerState::trips_locally).
     pub(crate) trips_locally: bool,
 }
@@ -57,6 +59,7 @@ impl<S: SyncFamily> Machine<S> {
         self.shared = Some(Link {
             backend,
             following: AtomicBool::new(false),
+            fresh: AtomicBool::new(true),
             trips_locally,
         });
         Ok(())
@@ -157,6 +160,7 @@ impl<S: SyncFamily> Machine<S> {
             let following = self.follows();
             if let Some(link) = &self.shared {
                 link.following.store(true, Release);
+                link.fresh.store(false, Release);
             }
             // A fresh breaker already in the shared state makes no transition to follow it,
             // nor does one that tripped alone (quorum mode) and is already where it goes.
@@ -223,7 +227,10 @@ impl<S: SyncFamily> Machine<S> {
     pub(crate) fn lose(&self, mode: Unreachable, now: Instant) {
         let Some(link) = &self.shared else { return };
         let transitioned = self.core.with(|c| {
-            if !link.following.swap(false, Release) {
+            // A breaker whose backend never reached the store loses it too: the loss is
+            // a transition (and `mode` applies) once, like any.
+            let fresh = link.fresh.swap(false, Release);
+            if !link.following.swap(false, Release) && !fresh {
                 return false;
             }
             let to = match mode {

@@ -244,8 +244,10 @@ impl BreakerMirror {
 
     /// The shared state cannot be reached: the breaker stops following it and does what
     /// `mode` says, a transition with [`TransitionReason::SharedStateLost`] (its `to` may
-    /// equal its `from`: the state is kept, now judged locally). Does nothing if the
-    /// breaker already judges alone.
+    /// equal its `from`: the state is kept, now judged locally). A breaker that never
+    /// followed the shared state (its backend never reached the store) makes the same
+    /// transition the first time. Does nothing if the breaker already judges alone after
+    /// a loss.
     pub fn lose(&self, mode: Unreachable) {
         if let Some(m) = self.machine.upgrade() {
             m.lose(mode, Instant::now());
