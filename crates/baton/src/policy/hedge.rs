@@ -19,7 +19,8 @@ pub const HEDGE_WINDOW: usize = 128;
 /// (or, without a retry, toward `1 + max_hedges`), draws from the retry budget like a
 /// retry, starts only when the deadline leaves it the minimum attempt time and the
 /// circuit breaker has not opened, and is cut like any attempt. The breaker is told one
-/// result for the race. An attempt that fails while others run does not end the race;
+/// result for the race. A hedge is a call: while the breaker is half-open it needs a
+/// probe permit of its own, and does not start without one. An attempt that fails while others run does not end the race;
 /// when all of them failed, the retry policy decides what comes next.
 ///
 /// # Defaults

@@ -352,3 +352,49 @@ fn an_impossible_hedge_is_a_build_error() {
         "node `price`: invalid hedge policy: the hedge percentile must be in (0, 100), got 100"
     );
 }
+
+/// A hedge is a call: in half-open it needs a probe permit of its own and does not start
+/// without one. A breaker admitting one probe lets its probe run alone (the task is called
+/// once, not twice); one admitting two lets the probe's hedge take the second permit and
+/// never a third, and closes when both succeed. The same when the breaker is told every
+/// attempt.
+#[tokio::test(start_paused = true)]
+async fn a_hedge_in_half_open_needs_a_probe_permit_of_its_own() {
+    for every_attempt in [false, true] {
+        for probes in [1_u32, 2] {
+            let breaker = CircuitBreaker::builder("prices")
+                .consecutive_failures(1)
+                .open_duration(ms(100))
+                .half_open_probes(probes)
+                .count_every_attempt(every_attempt)
+                .build()
+                .unwrap();
+            breaker.try_acquire().unwrap().failure(ms(1));
+            assert_eq!(breaker.state(), BreakerState::Open);
+            sleep(ms(100)).await;
+            let calls = Arc::new(AtomicU32::new(0));
+            let counted = Arc::clone(&calls);
+            let mut g = Graph::<()>::builder();
+            let price = g
+                .node("price")
+                .breaker(&breaker)
+                .hedge(Hedge::new(ms(10)).max_hedges(3))
+                .task(move |ctx, ()| {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    let took = if ctx.attempt() == 1 { 50 } else { 5 };
+                    async move {
+                        sleep(ms(took)).await;
+                        Ok::<_, BoxError>(ctx.attempt())
+                    }
+                });
+            let report = g.build().unwrap().run(()).await.unwrap();
+            let n = report.node(price).unwrap();
+            let case = format!("{probes} probes, every attempt: {every_attempt}");
+            assert_eq!(calls.load(Ordering::SeqCst), probes, "{case}");
+            assert_eq!(n.attempts(), probes, "{case}");
+            let winner = if probes == 1 { 1 } else { 2 };
+            assert_eq!(n.winner(), Some(winner), "{case}");
+            assert_eq!(breaker.state(), BreakerState::Closed, "{case}");
+        }
+    }
+}
