@@ -298,9 +298,9 @@ async fn series<H: Host>(
 /// Attempt `at.first` (with a hedge policy, a race of it and its hedges): its output,
 /// when it began, the number of the last attempt started, and its waits for permits
 /// (`None` for a race, which logs its attempts itself).
-async fn step<'p, H: Host>(
+async fn step<H: Host>(
     host: &H,
-    policies: &'p Policies,
+    policies: &Policies,
     guard: &Guard<'_, '_>,
     mut at: Race,
     resumed: Option<FirstAttempt<H::Attempt>>,
@@ -320,7 +320,7 @@ async fn step<'p, H: Host>(
     at.max = policies
         .retry
         .as_ref()
-        .map_or(1 + hedge.hedges(), |r| r.max_attempts);
+        .map_or(hedge.hedges().saturating_add(1), |r| r.max_attempts);
     let gate = || guard.hedge_gate(policies.breaker.as_ref());
     let Raced { out, start, last } = hedge::race(host, policies, hedge, at, &gate, log).await;
     log.started = last;

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use baton_graph::{
-    BoxError, BreakerState, CircuitBreaker, Event, Graph, Hedge, Node, NodeError, Orchestrator,
-    Outcome, Pipeline, Report, Retry, RetryBudget,
+    BoxError, BreakerState, CircuitBreaker, Event, Graph, Hedge, MAX_HEDGES, Node, NodeError,
+    Orchestrator, Outcome, Pipeline, Report, Retry, RetryBudget,
 };
 use tokio::time::{Instant, sleep};
 
@@ -351,6 +351,63 @@ fn an_impossible_hedge_is_a_build_error() {
         g.build().map(|_| ()).unwrap_err().to_string(),
         "node `price`: invalid hedge policy: the hedge percentile must be in (0, 100), got 100"
     );
+    let build = |hedge: Hedge| {
+        Pipeline::<u32>::builder("price")
+            .hedge(hedge)
+            .build()
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        build(Hedge::new(ms(1)).max_hedges(u32::MAX)),
+        "node `price`: invalid hedge policy: max_hedges is 4294967295, above the most a hedge \
+         may start, 100"
+    );
+    assert!(build(Hedge::new(ms(1)).max_hedges(MAX_HEDGES + 1)).contains("max_hedges is 101"));
+    assert_eq!(
+        build(Hedge::new(Duration::ZERO)),
+        "node `price`: invalid hedge policy: a hedge delay of zero starts every attempt at \
+         once: use Hedge::all_at_once(attempts) to mean it"
+    );
+    assert!(build(Hedge::all_at_once(1)).contains("at least 2 attempts"));
+    assert!(build(Hedge::all_at_once(u32::MAX)).contains("max_hedges is 4294967294"));
+}
+
+/// The largest hedge runs: `MAX_HEDGES` hedges after an attempt that never ends, and as
+/// many under a retry of `u32::MAX` attempts, start and race without an overflow.
+#[tokio::test(start_paused = true)]
+async fn the_most_hedges_run_without_overflow() {
+    for retry in [None, Some(Retry::new(u32::MAX))] {
+        let drops = Arc::default();
+        let mut g = Graph::<()>::builder();
+        let hedge = Hedge::new(ms(1)).max_hedges(MAX_HEDGES);
+        let price = slow_node(&mut g, hedge, retry, vec![1_000], never, &drops);
+        let report = g.build().unwrap().run(()).await.unwrap();
+        let n = report.node(price).unwrap();
+        assert_eq!((n.attempts(), n.winner()), (1 + MAX_HEDGES, Some(1)));
+    }
+}
+
+/// `Hedge::all_at_once(n)` starts `n` attempts at the same instant; the first to succeed
+/// wins, the others are cancelled.
+#[tokio::test(start_paused = true)]
+async fn an_all_at_once_hedge_starts_every_attempt_at_once() {
+    let drops = Arc::default();
+    let mut g = Graph::<()>::builder();
+    let price = slow_node(
+        &mut g,
+        Hedge::all_at_once(3),
+        None,
+        vec![30, 20, 10],
+        never,
+        &drops,
+    );
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let n = report.node(price).unwrap();
+    assert_eq!((n.attempts(), n.winner(), n.end()), (3, Some(3), ms(10)));
+    let starts: Vec<_> = n.attempt_log().iter().map(|a| a.start).collect();
+    assert_eq!(starts, [ms(0); 3]);
 }
 
 /// A hedge is a call: in half-open it needs a probe permit of its own and does not start
