@@ -32,6 +32,7 @@ use crate::onion::{First, FirstAttempt, Policies};
 use crate::policy::CircuitBreaker;
 use crate::policy::breaker::Ticket;
 use crate::policy::deadline::poll_timer;
+use crate::report::{AttemptReport, Record};
 
 /// What the driver holds for a policy node's first attempt while it polls it: the breaker
 /// permit's ticket, when the node has a breaker, and whether the driver's timer wakes it
@@ -236,6 +237,36 @@ pub(super) fn succeeded<I: Send + Sync + 'static>(
         _ => std::time::Duration::ZERO,
     };
     breaker.resume(ticket).success(elapsed);
+}
+
+/// The record of node `id`, whose first attempt succeeded: with an attempt log saying by
+/// how much the attempt overran its cut, when it ended past it (it computed without
+/// yielding, so it could not be cut).
+#[inline]
+pub(super) fn with_overrun<I: Send + Sync + 'static>(
+    run: &RunState<I>,
+    id: u32,
+    record: Record,
+) -> Record {
+    let Some(start) = record.start else {
+        return record;
+    };
+    match cut(run, id, start) {
+        Some(until) if record.end > until => overran(run, record, start, until),
+        _ => record,
+    }
+}
+
+#[cold]
+fn overran<I: Send + Sync + 'static>(
+    run: &RunState<I>,
+    record: Record,
+    start: Instant,
+    until: Instant,
+) -> Record {
+    let (from, to) = (run.core.offset(start), run.core.offset(record.end));
+    let by = record.end.saturating_duration_since(until);
+    record.with_log(vec![AttemptReport::overran(1, from, to, by)])
 }
 
 /// Node `id`'s first attempt failed, panicked, or was cut: what the onion goes on with.

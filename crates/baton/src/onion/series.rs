@@ -349,6 +349,7 @@ pub(super) fn log_entry<H: Host, V>(
         error: out.as_ref().err().map(ToString::to_string),
         hedge: false,
         cancelled: false,
+        overran: waits.overran,
     }
 }
 

@@ -84,6 +84,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
                 let end = self.run.core.now();
                 first_attempt::succeeded(&self.run, self.id, held, self.start, end);
                 let record = Record::ended(Outcome::Succeeded, Some(value), self.start, end);
+                let record = first_attempt::with_overrun(&self.run, self.id, record);
                 self.end(record);
                 return ControlFlow::Continue(());
             }
