@@ -82,9 +82,11 @@ impl<I: Send + Sync + 'static> Driver<I> {
         let attempt = match polled {
             Ok(Poll::Ready(Ok(value))) => {
                 let end = self.run.core.now();
-                first_attempt::succeeded(&self.run, self.id, held, self.start, end);
-                let record = Record::ended(Outcome::Succeeded, Some(value), self.start, end);
-                let record = first_attempt::with_overrun(&self.run, self.id, record);
+                let overran = first_attempt::succeeded(&self.run, self.id, held, self.start, end);
+                let mut record = Record::ended(Outcome::Succeeded, Some(value), self.start, end);
+                if let (Some(by), Some(start)) = (overran, self.start) {
+                    record = first_attempt::overran(&self.run, record, start, by);
+                }
                 self.end(record);
                 return ControlFlow::Continue(());
             }
