@@ -83,11 +83,13 @@ impl<I: Send + Sync + 'static> Driver<I> {
             Ok(Poll::Ready(Ok(value))) => {
                 let end = self.run.core.now();
                 let overran = first_attempt::succeeded(&self.run, self.id, held, self.start, end);
-                let mut record = Record::ended(Outcome::Succeeded, Some(value), self.start, end);
-                if let (Some(by), Some(start)) = (overran, self.start) {
-                    record = first_attempt::overran(&self.run, record, start, by);
+                let record = Record::ended(Outcome::Succeeded, Some(value), self.start, end);
+                match (overran, self.start) {
+                    (Some(by), Some(start)) => {
+                        self.end(first_attempt::overran(&self.run, record, start, by));
+                    }
+                    _ => self.end(record),
                 }
-                self.end(record);
                 return ControlFlow::Continue(());
             }
             Ok(Poll::Pending) if self.embedded => {
