@@ -142,7 +142,7 @@ pub async fn run(scenario: &Scenario, options: Options) -> Result<Figures, BoxEr
     let breaker = breaker.build()?;
     let first_open = Arc::new(Mutex::new(None::<Instant>));
     let opened = Arc::clone(&first_open);
-    breaker.on_transition(move |t| {
+    breaker.on_transition(move |t, _| {
         if t.to() == BreakerState::Open {
             opened
                 .lock()

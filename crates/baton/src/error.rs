@@ -91,6 +91,13 @@ pub fn ok<T>(value: T) -> TaskResult<T> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BuildError {
+    /// A node (or a pipeline) was given an empty name: it could not be told apart in the
+    /// report, the timeline, errors and events.
+    #[error("node #{index} has an empty name: every node needs a name")]
+    EmptyName {
+        /// The node's position in declaration order, from 0 (0 for a pipeline).
+        index: usize,
+    },
     /// Two nodes were given the same name.
     #[error("duplicate node name `{name}`: every node of a graph needs its own name")]
     DuplicateName {

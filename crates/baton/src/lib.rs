@@ -232,7 +232,7 @@ pub mod shared {
 pub mod contract {}
 pub use policy::{
     Backoff, BackoffIter, Bulkhead, Chaos, DEFAULT_MAX_DELAY, DEFAULT_MIN_ATTEMPT_TIME,
-    HEDGE_WINDOW, Hedge, InjectedFault, Jitter, RateLimiter, RetryBudget,
+    HEDGE_WINDOW, Hedge, InjectedFault, Jitter, MAX_HEDGES, RateLimiter, RetryBudget,
 };
 pub use report::{AttemptReport, Counts, MissingValue, NodeReport, Outcome, Report};
 #[cfg(feature = "axum")]

@@ -147,7 +147,7 @@ pub(crate) type Log = Arc<Mutex<Vec<(BreakerState, BreakerState, TransitionReaso
 pub(crate) fn logged(b: &CircuitBreaker) -> Log {
     let log: Log = Arc::default();
     let l = Arc::clone(&log);
-    b.on_transition(move |t: &BreakerTransition| {
+    b.on_transition(move |t: &BreakerTransition, _| {
         l.lock().unwrap().push((t.from(), t.to(), t.reason()));
     });
     log

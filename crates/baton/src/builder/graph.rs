@@ -200,7 +200,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     ///
     /// The name appears in the report, the timeline, errors and events. A name already used
     /// in this graph makes [`build`](Self::build) fail with
-    /// [`BuildError::DuplicateName`].
+    /// [`BuildError::DuplicateName`], an empty one with [`BuildError::EmptyName`].
     ///
     /// `name` is copied into one text buffer shared by all of the graph's names (it grows as
     /// a `Vec` does): a `&str` costs no allocation of its own, and a `String` is not kept.
@@ -375,7 +375,8 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     /// # Errors
     /// One problem, the first of these checks that finds any, each in declaration order:
     /// 1. what was found while nodes were added: for each node in turn, a handle from
-    ///    another builder ([`BuildError::ForeignHandle`]), its name already used
+    ///    another builder ([`BuildError::ForeignHandle`]), an empty name
+    ///    ([`BuildError::EmptyName`]), its name already used
     ///    ([`BuildError::DuplicateName`]), a misdefined router
     ///    ([`BuildError::InvalidRouter`], among them a router whose [`Router::finish`] was
     ///    never called);
@@ -401,6 +402,10 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
         // Duplicate names are found now, in one pass over all names; a node's problems rank
         // as they arise while adding it: its upstreams, its name, then (routers) its
         // branches.
+        if let Some(index) = self.names.iter().position(str::is_empty) {
+            let error = BuildError::EmptyName { index };
+            self.errors.push((index as u32, RANK_NAME, error));
+        }
         if let Some(dup) = self.names.check_unique() {
             let error = BuildError::DuplicateName {
                 name: self.names.get(dup).to_owned(),

@@ -23,6 +23,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use tokio::time::{Instant, Sleep};
 
@@ -32,6 +33,7 @@ use crate::onion::{First, FirstAttempt, Policies};
 use crate::policy::CircuitBreaker;
 use crate::policy::breaker::Ticket;
 use crate::policy::deadline::poll_timer;
+use crate::report::{AttemptReport, Record};
 
 /// What the driver holds for a policy node's first attempt while it polls it: the breaker
 /// permit's ticket, when the node has a breaker, and whether the driver's timer wakes it
@@ -218,7 +220,8 @@ fn cut_with(policy: &Policies, run_deadline: Option<Instant>, start: Instant) ->
 }
 
 /// Node `id`'s first attempt, started at `start`, succeeded at `end` (on its first poll, or
-/// after waiting within its cut): tells the breaker.
+/// after waiting within its cut): tells the breaker. How long past its cut it ended, when
+/// it did.
 #[inline]
 pub(super) fn succeeded<I: Send + Sync + 'static>(
     run: &RunState<I>,
@@ -226,16 +229,32 @@ pub(super) fn succeeded<I: Send + Sync + 'static>(
     held: Held,
     start: Option<Instant>,
     end: Instant,
-) {
-    let (Some(ticket), Some(breaker)) = (held.ticket, breaker(run, id)) else {
-        return;
-    };
-    // Only a slow-call rule reads the duration: skip the arithmetic otherwise.
-    let elapsed = match start {
-        Some(start) if breaker.times_calls() => end.saturating_duration_since(start),
-        _ => std::time::Duration::ZERO,
-    };
-    breaker.resume(ticket).success(elapsed);
+) -> Option<Duration> {
+    let policy = run.graph.policy(id)?;
+    if let (Some(ticket), Some(breaker)) = (held.ticket, policy.breaker.as_ref()) {
+        // Only a slow-call rule reads the duration: skip the arithmetic otherwise.
+        let elapsed = match start {
+            Some(start) if breaker.times_calls() => end.saturating_duration_since(start),
+            _ => Duration::ZERO,
+        };
+        breaker.resume(ticket).success(elapsed);
+    }
+    let until = cut_with(policy, run.core.deadline(), start?)?;
+    (end > until).then(|| end.saturating_duration_since(until))
+}
+
+/// The record of node `id`, whose first attempt began at `start`, ended at `end` and
+/// overran its cut by `by` (it computed without yielding, so it could not be cut): with an
+/// attempt log saying so.
+#[cold]
+pub(super) fn overran<I: Send + Sync + 'static>(
+    run: &RunState<I>,
+    record: Record,
+    start: Instant,
+    by: Duration,
+) -> Record {
+    let (from, to) = (run.core.offset(start), run.core.offset(record.end));
+    record.with_log(vec![AttemptReport::overran(1, from, to, by)])
 }
 
 /// Node `id`'s first attempt failed, panicked, or was cut: what the onion goes on with.

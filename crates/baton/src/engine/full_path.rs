@@ -219,7 +219,9 @@ async fn route<I: Send + Sync + 'static>(
         spawned |= run.schedule(next);
     }
     debug_assert!(node.is_done());
-    let record = Record::ended(outcome, value, Some(start), core.now()).with_error(error);
+    let record = Record::ended(outcome, value, Some(start), core.now())
+        .with_error(error)
+        .with_branch(branch);
     (record, spawned)
 }
 

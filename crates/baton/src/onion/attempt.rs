@@ -135,6 +135,11 @@ async fn permitted<H: Host>(
         }
     }
     let out = call(host, policies, number, cut, started, permit, resumed).await;
+    // A task that computed past its cut without yielding could not be cut: it keeps its
+    // value, and its log entry says by how much it overran.
+    if let (Ok(_), Some(until)) = (&out, cut.until) {
+        waits.overran = Instant::now().saturating_duration_since(until);
+    }
     ended(out, waits)
 }
 
@@ -219,6 +224,8 @@ pub(super) struct Waits {
     pub(super) injected_latency: Duration,
     /// Fault injection failed the attempt (the task was not called).
     pub(super) injected_error: bool,
+    /// How long past its cut the attempt succeeded (zero when in time).
+    pub(super) overran: Duration,
 }
 
 impl Waits {

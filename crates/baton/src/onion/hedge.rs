@@ -11,10 +11,11 @@ use futures_util::stream::FuturesUnordered;
 use tokio::time::{Instant, Sleep, sleep_until};
 
 use super::attempt::{Attempted, Waits, attempt};
-use super::series::{AttemptLog, log_entry};
+use super::series::{AttemptLog, log_entry, tell};
 use super::{Host, Policies};
 use crate::error::NodeError;
 use crate::policy::Hedge;
+use crate::policy::breaker::BreakerPermit;
 
 /// Where a race stands in its series.
 pub(super) struct Race {
@@ -37,6 +38,16 @@ pub(super) struct Raced<V> {
     pub(super) last: u32,
 }
 
+/// What the circuit breaker says to a hedge about to start.
+pub(super) enum Gate<'p> {
+    /// No hedge: the breaker moved on since it admitted the race, or it is half-open (or
+    /// recovering) and has no permit to give.
+    Shut,
+    /// The hedge may start, holding the permit the breaker gave it when it needed one (a
+    /// half-open probe): told the hedge's own result, or given back if it is cancelled.
+    Open(Option<BreakerPermit<'p>>),
+}
+
 enum Step<V> {
     Ended(u32, Attempted<V>),
     Hedge,
@@ -45,12 +56,12 @@ enum Step<V> {
 /// Runs attempt `race.first` and, each time the hedge delay passes with attempts still
 /// running, a hedge (while the series' maximum attempts, its deadline, its breaker and
 /// its retry budget allow one). Logs every attempt, the cancelled ones too.
-pub(super) async fn race<H: Host>(
+pub(super) async fn race<'p, H: Host>(
     host: &H,
-    policies: &Policies,
+    policies: &'p Policies,
     hedge: &Hedge,
     race: Race,
-    opened: &(dyn Fn() -> bool + Sync),
+    gate: &(dyn Fn() -> Gate<'p> + Sync),
     log: &mut AttemptLog,
 ) -> Raced<H::Value> {
     let Race {
@@ -63,7 +74,7 @@ pub(super) async fn race<H: Host>(
     // Attempts are logged as they end; the race's entries are put in order at its end.
     let mark = log.entries.len();
     let mut running = FuturesUnordered::new();
-    running.push(numbered(host, policies, first, deadline, started));
+    running.push(numbered(host, policies, first, deadline, started, None));
     // The attempts in flight, and when each began.
     let begin = if first == 1 { started } else { Instant::now() };
     let mut flying = vec![(first, begin)];
@@ -115,12 +126,12 @@ pub(super) async fn race<H: Host>(
             Step::Hedge => {
                 timer = None;
                 let now = Instant::now();
-                if !may_hedge(policies, deadline, now, opened) {
+                let Some(permit) = may_hedge(policies, deadline, now, gate) else {
                     continue;
-                }
+                };
                 number += 1;
                 host.hedged(number, delay);
-                running.push(numbered(host, policies, number, deadline, started));
+                running.push(numbered(host, policies, number, deadline, started, permit));
                 flying.push((number, now));
                 if number < max && number - first < hedge.hedges() {
                     delay = hedge.delay();
@@ -131,34 +142,42 @@ pub(super) async fn race<H: Host>(
     }
 }
 
-/// Attempt `number`, with its number.
+/// Attempt `number`, with its number; `permit`, a hedge's own breaker permit, is told
+/// the attempt's result (or given back if the attempt is dropped).
 async fn numbered<H: Host>(
     host: &H,
     policies: &Policies,
     number: u32,
     deadline: Option<Instant>,
     started: Instant,
+    permit: Option<BreakerPermit<'_>>,
 ) -> (u32, Attempted<H::Value>) {
-    (
-        number,
-        attempt(host, policies, number, deadline, started, None).await,
-    )
+    let mut attempted = attempt(host, policies, number, deadline, started, None).await;
+    if let Some(permit) = permit {
+        attempted.out = tell(permit, policies, attempted.out, attempted.start);
+    }
+    (number, attempted)
 }
 
-/// Whether a hedge may start at `now`: the deadline leaves it the minimum attempt time,
-/// the breaker has not opened, and the retry budget, if any, has a retry for it.
-fn may_hedge(
+/// Whether a hedge may start at `now`, with the breaker permit it holds if it needs one:
+/// the deadline leaves it the minimum attempt time, the breaker lets it through, and the
+/// retry budget, if any, has a retry for it. `None`: it may not.
+fn may_hedge<'p>(
     policies: &Policies,
     deadline: Option<Instant>,
     now: Instant,
-    opened: &(dyn Fn() -> bool + Sync),
-) -> bool {
-    if !policies.may_start(deadline, now, false) || opened() {
-        return false;
+    gate: &(dyn Fn() -> Gate<'p> + Sync),
+) -> Option<Option<BreakerPermit<'p>>> {
+    if !policies.may_start(deadline, now, false) {
+        return None;
     }
+    let Gate::Open(permit) = gate() else {
+        return None;
+    };
+    // A permit taken for a hedge the budget refuses is dropped: given back, uncounted.
     match policies.retry.as_ref().and_then(|r| r.budget.as_ref()) {
-        Some(budget) => budget.try_withdraw(),
-        None => true,
+        Some(budget) if !budget.try_withdraw() => None,
+        _ => Some(permit),
     }
 }
 

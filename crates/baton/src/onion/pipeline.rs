@@ -373,7 +373,8 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
     /// Validates the policies and returns the pipeline.
     ///
     /// # Errors
-    /// [`BuildError::InvalidPolicy`] (a zero timeout or budget, a budget below the minimum
+    /// [`BuildError::EmptyName`] for an empty name, [`BuildError::InvalidPolicy`] (a zero
+    /// timeout or budget, a budget below the minimum
     /// attempt time, an invalid retry) or, with an orchestrator,
     /// [`BuildError::PolicyConflict`] (another breaker, bulkhead, rate limiter or retry
     /// budget has the name of one of these), each naming the pipeline as the node.
@@ -390,6 +391,9 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
         .limited(self.rate_limit)
         .hedged(self.hedge, self.chaos);
         let name = self.name;
+        if name.is_empty() {
+            return Err(BuildError::EmptyName { index: 0 });
+        }
         policies
             .validate()
             .map_err(|invalid| BuildError::InvalidPolicy {

@@ -7,11 +7,13 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::attempt::{Waits, attempt};
-use super::hedge::{self, Race, Raced};
+use super::hedge::{self, Gate, Race, Raced};
 use super::{FirstAttempt, Host, MAX_ATTEMPT_LOG, Policies, Retry};
 use crate::error::{NodeError, UserCode};
 use crate::policy::backoff::BackoffIter;
-use crate::policy::breaker::{BreakerOpen, BreakerPermit, CircuitBreaker, OwnedPermit, Ticket};
+use crate::policy::breaker::{
+    BreakerOpen, BreakerPermit, BreakerState, CircuitBreaker, OwnedPermit, Ticket,
+};
 use crate::policy::retry::{self, Failed, Next, StopReason};
 use crate::report::AttemptReport;
 
@@ -73,7 +75,7 @@ pub(super) async fn guarded<H: Host>(
 
 /// Tells `permit` how the call it admitted, begun at `started`, ended: `out`, or the
 /// panic of the breaker's error filter.
-fn tell<V>(
+pub(super) fn tell<V>(
     permit: BreakerPermit<'_>,
     policies: &Policies,
     out: Result<V, NodeError>,
@@ -135,6 +137,26 @@ impl<'a> Guard<'a, '_> {
         match breaker.try_acquire() {
             Ok(permit) => Ok(Some(permit)),
             Err(open) => Err(rejected(host, breaker, &open, number, started, last.take())),
+        }
+    }
+
+    /// What the breaker says to a hedge about to start: shut when it moved on since it
+    /// admitted the series; open without a permit when it is closed (the race's permit
+    /// covers it); otherwise (half-open, recovering) a hedge is a call of its own and
+    /// needs a permit of its own, a probe when half-open, and does not start without one.
+    fn hedge_gate<'p>(&self, breaker: Option<&'p CircuitBreaker>) -> Gate<'p> {
+        let Some(breaker) = breaker else {
+            return Gate::Open(None);
+        };
+        if self.opened() {
+            return Gate::Shut;
+        }
+        match breaker.state() {
+            BreakerState::Closed | BreakerState::ForcedClosed => Gate::Open(None),
+            _ => match breaker.try_acquire() {
+                Ok(permit) => Gate::Open(Some(permit)),
+                Err(_) => Gate::Shut,
+            },
         }
     }
 
@@ -298,9 +320,9 @@ async fn step<H: Host>(
     at.max = policies
         .retry
         .as_ref()
-        .map_or(1 + hedge.hedges(), |r| r.max_attempts);
-    let opened = || guard.opened();
-    let Raced { out, start, last } = hedge::race(host, policies, hedge, at, &opened, log).await;
+        .map_or(hedge.hedges().saturating_add(1), |r| r.max_attempts);
+    let gate = || guard.hedge_gate(policies.breaker.as_ref());
+    let Raced { out, start, last } = hedge::race(host, policies, hedge, at, &gate, log).await;
     log.started = last;
     (out, start, last, None)
 }
@@ -327,6 +349,7 @@ pub(super) fn log_entry<H: Host, V>(
         error: out.as_ref().err().map(ToString::to_string),
         hedge: false,
         cancelled: false,
+        overran: waits.overran,
     }
 }
 

@@ -80,7 +80,7 @@ impl Registered for CircuitBreaker {
             return;
         }
         let weak = Arc::downgrade(&orchestrator.inner);
-        self.on_transition(move |t| {
+        self.on_transition(move |t, _| {
             if let Some(inner) = weak.upgrade() {
                 deliver(&inner.observers, &Event::BreakerTransition(t));
             }

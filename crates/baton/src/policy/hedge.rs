@@ -12,6 +12,11 @@ use std::time::Duration;
 /// How many recent latencies a percentile hedge delay is computed from.
 pub const HEDGE_WINDOW: usize = 128;
 
+/// The most hedges one attempt may have ([`Hedge::max_hedges`]): every hedge of an attempt
+/// may be in flight at once, each a call to the same downstream, so past this a hedge
+/// multiplies the load it means to spare.
+pub const MAX_HEDGES: u32 = 100;
+
 /// Hedged attempts: when an attempt has not ended after a delay, another one starts in
 /// parallel, and the first to succeed wins; the others are cancelled (dropped).
 ///
@@ -19,15 +24,19 @@ pub const HEDGE_WINDOW: usize = 128;
 /// (or, without a retry, toward `1 + max_hedges`), draws from the retry budget like a
 /// retry, starts only when the deadline leaves it the minimum attempt time and the
 /// circuit breaker has not opened, and is cut like any attempt. The breaker is told one
-/// result for the race. An attempt that fails while others run does not end the race;
+/// result for the race. A hedge is a call: while the breaker is half-open it needs a
+/// probe permit of its own, and does not start without one. An attempt that fails while others run does not end the race;
 /// when all of them failed, the retry policy decides what comes next.
 ///
 /// # Defaults
 /// - `max_hedges`: 1 (at most two attempts in flight);
 /// - the delay: fixed, as given to [`new`](Self::new).
 ///
-/// A percentile outside `(0, 100)` or zero `max_hedges` is a build error
-/// ([`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy), policy `hedge`).
+/// A zero delay from [`new`](Self::new) (use [`all_at_once`](Self::all_at_once) to start
+/// every attempt at once), `max_hedges` of zero or above [`MAX_HEDGES`], a percentile
+/// outside `(0, 100)` or a percentile on an all-at-once hedge is a build error
+/// ([`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy), policy `hedge`),
+/// naming the value.
 ///
 /// ```
 /// use std::time::Duration;
@@ -44,6 +53,8 @@ pub struct Hedge {
 
 struct Inner {
     delay: Duration,
+    /// Made by [`Hedge::all_at_once`]: the zero delay is meant.
+    at_once: bool,
     max_hedges: u32,
     /// The percentile, and how many latencies it needs before it replaces `delay`.
     percentile: Option<(f64, usize)>,
@@ -54,6 +65,7 @@ impl fmt::Debug for Hedge {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Hedge")
             .field("delay", &self.inner.delay)
+            .field("at_once", &self.inner.at_once)
             .field("max_hedges", &self.inner.max_hedges)
             .field("percentile", &self.inner.percentile)
             .finish()
@@ -61,16 +73,40 @@ impl fmt::Debug for Hedge {
 }
 
 impl Hedge {
-    /// Hedges an attempt that has not ended after `delay` (zero: all attempts at once).
+    /// Hedges an attempt that has not ended after `delay`, which must be above zero (a
+    /// zero delay is a build error: to start every attempt at once, say so with
+    /// [`all_at_once`](Self::all_at_once)).
     #[must_use]
     pub fn new(delay: Duration) -> Self {
-        Self::with(delay, 1, None)
+        Self::with(delay, false, 1, None)
     }
 
-    fn with(delay: Duration, max_hedges: u32, percentile: Option<(f64, usize)>) -> Self {
+    /// Starts `attempts` attempts at once, without waiting for the first to be slow: one
+    /// attempt and `attempts - 1` hedges, all with a zero delay. The first to succeed wins.
+    /// `attempts` must be in `2..=1 + MAX_HEDGES`, or building fails.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::Hedge;
+    ///
+    /// let race = Hedge::all_at_once(3);
+    /// assert_eq!((race.delay(), race.hedges()), (Duration::ZERO, 2));
+    /// ```
+    #[must_use]
+    pub fn all_at_once(attempts: u32) -> Self {
+        Self::with(Duration::ZERO, true, attempts.saturating_sub(1), None)
+    }
+
+    fn with(
+        delay: Duration,
+        at_once: bool,
+        max_hedges: u32,
+        percentile: Option<(f64, usize)>,
+    ) -> Self {
         Hedge {
             inner: Arc::new(Inner {
                 delay,
+                at_once,
                 max_hedges,
                 percentile,
                 latencies: Mutex::new(VecDeque::new()),
@@ -79,10 +115,11 @@ impl Hedge {
     }
 
     /// Starts at most `max` hedges per attempt (each after the delay since the one
-    /// before). Returns a new handle.
+    /// before), `max` in `1..=MAX_HEDGES`. Returns a new handle.
     #[must_use]
     pub fn max_hedges(self, max: u32) -> Self {
-        Self::with(self.inner.delay, max, self.inner.percentile)
+        let i = &self.inner;
+        Self::with(i.delay, i.at_once, max, i.percentile)
     }
 
     /// Once `min_samples` attempts succeeded, hedges after the `percentile` (in `(0, 100)`)
@@ -91,9 +128,11 @@ impl Hedge {
     /// empty window.
     #[must_use]
     pub fn percentile(self, percentile: f64, min_samples: usize) -> Self {
+        let i = &self.inner;
         Self::with(
-            self.inner.delay,
-            self.inner.max_hedges,
+            i.delay,
+            i.at_once,
+            i.max_hedges,
             Some((percentile, min_samples)),
         )
     }
@@ -150,13 +189,33 @@ impl Hedge {
     /// Checks the hedge can work.
     ///
     /// # Errors
-    /// Why not: zero hedges, a percentile outside `(0, 100)`, or a sample count outside
-    /// `1..=HEDGE_WINDOW`.
+    /// Why not: a zero delay not made by `all_at_once`, zero hedges or more than
+    /// [`MAX_HEDGES`], a percentile outside `(0, 100)` or on an all-at-once hedge, or a
+    /// sample count outside `1..=HEDGE_WINDOW`.
     pub(crate) fn validate(&self) -> Result<(), String> {
-        if self.inner.max_hedges == 0 {
-            return Err("a hedge with max_hedges 0 never starts: give at least 1".to_owned());
+        let i = &self.inner;
+        if i.delay.is_zero() && !i.at_once {
+            return Err("a hedge delay of zero starts every attempt at once: \
+                 use Hedge::all_at_once(attempts) to mean it"
+                .to_owned());
         }
-        if let Some((p, min)) = self.inner.percentile {
+        if i.max_hedges == 0 {
+            return Err(if i.at_once {
+                "Hedge::all_at_once needs at least 2 attempts".to_owned()
+            } else {
+                "a hedge with max_hedges 0 never starts: give at least 1".to_owned()
+            });
+        }
+        if i.max_hedges > MAX_HEDGES {
+            return Err(format!(
+                "max_hedges is {}, above the most a hedge may start, {MAX_HEDGES}",
+                i.max_hedges
+            ));
+        }
+        if i.at_once && i.percentile.is_some() {
+            return Err("an all-at-once hedge has no delay for a percentile to replace".to_owned());
+        }
+        if let Some((p, min)) = i.percentile {
             if !(p > 0.0 && p < 100.0) {
                 return Err(format!("the hedge percentile must be in (0, 100), got {p}"));
             }
@@ -199,6 +258,24 @@ mod tests {
     #[test]
     fn an_impossible_hedge_is_invalid() {
         assert!(Hedge::new(ms(1)).max_hedges(0).validate().is_err());
+        assert!(Hedge::new(ms(1)).max_hedges(MAX_HEDGES).validate().is_ok());
+        assert!(
+            Hedge::new(ms(1))
+                .max_hedges(MAX_HEDGES + 1)
+                .validate()
+                .is_err()
+        );
+        assert!(Hedge::new(Duration::ZERO).validate().is_err());
+        assert!(Hedge::all_at_once(2).validate().is_ok());
+        assert!(Hedge::all_at_once(1).validate().is_err());
+        assert!(Hedge::all_at_once(0).validate().is_err());
+        assert!(Hedge::all_at_once(MAX_HEDGES + 2).validate().is_err());
+        assert!(
+            Hedge::all_at_once(3)
+                .percentile(50.0, 1)
+                .validate()
+                .is_err()
+        );
         assert!(Hedge::new(ms(1)).percentile(100.0, 1).validate().is_err());
         assert!(
             Hedge::new(ms(1))

@@ -33,7 +33,7 @@ pub(crate) use breaker::CircuitBreaker;
 pub use bulkhead::Bulkhead;
 pub use chaos::{Chaos, InjectedFault};
 pub use deadline::DEFAULT_MIN_ATTEMPT_TIME;
-pub use hedge::{HEDGE_WINDOW, Hedge};
+pub use hedge::{HEDGE_WINDOW, Hedge, MAX_HEDGES};
 pub use rate_limit::RateLimiter;
 pub use retry::StopReason;
 pub use retry_budget::RetryBudget;

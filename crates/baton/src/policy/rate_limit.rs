@@ -38,7 +38,8 @@ use crate::util::sync::{AtomicInt, StdSync, SyncFamily};
 /// - `burst`: `permits` (a full period's worth may come at once);
 /// - `max_wait`: zero (an attempt that finds no permit is refused at once).
 ///
-/// A limiter of zero permits, zero period or zero burst could never work: a graph or
+/// A limiter of zero permits, zero period or zero burst could never work, nor could one of
+/// more than one permit per nanosecond be kept: a graph or
 /// pipeline given one fails to build
 /// ([`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy)). Used on its own, such
 /// a limiter refuses every request.
@@ -191,7 +192,8 @@ impl RateLimiter {
     /// Checks that the limiter can ever grant a permit.
     ///
     /// # Errors
-    /// Why it cannot: zero permits, a zero period, or a zero burst.
+    /// Why it cannot: zero permits, a zero period, a zero burst, or more than one permit
+    /// per nanosecond.
     pub(crate) fn validate(&self) -> Result<(), String> {
         let i = &self.inner;
         let name = &i.name;
@@ -208,6 +210,13 @@ impl RateLimiter {
         if i.burst == 0 {
             return Err(format!(
                 "rate limiter `{name}` has a burst of 0: no attempt could ever run"
+            ));
+        }
+        // Permits are spaced in whole nanoseconds: a faster rate cannot be kept.
+        if u128::from(i.permits) > i.per.as_nanos() {
+            return Err(format!(
+                "rate limiter `{name}` grants {} permits per {:?}, more than one per nanosecond",
+                i.permits, i.per
             ));
         }
         Ok(())

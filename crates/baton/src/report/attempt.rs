@@ -60,6 +60,35 @@ pub struct AttemptReport {
     pub hedge: bool,
     /// It was cancelled (dropped) because a parallel attempt won; its `end` is when.
     pub cancelled: bool,
+    /// How long past its cut (its timeout or deadline) it ended, having succeeded: an
+    /// async task that computes without reaching an `.await` cannot be cut until it
+    /// yields, and keeps the value it returns. Zero for an attempt that ended in time.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "overran_ms", serialize_with = "json::ms")
+    )]
+    pub overran: Duration,
+}
+
+impl AttemptReport {
+    /// The log entry of attempt `number`, from `start` to `end`, that succeeded `overran`
+    /// past its cut: nothing else to say of it.
+    pub(crate) fn overran(number: u32, start: Duration, end: Duration, overran: Duration) -> Self {
+        AttemptReport {
+            number,
+            start,
+            end,
+            permit_wait: Duration::ZERO,
+            rate_limit_wait: Duration::ZERO,
+            delay_before: Duration::ZERO,
+            error: None,
+            injected_latency: Duration::ZERO,
+            injected_error: false,
+            hedge: false,
+            cancelled: false,
+            overran,
+        }
+    }
 }
 
 /// The attempt whose value a series has, from its attempt `log`: its successful entry, or

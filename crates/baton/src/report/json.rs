@@ -17,7 +17,8 @@
 //!       "error": "HTTP 503 ...",     // string or null: NodeReport::message()
 //!       "skipped_because": null,     // upstream name or null
 //!       "root_cause": null,          // for skipped nodes: the node whose failure caused it
-//!       "breaker_local": false       // its shared breaker judged it alone (NodeReport::breaker_local)
+//!       "breaker_local": false,      // its shared breaker judged it alone (NodeReport::breaker_local)
+//!       "branch": null               // for a router: the branch it ran (NodeReport::branch)
 //!     }
 //!   ]
 //! }
@@ -61,7 +62,7 @@ impl Serialize for Nodes<'_> {
 
 impl Serialize for NodeReport<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(11))?;
+        let mut map = serializer.serialize_map(Some(12))?;
         map.serialize_entry("name", self.name())?;
         map.serialize_entry("outcome", &self.outcome())?;
         map.serialize_entry("attempts", &self.attempts())?;
@@ -73,6 +74,7 @@ impl Serialize for NodeReport<'_> {
         map.serialize_entry("abandoned", &self.abandoned())?;
         map.serialize_entry("attempt_log", self.attempt_log())?;
         map.serialize_entry("breaker_local", &self.breaker_local())?;
+        map.serialize_entry("branch", &self.branch().map(|n| n.name()))?;
         map.end()
     }
 }

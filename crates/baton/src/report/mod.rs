@@ -477,6 +477,14 @@ impl<'r> NodeReport<'r> {
         })
     }
 
+    /// For a router that ran a branch: the branch it chose, whose attempts, attempt log and
+    /// outcome say what the router did (the router itself makes no attempt). `None` for
+    /// any other node, and for a router that chose none.
+    #[must_use]
+    pub fn branch(&self) -> Option<NodeReport<'r>> {
+        self.record.branch().map(|id| self.entry(id))
+    }
+
     /// For a `Skipped` node: the upstream that produced no value.
     ///
     /// ```

@@ -37,6 +37,8 @@ struct Cold {
     attempt_log: Vec<AttemptReport>,
     /// Its shared circuit breaker judged it alone.
     breaker_local: bool,
+    /// For a router that ran a branch: that branch.
+    branch: Option<u32>,
 }
 
 impl Record {
@@ -97,6 +99,12 @@ impl Record {
         if !log.is_empty() {
             self.cold().attempt_log = log;
         }
+        self
+    }
+
+    /// Sets the branch a router ran.
+    pub(crate) fn with_branch(mut self, branch: u32) -> Self {
+        self.cold().branch = Some(branch);
         self
     }
 
@@ -172,5 +180,9 @@ impl Settled {
 
     pub(crate) fn breaker_local(&self) -> bool {
         self.cold.as_ref().is_some_and(|c| c.breaker_local)
+    }
+
+    pub(crate) fn branch(&self) -> Option<u32> {
+        self.cold.as_ref()?.branch
     }
 }

@@ -105,10 +105,18 @@ impl fmt::Display for Report {
                 bar(&node, span),
                 start,
                 ms(node.end()),
-                node.attempts(),
+                // A router makes no attempt: its row counts its branch's.
+                node.branch().unwrap_or(node).attempts(),
             )?;
             if let Some(msg) = node.message() {
                 write!(line, "  {}", one_line(&msg))?;
+            }
+            if let Some(branch) = node.branch() {
+                write!(line, "  (branch {})", one_line(branch.name()))?;
+            }
+            if let Some(a) = node.attempt_log().iter().find(|a| !a.overran.is_zero()) {
+                let (n, by) = (a.number, ms(a.overran));
+                write!(line, "  (attempt {n} overran its cut by {by:.1} ms)")?;
             }
             if node.breaker_local() {
                 line.push_str("  (breaker judged locally)");

@@ -22,7 +22,7 @@ type Log = Arc<Mutex<Vec<BreakerTransition>>>;
 fn logged(b: &CircuitBreaker) -> Log {
     let log: Log = Arc::default();
     let l = Arc::clone(&log);
-    b.on_transition(move |t| l.lock().unwrap().push(t.clone()));
+    b.on_transition(move |t, _| l.lock().unwrap().push(t.clone()));
     log
 }
 
@@ -434,7 +434,7 @@ async fn slow_probes_reopen_the_breaker() {
 async fn listeners_get_every_transition_once_in_order_and_a_panic_changes_nothing() {
     let b = consecutive(1, ms(10));
     let first = logged(&b);
-    b.on_transition(|t| {
+    b.on_transition(|t, _| {
         if t.seq() == 2 {
             panic!("listener bug");
         }
@@ -517,7 +517,7 @@ fn stress_exactly_n_probes_per_half_open_period() {
     let half_opens = Arc::new(AtomicU64::new(0));
     {
         let (log, half_opens) = (Arc::clone(&log), Arc::clone(&half_opens));
-        b.on_transition(move |t| {
+        b.on_transition(move |t, _| {
             log.lock().unwrap().push((t.seq(), t.from(), t.to()));
             if t.to() == HalfOpen {
                 half_opens.fetch_add(1, Ordering::Relaxed);
@@ -639,4 +639,28 @@ async fn futures_join(tasks: Vec<tokio::task::JoinHandle<()>>) {
     for t in tasks {
         t.await.unwrap();
     }
+}
+
+/// A listener is given its breaker: the obvious code, which reads the breaker in its
+/// listener, holds no reference to it, and the breaker (with its listeners) is dropped
+/// with its last handle.
+#[tokio::test(start_paused = true)]
+async fn a_listener_is_given_its_breaker_and_does_not_keep_it_alive() {
+    let b = consecutive(1, ms(10));
+    let token = Arc::new(());
+    let alive = Arc::downgrade(&token);
+    let seen: Arc<Mutex<Vec<(BreakerState, u64)>>> = Arc::default();
+    let log = Arc::clone(&seen);
+    b.on_transition(move |t, breaker| {
+        let _held = &token; // dropped with the listener
+        let trips = breaker.snapshot().trips_total;
+        log.lock().unwrap().push((t.to(), trips));
+    });
+    fail(&b);
+    assert_eq!(*seen.lock().unwrap(), [(Open, 1)]);
+    drop(b);
+    assert!(
+        alive.upgrade().is_none(),
+        "the breaker and its listener were dropped"
+    );
 }

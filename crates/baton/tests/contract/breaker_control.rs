@@ -23,7 +23,7 @@ type Log = Arc<Mutex<Vec<BreakerTransition>>>;
 fn logged(b: &CircuitBreaker) -> Log {
     let log: Log = Arc::default();
     let l = Arc::clone(&log);
-    b.on_transition(move |t| l.lock().unwrap().push(t.clone()));
+    b.on_transition(move |t, _| l.lock().unwrap().push(t.clone()));
     log
 }
 
@@ -308,4 +308,23 @@ async fn an_isolated_breaker_sends_nodes_to_their_fallback() {
             (Closed, TransitionReason::Reset)
         ]
     );
+}
+
+/// `trips` counts since the last close, `trips_total` in the breaker's lifetime: after
+/// three trips, two closes and a reset, the first reads 0 and the second 3.
+#[tokio::test(start_paused = true)]
+async fn a_snapshot_counts_the_trips_since_the_last_close_and_in_all() {
+    let b = consecutive(1);
+    for _ in 0..2 {
+        fail(&b);
+        advance(ms(100)).await;
+        b.try_acquire().unwrap().success(ms(1)); // the probe closes it
+    }
+    fail(&b);
+    let s = b.snapshot();
+    assert_eq!((s.state, s.trips, s.trips_total), (Open, 1, 3));
+    b.reset().await;
+    let s = b.snapshot();
+    assert_eq!((s.state, s.trips, s.trips_total), (Closed, 0, 3));
+    assert_eq!(s.generation, 8, "every transition, the reset included");
 }

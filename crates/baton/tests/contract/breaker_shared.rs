@@ -193,7 +193,7 @@ type Log = Arc<Mutex<Vec<(BreakerState, BreakerState, TransitionReason)>>>;
 fn logged(b: &CircuitBreaker) -> Log {
     let log: Log = Arc::default();
     let l = Arc::clone(&log);
-    b.on_transition(move |t| l.lock().unwrap().push((t.from(), t.to(), t.reason())));
+    b.on_transition(move |t, _| l.lock().unwrap().push((t.from(), t.to(), t.reason())));
     log
 }
 

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use baton_graph::{
-    BoxError, BreakerState, CircuitBreaker, Event, Graph, Hedge, Node, NodeError, Orchestrator,
-    Outcome, Pipeline, Report, Retry, RetryBudget,
+    BoxError, BreakerState, CircuitBreaker, Event, Graph, Hedge, MAX_HEDGES, Node, NodeError,
+    Orchestrator, Outcome, Pipeline, Report, Retry, RetryBudget,
 };
 use tokio::time::{Instant, sleep};
 
@@ -351,4 +351,107 @@ fn an_impossible_hedge_is_a_build_error() {
         g.build().map(|_| ()).unwrap_err().to_string(),
         "node `price`: invalid hedge policy: the hedge percentile must be in (0, 100), got 100"
     );
+    let build = |hedge: Hedge| {
+        Pipeline::<u32>::builder("price")
+            .hedge(hedge)
+            .build()
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        build(Hedge::new(ms(1)).max_hedges(u32::MAX)),
+        "node `price`: invalid hedge policy: max_hedges is 4294967295, above the most a hedge \
+         may start, 100"
+    );
+    assert!(build(Hedge::new(ms(1)).max_hedges(MAX_HEDGES + 1)).contains("max_hedges is 101"));
+    assert_eq!(
+        build(Hedge::new(Duration::ZERO)),
+        "node `price`: invalid hedge policy: a hedge delay of zero starts every attempt at \
+         once: use Hedge::all_at_once(attempts) to mean it"
+    );
+    assert!(build(Hedge::all_at_once(1)).contains("at least 2 attempts"));
+    assert!(build(Hedge::all_at_once(u32::MAX)).contains("max_hedges is 4294967294"));
+}
+
+/// The largest hedge runs: `MAX_HEDGES` hedges after an attempt that never ends, and as
+/// many under a retry of `u32::MAX` attempts, start and race without an overflow.
+#[tokio::test(start_paused = true)]
+async fn the_most_hedges_run_without_overflow() {
+    for retry in [None, Some(Retry::new(u32::MAX))] {
+        let drops = Arc::default();
+        let mut g = Graph::<()>::builder();
+        let hedge = Hedge::new(ms(1)).max_hedges(MAX_HEDGES);
+        let price = slow_node(&mut g, hedge, retry, vec![1_000], never, &drops);
+        let report = g.build().unwrap().run(()).await.unwrap();
+        let n = report.node(price).unwrap();
+        assert_eq!((n.attempts(), n.winner()), (1 + MAX_HEDGES, Some(1)));
+    }
+}
+
+/// `Hedge::all_at_once(n)` starts `n` attempts at the same instant; the first to succeed
+/// wins, the others are cancelled.
+#[tokio::test(start_paused = true)]
+async fn an_all_at_once_hedge_starts_every_attempt_at_once() {
+    let drops = Arc::default();
+    let mut g = Graph::<()>::builder();
+    let price = slow_node(
+        &mut g,
+        Hedge::all_at_once(3),
+        None,
+        vec![30, 20, 10],
+        never,
+        &drops,
+    );
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let n = report.node(price).unwrap();
+    assert_eq!((n.attempts(), n.winner(), n.end()), (3, Some(3), ms(10)));
+    let starts: Vec<_> = n.attempt_log().iter().map(|a| a.start).collect();
+    assert_eq!(starts, [ms(0); 3]);
+}
+
+/// A hedge is a call: in half-open it needs a probe permit of its own and does not start
+/// without one. A breaker admitting one probe lets its probe run alone (the task is called
+/// once, not twice); one admitting two lets the probe's hedge take the second permit and
+/// never a third, and closes when both succeed. The same when the breaker is told every
+/// attempt.
+#[tokio::test(start_paused = true)]
+async fn a_hedge_in_half_open_needs_a_probe_permit_of_its_own() {
+    for every_attempt in [false, true] {
+        for probes in [1_u32, 2] {
+            let breaker = CircuitBreaker::builder("prices")
+                .consecutive_failures(1)
+                .open_duration(ms(100))
+                .half_open_probes(probes)
+                .count_every_attempt(every_attempt)
+                .build()
+                .unwrap();
+            breaker.try_acquire().unwrap().failure(ms(1));
+            assert_eq!(breaker.state(), BreakerState::Open);
+            sleep(ms(100)).await;
+            let calls = Arc::new(AtomicU32::new(0));
+            let counted = Arc::clone(&calls);
+            let mut g = Graph::<()>::builder();
+            let price = g
+                .node("price")
+                .breaker(&breaker)
+                .hedge(Hedge::new(ms(10)).max_hedges(3))
+                .task(move |ctx, ()| {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    let took = if ctx.attempt() == 1 { 50 } else { 5 };
+                    async move {
+                        sleep(ms(took)).await;
+                        Ok::<_, BoxError>(ctx.attempt())
+                    }
+                });
+            let report = g.build().unwrap().run(()).await.unwrap();
+            let n = report.node(price).unwrap();
+            let case = format!("{probes} probes, every attempt: {every_attempt}");
+            assert_eq!(calls.load(Ordering::SeqCst), probes, "{case}");
+            assert_eq!(n.attempts(), probes, "{case}");
+            let winner = if probes == 1 { 1 } else { 2 };
+            assert_eq!(n.winner(), Some(winner), "{case}");
+            assert_eq!(breaker.state(), BreakerState::Closed, "{case}");
+        }
+    }
 }

@@ -199,6 +199,12 @@ fn an_impossible_rate_limiter_is_a_build_error() {
     );
     assert!(build(RateLimiter::new("inventory", 5, Duration::ZERO)).contains("a period of zero"));
     assert!(build(RateLimiter::new("inventory", 5, second).burst(0)).contains("a burst of 0"));
+    // Permits are spaced in whole nanoseconds: a faster rate is refused, not clamped.
+    assert_eq!(
+        build(RateLimiter::new("inventory", u32::MAX, second)),
+        "node `stock`: invalid rate limit policy: rate limiter `inventory` grants 4294967295 \
+         permits per 1s, more than one per nanosecond"
+    );
     let error = Pipeline::<()>::builder("stock")
         .rate_limit(&RateLimiter::new("inventory", 0, second))
         .build()

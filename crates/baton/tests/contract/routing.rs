@@ -316,3 +316,44 @@ async fn a_node_after_a_branch_runs_when_the_branch_is_taken() {
         }
     }
 }
+
+/// A router makes no attempt of its own: its report names the branch it ran, its timeline
+/// row counts the branch's tries (not 0) and names the branch, and so does its JSON.
+#[tokio::test(start_paused = true)]
+async fn a_routers_row_shows_what_its_branch_did() {
+    let mut g = Graph::<()>::builder();
+    let r = g
+        .router("dispatch")
+        .select(|_input, ()| "ship")
+        .branch("ship", |b| {
+            b.retry(Retry::new(3).backoff(baton_graph::Backoff::constant(ms(10))))
+                .task(|ctx, ()| async move {
+                    if ctx.attempt() < 3 {
+                        return Err::<u8, BoxError>("carrier busy".into());
+                    }
+                    Ok(1)
+                })
+        })
+        .branch("hold", |b| {
+            b.task(|_ctx, ()| async { Ok::<_, BoxError>(0_u8) })
+        })
+        .finish();
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let router = report.node(r).unwrap();
+    assert_eq!(router.attempts(), 0, "the router itself calls no task");
+    let branch = router.branch().expect("the branch it ran");
+    assert_eq!((branch.name(), branch.attempts()), ("ship", 3));
+    assert!(report.by_name("hold").unwrap().branch().is_none());
+    let text = report.to_string();
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("dispatch"))
+        .expect("the router's row");
+    assert!(row.ends_with("  3  (branch ship)"), "{row}");
+    #[cfg(feature = "serde")]
+    {
+        let v = serde_json::to_value(&report).unwrap();
+        assert_eq!(v["nodes"][0]["branch"], "ship");
+        assert_eq!(v["nodes"][1]["branch"], serde_json::Value::Null);
+    }
+}

@@ -38,6 +38,35 @@ fn duplicate_name() {
     );
 }
 
+/// An empty name is refused like an empty breaker name: no node (no branch, no pipeline)
+/// may be nameless in the report, the timeline, errors and events.
+#[test]
+fn an_empty_node_name_is_a_build_error() {
+    let mut g = Graph::<()>::builder();
+    leaf(&mut g, "a");
+    leaf(&mut g, "");
+    leaf(&mut g, "");
+    let err = build_err(g);
+    assert_eq!(err, BuildError::EmptyName { index: 1 });
+    assert_eq!(
+        err.to_string(),
+        "node #1 has an empty name: every node needs a name"
+    );
+    let mut g = Graph::<()>::builder();
+    let a = leaf(&mut g, "a");
+    let _ = g
+        .router("route")
+        .after(a)
+        .select(|_input, _a| "")
+        .branch("", |b| {
+            b.task(|_ctx, _a| async { Ok::<_, BoxError>(1_u32) })
+        })
+        .finish();
+    assert_eq!(build_err(g), BuildError::EmptyName { index: 2 });
+    let pipeline = baton_graph::Pipeline::<u32>::builder("").build();
+    assert_eq!(pipeline.err(), Some(BuildError::EmptyName { index: 0 }));
+}
+
 #[test]
 fn handle_from_another_builder() {
     let mut other = Graph::<()>::builder();

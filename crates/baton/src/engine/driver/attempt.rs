@@ -82,9 +82,14 @@ impl<I: Send + Sync + 'static> Driver<I> {
         let attempt = match polled {
             Ok(Poll::Ready(Ok(value))) => {
                 let end = self.run.core.now();
-                first_attempt::succeeded(&self.run, self.id, held, self.start, end);
+                let overran = first_attempt::succeeded(&self.run, self.id, held, self.start, end);
                 let record = Record::ended(Outcome::Succeeded, Some(value), self.start, end);
-                self.end(record);
+                match (overran, self.start) {
+                    (Some(by), Some(start)) => {
+                        self.end(first_attempt::overran(&self.run, record, start, by));
+                    }
+                    _ => self.end(record),
+                }
                 return ControlFlow::Continue(());
             }
             Ok(Poll::Pending) if self.embedded => {

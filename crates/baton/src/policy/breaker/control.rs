@@ -59,6 +59,7 @@ impl<S: SyncFamily> Machine<S> {
                 probes_free: if half_open { c.free } else { 0 },
                 probes_in_flight: if half_open { c.outstanding } else { 0 },
                 trips: c.trips,
+                trips_total: c.trips_total,
             }
         })
     }

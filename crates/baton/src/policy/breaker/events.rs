@@ -206,7 +206,7 @@ impl fmt::Display for TransitionReason {
 ///
 /// let breaker = CircuitBreaker::builder("inventory").consecutive_failures(1).build()?;
 /// let (tx, rx) = mpsc::channel();
-/// breaker.on_transition(move |t| {
+/// breaker.on_transition(move |t, _| {
 ///     let _ = tx.send((t.from(), t.to(), t.reason()));
 /// });
 /// breaker.try_acquire()?.failure(Duration::from_millis(5));

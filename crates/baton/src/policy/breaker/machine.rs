@@ -60,6 +60,8 @@ struct Core {
     window: Option<Window>,
     /// Trips since the last close (for the growing cooldown).
     trips: u32,
+    /// Trips in the breaker's lifetime: never reset.
+    trips_total: u64,
     open_until: Instant,
     free: u32,
     outstanding: u32,
@@ -124,6 +126,7 @@ impl<S: SyncFamily> Machine<S> {
             consecutive: 0,
             window: config.new_window(),
             trips: 0,
+            trips_total: 0,
             open_until: origin,
             free: 0,
             outstanding: 0,
@@ -396,6 +399,7 @@ impl<S: SyncFamily> Machine<S> {
             OPEN => {
                 c.open_until = add(now, self.config.cooldown(c.trips));
                 c.trips = c.trips.saturating_add(1);
+                c.trips_total = c.trips_total.saturating_add(1);
             }
             HALF_OPEN => c.free = self.config.half_open_probes,
             RECOVERING => {

@@ -356,3 +356,24 @@ fn a_result_from_the_ramp_reported_after_the_close_is_stale() {
     );
     assert_eq!(m.consecutive.load(Acquire), 0);
 }
+
+#[test]
+fn probes_granted_past_what_the_state_word_holds_are_refused_whole() {
+    use crate::policy::breaker::config::MAX_PROBES;
+    let (m, t0) = machine(builder().consecutive_failures(1).open_duration(ms(10)));
+    trip(&m, t0);
+    let t = t0 + ms(10);
+    let probe = m.acquire(|| t).unwrap();
+    assert_eq!(m.state(), BreakerState::HalfOpen);
+    let generation = core(&m, |c| c.seq & GEN_MASK);
+    assert!(
+        m.grant_probes(generation, MAX_PROBES, t),
+        "65 535 free slots fit"
+    );
+    // One more would wrap the word's free count to 0 and reject every caller.
+    assert!(!m.grant_probes(generation, 1, t));
+    assert!(!m.grant_probes(generation, u32::MAX, t));
+    assert_eq!(core(&m, |c| c.free), MAX_PROBES);
+    assert!(m.acquire(|| t).is_ok(), "the granted probes still admit");
+    drop(probe);
+}

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::super::config::BreakerWindow;
+use super::super::config::{BreakerWindow, MAX_PROBES};
 use super::super::error::BreakerConfigError;
 use super::super::events::{BreakerState, TransitionReason};
 use super::super::permit::{Outcome, Ticket};
@@ -189,10 +189,16 @@ impl<S: SyncFamily> Machine<S> {
             if c.kind != HALF_OPEN || c.seq & GEN_MASK != generation {
                 return false;
             }
+            // The free slots must fit the state word: a grant that would overflow them is
+            // refused whole (the backend gives the permits back).
+            let free = c.free.saturating_add(n);
+            if free > MAX_PROBES {
+                return false;
+            }
             if c.outstanding == 0 {
                 c.probe_deadline = add(now, self.config.half_open_max_wait);
             }
-            c.free = c.free.saturating_add(n);
+            c.free = free;
             self.publish(c);
             true
         })

@@ -115,7 +115,7 @@ use permit::{Outcome, Permit};
 ///     .consecutive_failures(3)
 ///     .open_duration(Duration::from_millis(200))
 ///     .build()?;
-/// breaker.on_transition(|t| eprintln!("{t}"));
+/// breaker.on_transition(|t, _breaker| eprintln!("{t}"));
 /// for _ in 0..3 {
 ///     let permit = breaker.try_acquire()?;
 ///     // ... call the downstream; it fails:
@@ -344,11 +344,13 @@ impl CircuitBreaker {
     /// Registers a listener called once for every transition from now on, in transition
     /// order (`seq` increasing without gaps), on the thread that made the transition (or
     /// the one already delivering), never under the breaker's lock. A listener may call the
-    /// breaker. Several listeners run in registration order; one that panics is caught and
-    /// logged with `tracing::error!` and changes nothing.
+    /// breaker: it is given the breaker as its second argument. Several listeners run in
+    /// registration order; one that panics is caught and logged with `tracing::error!` and
+    /// changes nothing.
     ///
-    /// Listeners live as long as the breaker; one that captures a clone of its own breaker
-    /// keeps it alive forever (capture what it needs instead, e.g. a channel sender).
+    /// Listeners live as long as the breaker and hold it only weakly: use the breaker they
+    /// are given, and the breaker is dropped with its last handle. (A listener that
+    /// captures a clone of its own breaker instead keeps it alive forever.)
     ///
     /// ```
     /// use std::sync::mpsc;
@@ -357,18 +359,28 @@ impl CircuitBreaker {
     ///
     /// let breaker = CircuitBreaker::builder("inventory").consecutive_failures(1).build()?;
     /// let (tx, rx) = mpsc::channel();
-    /// breaker.on_transition(move |t| {
-    ///     let _ = tx.send(t.to_string()); // e.g. log it, or alert
+    /// breaker.on_transition(move |t, breaker| {
+    ///     // e.g. log it, or alert, with what the breaker says now
+    ///     let _ = tx.send(format!("{t}; {} trips in all", breaker.snapshot().trips_total));
     /// });
     /// breaker.try_acquire()?.failure(Duration::from_millis(5));
     /// assert_eq!(
     ///     rx.try_recv()?,
-    ///     "circuit breaker `inventory` #1: closed -> open (1 consecutive failures)"
+    ///     "circuit breaker `inventory` #1: closed -> open (1 consecutive failures); 1 trips in all"
     /// );
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn on_transition(&self, f: impl Fn(&BreakerTransition) + Send + Sync + 'static) {
-        self.machine.add_listener(Arc::new(f));
+    pub fn on_transition(
+        &self,
+        f: impl Fn(&BreakerTransition, &CircuitBreaker) + Send + Sync + 'static,
+    ) {
+        // Weak: the listener lives in the machine, which must not keep itself alive.
+        let machine = Arc::downgrade(&self.machine);
+        self.machine.add_listener(Arc::new(move |t| {
+            if let Some(machine) = machine.upgrade() {
+                f(t, &CircuitBreaker { machine });
+            }
+        }));
     }
 }
 

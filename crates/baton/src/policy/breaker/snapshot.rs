@@ -57,8 +57,13 @@ pub struct BreakerSnapshot {
     pub probes_free: u32,
     /// Half-open: probe permits taken and not yet answered.
     pub probes_in_flight: u32,
-    /// Trips since the breaker last closed (the exponent of the cooldown's growth).
+    /// Trips since the breaker last closed (the exponent of the cooldown's growth): 0
+    /// again once it closed. See `trips_total` for the lifetime count.
     pub trips: u32,
+    /// Trips in the breaker's lifetime (every transition to open), never reset, not even
+    /// by [`reset`](super::CircuitBreaker::reset). The number of transitions of every kind
+    /// is the `generation`.
+    pub trips_total: u64,
 }
 
 /// Calls in a breaker's sliding window, and how many failed or were slow.

@@ -491,3 +491,75 @@ async fn require_names_the_node_its_outcome_and_the_cause() {
     let error = report.require(foreign).unwrap_err();
     assert_eq!(error.outcome(), None);
 }
+
+/// An async task that computes past its timeout without reaching an `.await` cannot be cut:
+/// it keeps its value, and its attempt log, timeline row and JSON say that it overran its
+/// cut and by how much. On a real clock (the computing is a thread sleep), asserting only
+/// lower bounds: on the fast path (a timeout alone), on the full path (with a bulkhead)
+/// and in a pipeline call.
+#[tokio::test]
+async fn an_attempt_that_overran_its_cut_says_so() {
+    fn spin() -> u32 {
+        std::thread::sleep(ms(300)); // computes without yielding
+        7
+    }
+    let bulkhead = baton_graph::Bulkhead::new("db", 4, ms(10));
+    let mut g = Graph::<()>::builder();
+    let fast = g
+        .node("fast")
+        .timeout(ms(50))
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(spin()) });
+    let full = g
+        .node("full")
+        .timeout(ms(50))
+        .bulkhead(&bulkhead)
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(spin()) });
+    let report = g.build().unwrap().run(()).await.unwrap();
+    for node in [fast, full] {
+        let n = report.node(node).unwrap();
+        assert_eq!(
+            (n.outcome(), report.get(node)),
+            (Outcome::Succeeded, Some(&7))
+        );
+        let log = n.attempt_log();
+        assert_eq!(log.len(), 1, "{}", n.name());
+        assert!(log[0].overran >= ms(250), "{:?}", log[0]);
+        let text = report.to_string();
+        let row = text.lines().find(|l| l.starts_with(n.name())).unwrap();
+        assert!(row.contains("(attempt 1 overran its cut by "), "{row}");
+        #[cfg(feature = "serde")]
+        {
+            let v = serde_json::to_value(&report).unwrap();
+            let overran = v["nodes"][n.index()]["attempt_log"][0]["overran_ms"].as_f64();
+            assert!(overran.is_some_and(|ms| ms >= 250.0), "{overran:?}");
+        }
+    }
+    let pipeline = baton_graph::Pipeline::<u32>::builder("call")
+        .timeout(ms(50))
+        .build()
+        .unwrap();
+    let call = pipeline.run(|_| async { Ok::<_, BoxError>(spin()) }).await;
+    assert_eq!(call.value(), Some(&7));
+    assert!(call.attempt_log()[0].overran >= ms(250));
+}
+
+/// The README shows the stats panel as `Display` prints it: the same words in the same
+/// order, numbers aside.
+#[tokio::test]
+async fn the_readme_shows_the_stats_line_display_prints() {
+    fn words(line: &str) -> String {
+        line.split(|c: char| c.is_ascii_digit())
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join("N")
+    }
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+        .expect("the README");
+    let shown = readme
+        .lines()
+        .skip_while(|l| !l.contains("with a one-line `Display`"))
+        .find(|l| l.contains("runs[") || l.contains("stats"))
+        .expect("the README's stats line");
+    let printed = baton_graph::Orchestrator::new().stats().to_string();
+    assert_eq!(words(shown), words(&printed), "{shown}\n{printed}");
+}

@@ -5,6 +5,7 @@
 
 mod blocking;
 mod concurrency;
+mod limits;
 mod panic;
 
 use std::sync::Arc;
