@@ -2,7 +2,7 @@
 //!
 //! The status says whose fault it was, read from the error of the node that failed: 504
 //! Gateway Timeout when time ran out (a per-attempt timeout, the node's or the run's
-//! deadline), 503 Service Unavailable when baton refused to call (a circuit breaker open, a
+//! deadline, a downstream's [`DownstreamDeadlineExceeded`]), 503 Service Unavailable when baton refused to call (a circuit breaker open, a
 //! bulkhead full, a rate limiter's refusal, the orchestrator shutting down), 502 Bad Gateway when the downstream call
 //! itself failed (the task's error), 500 Internal Server Error otherwise (a panic, a
 //! router's unknown branch, a run that could not start). An error that wraps another (a
@@ -29,6 +29,7 @@ use http::{HeaderValue, StatusCode, header};
 
 use crate::engine::RunError;
 use crate::error::{CancelReason, NodeError, StopReason};
+use crate::policy::DownstreamDeadlineExceeded;
 use crate::report::{MissingValue, Outcome};
 
 /// The status for a node that failed with `error`: walks the chain of wrapped errors
@@ -57,6 +58,10 @@ fn status_of(error: &NodeError) -> StatusCode {
         NodeError::BreakerOpen { .. }
         | NodeError::BulkheadFull { .. }
         | NodeError::RateLimited { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        // A downstream that answered its deadline passed: time ran out, as here.
+        NodeError::Task(e) if DownstreamDeadlineExceeded::is_in(e.as_ref()) => {
+            StatusCode::GATEWAY_TIMEOUT
+        }
         NodeError::Task(_) | NodeError::BranchFailed { .. } => StatusCode::BAD_GATEWAY,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }

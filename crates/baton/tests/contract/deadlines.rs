@@ -11,6 +11,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::body::{Body, to_bytes};
 use axum::http::{HeaderName, Request, StatusCode};
+use axum::response::IntoResponse;
 use baton_graph::{
     BoxError, DeadlineHeaders, DeadlineLayer, DownstreamDeadlineExceeded, FailureMode, Graph,
     NodeError, Pipeline, RequestDeadline, Retry, RunOptions,
@@ -423,9 +424,16 @@ async fn a_downstreams_deadline_expired_answer_is_not_retried() {
         .node("other")
         .retry(Retry::new(3))
         .task(|_ctx, ()| async { Err::<u32, BoxError>("503".into()) });
-    let report = g.build().unwrap().run(()).await.unwrap();
+    let graph = g.build().unwrap();
+    let report = graph.run(()).await.unwrap();
     assert_eq!(report.node(stock).map(|n| n.attempts()), Some(1));
     assert_eq!(report.node(other).map(|n| n.attempts()), Some(3));
+    // Answered as time running out, not as the downstream's failure.
+    let missing = report.require(stock).unwrap_err();
+    assert_eq!(
+        missing.into_response().status(),
+        StatusCode::GATEWAY_TIMEOUT
+    );
     let pipeline = Pipeline::<u32>::builder("stock")
         .retry(Retry::new(3))
         .build()
