@@ -1,8 +1,10 @@
 //! tower, both ways (feature `tower`): a [`tower::Service`] as a node's task
 //! ([`NodeBuilder::service`](crate::NodeBuilder::service)), a built graph as a
 //! `tower::Service` ([`GraphService`]), and the single-call [`Pipeline`](crate::Pipeline)
-//! as a [`tower::Layer`] ([`PipelineLayer`]). With feature `axum`, a run's errors convert
-//! into HTTP responses and a graph serves a route ([`HttpService`]).
+//! as a [`tower::Layer`] ([`PipelineLayer`]). With feature `http`, deadlines cross service
+//! hops: the caller's budget read from a request's headers, this attempt's written on an
+//! outbound one (`DeadlineHeaders`, `DeadlineLayer`). With feature `axum`, a run's errors
+//! convert into HTTP responses and a graph serves a route (`HttpService`).
 //!
 //! The traits are those of the `tower-service` and `tower-layer` crates, which `tower`
 //! re-exports: the same `Service` and `Layer`.
