@@ -20,7 +20,13 @@ fn node<'a>(report: &'a HopReport, name: &str) -> &'a NodeEnd {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_callers_deadline_stops_every_hop() -> Result<(), baton_graph::BoxError> {
-    let servers = HopServers::start(&HopConfig::default()).await?;
+    // A margin that leaves each answer 30 ms to come back before the hop above is cut,
+    // even on a loaded machine.
+    let config = HopConfig {
+        margin: Duration::from_millis(30),
+        ..HopConfig::default()
+    };
+    let servers = HopServers::start(&config).await?;
     let client = reqwest::Client::new();
     let _ = servers.call(&client, Duration::from_millis(200)).await?; // connect
     let _ = servers.reports(Duration::from_secs(5)).await;
@@ -39,16 +45,20 @@ async fn the_callers_deadline_stops_every_hop() -> Result<(), baton_graph::BoxEr
         ("failed", Some("deadline_exceeded"), 1),
         "{c:?}"
     );
-    assert_eq!(c.work_started, 1);
-    // B and A got a 504 from below: a downstream's expired deadline, not retried.
+    // At least once: when B's call first fails otherwise than with the 504 (seen under
+    // heavy load) and is retried, C's first run is cancelled and another starts.
+    assert!(c.work_started >= 1, "{reports:#?}");
+    // B and A stop at the deadline too: with the 504 from below (a downstream's expired
+    // deadline, which ends the series; the paused-clock contract tests count its attempts
+    // exactly), or, when that answer comes late, cut at their own deadline.
     for hop in [a, b] {
         let call = node(hop, "call");
-        assert!(call.downstream_expired, "{hop:?}");
-        assert_eq!(
-            (call.outcome.as_str(), call.attempts),
-            ("failed", 1),
-            "{hop:?}"
-        );
+        let cut = call
+            .error
+            .as_deref()
+            .is_some_and(|e| e.ends_with("deadline_exceeded"));
+        assert!(call.downstream_expired || cut, "{hop:?}");
+        assert_eq!(call.outcome, "failed", "{hop:?}");
     }
     // The budget shrinks at each hop.
     let budgets: Vec<_> = reports
@@ -61,9 +71,11 @@ async fn the_callers_deadline_stops_every_hop() -> Result<(), baton_graph::BoxEr
     );
 
     // Too little left for C's minimum attempt time: its work never starts.
-    let (status, _) = servers.call(&client, Duration::from_millis(80)).await?;
+    // 130 ms at A leaves C about 30 ms: enough for its local work, not for `work`.
+    let (status, _) = servers.call(&client, Duration::from_millis(130)).await?;
     assert_eq!(status, reqwest::StatusCode::GATEWAY_TIMEOUT);
     let reports = servers.reports(Duration::from_secs(5)).await;
+    assert!(reports.iter().any(|r| r.hop == "C"), "{reports:#?}");
     for report in reports.iter().filter(|r| r.hop == "C") {
         let work = node(report, "work");
         assert_eq!(work.attempts, 0, "{report:?}");
