@@ -7,6 +7,12 @@
 //! the retries), user down (502 naming `user`), user slower than the run's 2 s budget (504
 //! naming `user`), then a body that is not an order (axum's rejection).
 //!
+//! The body is read before the run, outside its 2 s budget, so slow clients are bounded in
+//! front of the graph (`serve::Limits`): tower-http's `TimeoutLayer` and
+//! `RequestBodyTimeoutLayer` on the router, and a header read timeout on hyper's server,
+//! which `axum::serve` does not set. A caller's `grpc-timeout` (or
+//! `x-envoy-expected-rq-timeout-ms`) header shortens the run's budget to the caller's.
+//!
 //! ```text
 //! cargo run --release -p baton-examples --example axum_orders
 //! cargo run --release -p baton-examples --example axum_orders -- --serve

@@ -63,6 +63,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod burst;
+pub mod hops;
 pub mod serve;
 
 use std::fmt;
@@ -887,6 +888,7 @@ pub struct OrderApi {
     http: reqwest::Client,
     base_url: Arc<str>,
     budget: Option<Duration>,
+    grace: Duration,
 }
 
 impl OrderApi {
@@ -898,6 +900,7 @@ impl OrderApi {
             http,
             base_url: Arc::from(base_url.trim_end_matches('/')),
             budget: None,
+            grace: CLIENT_TIMEOUT_GRACE,
         }
     }
 
@@ -910,6 +913,16 @@ impl OrderApi {
     pub fn within(&self, budget: Option<Duration>) -> OrderApi {
         OrderApi {
             budget,
+            ..self.clone()
+        }
+    }
+
+    /// The same client, whose requests with a budget time out `grace` after it instead of
+    /// [`CLIENT_TIMEOUT_GRACE`]: a long grace waits for the server's own answer.
+    #[must_use]
+    pub fn with_grace(&self, grace: Duration) -> OrderApi {
+        OrderApi {
+            grace,
             ..self.clone()
         }
     }
@@ -954,7 +967,7 @@ impl OrderApi {
             // Whole milliseconds, rounded up: the server never stops before the caller.
             let ms = budget.as_micros().div_ceil(1000);
             request = request
-                .timeout(budget.saturating_add(CLIENT_TIMEOUT_GRACE))
+                .timeout(budget.saturating_add(self.grace))
                 .header(BUDGET_HEADER, ms.to_string());
         }
         let transport = |source| CallError::Transport { service, source };
@@ -1158,13 +1171,16 @@ mod tests {
         let sent = api.send(Channel::Mail, &notice).await?;
         assert_eq!(sent.channel, "mail");
 
-        let started = std::time::Instant::now();
+        // The client waits for the server's answer (a long grace, a backstop only): the
+        // test checks what the server did, not how fast a loaded machine delivered it.
         let err = api
             .within(Some(Duration::from_millis(100)))
+            .with_grace(Duration::from_secs(30))
             .send(Channel::Push, &notice)
             .await
             .err();
-        // The server stops at the caller's deadline instead of working 530 ms for nobody.
+        // The server stops at the caller's deadline instead of working 530 ms for nobody:
+        // it answers 504 (the push would have succeeded), from the early-stop path.
         assert!(
             matches!(
                 err,
@@ -1175,7 +1191,6 @@ mod tests {
             ),
             "{err:?}"
         );
-        assert!(started.elapsed() < Duration::from_millis(400));
         assert_eq!(downstreams.stopped_early(Service::Push), 1);
 
         drop(api);

@@ -104,3 +104,72 @@ async fn a_run_out_of_time_answers_504_naming_the_node() {
     orders.shutdown().await.unwrap();
     services.shutdown().await.unwrap();
 }
+
+/// What a raw TCP client gets back after sending `head` and then one byte of body every
+/// 300 ms (until the server answers or closes): the answer's first line, empty when the
+/// server closed without one. Bounded: it gives up after 20 s.
+async fn trickle(addr: std::net::SocketAddr, head: &str, body_bytes: usize) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let talk = async {
+        let mut answer = Vec::new();
+        let mut buf = [0_u8; 1024];
+        for _ in 0..body_bytes {
+            tokio::select! {
+                read = stream.read(&mut buf) => match read {
+                    Ok(0) | Err(_) => return answer,
+                    Ok(n) => answer.extend_from_slice(&buf[..n]),
+                },
+                () = tokio::time::sleep(Duration::from_millis(300)) => {
+                    if stream.write_all(b"{").await.is_err() {
+                        break;
+                    }
+                }
+            }
+            if answer.ends_with(b"\r\n") {
+                return answer;
+            }
+        }
+        while let Ok(n) = stream.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            answer.extend_from_slice(&buf[..n]);
+        }
+        answer
+    };
+    let answer = tokio::time::timeout(Duration::from_secs(20), talk)
+        .await
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&answer);
+    text.lines().next().unwrap_or_default().to_owned()
+}
+
+/// Slow clients are cut: a body sent one byte at a time is answered 408 at the request
+/// limit, a head sent one byte at a time is disconnected at the header read limit, and
+/// neither reaches the graph.
+#[tokio::test]
+async fn slow_clients_are_cut() {
+    let downstreams = Downstreams::new();
+    let services = OrderServer::start(downstreams.clone()).await.unwrap();
+    let api = OrderApi::new(reqwest::Client::new(), services.base_url());
+    let limits = serve::Limits {
+        header_read: Duration::from_millis(600),
+        body_idle: Duration::from_millis(600),
+        request: Duration::from_millis(1_500),
+    };
+    let router = serve::router_with(&api, &Config::new().unwrap(), limits).unwrap();
+    let orders = OrdersServer::start_with(router, limits).await.unwrap();
+
+    let head = "POST /orders HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n";
+    let answer = trickle(orders.addr(), head, 1_000).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer:?}");
+    // A head that never ends: the connection is closed, with no answer or a 408.
+    let answer = trickle(orders.addr(), "POST /orders HTTP/1.1\r\nhost: x\r\n", 1_000).await;
+    assert!(answer.is_empty() || answer.contains("408"), "{answer:?}");
+    assert_eq!(downstreams.calls(Service::User), 0);
+
+    orders.shutdown().await.unwrap();
+    services.shutdown().await.unwrap();
+}

@@ -419,13 +419,59 @@ impl NodeError {
         )
     }
 
+    /// The error this one wraps: a retry series' last attempt's ([`NodeError::GaveUp`]),
+    /// a failed fallback's own ([`NodeError::FallbackFailed`]), a router's chosen branch's
+    /// ([`NodeError::BranchFailed`]); `None` for an error that wraps none.
+    #[must_use]
+    pub fn wrapped(&self) -> Option<&NodeError> {
+        match self {
+            NodeError::GaveUp { last, .. } => Some(last),
+            NodeError::FallbackFailed { error, .. } => Some(error),
+            NodeError::BranchFailed {
+                error: Some(error), ..
+            } => Some(error),
+            _ => None,
+        }
+    }
+
+    /// The error at the end of the chain of [`wrapped`](Self::wrapped) errors: what
+    /// happened, under the retries, fallbacks and routers that passed it on.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Graph, Retry};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let quote = g.node("quote").timeout(Duration::from_millis(50)).retry(Retry::new(2))
+    ///     .task(|_ctx, ()| async {
+    ///         tokio::time::sleep(Duration::from_secs(1)).await;
+    ///         Ok::<_, BoxError>(())
+    ///     });
+    /// let report = g.build()?.run(()).await?;
+    /// let err = report.node(quote).and_then(|n| n.error()).unwrap();
+    /// assert_eq!((err.kind(), err.root_cause().kind()), ("gave_up", "timeout"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn root_cause(&self) -> &NodeError {
+        let mut error = self;
+        while let Some(inner) = error.wrapped() {
+            error = inner;
+        }
+        error
+    }
+
     /// How long the error says to wait before trying again, when it says: a rate
     /// limiter's time until its next permit, or an open breaker's until it admits a probe.
-    /// Looks through [`NodeError::GaveUp`]. A retry can take its delay from it:
+    /// Looks through every error that wraps another ([`root_cause`](Self::root_cause)):
+    /// retries, fallbacks and routers. A retry can take its delay from it:
     /// `Retry::new(3).delay_from(NodeError::retry_after)`.
     #[must_use]
     pub fn retry_after(&self) -> Option<Duration> {
-        match self.last_attempt() {
+        match self.root_cause() {
             NodeError::RateLimited { retry_after, .. } => Some(*retry_after),
             NodeError::BreakerOpen { retry_after, .. } => *retry_after,
             _ => None,

@@ -231,11 +231,16 @@ pub mod shared {
 #[doc = include_str!("../contract.md")]
 pub mod contract {}
 pub use policy::{
-    Backoff, BackoffIter, Bulkhead, Chaos, DEFAULT_MAX_DELAY, DEFAULT_MIN_ATTEMPT_TIME,
-    HEDGE_WINDOW, Hedge, InjectedFault, Jitter, MAX_HEDGES, RateLimiter, RetryBudget,
+    Backoff, BackoffIter, Budget, Bulkhead, Chaos, DEFAULT_MAX_DELAY, DEFAULT_MIN_ATTEMPT_TIME,
+    DownstreamDeadlineExceeded, HEDGE_WINDOW, Hedge, InjectedFault, Jitter, MAX_HEDGES,
+    RateLimiter, RetryBudget,
 };
 pub use report::{AttemptReport, Counts, MissingValue, NodeReport, Outcome, Report};
 #[cfg(feature = "axum")]
 pub use tower::HttpService;
+#[cfg(feature = "http")]
+pub use tower::{
+    BadBudgetHeader, DeadlineHeaders, DeadlineLayer, DeadlineService, RequestDeadline,
+};
 #[cfg(feature = "tower")]
-pub use tower::{GraphFuture, GraphService, PipelineLayer, PipelineService};
+pub use tower::{GraphFuture, GraphService, NoBudget, PipelineLayer, PipelineService, ReadBudget};

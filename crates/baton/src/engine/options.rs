@@ -204,6 +204,13 @@ impl RunOptions {
         self
     }
 
+    /// The options with the deadline `deadline`, or the one they had if it is earlier.
+    #[cfg(feature = "http")]
+    pub(crate) fn deadline_at_most(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(self.deadline.map_or(deadline, |d| d.min(deadline)));
+        self
+    }
+
     /// With `true`, the run's `tracing` span has no parent: under OpenTelemetry, the run
     /// is a trace of its own. By default, or with `false`, the span is a child of the span current
     /// where the run is first polled: a run awaited in a request handler nests under the

@@ -354,6 +354,34 @@ impl<I> Ctx<I> {
             .map(|d| d.saturating_duration_since(Instant::now()))
     }
 
+    /// The time left of this attempt less `margin`, to send downstream with the request
+    /// (as `grpc-timeout` or in milliseconds, see [`Budget`](crate::Budget)); `None` when
+    /// no deadline applies. The margin covers the request's trip and the downstream's
+    /// answer, so that the answer arrives before this attempt is cut. Work the task starts
+    /// on a detached `tokio::spawn` is not cut by this deadline: give it a budget of its own.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{BoxError, Graph};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<()>::builder();
+    /// let sent = g.node("stock").timeout(Duration::from_millis(300)).task(|ctx, ()| async move {
+    ///     let budget = ctx.budget(Duration::from_millis(20)).unwrap();
+    ///     Ok::<_, BoxError>((budget.grpc_timeout(), budget.millis())) // the headers to send
+    /// });
+    /// let report = g.build()?.run(()).await?;
+    /// assert_eq!(report.get(sent), Some(&("280000u".to_owned(), "280".to_owned())));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn budget(&self, margin: Duration) -> Option<crate::policy::Budget> {
+        self.remaining()
+            .map(|left| crate::policy::Budget::new(left.saturating_sub(margin)))
+    }
+
     /// The run input: what [`Graph::run`](crate::Graph::run) was given (the request).
     #[must_use]
     pub fn input(&self) -> &I {

@@ -70,6 +70,14 @@ impl Attempt {
         self.deadline
             .map(|d| d.saturating_duration_since(Instant::now()))
     }
+
+    /// The time left of this attempt less `margin`, to send downstream with the request
+    /// (see [`Budget`](crate::Budget)); `None` when no deadline applies.
+    #[must_use]
+    pub fn budget(&self, margin: Duration) -> Option<crate::policy::Budget> {
+        self.remaining()
+            .map(|left| crate::policy::Budget::new(left.saturating_sub(margin)))
+    }
 }
 
 /// What one [`Pipeline::run`](crate::Pipeline::run) did.

@@ -208,10 +208,26 @@ impl<T: Send + Sync + 'static> Pipeline<T> {
         Fut: Future<Output = Result<T, E>> + Send + 'a,
         E: Into<BoxError> + 'a,
     {
-        async move { self.run_inner(task).await }
+        async move { self.run_inner(task, None).await }
     }
 
-    async fn run_inner<F, Fut, E>(&self, task: F) -> Call<T>
+    /// [`call`](Self::call) under the caller's `deadline` too: the call's deadline is the
+    /// earlier of its budget's end and `deadline`.
+    #[cfg(feature = "tower")]
+    pub(crate) async fn call_until<F, Fut, E>(
+        &self,
+        deadline: Option<Instant>,
+        task: F,
+    ) -> Result<T, Arc<NodeError>>
+    where
+        F: Fn(Attempt) -> Fut + Send + Sync,
+        Fut: Future<Output = Result<T, E>> + Send,
+        E: Into<BoxError>,
+    {
+        self.run_inner(task, deadline).await.result
+    }
+
+    async fn run_inner<F, Fut, E>(&self, task: F, deadline: Option<Instant>) -> Call<T>
     where
         F: Fn(Attempt) -> Fut + Send + Sync,
         Fut: Future<Output = Result<T, E>> + Send,
@@ -236,7 +252,7 @@ impl<T: Send + Sync + 'static> Pipeline<T> {
             recovered_from,
             attempts: attempt_log,
             ..
-        } = super::execute(&host, &inner.policies, None, started, None).await;
+        } = super::execute(&host, &inner.policies, deadline, started, None).await;
         let call = Call {
             result,
             recovered_from,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::NodeError;
-use crate::policy::{Backoff, RetryBudget};
+use crate::policy::{Backoff, DownstreamDeadlineExceeded, RetryBudget};
 use crate::util::same_opt;
 
 /// Which errors a retry series retries.
@@ -241,6 +241,12 @@ impl Retry {
             error,
             NodeError::BreakerOpen { .. } | NodeError::DeadlineExceeded { .. }
         ) {
+            return false;
+        }
+        // A downstream that said the deadline passed: a retry has no time either.
+        if let NodeError::Task(e) = error
+            && DownstreamDeadlineExceeded::is_in(e.as_ref())
+        {
             return false;
         }
         match &self.retryable {

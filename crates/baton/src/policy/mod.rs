@@ -17,6 +17,7 @@
 
 pub(crate) mod backoff;
 pub(crate) mod breaker;
+pub(crate) mod budget;
 pub(crate) mod bulkhead;
 pub(crate) mod chaos;
 pub(crate) mod deadline;
@@ -30,6 +31,7 @@ pub(crate) mod retry_budget;
 
 pub use backoff::{Backoff, BackoffIter, DEFAULT_MAX_DELAY, Jitter};
 pub(crate) use breaker::CircuitBreaker;
+pub use budget::{Budget, DownstreamDeadlineExceeded};
 pub use bulkhead::Bulkhead;
 pub use chaos::{Chaos, InjectedFault};
 pub use deadline::DEFAULT_MIN_ATTEMPT_TIME;

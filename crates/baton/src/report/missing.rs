@@ -36,6 +36,7 @@ pub struct MissingValue {
     outcome: Option<Outcome>,
     message: String,
     cause: Option<Arc<NodeError>>,
+    cause_node: Option<String>,
 }
 
 impl MissingValue {
@@ -43,13 +44,18 @@ impl MissingValue {
         node: String,
         outcome: Option<Outcome>,
         message: String,
-        cause: Option<Arc<NodeError>>,
+        cause: Option<(String, Arc<NodeError>)>,
     ) -> Self {
+        let (cause_node, cause) = match cause {
+            Some((node, error)) => (Some(node), Some(error)),
+            None => (None, None),
+        };
         MissingValue {
             node,
             outcome,
             message,
             cause,
+            cause_node,
         }
     }
 
@@ -71,6 +77,13 @@ impl MissingValue {
     #[must_use]
     pub fn cause(&self) -> Option<&NodeError> {
         self.cause.as_deref()
+    }
+
+    /// The node whose error [`cause`](Self::cause) is: this node when it failed, the root
+    /// cause when it was skipped.
+    #[must_use]
+    pub fn cause_node(&self) -> Option<&str> {
+        self.cause_node.as_deref()
     }
 }
 

@@ -169,11 +169,13 @@ impl Report {
             ));
         };
         let outcome = entry.outcome();
+        let named = |n: NodeReport<'_>| {
+            let error = n.record.error().cloned()?;
+            Some((n.name().to_owned(), error))
+        };
         let cause = match outcome {
-            Outcome::Skipped => entry
-                .root_cause()
-                .and_then(|root| root.record.error().cloned()),
-            _ => entry.record.error().cloned(),
+            Outcome::Skipped => entry.root_cause().and_then(named),
+            _ => named(entry),
         };
         // The error itself is the source, not part of the message.
         let message = match outcome {

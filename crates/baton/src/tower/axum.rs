@@ -1,42 +1,56 @@
-//! Feature `axum`: run errors as HTTP responses, and a graph serving a route.
+//! Feature `axum`: run errors as HTTP responses.
 //!
 //! The status says whose fault it was, read from the error of the node that failed: 504
 //! Gateway Timeout when time ran out (a per-attempt timeout, the node's or the run's
-//! deadline), 503 Service Unavailable when baton refused to call (a circuit breaker open, a
+//! deadline, a downstream's [`DownstreamDeadlineExceeded`]), 503 Service Unavailable when baton refused to call (a circuit breaker open, a
 //! bulkhead full, a rate limiter's refusal, the orchestrator shutting down), 502 Bad Gateway when the downstream call
 //! itself failed (the task's error), 500 Internal Server Error otherwise (a panic, a
-//! router's unknown branch, a run that could not start). A retry series that gave up takes
-//! the status of its last attempt's error; a failed fallback, that of its own error.
+//! router's unknown branch, a run that could not start). An error that wraps another (a
+//! retry series that gave up, a failed fallback, a router's failed branch) answers as the
+//! error under it, found by one walk of the chain.
 //!
-//! The body is a small JSON object: `{"error": KIND, "node": NAME, "message": TEXT}`, where
-//! `KIND` is [`NodeError::kind`] (or the run error's kind: `cancelled`, `shutting_down`,
-//! `no_runtime`, `no_timers`), `NAME` the failing node (`null` when none failed) and `TEXT`
-//! what failed, in baton's words: the error's own text (a downstream's answer, a panic's
-//! message) is not sent to the client, it is in the report and the logs. A rate limiter's
-//! refusal is a 503 too, and when the error knows when to try again (a rate limiter, an
-//! open breaker), the response has a `Retry-After` header, in whole seconds.
+//! The body is a small JSON object: `{"error": KIND, "node": NAME, "message": TEXT,
+//! "cause": {"node": ROOT, "error": ROOT_KIND}}`, where `KIND` is [`NodeError::kind`] (or
+//! the run error's kind: `cancelled`, `shutting_down`, `no_runtime`, `no_timers`), `NAME`
+//! the node the answer is about (the failing node, or the node a handler required; `null`
+//! when none), `TEXT` what failed, in baton's words, and `cause` the root cause: the node
+//! whose error started it (an upstream that failed, a router's branch) and the kind of the
+//! error at the end of the chain (`null` when there is none). The error's own text (a
+//! downstream's answer, a panic's message) is not sent to the client, it is in the report
+//! and the logs. When the error knows when to try again (a rate limiter, an open breaker,
+//! under any retry, fallback or router), the response has a `Retry-After` header, in whole
+//! seconds.
 
-use std::convert::Infallible;
-use std::fmt;
 use std::fmt::Write as _;
-use std::future::Future;
-use std::marker::PhantomData;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use axum_core::body::Body;
-use axum_core::extract::FromRequest;
 use axum_core::response::{IntoResponse, Response};
-use http::{HeaderValue, Request, StatusCode, header};
-use tower_service::Service;
+use http::{HeaderValue, StatusCode, header};
 
-use super::graph::GraphService;
 use crate::engine::RunError;
 use crate::error::{CancelReason, NodeError, StopReason};
+use crate::policy::DownstreamDeadlineExceeded;
 use crate::report::{MissingValue, Outcome};
 
-/// The status for a node that failed with `error`.
+/// The status for a node that failed with `error`: walks the chain of wrapped errors
+/// once ([`NodeError::wrapped`]), as [`NodeError::retry_after`] does, so that a retry
+/// series, a failed fallback and a router's failed branch answer as the error under them.
+/// A series stopped because its breaker opened is 503 whatever its last attempt's error.
 fn status_of(error: &NodeError) -> StatusCode {
+    let mut error = error;
+    loop {
+        if let NodeError::GaveUp {
+            reason: StopReason::BreakerOpened,
+            ..
+        } = error
+        {
+            return StatusCode::SERVICE_UNAVAILABLE;
+        }
+        match error.wrapped() {
+            Some(inner) => error = inner,
+            None => break,
+        }
+    }
     match error {
         NodeError::Timeout { .. } | NodeError::DeadlineExceeded { .. } => {
             StatusCode::GATEWAY_TIMEOUT
@@ -44,23 +58,39 @@ fn status_of(error: &NodeError) -> StatusCode {
         NodeError::BreakerOpen { .. }
         | NodeError::BulkheadFull { .. }
         | NodeError::RateLimited { .. } => StatusCode::SERVICE_UNAVAILABLE,
-        NodeError::GaveUp {
-            reason: StopReason::BreakerOpened,
-            ..
-        } => StatusCode::SERVICE_UNAVAILABLE,
-        NodeError::GaveUp { last, .. } => status_of(last),
-        NodeError::FallbackFailed { error, .. } => status_of(error),
-        NodeError::BranchFailed {
-            error: Some(error), ..
-        } => status_of(error),
-        NodeError::Task(_) | NodeError::BranchFailed { error: None, .. } => StatusCode::BAD_GATEWAY,
+        // A downstream that answered its deadline passed: time ran out, as here.
+        NodeError::Task(e) if DownstreamDeadlineExceeded::is_in(e.as_ref()) => {
+            StatusCode::GATEWAY_TIMEOUT
+        }
+        NodeError::Task(_) | NodeError::BranchFailed { .. } => StatusCode::BAD_GATEWAY,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
-/// A JSON error body.
-fn body(kind: &str, node: Option<&str>, message: &str) -> String {
-    let mut out = String::with_capacity(64 + message.len());
+/// The root cause of `error`, failed at `node`: the node whose error is at the end of the
+/// chain (a router's chosen branch, or `node` itself) and that error's kind.
+fn cause_of<'a>(node: &'a str, error: &'a NodeError) -> (&'a str, &'static str) {
+    let mut node = node;
+    let mut error = error;
+    loop {
+        if let NodeError::BranchFailed { branch, .. } = error {
+            node = branch;
+        }
+        match error.wrapped() {
+            Some(inner) => error = inner,
+            None => return (node, error.kind()),
+        }
+    }
+}
+
+/// A JSON error body; `cause` is the root cause's node and error kind.
+pub(super) fn body(
+    kind: &str,
+    node: Option<&str>,
+    message: &str,
+    cause: Option<(&str, &str)>,
+) -> String {
+    let mut out = String::with_capacity(96 + message.len());
     out.push_str("{\"error\":");
     json_string(&mut out, kind);
     out.push_str(",\"node\":");
@@ -70,6 +100,17 @@ fn body(kind: &str, node: Option<&str>, message: &str) -> String {
     }
     out.push_str(",\"message\":");
     json_string(&mut out, message);
+    out.push_str(",\"cause\":");
+    match cause {
+        Some((node, kind)) => {
+            out.push_str("{\"node\":");
+            json_string(&mut out, node);
+            out.push_str(",\"error\":");
+            json_string(&mut out, kind);
+            out.push('}');
+        }
+        None => out.push_str("null"),
+    }
     out.push('}');
     out
 }
@@ -95,7 +136,7 @@ fn json_string(out: &mut String, s: &str) {
 
 /// A JSON response; with a `Retry-After` header (whole seconds, rounded up) when the
 /// error that failed the node knows when to try again.
-fn respond(status: StatusCode, body: String, error: Option<&NodeError>) -> Response {
+pub(super) fn respond(status: StatusCode, body: String, error: Option<&NodeError>) -> Response {
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
     let headers = response.headers_mut();
@@ -133,7 +174,12 @@ impl IntoResponse for RunError {
             (RunError::NoTimers, _) => (None, "no_timers"),
             (_, _) => (None, "no_runtime"),
         };
-        respond(status, body(kind, node, &message), failed.map(|(_, e)| e))
+        let cause = failed.map(|(node, error)| cause_of(node, error));
+        respond(
+            status,
+            body(kind, node, &message, cause),
+            failed.map(|(_, e)| e),
+        )
     }
 }
 
@@ -177,116 +223,14 @@ impl IntoResponse for MissingValue {
             (None, None) => "unknown_node",
         };
         let message = self.to_string();
+        let cause = match (self.cause_node(), self.cause()) {
+            (Some(node), Some(error)) => Some(cause_of(node, error)),
+            _ => None,
+        };
         respond(
             status,
-            body(kind, Some(self.node()), &message),
+            body(kind, Some(self.node()), &message, cause),
             self.cause(),
         )
-    }
-}
-
-/// A [`GraphService`] serving HTTP (feature `axum`): each request is extracted into `X`
-/// with axum's [`FromRequest`] (`Json<Order>`, `Query<..>`, `String`, …), turned into the
-/// run input by the closure given to [`GraphService::http`], and run; the response is the
-/// mapped report's, a run error's ([`RunError`]'s `IntoResponse`), or the extractor's
-/// rejection.
-///
-/// `Clone + Send + Sync`, with `Error = Infallible`: what `axum::Router::route_service`
-/// takes.
-///
-/// ```
-/// use axum::{Json, Router};
-/// use baton_graph::{BoxError, Graph};
-///
-/// # fn main() -> Result<(), BoxError> {
-/// let mut g = Graph::<u64>::builder();
-/// let double = g.node("double").task(|ctx, ()| async move { Ok::<_, BoxError>(ctx.input() * 2) });
-/// let svc = g
-///     .build()?
-///     .into_service()
-///     .map_report(move |report| report.require(double).map(|v| Json(*v)))
-///     .http(|Json(n): Json<u64>| n);
-/// let app: Router = Router::new().route_service("/double", svc);
-/// # drop(app);
-/// # Ok(())
-/// # }
-/// ```
-pub struct HttpService<I, R, X, M, F> {
-    inner: GraphService<I, R>,
-    extract: F,
-    _from: PhantomData<fn() -> (X, M)>,
-}
-
-impl<I, R, X, M, F: Clone> Clone for HttpService<I, R, X, M, F> {
-    fn clone(&self) -> Self {
-        HttpService {
-            inner: self.inner.clone(),
-            extract: self.extract.clone(),
-            _from: PhantomData,
-        }
-    }
-}
-
-impl<I, R, X, M, F> fmt::Debug for HttpService<I, R, X, M, F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HttpService")
-            .field("inner", &self.inner)
-            .field("extract", &std::any::type_name::<X>())
-            .finish_non_exhaustive()
-    }
-}
-
-impl<I: Send + Sync + 'static, R: 'static> GraphService<I, R> {
-    /// Serves HTTP (feature `axum`): each request is extracted into `X` (any axum
-    /// extractor with state `()`), `extract` makes the run input of it, and the response
-    /// is the mapped report's `IntoResponse`. See [`HttpService`].
-    #[must_use]
-    pub fn http<X, M, F>(self, extract: F) -> HttpService<I, R, X, M, F>
-    where
-        X: FromRequest<(), M>,
-        F: Fn(X) -> I + Clone + Send + Sync + 'static,
-    {
-        HttpService {
-            inner: self,
-            extract,
-            _from: PhantomData,
-        }
-    }
-}
-
-/// The future of one [`HttpService`] call.
-type HttpFuture = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
-
-impl<I, R, X, M, F> Service<Request<Body>> for HttpService<I, R, X, M, F>
-where
-    I: Send + Sync + 'static,
-    R: IntoResponse + 'static,
-    X: FromRequest<(), M> + Send + 'static,
-    M: 'static,
-    F: Fn(X) -> I + Clone + Send + Sync + 'static,
-{
-    type Response = Response;
-    type Error = Infallible;
-    type Future = HttpFuture;
-
-    /// Always ready, as the graph service is.
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: Request<Body>) -> Self::Future {
-        let inner = self.inner.clone();
-        let extract = self.extract.clone();
-        Box::pin(async move {
-            let from = match X::from_request(request, &()).await {
-                Ok(from) => from,
-                Err(rejection) => return Ok(rejection.into_response()),
-            };
-            let run = inner.start(extract(from));
-            Ok(match run.await {
-                Ok(response) => response.into_response(),
-                Err(error) => error.into_response(),
-            })
-        })
     }
 }

@@ -14,6 +14,9 @@ use crate::report::Report;
 /// What turns a run's report into the service's response.
 type MapReport<R> = Arc<dyn Fn(Report) -> R + Send + Sync>;
 
+/// What makes a call's run options of its input and the service's options.
+type PerCall<I> = Arc<dyn Fn(&I, RunOptions) -> RunOptions + Send + Sync>;
+
 /// A built [`Graph`] as a [`tower::Service`](tower_service::Service) of its run input
 /// (feature `tower`): each call is one run, and its response is the run's [`Report`], or
 /// what [`map_report`](Self::map_report) makes of it. From [`Graph::into_service`].
@@ -45,6 +48,7 @@ type MapReport<R> = Arc<dyn Fn(Report) -> R + Send + Sync>;
 pub struct GraphService<I, R = Report> {
     graph: Graph<I>,
     options: RunOptions,
+    per_call: Option<PerCall<I>>,
     map: MapReport<R>,
 }
 
@@ -53,6 +57,7 @@ impl<I, R> Clone for GraphService<I, R> {
         GraphService {
             graph: self.graph.clone(),
             options: self.options.clone(),
+            per_call: self.per_call.clone(),
             map: Arc::clone(&self.map),
         }
     }
@@ -75,6 +80,7 @@ impl<I: Send + Sync + 'static> Graph<I> {
         GraphService {
             graph: self,
             options: RunOptions::new(),
+            per_call: None,
             map: Arc::new(|report| report),
         }
     }
@@ -92,6 +98,44 @@ impl<I: Send + Sync + 'static, R: 'static> GraphService<I, R> {
         self
     }
 
+    /// Makes each call's run options with `f`, given the call's input and the options it
+    /// would run with (the service's, changed by any `options_from` set before): a
+    /// deadline, an idempotency key or a failure mode read from the request.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, FailureMode, Graph, RunOptions};
+    /// use tower::{Service, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let mut g = Graph::<(String, u64)>::builder(); // (idempotency key, order)
+    /// let key = g.node("charge").task(|ctx, ()| async move {
+    ///     Ok::<_, BoxError>(ctx.idempotency_key().to_string())
+    /// });
+    /// let mut svc = g
+    ///     .build()?
+    ///     .into_service()
+    ///     .options_from(|(key, _): &(String, u64), options: RunOptions| {
+    ///         options.idempotency_key(key.as_str()).failure_mode(FailureMode::FailFast)
+    ///     })
+    ///     .map_report(move |report| report.get(key).cloned());
+    /// let answer = svc.ready().await?.call(("order-7".to_owned(), 7)).await?;
+    /// assert_eq!(answer.as_deref(), Some("order-7-0"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn options_from<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&I, RunOptions) -> RunOptions + Send + Sync + 'static,
+    {
+        self.per_call = Some(match self.per_call.take() {
+            None => Arc::new(f),
+            Some(before) => Arc::new(move |input, options| f(input, before(input, options))),
+        });
+        self
+    }
+
     /// Turns each run's response into `f`'s value: the value of the node the caller needs,
     /// a summary, an HTTP response. Runs after any mapping set before. A panic in `f`
     /// reaches the caller that awaits the call.
@@ -104,6 +148,7 @@ impl<I: Send + Sync + 'static, R: 'static> GraphService<I, R> {
         GraphService {
             graph: self.graph,
             options: self.options,
+            per_call: self.per_call,
             map: Arc::new(move |report| f(before(report))),
         }
     }
@@ -114,12 +159,58 @@ impl<I: Send + Sync + 'static, R: 'static> GraphService<I, R> {
         &self.graph
     }
 
+    /// The options each call starts from.
+    #[cfg(feature = "axum")]
+    pub(super) fn run_options(&self) -> &RunOptions {
+        &self.options
+    }
+
     /// One run with `input`, as a call of the service makes it.
     pub(super) fn start(&self, input: I) -> GraphFuture<I, R> {
+        self.start_with(input, self.options.clone())
+    }
+
+    /// One run with `input` and `options`, as [`options_from`](Self::options_from)'s hook
+    /// changes them.
+    pub(super) fn start_with(&self, input: I, options: RunOptions) -> GraphFuture<I, R> {
+        let options = match &self.per_call {
+            None => options,
+            Some(f) => f(&input, options),
+        };
         GraphFuture {
-            run: self.graph.run_with(input, self.options.clone()),
+            run: self.graph.run_with(input, options),
             map: Arc::clone(&self.map),
         }
+    }
+}
+
+#[cfg(feature = "http")]
+impl<B: Send + Sync + 'static, R: 'static> GraphService<http::Request<B>, R> {
+    /// Runs each request under its caller's deadline too (feature `http`): the budget
+    /// `headers` read from the request (`grpc-timeout`, or the millisecond header), so
+    /// the run's deadline is the earlier of the service's own and the caller's. A request
+    /// whose caller has no time left runs with a deadline that has passed: every node
+    /// ends `DeadlineExceeded` at once and no task runs. A malformed header is logged and
+    /// read as absent.
+    #[must_use]
+    pub fn deadline_headers(self, headers: crate::DeadlineHeaders) -> Self {
+        self.options_from(move |request, options| {
+            use super::ReadBudget as _;
+            match headers.budget(request) {
+                Some(left) => inbound(options, left),
+                None => options,
+            }
+        })
+    }
+}
+
+/// `options` with a deadline no later than `left` from now.
+#[cfg(feature = "http")]
+pub(super) fn inbound(options: RunOptions, left: std::time::Duration) -> RunOptions {
+    let now = tokio::time::Instant::now();
+    match now.checked_add(left) {
+        Some(deadline) => options.deadline_at_most(deadline),
+        None => options,
     }
 }
 

@@ -1,8 +1,10 @@
 //! tower, both ways (feature `tower`): a [`tower::Service`] as a node's task
 //! ([`NodeBuilder::service`](crate::NodeBuilder::service)), a built graph as a
 //! `tower::Service` ([`GraphService`]), and the single-call [`Pipeline`](crate::Pipeline)
-//! as a [`tower::Layer`] ([`PipelineLayer`]). With feature `axum`, a run's errors convert
-//! into HTTP responses and a graph serves a route ([`HttpService`]).
+//! as a [`tower::Layer`] ([`PipelineLayer`]). With feature `http`, deadlines cross service
+//! hops: the caller's budget read from a request's headers, this attempt's written on an
+//! outbound one (`DeadlineHeaders`, `DeadlineLayer`). With feature `axum`, a run's errors
+//! convert into HTTP responses and a graph serves a route (`HttpService`).
 //!
 //! The traits are those of the `tower-service` and `tower-layer` crates, which `tower`
 //! re-exports: the same `Service` and `Layer`.
@@ -15,21 +17,48 @@
 
 #[cfg(feature = "axum")]
 mod axum;
+#[cfg(feature = "http")]
+mod deadline;
 mod graph;
+#[cfg(feature = "axum")]
+mod http_service;
 mod node;
 mod pipeline;
 
-#[cfg(feature = "axum")]
-pub use axum::HttpService;
+#[cfg(feature = "http")]
+pub use deadline::{
+    BadBudgetHeader, DeadlineHeaders, DeadlineLayer, DeadlineService, RequestDeadline,
+};
 pub use graph::{GraphFuture, GraphService};
+#[cfg(feature = "axum")]
+pub use http_service::HttpService;
 pub use pipeline::{PipelineLayer, PipelineService};
 
 use std::future::poll_fn;
 use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 use tower_service::Service;
 
 use crate::error::BoxError;
+
+/// What reads the caller's remaining budget from a request (feature `tower`):
+/// [`DeadlineHeaders`] for an `http::Request` (feature `http`), [`NoBudget`] for requests
+/// that carry none. [`PipelineLayer::budget_from`] takes one.
+pub trait ReadBudget<Req> {
+    /// The time the caller has left for `request`; `None` when it says nothing.
+    fn budget(&self, request: &Req) -> Option<Duration>;
+}
+
+/// Reads no budget from any request: the default of [`PipelineLayer`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoBudget;
+
+impl<Req> ReadBudget<Req> for NoBudget {
+    fn budget(&self, _request: &Req) -> Option<Duration> {
+        None
+    }
+}
 
 /// A value kept behind a lock so that a closure that must be `Sync` can hold a service (or
 /// a request) that is only `Send`, and clone it for each attempt.

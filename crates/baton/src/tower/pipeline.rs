@@ -6,10 +6,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use tokio::time::Instant;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::{Shared, ready_call};
+use super::{NoBudget, ReadBudget, Shared, ready_call};
 use crate::error::{BoxError, NodeError};
 use crate::onion::Pipeline;
 
@@ -57,23 +58,25 @@ use crate::onion::Pipeline;
 /// # Ok(())
 /// # }
 /// ```
-pub struct PipelineLayer<T> {
+pub struct PipelineLayer<T, D = NoBudget> {
     pipeline: Pipeline<T>,
+    budget: D,
 }
 
-impl<T> Clone for PipelineLayer<T> {
+impl<T, D: Clone> Clone for PipelineLayer<T, D> {
     fn clone(&self) -> Self {
         PipelineLayer {
             pipeline: self.pipeline.clone(),
+            budget: self.budget.clone(),
         }
     }
 }
 
-impl<T> fmt::Debug for PipelineLayer<T> {
+impl<T, D> fmt::Debug for PipelineLayer<T, D> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PipelineLayer")
             .field("pipeline", &self.pipeline)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -81,7 +84,25 @@ impl<T> PipelineLayer<T> {
     /// A layer that calls its service through `pipeline`.
     #[must_use]
     pub fn new(pipeline: Pipeline<T>) -> Self {
-        PipelineLayer { pipeline }
+        PipelineLayer {
+            pipeline,
+            budget: NoBudget,
+        }
+    }
+}
+
+impl<T, D> PipelineLayer<T, D> {
+    /// Reads the caller's remaining budget from each request with `budget` (e.g.
+    /// [`DeadlineHeaders`](crate::DeadlineHeaders) for `http::Request`s, feature `http`):
+    /// the call's deadline is the earlier of the pipeline's budget and the caller's. A
+    /// request whose caller has no time left fails at once with
+    /// [`NodeError::DeadlineExceeded`], without calling the inner service.
+    #[must_use]
+    pub fn budget_from<D2>(self, budget: D2) -> PipelineLayer<T, D2> {
+        PipelineLayer {
+            pipeline: self.pipeline,
+            budget,
+        }
     }
 }
 
@@ -94,13 +115,14 @@ impl<T: Send + Sync + 'static> Pipeline<T> {
     }
 }
 
-impl<S, T> Layer<S> for PipelineLayer<T> {
-    type Service = PipelineService<S, T>;
+impl<S, T, D: Clone> Layer<S> for PipelineLayer<T, D> {
+    type Service = PipelineService<S, T, D>;
 
     fn layer(&self, inner: S) -> Self::Service {
         PipelineService {
             inner,
             pipeline: self.pipeline.clone(),
+            budget: self.budget.clone(),
         }
     }
 }
@@ -116,34 +138,37 @@ impl<S, T> Layer<S> for PipelineLayer<T> {
 ///
 /// Always ready: `poll_ready` returns `Ready(Ok(()))`, and the inner service's readiness is
 /// awaited in each attempt, on a clone of it.
-pub struct PipelineService<S, T> {
+pub struct PipelineService<S, T, D = NoBudget> {
     inner: S,
     pipeline: Pipeline<T>,
+    budget: D,
 }
 
-impl<S: Clone, T> Clone for PipelineService<S, T> {
+impl<S: Clone, T, D: Clone> Clone for PipelineService<S, T, D> {
     fn clone(&self) -> Self {
         PipelineService {
             inner: self.inner.clone(),
             pipeline: self.pipeline.clone(),
+            budget: self.budget.clone(),
         }
     }
 }
 
-impl<S: fmt::Debug, T> fmt::Debug for PipelineService<S, T> {
+impl<S: fmt::Debug, T, D> fmt::Debug for PipelineService<S, T, D> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PipelineService")
             .field("inner", &self.inner)
             .field("pipeline", &self.pipeline)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
 /// The future of one [`PipelineService`] call.
 type CallFuture<T> = Pin<Box<dyn Future<Output = Result<T, Arc<NodeError>>> + Send>>;
 
-impl<S, T, Req> Service<Req> for PipelineService<S, T>
+impl<S, T, D, Req> Service<Req> for PipelineService<S, T, D>
 where
+    D: ReadBudget<Req>,
     S: Service<Req, Response = T> + Clone + Send + 'static,
     S::Error: Into<BoxError>,
     S::Future: Send + 'static,
@@ -161,10 +186,14 @@ where
 
     fn call(&mut self, request: Req) -> Self::Future {
         let pipeline = self.pipeline.clone();
+        let deadline = self
+            .budget
+            .budget(&request)
+            .and_then(|left| Instant::now().checked_add(left));
         let this = Shared::new((self.inner.clone(), request));
         Box::pin(async move {
             pipeline
-                .call(|_attempt| {
+                .call_until(deadline, |_attempt| {
                     let (service, request) = this.get();
                     ready_call(service, request)
                 })

@@ -8,6 +8,8 @@ mod breaker_control;
 mod breaker_shared;
 mod bulkhead;
 mod chaos;
+#[cfg(feature = "axum")]
+mod deadlines;
 mod export;
 mod failure_modes;
 mod fallback;

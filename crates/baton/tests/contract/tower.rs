@@ -551,4 +551,106 @@ mod http {
         let response = app.clone().oneshot(post("not json")).await.unwrap();
         assert_eq!(response.status(), StatusCode::BAD_REQUEST);
     }
+
+    /// A router whose chosen branch was refused by a rate limiter answers as the branch's
+    /// refusal: 503 with `Retry-After`, and the branch as the root cause.
+    #[tokio::test(start_paused = true)]
+    async fn a_routers_refused_branch_answers_503_with_retry_after() {
+        let limiter = baton_graph::RateLimiter::new("partner", 1, ms(1_500)).max_wait(ms(0));
+        let mut g = Graph::<()>::builder();
+        g.failure_mode(FailureMode::FailFast);
+        let _ = g
+            .router("dispatch")
+            .select(|_input, ()| "partner")
+            .branch("partner", |b| {
+                b.rate_limit(&limiter)
+                    .task(|_ctx, ()| async { Ok::<u32, BoxError>(1) })
+            })
+            .finish();
+        let graph = g.build().unwrap();
+        graph.run(()).await.unwrap();
+        let err = graph.run(()).await.unwrap_err();
+        let error = err
+            .report()
+            .and_then(|r| r.by_name("dispatch"))
+            .and_then(|n| n.error());
+        assert_eq!(error.map(NodeError::kind), Some("branch_failed"));
+        assert_eq!(error.and_then(NodeError::retry_after), Some(ms(1_500)));
+        let response = err.into_response();
+        let after = response.headers().get("retry-after").cloned();
+        let (status, body) = json(response).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(after.as_ref().map(|v| v.to_str().unwrap()), Some("2"));
+        assert_eq!(body["node"], "dispatch");
+        assert_eq!(body["cause"]["node"], "partner");
+        assert_eq!(body["cause"]["error"], "rate_limited");
+    }
+
+    /// A failed request's body names the root cause, node and error kind, besides the node
+    /// the handler required.
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_requests_body_names_its_root_cause() {
+        let mut g = Graph::<()>::builder();
+        let stock = g
+            .node("stock")
+            .timeout(ms(50))
+            .retry(Retry::new(2).backoff(Backoff::constant(ms(5))))
+            .task(|_ctx, ()| async {
+                sleep(ms(100)).await;
+                Ok::<u32, BoxError>(1)
+            });
+        let total = g
+            .node("total")
+            .after(stock)
+            .task(|_ctx, stock| async move { Ok::<u32, BoxError>(*stock * 2) });
+        let graph = g.build().unwrap();
+        let report = graph.run(()).await.unwrap();
+        let missing = report.require(total).unwrap_err();
+        assert_eq!(missing.cause_node(), Some("stock"));
+        let (status, body) = json(missing.into_response()).await;
+        assert_eq!(status, StatusCode::GATEWAY_TIMEOUT);
+        assert_eq!(body["node"], "total");
+        assert_eq!(body["cause"]["node"], "stock");
+        assert_eq!(body["cause"]["error"], "timeout");
+
+        let err = graph
+            .run_with((), RunOptions::new().failure_mode(FailureMode::FailFast))
+            .await
+            .unwrap_err();
+        let (_, body) = json(err.into_response()).await;
+        assert_eq!(
+            (body["node"].as_str(), body["error"].as_str()),
+            (Some("stock"), Some("gave_up"))
+        );
+        assert_eq!(body["cause"]["node"], "stock");
+        assert_eq!(body["cause"]["error"], "timeout");
+        let (_, body) = json(RunError::ShuttingDown.into_response()).await;
+        assert_eq!(body["cause"], Value::Null);
+    }
+
+    /// Served with `post_service`, as the docs show, other methods get 405, not the
+    /// extractor's 415.
+    #[tokio::test(start_paused = true)]
+    async fn a_graph_served_with_post_service_answers_405_to_other_methods() {
+        let mut g = Graph::<u64>::builder();
+        let double = g
+            .node("double")
+            .task(|ctx, ()| async move { Ok::<_, BoxError>(ctx.input() * 2) });
+        let svc = g
+            .build()
+            .unwrap()
+            .into_service()
+            .map_report(move |report| report.require(double).map(|v| Json(*v)))
+            .http(|Json(n): Json<u64>| n);
+        let app = axum::Router::new().route("/double", axum::routing::post_service(svc));
+        let get = Request::get("/double").body(Body::empty()).unwrap();
+        let response = app.clone().oneshot(get).await.unwrap();
+        assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+        let post = Request::post("/double")
+            .header("content-type", "application/json")
+            .body(Body::from("21"))
+            .unwrap();
+        let (status, body) = json(app.oneshot(post).await.unwrap()).await;
+        assert_eq!((status, body), (StatusCode::OK, Value::from(42)));
+    }
 }
