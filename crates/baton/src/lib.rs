@@ -197,13 +197,15 @@ mod report;
 mod tower;
 mod util;
 
-pub use builder::{GraphBuilder, NodeBuilder, PolicyRef, Router, RouterBuilder};
+pub use builder::{
+    DEFAULT_COMPENSATION_TIMEOUT, GraphBuilder, NodeBuilder, PolicyRef, Router, RouterBuilder,
+};
 pub use engine::{
-    Ctx, FailureMode, Graph, Inputs, Named, Run, RunCanceller, RunError, RunOptions, StartMode,
-    Upstreams,
+    CompensationCtx, CompensationTrigger, Ctx, FailureMode, Graph, Inputs, ItemCtx, Named, Run,
+    RunCanceller, RunError, RunOptions, StartMode, Upstreams,
 };
 pub use error::{
-    BoxError, BuildError, CancelReason, NodeError, StopReason, TaskResult, UserCode, ok,
+    BoxError, BuildError, CancelReason, MapFailed, NodeError, StopReason, TaskResult, UserCode, ok,
 };
 pub use id::{IdempotencyKey, Node, RunId};
 pub use observe::{Event, Observer, Stats};
@@ -223,10 +225,14 @@ pub mod shared {
     };
 }
 pub use policy::{
-    Backoff, BackoffIter, Bulkhead, Chaos, DEFAULT_MAX_DELAY, DEFAULT_MIN_ATTEMPT_TIME,
-    HEDGE_WINDOW, Hedge, InjectedFault, Jitter, RateLimiter, RetryBudget,
+    Backoff, BackoffIter, Bulkhead, Chaos, Completion, DEFAULT_MAP_CONCURRENCY, DEFAULT_MAX_DELAY,
+    DEFAULT_MIN_ATTEMPT_TIME, Decision, HEDGE_WINDOW, Hedge, InjectedFault, Jitter, RateLimiter,
+    RetryBudget,
 };
-pub use report::{AttemptReport, Counts, MissingValue, NodeReport, Outcome, Report};
+pub use report::{
+    AttemptReport, CompensationReport, Compensations, Counts, ItemReport, Items, MissingValue,
+    NodeReport, Outcome, Report,
+};
 #[cfg(feature = "axum")]
 pub use tower::HttpService;
 #[cfg(feature = "tower")]

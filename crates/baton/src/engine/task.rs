@@ -30,7 +30,7 @@ pub(crate) type AttemptFuture = ReusableBoxFuture<'static, Result<Value, BoxErro
 
 /// Writes `future` into `into`: into the box already there when its layout matches, else
 /// into a new one.
-fn put<F>(into: &mut Option<AttemptFuture>, future: F)
+pub(super) fn put<F>(into: &mut Option<AttemptFuture>, future: F)
 where
     F: Future<Output = Result<Value, BoxError>> + Send + 'static,
 {
@@ -315,6 +315,11 @@ impl<I> Ctx<I> {
             attempt,
             cut,
         }
+    }
+
+    /// The run and the node this context belongs to.
+    pub(super) fn into_parts(self) -> (Arc<RunState<I>>, u32) {
+        (self.run, self.node)
     }
 
     /// When this attempt will be cut: the earliest of its per-attempt timeout, the node's
