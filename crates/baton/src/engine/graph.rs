@@ -164,6 +164,9 @@ pub(crate) enum NodeKind {
         concurrency: usize,
         completion: Completion,
     },
+    /// A node whose task runs another graph (`NodeBuilder::subgraph`): a task node with
+    /// its policies, whose report entry nests the inner run's report.
+    Subgraph,
 }
 
 /// One node as the scheduler sees it: its task (in its type's column, `tasks.rs`), and,
@@ -360,7 +363,7 @@ impl<I> GraphInner<I> {
         match self.nodes.get(id as usize)?.extras.as_deref() {
             None => Some(None),
             Some(e) => match e.kind {
-                NodeKind::Task => Some(e.policy.as_deref()),
+                NodeKind::Task | NodeKind::Subgraph => Some(e.policy.as_deref()),
                 // Its policies are its items': the node itself runs as a plain one.
                 NodeKind::Map { .. } => Some(None),
                 _ => None,

@@ -21,6 +21,7 @@ use super::upstreams::{FetchCx, Upstreams};
 use crate::error::{BoxError, NodeError};
 use crate::id::{IdempotencyKey, RunId};
 use crate::policy::bulkhead::BulkheadPermit;
+use crate::report::{Detail, Report};
 use crate::util::value::{Value, into_value};
 
 /// One attempt of a task, boxed. A box that tokio-util can reuse: a driver keeps the box of
@@ -487,6 +488,13 @@ impl<I> Ctx<I> {
                 t
             }
         }
+    }
+}
+
+impl<I: Send + Sync + 'static> Ctx<I> {
+    /// Keeps `report`, a subgraph's inner run, for this node's report entry.
+    pub(crate) fn keep_inner(&self, report: Report) {
+        self.run.put_detail(self.node, Detail::Inner(report));
     }
 }
 

@@ -15,6 +15,8 @@ use crate::policy::completion::{Completion, Decision};
 pub(crate) enum Detail {
     /// A map node's items and its rule's decision.
     Map(MapRecord),
+    /// A subgraph node's inner run.
+    Inner(Report),
 }
 
 /// A map node's items, in input order, and what its rule decided.
@@ -85,11 +87,21 @@ impl Report {
                 node: self.run.name(id).into(),
                 detail,
             }),
+            Detail::Inner(_) => None,
         }
     }
 }
 
 impl super::NodeReport<'_> {
+    /// For a subgraph node: its inner run's report, as [`Report::inner`] gives it.
+    #[must_use]
+    pub fn inner(&self) -> Option<Report> {
+        match &*self.run.detail(self.id)? {
+            Detail::Inner(report) => Some(report.clone()),
+            Detail::Map(_) => None,
+        }
+    }
+
     /// For a map node: its items, as [`Report::items`] gives them.
     #[must_use]
     pub fn items(&self) -> Option<Items> {
@@ -99,6 +111,29 @@ impl super::NodeReport<'_> {
                 node: self.name().into(),
                 detail,
             }),
+            Detail::Inner(_) => None,
+        }
+    }
+}
+
+impl Report {
+    /// The inner run of subgraph node `node`
+    /// ([`NodeBuilder::subgraph`](crate::NodeBuilder::subgraph)): the report of its last
+    /// attempt's run. `None` for another node, or when no inner run ended (the node's
+    /// timeout cut it).
+    #[must_use]
+    pub fn inner<T>(&self, node: Node<T>) -> Option<Report> {
+        if !self.owns(node) {
+            return None;
+        }
+        self.inner_of(node.index)
+    }
+
+    /// The inner run of node `id`, if it has one.
+    pub(crate) fn inner_of(&self, id: u32) -> Option<Report> {
+        match &*self.run.detail(id)? {
+            Detail::Inner(report) => Some(report.clone()),
+            Detail::Map(_) => None,
         }
     }
 }
@@ -114,6 +149,7 @@ impl Items {
     fn map(&self) -> &MapRecord {
         match &*self.detail {
             Detail::Map(map) => map,
+            Detail::Inner(_) => unreachable!("`Items` holds a map node's detail"),
         }
     }
 

@@ -18,6 +18,8 @@
 //!       "skipped_because": null,     // upstream name or null
 //!       "root_cause": null,          // for skipped nodes: the node whose failure caused it
 //!       "breaker_local": false,      // its shared breaker judged it alone (NodeReport::breaker_local)
+//!       // Subgraph nodes only (Report::inner): the inner run's report, this schema again.
+//!       "inner": { "run_id": "…", "makespan_ms": 1.0, "counts": { … }, "nodes": [ … ] },
 //!       // Map nodes only (Report::items):
 //!       "completion": { "rule": "all_succeed", "met": true, "total": 2,
 //!                       "succeeded": 2, "failed": 0, "cancelled": 0 },
@@ -77,7 +79,9 @@ impl Serialize for Nodes<'_> {
 impl Serialize for NodeReport<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let items = self.items();
-        let mut map = serializer.serialize_map(Some(if items.is_some() { 13 } else { 11 }))?;
+        let inner = self.inner();
+        let extra = if items.is_some() { 2 } else { 0 } + usize::from(inner.is_some());
+        let mut map = serializer.serialize_map(Some(11 + extra))?;
         map.serialize_entry("name", self.name())?;
         map.serialize_entry("outcome", &self.outcome())?;
         map.serialize_entry("attempts", &self.attempts())?;
@@ -92,6 +96,9 @@ impl Serialize for NodeReport<'_> {
         if let Some(items) = &items {
             map.serialize_entry("completion", &Rule(items))?;
             map.serialize_entry("items", &ItemList(items))?;
+        }
+        if let Some(inner) = &inner {
+            map.serialize_entry("inner", inner)?;
         }
         map.end()
     }

@@ -158,6 +158,12 @@ impl fmt::Display for Report {
             if let Some(items) = items {
                 write_items(f, name, items, name_w, span)?;
             }
+            if let Some(inner) = node.inner() {
+                // The inner run's own timeline, indented under the node's row.
+                for line in inner.to_string().lines() {
+                    writeln!(f, "    {line}")?;
+                }
+            }
         }
         if let Some(compensation) = self.compensation() {
             write_compensation(f, &compensation, name_w, span)?;

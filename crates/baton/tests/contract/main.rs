@@ -24,6 +24,7 @@ mod routing;
 mod schedule;
 mod shape;
 mod skip;
+mod subgraph;
 #[cfg(feature = "tower")]
 mod tower;
 mod validation;

@@ -2,6 +2,7 @@
 
 mod map;
 mod policies;
+mod subgraph;
 
 use std::fmt;
 use std::future::Future;
