@@ -15,6 +15,10 @@
 //! - `dispatch` is a router: branch `ship` when the stock is above 0, else `shortage` (each
 //!   an 80 ms call); the other branch ends `not_taken`;
 //! - `notify` (50 ms) falls back to "sent by in-app message" when the notify service fails;
+//! - `stock` deducts one from a stand-in stock count (100 at the start) when it succeeds,
+//!   and has a compensation that puts it back; the graph compensates when `ship` fails
+//!   (`CompensationTrigger::nodes_failed(["ship"])`), so `--fail ship` shows the
+//!   compensation in the timeline and the count back at 100;
 //! - the whole run has a 2 s timeout (`RunOptions::timeout`), and every task passes the
 //!   time it has left (`ctx.remaining()`) to the service as the request's timeout and in
 //!   the `x-budget-ms` header.
@@ -73,6 +77,7 @@
 //! cargo run --release --example order -- --stock-down --runs 8 --recover-after 5 --open-ms 1000 --pause-ms 200
 //! cargo run --release --example order -- --fail user --mode fail-all --json report.json
 //! cargo run --release --example order -- --flaky-stock 2 --trace order-trace.json
+//! cargo run --release --example order -- --fail ship
 //! ```
 //! `RUST_LOG=debug` shows every call the server answers.
 
@@ -82,7 +87,7 @@ use std::io::BufWriter;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use baton_examples::{
@@ -90,8 +95,8 @@ use baton_examples::{
     OrderServer, Service,
 };
 use baton_graph::{
-    Backoff, BuildError, CircuitBreaker, Event, FailureMode, Fallback, Graph, Node, NodeError,
-    NodeReport, Orchestrator, Outcome, Report, Retry, RunOptions,
+    Backoff, BuildError, CircuitBreaker, CompensationTrigger, Event, FailureMode, Fallback, Graph,
+    Node, NodeError, NodeReport, Orchestrator, Outcome, Report, Retry, RunOptions,
 };
 use clap::Parser;
 use tokio::time::Instant;
@@ -205,12 +210,18 @@ struct Nodes {
     notify: Node<String>,
 }
 
-/// The graph of the final chapter, on `orch` (which has the `inventory` breaker).
+/// The stand-in stock count's value before any order.
+const STOCK_START: u64 = 100;
+
+/// The graph of the final chapter, on `orch` (which has the `inventory` breaker); `stock`
+/// deducts from `count`, and its compensation puts it back when `ship` fails.
 fn order_graph(
     orch: &Orchestrator,
     api: &OrderApi,
+    count: &Arc<AtomicU64>,
 ) -> Result<(Graph<OrderRequest>, Nodes), BuildError> {
     let mut g = orch.graph::<OrderRequest>();
+    g.compensate_when(CompensationTrigger::nodes_failed(["ship"]));
     // Every task calls through `api.within(ctx.remaining())`: the service is told the time
     // this attempt has left (its per-attempt timeout and the run's deadline) in a header and
     // stops there; the HTTP request times out on its own shortly after, as a backstop.
@@ -237,11 +248,28 @@ fn order_graph(
         )
         .breaker("inventory")
         .fallback(Fallback::value(0))
+        .compensate({
+            let count = Arc::clone(count);
+            move |_ctx, _quantity: Arc<u64>| {
+                let count = Arc::clone(&count);
+                // The stand-in stock service takes back the unit this order deducted.
+                async move {
+                    count.fetch_add(1, Ordering::SeqCst);
+                    Ok::<_, CallError>(())
+                }
+            }
+        })
         .task({
             let api = api.clone();
+            let count = Arc::clone(count);
             move |ctx, (user, sku)| {
                 let api = api.within(ctx.remaining());
-                async move { Ok::<_, CallError>(api.deduct_stock(&user, &sku).await?.quantity) }
+                let count = Arc::clone(&count);
+                async move {
+                    let quantity = api.deduct_stock(&user, &sku).await?.quantity;
+                    count.fetch_sub(1, Ordering::SeqCst);
+                    Ok::<_, CallError>(quantity)
+                }
             }
         });
     let branch = |api: &OrderApi, service: Service| {
@@ -513,7 +541,8 @@ async fn main() -> Result<ExitCode, Box<dyn Error>> {
         .open_duration(Duration::from_millis(args.open_ms))
         .build()?;
     orch.add_breaker(&inventory)?;
-    let (graph, nodes) = order_graph(&orch, &api)?;
+    let count = Arc::new(AtomicU64::new(STOCK_START));
+    let (graph, nodes) = order_graph(&orch, &api, &count)?;
 
     let order = OrderRequest {
         user_id: args.user,
@@ -595,6 +624,11 @@ async fn main() -> Result<ExitCode, Box<dyn Error>> {
         "stock service: {} calls received, {} stopped at the caller's deadline",
         downstreams.calls(Service::Stock),
         downstreams.stopped_early(Service::Stock)
+    );
+    println!(
+        "stand-in stock count: {} at the start, {} now",
+        STOCK_START,
+        count.load(Ordering::SeqCst)
     );
     println!("stats: {}", orch.stats());
 

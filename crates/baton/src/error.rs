@@ -360,6 +360,32 @@ pub enum NodeError {
         #[source]
         error: Option<Arc<NodeError>>,
     },
+    /// An item of a map node was cancelled, before it started or while it ran, because
+    /// the node's completion rule was decided (it is the result such an item has in
+    /// [`NodeBuilder::map_settled`](crate::NodeBuilder::map_settled)'s value).
+    #[error("an item of map node `{node}` was cancelled: its completion rule was decided")]
+    ItemCancelled {
+        /// The map node.
+        node: String,
+    },
+}
+
+/// Why a map node failed: its completion rule was not met. It is the node's task error
+/// ([`NodeError::task_error`] downcasts to it); its source is the first item's error.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("map node `{node}`: completion rule \"{completion}\" not met ({decision})")]
+pub struct MapFailed {
+    /// The map node.
+    pub node: String,
+    /// Its rule.
+    pub completion: crate::policy::Completion,
+    /// What the rule decided, and the counts.
+    pub decision: crate::policy::Decision,
+    /// The index of the first item that failed, if one did.
+    pub first_failed: Option<usize>,
+    /// That item's error.
+    #[source]
+    pub first_error: Option<Arc<NodeError>>,
 }
 
 impl NodeError {
@@ -480,7 +506,7 @@ impl NodeError {
 
     /// A short, fixed name of the error's kind, one per variant: `task`, `panicked`,
     /// `timeout`, `deadline_exceeded`, `breaker_open`, `bulkhead_full`, `rate_limited`,
-    /// `gave_up`, `fallback_failed`, `unknown_branch`, `branch_failed`. Spans and logs carry it as
+    /// `gave_up`, `fallback_failed`, `unknown_branch`, `branch_failed`, `item_cancelled`. Spans and logs carry it as
     /// `error.type`; it suits a metric label, since the set is small and bounded.
     #[must_use]
     pub fn kind(&self) -> &'static str {
@@ -496,6 +522,7 @@ impl NodeError {
             NodeError::FallbackFailed { .. } => "fallback_failed",
             NodeError::UnknownBranch { .. } => "unknown_branch",
             NodeError::BranchFailed { .. } => "branch_failed",
+            NodeError::ItemCancelled { .. } => "item_cancelled",
         }
     }
 

@@ -126,17 +126,36 @@ impl fmt::Display for RunId {
 /// `Idempotency-Key` header of the request the run serves, so that a retried request,
 /// which is a new run, sends the same keys downstream (`order-7f3a-4`). Two keys are
 /// equal when they display alike: with a caller's key, the run's id does not matter.
+/// An item of a map node adds a dot and its index (`order-7f3a-4.2`).
 #[derive(Debug, Clone)]
 pub struct IdempotencyKey {
     run: RunId,
     caller: Option<Arc<str>>,
     node: u32,
+    item: Option<u32>,
 }
 
 impl IdempotencyKey {
     /// The key of node `node` in run `run`, whose caller gave it the key `caller`, if any.
     pub(crate) fn new(run: RunId, caller: Option<Arc<str>>, node: u32) -> Self {
-        IdempotencyKey { run, caller, node }
+        IdempotencyKey {
+            run,
+            caller,
+            node,
+            item: None,
+        }
+    }
+
+    /// The key of item `index` of the same map node.
+    pub(crate) fn for_item(mut self, index: u32) -> Self {
+        self.item = Some(index);
+        self
+    }
+
+    /// For an item of a map node: its index in the list.
+    #[must_use]
+    pub fn item_index(&self) -> Option<usize> {
+        self.item.map(|i| i as usize)
     }
 
     /// The run part of the key: the run's id.
@@ -160,10 +179,10 @@ impl IdempotencyKey {
 
 impl IdempotencyKey {
     /// What the key is made of, as it displays: the caller's key, or else the run's id.
-    fn parts(&self) -> (Option<&str>, Option<RunId>, u32) {
+    fn parts(&self) -> (Option<&str>, Option<RunId>, u32, Option<u32>) {
         match &self.caller {
-            Some(key) => (Some(key), None, self.node),
-            None => (None, Some(self.run), self.node),
+            Some(key) => (Some(key), None, self.node, self.item),
+            None => (None, Some(self.run), self.node, self.item),
         }
     }
 }
@@ -185,8 +204,12 @@ impl std::hash::Hash for IdempotencyKey {
 impl fmt::Display for IdempotencyKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.caller {
-            Some(key) => write!(f, "{key}-{}", self.node),
-            None => write!(f, "{}-{}", self.run, self.node),
+            Some(key) => write!(f, "{key}-{}", self.node)?,
+            None => write!(f, "{}-{}", self.run, self.node)?,
+        }
+        match self.item {
+            Some(item) => write!(f, ".{item}"),
+            None => Ok(()),
         }
     }
 }

@@ -199,13 +199,15 @@ mod report;
 mod tower;
 mod util;
 
-pub use builder::{GraphBuilder, NodeBuilder, PolicyRef, Router, RouterBuilder};
+pub use builder::{
+    DEFAULT_COMPENSATION_TIMEOUT, GraphBuilder, NodeBuilder, PolicyRef, Router, RouterBuilder,
+};
 pub use engine::{
-    Ctx, FailureMode, Graph, Inputs, Named, Run, RunCanceller, RunError, RunOptions, StartMode,
-    Upstreams,
+    CompensationCtx, CompensationTrigger, Ctx, FailureMode, Graph, Inputs, ItemCtx, Named, Run,
+    RunCanceller, RunError, RunOptions, StartMode, Upstreams,
 };
 pub use error::{
-    BoxError, BuildError, CancelReason, NodeError, StopReason, TaskResult, UserCode, ok,
+    BoxError, BuildError, CancelReason, MapFailed, NodeError, StopReason, TaskResult, UserCode, ok,
 };
 pub use id::{IdempotencyKey, Node, RunId};
 pub use observe::{Event, Observer, Stats};
@@ -231,11 +233,14 @@ pub mod shared {
 #[doc = include_str!("../contract.md")]
 pub mod contract {}
 pub use policy::{
-    Backoff, BackoffIter, Budget, Bulkhead, Chaos, DEFAULT_MAX_DELAY, DEFAULT_MIN_ATTEMPT_TIME,
-    DownstreamDeadlineExceeded, HEDGE_WINDOW, Hedge, InjectedFault, Jitter, MAX_HEDGES,
-    RateLimiter, RetryBudget,
+    Backoff, BackoffIter, Budget, Bulkhead, Chaos, Completion, DEFAULT_MAP_CONCURRENCY,
+    DEFAULT_MAX_DELAY, DEFAULT_MIN_ATTEMPT_TIME, Decision, DownstreamDeadlineExceeded,
+    HEDGE_WINDOW, Hedge, InjectedFault, Jitter, MAX_HEDGES, RateLimiter, RetryBudget,
 };
-pub use report::{AttemptReport, Counts, MissingValue, NodeReport, Outcome, Report};
+pub use report::{
+    AttemptReport, CompensationReport, Compensations, Counts, ItemReport, Items, MissingValue,
+    NodeReport, Outcome, Report,
+};
 #[cfg(feature = "axum")]
 pub use tower::HttpService;
 #[cfg(feature = "http")]

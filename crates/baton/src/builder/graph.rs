@@ -5,10 +5,12 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::compensate::{CompensateSpec, assemble};
 use super::node::NodeBuilder;
 use super::policy::PolicySpec;
 use super::router::RouterBuilder;
 use super::validate;
+use crate::engine::CompensationTrigger;
 use crate::engine::{
     Extras, FailureMode, Graph, NodeDef, NodeKind, StartMode, States, TaskRef, Tasks, UpstreamRef,
     Upstreams,
@@ -117,6 +119,9 @@ pub struct GraphBuilder<I> {
     orchestrator: Orchestrator,
     /// Values shared by every task, by type ([`state`](Self::state)).
     states: Vec<(TypeId, Arc<dyn Any + Send + Sync>)>,
+    /// The nodes' compensations, by node, and when they run.
+    pub(super) compensations: Vec<(u32, Box<CompensateSpec<I>>)>,
+    pub(super) trigger: CompensationTrigger,
 }
 
 impl<I> fmt::Debug for GraphBuilder<I> {
@@ -186,6 +191,8 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
             name: None,
             orchestrator,
             states: Vec::new(),
+            compensations: Vec::new(),
+            trigger: CompensationTrigger::default(),
         }
     }
 
@@ -251,6 +258,11 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
         self.errors.push((at, RANK_ROUTER, error));
     }
 
+    /// Records a problem with node `node`, found while it was added, reported by `build()`.
+    pub(super) fn invalid_node(&mut self, node: u32, error: BuildError) {
+        self.errors.push((node, RANK_ROUTER, error));
+    }
+
     /// The declared upstreams of node `id`.
     fn ups_of(&self, id: u32) -> impl ExactSizeIterator<Item = Up> + '_ {
         let i = id as usize;
@@ -277,7 +289,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
             })
     }
 
-    fn set_kind(&mut self, index: u32, kind: NodeKind) {
+    pub(super) fn set_kind(&mut self, index: u32, kind: NodeKind) {
         if let Some(node) = self.nodes.get_mut(index as usize) {
             node.extras.get_or_insert_with(Box::default).kind = kind;
         }
@@ -439,6 +451,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
             States::new(self.states),
         )?;
         inner.name = self.name;
+        inner.compensations = assemble(self.compensations, self.trigger, &inner.meta)?;
         Ok(Graph::new(inner))
     }
 

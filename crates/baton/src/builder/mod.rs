@@ -5,12 +5,14 @@
 //! first as a typed [`BuildError`](crate::BuildError), so a bad graph never hangs or panics
 //! at run time.
 
+mod compensate;
 mod graph;
 mod node;
 mod policy;
 mod router;
 mod validate;
 
+pub use compensate::DEFAULT_COMPENSATION_TIMEOUT;
 pub use graph::GraphBuilder;
 pub use node::NodeBuilder;
 pub use policy::PolicyRef;

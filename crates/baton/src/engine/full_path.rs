@@ -78,7 +78,13 @@ async fn execute<I: Send + Sync + 'static>(
 ) -> Record {
     let core = &run.core;
     let policy = run.graph.policy(id);
-    let ended = match (policy, core.deadline()) {
+    // A map node's items keep the run's deadline themselves: the node is not cut at it,
+    // so that every item ends with its own outcome.
+    let deadline = match run.graph.kind(id) {
+        NodeKind::Map { .. } => None,
+        _ => core.deadline(),
+    };
+    let ended = match (policy, deadline) {
         // Fast path: no policy and no run deadline; one attempt, nothing to allocate.
         (None, None) => Cancellable::new(core, id, plain(run, id), false)
             .await

@@ -10,6 +10,7 @@ use std::any::{Any, TypeId};
 use std::fmt;
 use std::sync::Arc;
 
+use super::compensate::Compensations;
 use super::options::{FailureMode, RunOptions};
 use super::run::Run;
 use super::spare::Spares;
@@ -19,6 +20,7 @@ use super::tasks::{TaskRef, Tasks};
 use crate::observe::NodeCallbacks;
 use crate::onion::Policies;
 use crate::orchestrator::Orchestrator;
+use crate::policy::Completion;
 use crate::util::names::Names;
 use crate::util::prefetch::prefetch;
 
@@ -173,6 +175,15 @@ pub(crate) enum NodeKind {
     Router { branches: Box<[(Arc<str>, u32)]> },
     /// A branch of a router: started by the router, never by the scheduler.
     Branch,
+    /// A map node: one item per element of its upstream's list, at most `concurrency` at
+    /// once, done by `completion`. Its policies apply to each item, not to the node.
+    Map {
+        concurrency: usize,
+        completion: Completion,
+    },
+    /// A node whose task runs another graph (`NodeBuilder::subgraph`): a task node with
+    /// its policies, whose report entry nests the inner run's report.
+    Subgraph,
 }
 
 /// One node as the scheduler sees it: its task (in its type's column, `tasks.rs`), and,
@@ -256,6 +267,8 @@ pub(crate) struct GraphInner<I> {
     /// Some node's policies make timers (a timeout, a retry's backoff, a budget, a
     /// bulkhead's bounded wait).
     pub(crate) uses_timers: bool,
+    /// The nodes' compensations and their trigger, if any node has one.
+    pub(crate) compensations: Option<Box<Compensations<I>>>,
 }
 
 static TASK: NodeKind = NodeKind::Task;
@@ -302,6 +315,7 @@ impl<I> GraphInner<I> {
             spare,
             states,
             uses_timers,
+            compensations: None,
         }
     }
 
@@ -325,9 +339,22 @@ impl<I> GraphInner<I> {
         self.extras(id).map_or(&TASK, |e| &e.kind)
     }
 
-    /// Node `id`'s policies, if it has any.
+    /// Node `id`'s policies, if it has any (a map node's apply to its items: none here).
     pub(crate) fn policy(&self, id: u32) -> Option<&Policies> {
-        self.extras(id)?.policy.as_deref()
+        let extras = self.extras(id)?;
+        match extras.kind {
+            NodeKind::Map { .. } => None,
+            _ => extras.policy.as_deref(),
+        }
+    }
+
+    /// The policies of map node `id`'s items, if it has any.
+    pub(crate) fn item_policy(&self, id: u32) -> Option<&Policies> {
+        let extras = self.extras(id)?;
+        match extras.kind {
+            NodeKind::Map { .. } => extras.policy.as_deref(),
+            _ => None,
+        }
     }
 
     /// Node `id`'s callbacks, if it has any.
@@ -352,8 +379,12 @@ impl<I> GraphInner<I> {
     pub(crate) fn task_policy(&self, id: u32) -> Option<Option<&Policies>> {
         match self.nodes.get(id as usize)?.extras.as_deref() {
             None => Some(None),
-            Some(e) if matches!(e.kind, NodeKind::Task) => Some(e.policy.as_deref()),
-            Some(_) => None,
+            Some(e) => match e.kind {
+                NodeKind::Task | NodeKind::Subgraph => Some(e.policy.as_deref()),
+                // Its policies are its items': the node itself runs as a plain one.
+                NodeKind::Map { .. } => Some(None),
+                _ => None,
+            },
         }
     }
 }

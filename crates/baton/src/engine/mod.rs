@@ -17,6 +17,7 @@
 
 mod admission;
 mod attempt;
+mod compensate;
 mod core;
 mod diagram;
 mod driver;
@@ -26,6 +27,7 @@ mod first_attempt;
 mod full_path;
 mod graph;
 mod host;
+mod map;
 mod node;
 mod options;
 mod prefetch;
@@ -45,7 +47,11 @@ pub(crate) use graph::{Extras, GraphInner, GraphMeta, NodeDef, NodeKind, States}
 pub use options::{FailureMode, RunOptions};
 pub use run::{Run, RunCanceller, RunError};
 
+pub(crate) use compensate::{CompensateFn, Compensation, Compensations};
+pub use compensate::{CompensationCtx, CompensationTrigger};
 pub(crate) use fallback::{FallbackScope, NodeFallback};
+pub use map::ItemCtx;
+pub(crate) use map::{MapTask, Results, Values};
 pub use start::StartMode;
 pub use task::Ctx;
 pub(crate) use task::{AttemptFuture, BlockingTask, ErasedTask, FallbackFuture, TypedTask};

@@ -153,6 +153,9 @@ impl<I: Send + Sync + 'static> Run<I> {
     fn result(&self) -> Result<Report, RunError> {
         let core = &self.state.core;
         let report = Report::new(Arc::clone(&self.state) as Arc<dyn RunRecords>);
+        if let Some(compensation) = self.state.compensation_record() {
+            return Err(RunError::compensated(compensation, report));
+        }
         if core.mode() == FailureMode::PreservePartial && core.reason().is_none() {
             return Ok(report);
         }
@@ -373,14 +376,55 @@ pub enum RunError {
     /// The orchestrator is shutting down (or shut down) and accepts no new run; nothing ran.
     #[error("orchestrator is shutting down: run refused")]
     ShuttingDown,
+    /// The run failed by its graph's compensation trigger, and every compensation of the
+    /// nodes that succeeded succeeded ([`Report::compensation`]).
+    #[error("run failed and was compensated ({compensated} compensation(s) ran)")]
+    Compensated {
+        /// How many compensations ran.
+        compensated: usize,
+        /// The run's report, with its compensation section.
+        report: Box<Report>,
+    },
+    /// The run failed by its graph's compensation trigger, and some compensation failed
+    /// (or could not run): `failed` names their nodes.
+    #[error("run failed and was partially compensated: compensation of {} failed", failed.join(", "))]
+    PartiallyCompensated {
+        /// The nodes whose compensation failed or could not run.
+        failed: Vec<String>,
+        /// The run's report, with its compensation section.
+        report: Box<Report>,
+    },
 }
 
 impl RunError {
+    /// The error of a run whose compensations ran as `record` says.
+    fn compensated(record: &crate::report::CompensationRecord, report: Report) -> Self {
+        let report = Box::new(report);
+        if record.complete() {
+            return RunError::Compensated {
+                compensated: record.entries.len(),
+                report,
+            };
+        }
+        let failed = record
+            .entries
+            .iter()
+            .filter(|e| e.outcome != Outcome::Succeeded)
+            .map(|e| e.node)
+            .chain(record.not_run.iter().copied())
+            .map(|id| report.node_name(id).to_owned())
+            .collect();
+        RunError::PartiallyCompensated { failed, report }
+    }
+
     /// The run's report, when the run started.
     #[must_use]
     pub fn report(&self) -> Option<&Report> {
         match self {
-            RunError::Failed { report, .. } | RunError::Cancelled { report, .. } => Some(report),
+            RunError::Failed { report, .. }
+            | RunError::Cancelled { report, .. }
+            | RunError::Compensated { report, .. }
+            | RunError::PartiallyCompensated { report, .. } => Some(report),
             RunError::NoRuntime | RunError::NoTimers | RunError::ShuttingDown => None,
         }
     }
@@ -410,7 +454,10 @@ impl RunError {
     #[must_use]
     pub fn into_report(self) -> Option<Report> {
         match self {
-            RunError::Failed { report, .. } | RunError::Cancelled { report, .. } => Some(*report),
+            RunError::Failed { report, .. }
+            | RunError::Cancelled { report, .. }
+            | RunError::Compensated { report, .. }
+            | RunError::PartiallyCompensated { report, .. } => Some(*report),
             RunError::NoRuntime | RunError::NoTimers | RunError::ShuttingDown => None,
         }
     }

@@ -28,7 +28,7 @@
 //! [`NodeState`]: super::node::NodeState
 
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -43,7 +43,9 @@ use crate::error::{CancelReason, NodeError, UserCode};
 use crate::id::RunId;
 use crate::observe::Event;
 use crate::orchestrator::{InFlight, deliver};
-use crate::report::{NodeReport, Outcome, Record, Report, RunRecords, Settled};
+use crate::report::{
+    CompensationRecord, Detail, NodeReport, Outcome, Record, Report, RunRecords, Settled,
+};
 use crate::util::value::Value;
 
 /// A run: the graph, the input, and the per-run core.
@@ -51,6 +53,10 @@ pub(crate) struct RunState<I> {
     pub(super) graph: Arc<GraphInner<I>>,
     pub(super) input: I,
     pub(super) core: RunCore,
+    /// What nodes kept beside their records (a map node's items), by node.
+    details: Mutex<Vec<(u32, Arc<Detail>)>>,
+    /// What its compensations did, once they ran.
+    compensation: OnceLock<Arc<CompensationRecord>>,
     me: Weak<RunState<I>>,
 }
 
@@ -92,8 +98,16 @@ impl<I: Send + Sync + 'static> RunState<I> {
             graph,
             input,
             core,
+            details: Mutex::new(Vec::new()),
+            compensation: OnceLock::new(),
             me: me.clone(),
         })
+    }
+
+    /// Keeps `detail` for node `id`'s report entry.
+    pub(super) fn put_detail(&self, id: u32, detail: Detail) {
+        let mut details = self.details.lock().unwrap_or_else(PoisonError::into_inner);
+        details.push((id, Arc::new(detail)));
     }
 
     /// Whether the run makes timers: its graph's policies do, or it has a deadline.
@@ -138,6 +152,29 @@ impl<I: Send + Sync + 'static> RunState<I> {
     }
 
     pub(super) fn on_end(&self) {
+        if self.graph.compensations.is_some() {
+            if let Some(me) = self.me.upgrade() {
+                if me.start_compensation(Self::end) {
+                    return;
+                }
+            }
+        }
+        Self::end(self);
+    }
+
+    /// Keeps what the run's compensations did, for its report.
+    pub(super) fn keep_compensation(&self, record: CompensationRecord) {
+        let _ = self.compensation.set(Arc::new(record));
+    }
+
+    /// What the run's compensations did, if they ran.
+    pub(super) fn compensation_record(&self) -> Option<&CompensationRecord> {
+        self.compensation.get().map(|c| &**c)
+    }
+
+    /// The run ended: tells the orchestrator and the observers, then lets its future
+    /// resolve.
+    fn end(&self) {
         if self.core.admission().end() == End::WasAdmitted {
             self.report_end();
         }
@@ -346,6 +383,16 @@ impl<I: Send + Sync + 'static> RunRecords for RunState<I> {
 
     fn cancel_reason(&self) -> Option<&CancelReason> {
         self.core.reason()
+    }
+
+    fn compensation(&self) -> Option<Arc<CompensationRecord>> {
+        self.compensation.get().cloned()
+    }
+
+    fn detail(&self, id: u32) -> Option<Arc<Detail>> {
+        let details = self.details.lock().unwrap_or_else(PoisonError::into_inner);
+        let (_, detail) = details.iter().rev().find(|(node, _)| *node == id)?;
+        Some(Arc::clone(detail))
     }
 }
 

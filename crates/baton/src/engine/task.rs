@@ -21,6 +21,7 @@ use super::upstreams::{FetchCx, Upstreams};
 use crate::error::{BoxError, NodeError};
 use crate::id::{IdempotencyKey, RunId};
 use crate::policy::bulkhead::BulkheadPermit;
+use crate::report::{Detail, Report};
 use crate::util::value::{Value, into_value};
 
 /// One attempt of a task, boxed. A box that tokio-util can reuse: a driver keeps the box of
@@ -30,7 +31,7 @@ pub(crate) type AttemptFuture = ReusableBoxFuture<'static, Result<Value, BoxErro
 
 /// Writes `future` into `into`: into the box already there when its layout matches, else
 /// into a new one.
-fn put<F>(into: &mut Option<AttemptFuture>, future: F)
+pub(super) fn put<F>(into: &mut Option<AttemptFuture>, future: F)
 where
     F: Future<Output = Result<Value, BoxError>> + Send + 'static,
 {
@@ -330,6 +331,11 @@ impl<I> Ctx<I> {
         }
     }
 
+    /// The run and the node this context belongs to.
+    pub(super) fn into_parts(self) -> (Arc<RunState<I>>, u32) {
+        (self.run, self.node)
+    }
+
     /// When this attempt will be cut: the earliest of its per-attempt timeout, the node's
     /// budget and the run's deadline; `None` when none applies. A tokio (monotonic) instant.
     #[must_use]
@@ -523,6 +529,13 @@ impl<I> Ctx<I> {
                 t
             }
         }
+    }
+}
+
+impl<I: Send + Sync + 'static> Ctx<I> {
+    /// Keeps `report`, a subgraph's inner run, for this node's report entry.
+    pub(crate) fn keep_inner(&self, report: Report) {
+        self.run.put_detail(self.node, Detail::Inner(report));
     }
 }
 

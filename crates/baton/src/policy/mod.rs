@@ -9,6 +9,8 @@
 //! - [`rate_limit`]: a rate limit per downstream (GCRA), with a bounded wait for a permit.
 //! - [`retry_budget`]: a cap on retries as a share of calls to one downstream.
 //! - [`chaos`]: fault injection for tests: latency and errors at a rate, seeded.
+//! - [`completion`]: when a map node is done: its completion rule, and the tally of its
+//!   items that decides it.
 //! - [`deadline`]: one deadline for everything: an attempt's cut, the clipped backoff, the
 //!   minimum attempt time, and the timer that enforces the cut.
 //! - [`retry`]: when a retry series stops, and why.
@@ -20,6 +22,7 @@ pub(crate) mod breaker;
 pub(crate) mod budget;
 pub(crate) mod bulkhead;
 pub(crate) mod chaos;
+pub(crate) mod completion;
 pub(crate) mod deadline;
 pub(crate) mod hedge;
 pub(crate) mod rate_limit;
@@ -34,6 +37,7 @@ pub(crate) use breaker::CircuitBreaker;
 pub use budget::{Budget, DownstreamDeadlineExceeded};
 pub use bulkhead::Bulkhead;
 pub use chaos::{Chaos, InjectedFault};
+pub use completion::{Completion, DEFAULT_MAP_CONCURRENCY, Decision};
 pub use deadline::DEFAULT_MIN_ATTEMPT_TIME;
 pub use hedge::{HEDGE_WINDOW, Hedge, MAX_HEDGES};
 pub use rate_limit::RateLimiter;

@@ -9,6 +9,8 @@
 
 mod attempt;
 mod chrome;
+mod compensation;
+mod items;
 #[cfg(feature = "serde")]
 mod json;
 mod missing;
@@ -23,6 +25,10 @@ use std::time::Duration;
 
 pub use attempt::AttemptReport;
 pub(crate) use attempt::winner;
+pub(crate) use compensation::{CompensationEntry, CompensationRecord};
+pub use compensation::{CompensationReport, Compensations};
+pub(crate) use items::{Detail, ItemCold, ItemRecord, MapRecord, item_name};
+pub use items::{ItemReport, Items};
 pub use missing::MissingValue;
 pub use outcome::{Counts, Outcome};
 pub(crate) use record::{Record, Settled};
@@ -57,6 +63,14 @@ pub(crate) trait RunRecords: Send + Sync + 'static {
     fn offset(&self, at: Instant) -> Duration;
     /// Why the run was cancelled, if it was.
     fn cancel_reason(&self) -> Option<&CancelReason>;
+    /// What node `id` kept beside its record (a map node's items), if anything.
+    fn detail(&self, _id: u32) -> Option<Arc<Detail>> {
+        None
+    }
+    /// What the run's compensations did, if they ran.
+    fn compensation(&self) -> Option<Arc<CompensationRecord>> {
+        None
+    }
 }
 
 /// What a run produced: every node of the graph with exactly one [`Outcome`], its value,
@@ -112,6 +126,11 @@ impl Report {
 
     fn owns<T>(&self, node: Node<T>) -> bool {
         node.graph == self.run.graph_id() && node.index() < self.len()
+    }
+
+    /// Node `id`'s name.
+    pub(crate) fn node_name(&self, id: u32) -> &str {
+        self.run.name(id)
     }
 
     /// The run's id.

@@ -11,10 +11,12 @@ mod chaos;
 #[cfg(feature = "axum")]
 mod deadlines;
 mod export;
+mod compensation;
 mod failure_modes;
 mod fallback;
 mod hedge;
 mod lifecycle;
+mod map;
 mod observe;
 mod onion;
 mod pipeline;
@@ -25,6 +27,7 @@ mod routing;
 mod schedule;
 mod shape;
 mod skip;
+mod subgraph;
 #[cfg(feature = "tower")]
 mod tower;
 mod validation;

@@ -1,16 +1,19 @@
 //! [`NodeBuilder`]: one node's upstreams, policies and callbacks, then its task.
 
+mod map;
 mod policies;
+mod subgraph;
 
 use std::fmt;
 use std::future::Future;
 
+use super::compensate::CompensateSpec;
 use super::graph::{GraphBuilder, NewNode};
 use super::policy::PolicySpec;
 use crate::engine::{
     BlockingTask, Ctx, Extras, Named, NodeFallback, TaskRef, Tasks, TypedTask, Upstreams,
 };
-use crate::error::BoxError;
+use crate::error::{BoxError, BuildError};
 use crate::id::Node;
 use crate::observe::NodeCallbacks;
 use crate::report::NodeReport;
@@ -49,6 +52,10 @@ pub struct NodeBuilder<'g, I, U, T> {
     /// is cheap to move through `.after(..)` and `.task(..)`.
     extras: Option<Box<Extras<PolicySpec>>>,
     fallback: Option<NodeFallback<I, T>>,
+    /// For a map node: how many items run at once, when given.
+    concurrency: Option<usize>,
+    /// Its compensation, if it has one.
+    pub(super) compensation: Option<Box<CompensateSpec<I>>>,
 }
 
 impl<I, U: fmt::Debug, T> fmt::Debug for NodeBuilder<'_, I, U, T> {
@@ -91,6 +98,8 @@ impl<'g, I: Send + Sync + 'static, T> NodeBuilder<'g, I, (), T> {
             upstreams,
             extras: self.extras,
             fallback: self.fallback,
+            concurrency: self.concurrency,
+            compensation: self.compensation,
         }
     }
 
@@ -141,6 +150,8 @@ impl<'g, I, T> NodeBuilder<'g, I, (), T> {
             upstreams: (),
             extras: None,
             fallback: None,
+            concurrency: None,
+            compensation: None,
         }
     }
 }
@@ -153,6 +164,8 @@ impl<'g, I, U, T> NodeBuilder<'g, I, U, T> {
             upstreams,
             extras: None,
             fallback: None,
+            concurrency: None,
+            compensation: None,
         }
     }
 
@@ -360,6 +373,8 @@ where
             upstreams,
             extras,
             fallback,
+            concurrency,
+            compensation,
         } = self;
         let graph = builder.id;
         builder.declare(&upstreams);
@@ -368,6 +383,19 @@ where
             extras,
         };
         let index = builder.add(node);
+        if let Some(compensation) = compensation {
+            builder.compensations.push((index, compensation));
+        }
+        if concurrency.is_some() {
+            builder.invalid_node(
+                index,
+                BuildError::InvalidPolicy {
+                    node: builder.names.get(index).to_owned(),
+                    policy: "concurrency",
+                    reason: "only a map node (`map`, `map_settled`) has a concurrency".to_owned(),
+                },
+            );
+        }
         Node::new(graph, index)
     }
 }
