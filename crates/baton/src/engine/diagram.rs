@@ -19,7 +19,10 @@ impl<I: 'static> Graph<I> {
     /// labels: `timeout 300 ms`, `budget 2 s`, `retry 3` (at most 3 attempts), `breaker
     /// inventory`, `bulkhead name (n)`, `rate limit name`, `hedge`, `chaos`, `fallback`.
     /// A router is a diamond with an edge to each branch, labelled with the branch's key;
-    /// a branch is a rounded box. An edge runs from each upstream to its downstream.
+    /// a branch is a rounded box. A map node is a parallelogram labelled `map ×16 ·
+    /// all_succeed` (its concurrency and completion rule); a node that runs another graph
+    /// is a double box labelled `subgraph`. An edge runs from each upstream to its
+    /// downstream.
     /// Node `i` has the id `n{i}`.
     ///
     /// ```
@@ -59,7 +62,8 @@ impl<I: 'static> Graph<I> {
 
     /// The graph as a [Graphviz](https://graphviz.org) DOT digraph, left to right, for
     /// `dot -Tsvg`. The same nodes, labels and edges as [`to_mermaid`](Self::to_mermaid):
-    /// a task is a box, a router a diamond, a branch a rounded box.
+    /// a task is a box, a router a diamond, a branch a rounded box, a map node a stack of
+    /// boxes (`box3d`), a node that runs another graph a box with a double border.
     ///
     /// ```
     /// use baton_graph::{BoxError, Graph};
@@ -88,6 +92,8 @@ fn shape(kind: &NodeKind) -> Shape {
         NodeKind::Task => Shape::Task,
         NodeKind::Router { .. } => Shape::Router,
         NodeKind::Branch => Shape::Branch,
+        NodeKind::Map { .. } => Shape::Map,
+        NodeKind::Subgraph => Shape::Subgraph,
     }
 }
 
@@ -99,7 +105,16 @@ fn diagram<I: 'static>(graph: &GraphInner<I>) -> Diagram {
     let mut edges = Vec::new();
     for id in 0..meta.len() as u32 {
         let kind = graph.kind(id);
-        let mut labels = graph.policy(id).map(policy_labels).unwrap_or_default();
+        let mut labels = Vec::new();
+        match kind {
+            NodeKind::Map {
+                concurrency,
+                completion,
+            } => labels.push(format!("map ×{concurrency} · {}", completion.as_str())),
+            NodeKind::Subgraph => labels.push("subgraph".to_owned()),
+            _ => {}
+        }
+        labels.extend(graph.policy(id).map(policy_labels).unwrap_or_default());
         if graph.task(id).is_some_and(|task| task.has_fallback()) {
             labels.push("fallback".to_owned());
         }
@@ -118,7 +133,9 @@ fn diagram<I: 'static>(graph: &GraphInner<I>) -> Diagram {
                     label: Some(key.to_string()),
                 }));
             }
-            NodeKind::Task => push_upstream_edges(meta.upstreams(id), id, &mut edges),
+            NodeKind::Task | NodeKind::Map { .. } | NodeKind::Subgraph => {
+                push_upstream_edges(meta.upstreams(id), id, &mut edges);
+            }
         }
     }
     Diagram {

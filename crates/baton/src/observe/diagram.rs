@@ -17,6 +17,11 @@ pub(crate) enum Shape {
     Router,
     /// A branch of a router: a rounded rectangle.
     Branch,
+    /// A map node, one item per element of a list: a stack of boxes in DOT, a
+    /// parallelogram in Mermaid.
+    Map,
+    /// A node that runs another graph: a box with a double border.
+    Subgraph,
 }
 
 impl Shape {
@@ -26,6 +31,8 @@ impl Shape {
             Shape::Task => ("[", "]"),
             Shape::Router => ("{", "}"),
             Shape::Branch => ("(", ")"),
+            Shape::Map => ("[/", "/]"),
+            Shape::Subgraph => ("[[", "]]"),
         }
     }
 
@@ -35,6 +42,8 @@ impl Shape {
             Shape::Task => "shape=box",
             Shape::Router => "shape=diamond",
             Shape::Branch => "shape=box, style=rounded",
+            Shape::Map => "shape=box3d",
+            Shape::Subgraph => "shape=box, peripheries=2",
         }
     }
 }

@@ -443,3 +443,41 @@ async fn a_chrome_trace_has_a_track_per_node_and_nests_its_slices() {
         }
     }
 }
+
+#[test]
+fn map_and_subgraph_nodes_have_shapes_and_labels_of_their_own() {
+    let mut inner = Graph::<u64>::builder();
+    let double = inner
+        .node("double")
+        .task(|ctx, ()| async move { Ok::<_, BoxError>(*ctx.input() * 2) });
+    let inner = inner.build().unwrap();
+    let mut g = Graph::<()>::builder();
+    let cart = g
+        .node("cart")
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(vec![1_u64, 2, 3]) });
+    let prices = g
+        .node("prices")
+        .after(cart)
+        .concurrency(4)
+        .map(|_item, n: u64| async move { Ok::<_, BoxError>(n * 10) });
+    g.node("total").after(prices).subgraph(
+        &inner,
+        |_: &(), prices: std::sync::Arc<Vec<u64>>| prices.iter().sum(),
+        move |r| r.require(double).cloned(),
+    );
+    let graph = g.build().unwrap();
+    let mermaid = graph.to_mermaid();
+    assert!(
+        mermaid.contains(r#"n1[/"prices<br/>map ×4 · all_succeed"/]"#),
+        "{mermaid}"
+    );
+    assert!(
+        mermaid.contains(r#"n2[["total<br/>subgraph"]]"#),
+        "{mermaid}"
+    );
+    assert!(mermaid.contains("n0 --> n1") && mermaid.contains("n1 --> n2"));
+    let dot = graph.to_dot();
+    assert!(dot.contains("shape=box3d"), "{dot}");
+    assert!(dot.contains("shape=box, peripheries=2"), "{dot}");
+    assert!(dot.contains("n1 -> n2;"), "{dot}");
+}

@@ -8,10 +8,10 @@ mod breaker_control;
 mod breaker_shared;
 mod bulkhead;
 mod chaos;
+mod compensation;
 #[cfg(feature = "axum")]
 mod deadlines;
 mod export;
-mod compensation;
 mod failure_modes;
 mod fallback;
 mod hedge;
