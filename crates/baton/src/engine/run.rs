@@ -3,10 +3,11 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, PoisonError, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use sync_wrapper::SyncWrapper;
 use tokio_util::sync::CancellationToken;
 
@@ -75,6 +76,10 @@ pub struct Run<I: Send + Sync + 'static> {
     /// (`SyncWrapper`: reached only through `&mut self`, so `Run` stays `Sync` although the
     /// driver's boxed futures are only `Send`.)
     embedded: Option<SyncWrapper<driver::Driver<I>>>,
+    /// The drivers an inline run spawned while local (nodes that wait, and those that run
+    /// after them), polled here, each woken on its own: the set keeps the list of those
+    /// woken, so a wake-up polls them and no other. Made when the first one is spawned.
+    joined: Option<SyncWrapper<FuturesUnordered<driver::Driver<I>>>>,
 }
 
 impl<I: Send + Sync + 'static> fmt::Debug for Run<I> {
@@ -103,6 +108,7 @@ impl<I: Send + Sync + 'static> Run<I> {
             phase: Phase::Idle,
             detached_span: options.detached,
             embedded: None,
+            joined: None,
         }
     }
 
@@ -241,9 +247,18 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
         if let Some(driver) = self.embedded.as_mut() {
             if Pin::new(driver.get_mut()).poll(cx).is_ready() {
                 self.embedded = None;
-                self.state.core.spread();
+                // A spread run's future stops driving it: the rest spreads. An inline run
+                // stays local (its drivers are polled below) until the spread rule says
+                // otherwise (`driver/`).
+                if !self.state.core.is_local() {
+                    self.state.core.spread();
+                }
             }
         }
+        if self.joined.is_some() && !self.on_its_runtime() {
+            self.send_home();
+        }
+        self.poll_joined(cx);
         let core = &self.state.core;
         core.wait_end(cx.waker());
         if core.is_ended() {
@@ -254,11 +269,88 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
     }
 }
 
+impl<I: Send + Sync + 'static> Run<I> {
+    /// Whether this poll runs on the runtime the run started on.
+    fn on_its_runtime(&self) -> bool {
+        let own = self.state.core.handle().map(tokio::runtime::Handle::id);
+        tokio::runtime::Handle::try_current().is_ok_and(|now| Some(now.id()) == own)
+    }
+
+    /// Polled away from the runtime it started on (that runtime may be gone: its timers
+    /// with it), the run spreads: the drivers polled here become tasks of that runtime,
+    /// which end their nodes `Cancelled` for `RuntimeShutdown` if it shut down.
+    fn send_home(&mut self) {
+        self.state.core.spread();
+        if let Some(set) = self.joined.take() {
+            for mut driver in set.into_inner() {
+                driver.unjoin();
+                self.state.spawn_task(driver);
+            }
+        }
+    }
+
+    /// Polls the drivers the run spawned while local, those woken since their last poll:
+    /// first moving the ones spawned since into the set, and again while polling them
+    /// spawned more (they are polled at once, as a spawned task would be).
+    fn poll_joined(&mut self, cx: &mut Context<'_>) {
+        loop {
+            {
+                let mut inbox = self
+                    .state
+                    .inbox
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                if !inbox.is_empty() {
+                    let set = self
+                        .joined
+                        .get_or_insert_with(|| SyncWrapper::new(FuturesUnordered::new()))
+                        .get_mut();
+                    for driver in inbox.drain(..) {
+                        set.push(driver);
+                    }
+                } else if self
+                    .joined
+                    .as_mut()
+                    .is_none_or(|set| set.get_mut().is_empty())
+                {
+                    return;
+                }
+            }
+            let Some(set) = self.joined.as_mut() else {
+                return;
+            };
+            let set = set.get_mut();
+            // Each driver returns when it ends; the set returns `Pending` once none of those
+            // woken is left, or it gives the task's turn back (it polled each once).
+            while let Poll::Ready(Some(())) = set.poll_next_unpin(cx) {}
+            if self
+                .state
+                .inbox
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_empty()
+            {
+                return;
+            }
+        }
+    }
+}
+
 impl<I: Send + Sync + 'static> Drop for Run<I> {
     fn drop(&mut self) {
         if self.phase == Phase::Running {
             self.state.cancel(CancelReason::Dropped);
         }
+        // Drivers not yet moved to the set hold the run's state: they end here, with the
+        // run cancelled, not with it (the state would keep itself alive).
+        let inbox = std::mem::take(
+            &mut *self
+                .state
+                .inbox
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        drop(inbox);
     }
 }
 

@@ -28,13 +28,14 @@
 //! [`NodeState`]: super::node::NodeState
 
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::admission::{Admit, End};
 use super::core::{PREFETCH_MIN_NODES, RunCore};
+use super::driver::Driver;
 use super::graph::GraphInner;
 use super::node::RunBuffers;
 use super::options::FailureMode;
@@ -51,6 +52,13 @@ pub(crate) struct RunState<I> {
     pub(super) graph: Arc<GraphInner<I>>,
     pub(super) input: I,
     pub(super) core: RunCore,
+    /// Drivers spawned by an inline run that has not spread ([`RunCore::is_local`]), for
+    /// its future to poll next (`Run::poll` moves them to the set it polls). Pushed and
+    /// taken only by code that future polls; emptied when it is dropped.
+    pub(super) inbox: Mutex<Vec<Driver<I>>>,
+    /// What a driver of this run does when dropped (`Driver::on_drop`), reached from
+    /// `Drop`, which cannot name the bounds the run's input has.
+    pub(super) drop_driver: fn(&mut Driver<I>),
     me: Weak<RunState<I>>,
 }
 
@@ -92,6 +100,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
             graph,
             input,
             core,
+            inbox: Mutex::new(Vec::new()),
+            drop_driver: Driver::on_drop,
             me: me.clone(),
         })
     }

@@ -164,9 +164,16 @@ async fn a_running_first_attempt_is_cut_retried_and_recovered() {
 }
 
 /// A half-open probe taken by the fast path and handed over with a still-running attempt
-/// is given back when the run is cancelled: the next caller may probe.
+/// is given back when the run is cancelled: the next caller may probe. Inline, the attempt
+/// is dropped with the run's future; spread, by its driver's task once it is woken.
 #[tokio::test(start_paused = true)]
 async fn a_handed_over_probe_is_given_back_when_the_run_is_cancelled() {
+    for mode in [crate::StartMode::Inline, crate::StartMode::Spread] {
+        probe_given_back_when_cancelled(mode).await;
+    }
+}
+
+async fn probe_given_back_when_cancelled(mode: crate::StartMode) {
     let b = half_open().await;
     let mut g = Graph::<()>::builder();
     let _ = g.node("stock").breaker(&b).task(|_ctx, ()| async {
@@ -174,16 +181,18 @@ async fn a_handed_over_probe_is_given_back_when_the_run_is_cancelled() {
         Ok::<_, BoxError>(7u32)
     });
     let graph = g.build().unwrap();
-    let run = graph.run(());
+    let run = graph.run_with((), crate::RunOptions::new().start_mode(mode));
     tokio::select! {
         _ = run => panic!("the attempt sleeps for a second"),
         () = sleep(ms(20)) => {} // dropping the run cancels it
     }
-    assert!(
-        b.try_acquire().is_err(),
-        "the probe is out while the attempt runs"
-    );
-    sleep(ms(1)).await; // the cancelled run's driver drops the attempt and the permit
+    if mode == crate::StartMode::Spread {
+        assert!(
+            b.try_acquire().is_err(),
+            "the probe is out while the attempt runs"
+        );
+        sleep(ms(1)).await; // the cancelled run's driver drops the attempt and the permit
+    }
     assert_eq!(b.state(), BreakerState::HalfOpen);
     let probe = b.try_acquire().expect("the probe's slot was given back");
     assert!(probe.is_probe());
