@@ -1,6 +1,7 @@
 //! Where ready nodes go: the run's ready queue and the drivers that drain it, spawned as
 //! the queue needs them; and the run's start, which claims its roots.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 
 use tokio::runtime::Handle;
@@ -77,6 +78,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             driver.set_joined();
             let mut inbox = self.inbox.lock().unwrap_or_else(PoisonError::into_inner);
             inbox.push(driver);
+            self.inboxed.store(true, Ordering::Relaxed);
             return false;
         }
         self.spawn_task(driver);
@@ -105,10 +107,11 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// the default), the first driver is not spawned but returned, for the run's future to
     /// poll at once: a graph whose nodes end at once then runs in the task that awaits it,
     /// without a spawn (as `tokio::join!` would). That driver holds nothing across a
-    /// `Pending`: a node that waits, and whatever it would yield with, goes to a spawned
-    /// driver (`driver/`), so a run whose future is held without being polled still makes
-    /// progress, and can always be cancelled. An inline run schedules as on a one-worker
-    /// runtime until its future stops driving it ([`RunCore::spread`]). Otherwise every
+    /// `Pending`: a node that waits, and whatever it would yield with, goes to a driver
+    /// spawned for it (`driver/`): in an inline run one that the run's future polls too
+    /// ([`spawn`](Self::spawn)), in a spread run a task, so that run goes on while its
+    /// future is held without being polled. An inline run schedules as on a one-worker
+    /// runtime until it spreads ([`RunCore::spread`]). Otherwise every
     /// first driver is a task: a node that computes must not hold the awaiting task (its
     /// timeout, the other futures it joins) while other workers could run it.
     ///

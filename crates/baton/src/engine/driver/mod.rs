@@ -13,8 +13,15 @@
 //! and never waits: a node whose attempt returns `Pending` moves, as it is, to
 //! a driver spawned for it (the embedded one goes on with its stack and the queue), and
 //! where a spawned driver would yield, the embedded one hands its node and stack to spawned
-//! drivers and ends. So a graph of nodes that end at once costs no spawn at all, and a run
-//! whose future is not polled still makes progress.
+//! drivers and ends. So a graph of nodes that end at once costs no spawn at all.
+//!
+//! A driver "spawned" by an inline run that has not spread is no task either (`joined`):
+//! it goes to the run's inbox (`RunState::spawn`), and the run's future polls it among the
+//! others, in a `FuturesUnordered`, which wakes each on its own. It waits like a spawned
+//! driver. So an inline run uses one task, the awaiting one, until the spread rule
+//! ([`Driver::out_of_budget`]) spreads it: on several workers, when one poll of the run's
+//! future would start more than its budget of nodes. In a spread run the embedded driver's
+//! nodes that wait move to tasks, so that run goes on while its future is not polled.
 //!
 //! It is a hand-written future, fifteen words wide (its attempt box among them), because
 //! every spawn copies it into a new tokio task. Its poll is a loop over one step per state
