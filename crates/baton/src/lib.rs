@@ -150,10 +150,11 @@
 //!   abandoned after its timeout excepted: a thread cannot be stopped from outside).
 //! - The [`FailureMode`] decides whether failures make the run an error; the report is kept
 //!   either way.
-//! - The [`StartMode`] decides where nodes start on a multi-thread runtime: in the task that
-//!   awaits the run, as `tokio::join!` would (`Inline`, the default: no spawn for a node
-//!   that ends at once, and a node that waits moves to a task of its own), or in tasks of
-//!   the run's own, spread over the workers (`Spread`: nodes that compute run in parallel).
+//! - The [`StartMode`] decides where nodes run on a multi-thread runtime: in the task that
+//!   awaits the run, as `tokio::join!` would (`Inline`, the default: no task is spawned,
+//!   nodes that wait included, unless the run spreads past one poll's budget of nodes on
+//!   several workers), or in tasks of the run's own, spread over the workers (`Spread`:
+//!   nodes that compute run in parallel).
 //!
 //! The execution contract, rule by rule with the tests that check each, is the
 //! [`contract`] module.

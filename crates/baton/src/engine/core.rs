@@ -70,6 +70,11 @@ pub(crate) struct RunCore {
     /// The run starts in the task that awaits it, and schedules as on a one-worker runtime
     /// until that task stops driving it ([`spread`](Self::spread)).
     inline: bool,
+    /// An inline run that has not spread: every driver it spawns is polled by its future
+    /// (`RunState::spawn`), so the run uses no task but the one that awaits it. Cleared by
+    /// [`spread`](Self::spread), never set again. Written and read only by code the run's
+    /// future polls until then, hence `Relaxed`.
+    local: AtomicBool,
     /// How many drivers at most drain the ready queue: the runtime's worker threads, or one
     /// while an inline run is driven by its future. Read with `Relaxed`: the ready queue's
     /// protocol holds for any count of one or more, and a driver that reads one after it
@@ -132,6 +137,7 @@ impl RunCore {
             run_id: RunId::next(),
             mode,
             inline,
+            local: AtomicBool::new(inline),
             drivers: AtomicUsize::new(1),
             prefetch,
             home,
@@ -290,6 +296,13 @@ impl RunCore {
         self.inline
     }
 
+    /// Whether the run is inline and has not spread: the drivers it spawns are polled by its
+    /// future, in the task that awaits it.
+    #[inline]
+    pub(super) fn is_local(&self) -> bool {
+        self.local.load(Ordering::Relaxed)
+    }
+
     /// Whether the run's runtime has more than one worker thread: while one runs the run's
     /// nodes, another may be parked in tokio's drivers.
     pub(super) fn several_workers(&self) -> bool {
@@ -303,11 +316,14 @@ impl RunCore {
         self.drivers.load(Ordering::Relaxed)
     }
 
-    /// The run's future stopped driving its nodes (its embedded driver ended or handed
-    /// off): an inline run is now scheduled as a spread one, over every worker. Nodes that
-    /// become ready from here on go to the shared queue, and drivers keeping nodes for
-    /// themselves share half of them at their next node's end.
+    /// The run spreads: an inline run that started more nodes in one poll of its future
+    /// than that poll's budget allows, on several workers (`driver/`), or a spread run whose
+    /// future stopped driving its first nodes. It is now scheduled over every worker: the
+    /// drivers it spawns from here on are tokio tasks, nodes that become ready go to the
+    /// shared queue, and drivers keeping nodes for themselves share half of them at their
+    /// next node's end.
     pub(super) fn spread(&self) {
+        self.local.store(false, Ordering::Relaxed);
         if let Some(s) = self.started.get() {
             self.drivers.store(s.runtime_workers, Ordering::Relaxed);
         }

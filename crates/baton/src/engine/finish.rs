@@ -130,9 +130,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
         let mut next = None;
         let mut spawned = false;
         // A driver keeps extra ready nodes for itself only on a one-worker runtime (or in an
-        // inline run, which counts one), where no other worker could take them (`ready.rs`).
+        // inline run, which counts one), where no other worker could take them (`ready.rs`);
+        // always while an inline run is local (every driver is polled in the same task).
         let workers = self.workers();
-        let keep = workers == 1 && !core.ready().wants_help(workers);
+        let keep = core.is_local() || (workers == 1 && !core.ready().wants_help(workers));
         for &d in downstreams {
             if !produced && outcome != Outcome::Cancelled {
                 self.skip(d, id);

@@ -3,10 +3,12 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Weak};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use sync_wrapper::SyncWrapper;
 use tokio_util::sync::CancellationToken;
 
@@ -37,26 +39,24 @@ enum Phase {
 /// of the run: a node that has not started never starts, a running one is dropped at its
 /// next `.await`. [`Run::canceller`] gives a handle that cancels it from elsewhere.
 ///
-/// By default ([`StartMode::Inline`](crate::StartMode::Inline)), and on any runtime where
-/// one thread runs every task (taken to be so on a current-thread runtime, or on a
-/// one-worker runtime awaited from one of its tasks), the run's nodes start inside this
-/// future, in the task that awaits it (so the first poll may already call tasks): a graph
-/// whose nodes end on their first poll runs without spawning a task, as `tokio::join!`
-/// would. A node that waits moves to a tokio task of its own at once, so the run goes on
-/// even while this future is not polled, and each node spends a unit of the awaiting task's
-/// coop budget (tokio's `coop`), as a spawned driver's would; when it runs out, the rest of
-/// the run goes to spawned drivers, one per worker (starting a run spends a unit too: a run
-/// that finds none left yields before it starts). Until its first `Pending` such a node
-/// sees the awaiting task's task-locals and current `LocalSet`; a node should not rely on
-/// either. Once this future stops driving the run (it handed off, or had nothing left to
-/// run at once), the rest is spread over the workers. A run that spreads
-/// ([`StartMode::Spread`](crate::StartMode::Spread)) on a runtime with more workers runs
-/// every node in tasks of its own instead, so a node that computes never holds up the
-/// awaiting task (its timeout, the futures it joins). Tokio does not say which thread is
-/// its worker: a spread run awaited from a `LocalSet`, a blocking thread (`spawn_blocking`
-/// and `Handle::block_on`) or another thread's `Handle::block_on` on such a runtime starts
-/// its nodes in the awaiting task too, and one that computes holds that thread as it would
-/// in a `tokio::join!`.
+/// By default ([`StartMode::Inline`](crate::StartMode::Inline)) the run's nodes run inside
+/// this future, in the task that awaits it (so the first poll may already call tasks), as
+/// `tokio::join!` would poll them: a node that waits stays here, polled again when it is
+/// woken, and the run spawns no task, unless it spreads (on several workers, when one poll
+/// would start more nodes than its budget: see `StartMode::Inline`). Each node spends a
+/// unit of the awaiting task's coop budget (tokio's `coop`), as a spawned driver's would
+/// (starting a run spends a unit too: a run that finds none left yields before it starts).
+/// A node sees the awaiting task's task-locals and current `LocalSet`; it should not rely on
+/// either. A run that spreads ([`StartMode::Spread`](crate::StartMode::Spread)) on a
+/// runtime with more workers runs every node in tasks of its own instead, so a node that
+/// computes never holds up the awaiting task (its timeout, the futures it joins). Where one
+/// thread runs every task (taken to be so on a current-thread runtime, or on a one-worker
+/// runtime awaited from one of its tasks) a spread run starts its first nodes here, and a
+/// node that waits moves to a task of its own, so that run goes on while this future is not
+/// polled. Tokio does not say which thread is its worker: a spread run awaited from a
+/// `LocalSet`, a blocking thread (`spawn_blocking` and `Handle::block_on`) or another
+/// thread's `Handle::block_on` on such a runtime starts its nodes in the awaiting task too,
+/// and one that computes holds that thread as it would in a `tokio::join!`.
 ///
 /// # Output
 /// - `Ok(report)`: every node ended, and the failure mode accepts the outcomes.
@@ -75,6 +75,13 @@ pub struct Run<I: Send + Sync + 'static> {
     /// (`SyncWrapper`: reached only through `&mut self`, so `Run` stays `Sync` although the
     /// driver's boxed futures are only `Send`.)
     embedded: Option<SyncWrapper<driver::Driver<I>>>,
+    /// The drivers an inline run spawned while local (nodes that wait, and those that run
+    /// after them), polled here, each woken on its own: the set keeps the list of those
+    /// woken, so a wake-up polls them and no other. Made when the first one is spawned.
+    joined: Option<SyncWrapper<FuturesUnordered<driver::Driver<I>>>>,
+    /// The one such driver, while no other is waiting: polled with this future's waker, as
+    /// `tokio::join!` polls a future, without the set's.
+    lone: Option<SyncWrapper<driver::Driver<I>>>,
 }
 
 impl<I: Send + Sync + 'static> fmt::Debug for Run<I> {
@@ -103,6 +110,8 @@ impl<I: Send + Sync + 'static> Run<I> {
             phase: Phase::Idle,
             detached_span: options.detached,
             embedded: None,
+            joined: None,
+            lone: None,
         }
     }
 
@@ -244,9 +253,18 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
         if let Some(driver) = self.embedded.as_mut() {
             if Pin::new(driver.get_mut()).poll(cx).is_ready() {
                 self.embedded = None;
-                self.state.core.spread();
+                // A spread run's future stops driving it: the rest spreads. An inline run
+                // stays local (its drivers are polled below) until the spread rule says
+                // otherwise (`driver/`).
+                if !self.state.core.is_local() {
+                    self.state.core.spread();
+                }
             }
         }
+        if (self.lone.is_some() || self.joined.is_some()) && !self.on_its_runtime() {
+            self.send_home();
+        }
+        self.poll_joined(cx);
         let core = &self.state.core;
         core.wait_end(cx.waker());
         if core.is_ended() {
@@ -257,11 +275,93 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
     }
 }
 
+impl<I: Send + Sync + 'static> Run<I> {
+    /// Whether this poll runs on the runtime the run started on.
+    fn on_its_runtime(&self) -> bool {
+        let own = self.state.core.handle().map(tokio::runtime::Handle::id);
+        tokio::runtime::Handle::try_current().is_ok_and(|now| Some(now.id()) == own)
+    }
+
+    /// Polled away from the runtime it started on (that runtime may be gone: its timers
+    /// with it), the run spreads: the drivers polled here become tasks of that runtime,
+    /// which end their nodes `Cancelled` for `RuntimeShutdown` if it shut down.
+    fn send_home(&mut self) {
+        self.state.core.spread();
+        let lone = self.lone.take().map(SyncWrapper::into_inner);
+        let set = self.joined.take().map(SyncWrapper::into_inner);
+        for mut driver in lone.into_iter().chain(set.into_iter().flatten()) {
+            driver.unjoin();
+            self.state.spawn_task(driver);
+        }
+    }
+
+    /// Polls the drivers the run spawned while local: the lone one, or those of the set
+    /// woken since their last poll; first taking in the ones spawned since, and again while
+    /// polling them spawned more (they are polled at once, as a spawned task would be).
+    fn poll_joined(&mut self, cx: &mut Context<'_>) {
+        loop {
+            if self.state.inboxed.load(Ordering::Relaxed) {
+                self.state.inboxed.store(false, Ordering::Relaxed);
+                let state = Arc::clone(&self.state);
+                let mut inbox = state.inbox.lock().unwrap_or_else(PoisonError::into_inner);
+                for driver in inbox.drain(..) {
+                    self.take_in(driver);
+                }
+            }
+            if let Some(lone) = self.lone.as_mut() {
+                if Pin::new(lone.get_mut()).poll(cx).is_ready() {
+                    self.lone = None;
+                }
+            } else if let Some(set) = self.joined.as_mut() {
+                // Each driver returns when it ends; the set returns `Pending` once none of
+                // those woken is left, or it gives the task's turn back (it polled each once).
+                let set = set.get_mut();
+                while let Poll::Ready(Some(())) = set.poll_next_unpin(cx) {}
+            }
+            if !self.state.inboxed.load(Ordering::Relaxed) {
+                return;
+            }
+        }
+    }
+
+    /// Takes in a driver the run spawned while local: alone, it is polled with this future's
+    /// own waker (a wake-up of this future polls it: no other driver is waiting); with
+    /// others, it joins them in the set, which wakes each on its own.
+    fn take_in(&mut self, driver: driver::Driver<I>) {
+        let set_empty = self
+            .joined
+            .as_mut()
+            .is_none_or(|set| set.get_mut().is_empty());
+        if self.lone.is_none() && set_empty {
+            self.lone = Some(SyncWrapper::new(driver));
+            return;
+        }
+        let set = self
+            .joined
+            .get_or_insert_with(|| SyncWrapper::new(FuturesUnordered::new()))
+            .get_mut();
+        if let Some(lone) = self.lone.take() {
+            set.push(lone.into_inner());
+        }
+        set.push(driver);
+    }
+}
+
 impl<I: Send + Sync + 'static> Drop for Run<I> {
     fn drop(&mut self) {
         if self.phase == Phase::Running {
             self.state.cancel(CancelReason::Dropped);
         }
+        // Drivers not yet moved to the set hold the run's state: they end here, with the
+        // run cancelled, not with it (the state would keep itself alive).
+        let inbox = std::mem::take(
+            &mut *self
+                .state
+                .inbox
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        drop(inbox);
     }
 }
 

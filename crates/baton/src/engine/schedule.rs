@@ -1,7 +1,8 @@
 //! Where ready nodes go: the run's ready queue and the drivers that drain it, spawned as
 //! the queue needs them; and the run's start, which claims its roots.
 
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
 
 use tokio::runtime::Handle;
 use tokio::time::Instant;
@@ -14,7 +15,7 @@ use crate::observe::{Event, trace};
 impl<I: Send + Sync + 'static> RunState<I> {
     /// Queues node `id`, which the caller moved to `RUNNING`, for a driver to run, and
     /// spawns a driver if fewer than the runtime's workers are draining the queue; whether
-    /// it spawned one. [`share`](Self::share) does the same for several nodes.
+    /// it spawned one as a tokio task. [`share`](Self::share) does the same for several nodes.
     ///
     /// A task spawned from a tokio worker waits in that worker's LIFO slot, which other
     /// workers cannot steal from, and no idle worker is woken for it: a caller that goes
@@ -29,12 +30,11 @@ impl<I: Send + Sync + 'static> RunState<I> {
             // Only a node queued twice could fill the queue; run it all the same.
             Err(id) => Some(id),
         };
-        self.spawn_driver(id, id.is_none());
-        true
+        self.spawn_driver(id, id.is_none())
     }
 
     /// Queues `nodes` (moved to `RUNNING`) for any driver, like [`schedule`](Self::schedule)
-    /// with one spawn at most; whether it spawned a driver.
+    /// with one spawn at most; whether it spawned a driver as a tokio task.
     pub(super) fn share(self: &Arc<Self>, nodes: impl Iterator<Item = u32>) -> bool {
         let ready = self.core.ready();
         let mut queued = false;
@@ -42,14 +42,12 @@ impl<I: Send + Sync + 'static> RunState<I> {
             match ready.push(id) {
                 Ok(()) => queued = true,
                 // Only a node queued twice could fill the queue; run it all the same.
-                Err(id) => self.spawn_driver(Some(id), false),
+                Err(id) => {
+                    let _ = self.spawn_driver(Some(id), false);
+                }
             }
         }
-        if queued && ready.try_activate(self.workers()) {
-            self.spawn_driver(None, true);
-            return true;
-        }
-        false
+        queued && ready.try_activate(self.workers()) && self.spawn_driver(None, true)
     }
 
     /// How many drivers at most drain the ready queue: the runtime's worker threads (one for
@@ -61,14 +59,34 @@ impl<I: Send + Sync + 'static> RunState<I> {
 
     /// Spawns a driver, counted in `live`: one that starts with node `id` (moved to
     /// `RUNNING` by the caller), or with `None` one that starts with the ready queue;
-    /// `active`: the caller counted it as an active driver.
-    pub(super) fn spawn_driver(self: &Arc<Self>, id: Option<u32>, active: bool) {
-        self.spawn(Driver::new(Arc::clone(self), id, active));
+    /// `active`: the caller counted it as an active driver. Whether it became a tokio task
+    /// (see [`spawn`](Self::spawn)).
+    pub(super) fn spawn_driver(self: &Arc<Self>, id: Option<u32>, active: bool) -> bool {
+        self.spawn(Driver::new(Arc::clone(self), id, active))
     }
 
-    /// Spawns `driver` (of this run), counted in `live`.
-    pub(super) fn spawn(&self, driver: Driver<I>) {
+    /// Spawns `driver` (of this run), counted in `live`; whether it became a tokio task.
+    /// An inline run that has not spread ([`RunCore::is_local`]) spawns no task: the driver
+    /// goes to the run's inbox, for the run's future to poll (`Run::poll`), woken per
+    /// driver, as a `FuturesUnordered` polls its futures. Only code that future polls
+    /// spawns while the run is local, so the future looks at the inbox before it returns.
+    ///
+    /// [`RunCore::is_local`]: super::core::RunCore::is_local
+    pub(super) fn spawn(&self, mut driver: Driver<I>) -> bool {
         self.core.retain();
+        if self.core.is_local() {
+            driver.set_joined();
+            let mut inbox = self.inbox.lock().unwrap_or_else(PoisonError::into_inner);
+            inbox.push(driver);
+            self.inboxed.store(true, Ordering::Relaxed);
+            return false;
+        }
+        self.spawn_task(driver);
+        true
+    }
+
+    /// Spawns `driver`, already counted in `live`, as a tokio task on the run's runtime.
+    pub(super) fn spawn_task(&self, driver: Driver<I>) {
         match self.core.handle() {
             Some(handle) => {
                 handle.spawn(driver);
@@ -89,10 +107,11 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// the default), the first driver is not spawned but returned, for the run's future to
     /// poll at once: a graph whose nodes end at once then runs in the task that awaits it,
     /// without a spawn (as `tokio::join!` would). That driver holds nothing across a
-    /// `Pending`: a node that waits, and whatever it would yield with, goes to a spawned
-    /// driver (`driver/`), so a run whose future is held without being polled still makes
-    /// progress, and can always be cancelled. An inline run schedules as on a one-worker
-    /// runtime until its future stops driving it ([`RunCore::spread`]). Otherwise every
+    /// `Pending`: a node that waits, and whatever it would yield with, goes to a driver
+    /// spawned for it (`driver/`): in an inline run one that the run's future polls too
+    /// ([`spawn`](Self::spawn)), in a spread run a task, so that run goes on while its
+    /// future is held without being polled. An inline run schedules as on a one-worker
+    /// runtime until it spreads ([`RunCore::spread`]). Otherwise every
     /// first driver is a task: a node that computes must not hold the awaiting task (its
     /// timeout, the other futures it joins) while other workers could run it.
     ///

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-/// Where a run's nodes start: in the task that awaits the run, as in `tokio::join!` (the
+/// Where a run's nodes run: in the task that awaits the run, as in `tokio::join!` (the
 /// default), or in tasks of the run's own, spread over tokio's workers. Set per graph with
 /// [`GraphBuilder::start_mode`](crate::GraphBuilder::start_mode), per run with
 /// [`RunOptions::start_mode`](crate::RunOptions::start_mode).
@@ -14,9 +14,9 @@ use std::fmt;
 /// are the same.
 ///
 /// Why `Inline` is the default: baton's graphs are mostly handlers fanning out to
-/// downstream services, whose nodes wait on I/O; for them the two modes schedule alike,
-/// and `Inline` starts a run without spawning a task, with the semantics of the `join!` it
-/// replaces. A graph of nodes that compute asks for `Spread`.
+/// downstream services, whose nodes wait on I/O; for them `Inline` runs a request in one
+/// task, the handler's, with the semantics of the `join!` it replaces, and spawns nothing.
+/// A graph of nodes that compute asks for `Spread`.
 ///
 /// ```
 /// use baton_graph::{BoxError, Graph, Node, RunOptions, StartMode};
@@ -41,31 +41,36 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum StartMode {
-    /// The default. The task that awaits the run polls its nodes, as `tokio::join!` would:
-    /// nodes that end on their first poll (a cache hit, a no-op, a short computation) cost
-    /// no spawn at all, and a node that waits moves, as it is, to a task of its own, where it
-    /// goes on while the run's future is not polled. The awaiting task drives the run in
-    /// its first poll only, as a one-worker runtime would: nodes made ready together there
-    /// run one after another. Once it stops (after 128 nodes, when its coop budget is
-    /// spent, or when it has nothing left that ends at once), what is left of the run is
-    /// spread over the workers as in [`Spread`](Self::Spread): a large graph uses every
-    /// worker after its first nodes, and a node that waited runs the first node it releases
-    /// in its own task, on whichever worker it resumes, and shares the others.
+    /// The default. The task that awaits the run polls its nodes, as `tokio::join!` or a
+    /// `FuturesUnordered` would, and spawns no task: nodes that end on their first poll (a
+    /// cache hit, a no-op, a short computation) run one after another, and a node that
+    /// waits stays in the run's future, polled again there when it is woken (a wake-up polls
+    /// the nodes it woke, not every waiting one). While the run's future is not polled, its
+    /// nodes make no progress.
     ///
-    /// The price, as with `join!`: nodes that compute in their poll and are ready together
-    /// in the awaiting task run one after the other, not in parallel, and while one computes
-    /// there, that task does nothing else (a timeout around the run cannot fire until the
-    /// node's poll returns). Until its first `Pending`, a node polled there sees the
-    /// awaiting task's task-locals. For graphs whose nodes wait on I/O — a handler fanning
-    /// out to downstream services — that costs nothing; put computations in a
-    /// [`blocking_task`](crate::NodeBuilder::blocking_task), or spread the run.
+    /// The run uses more than one task only when it spreads: on a runtime with more than
+    /// one worker, when one poll of its future would start more nodes than its budget (128
+    /// nodes, or the awaiting task's coop budget once spent). The nodes it has not started
+    /// then run in tasks of its own, as in [`Spread`](Self::Spread), so a large graph uses
+    /// every worker after its first nodes; nodes already waiting in its future end there.
+    /// On one worker it never spreads: its future yields, and goes on at its next poll.
+    /// Polled on another runtime than the one it started on, it spreads to that one.
+    ///
+    /// The price, as with `join!`: nodes that compute in their poll run one after the other
+    /// in the awaiting task, not in parallel, and while one computes there, that task does
+    /// nothing else (a timeout around the run cannot fire until the node's poll returns).
+    /// A node sees the awaiting task's task-locals. For graphs whose nodes wait on I/O — a
+    /// handler fanning out to downstream services — that costs nothing; put computations in
+    /// a [`blocking_task`](crate::NodeBuilder::blocking_task), or spread the run.
     #[default]
     Inline,
     /// On a multi-thread runtime the run's nodes start in tokio tasks of its own (a few
     /// drivers, not one task per node), so nodes that compute run in parallel on the
     /// workers, and never in the task that awaits the run: a timeout around the run fires
     /// while a node computes, and the futures that task joins go on. Starting costs a spawn
-    /// per driver and wake-ups of the other workers.
+    /// per driver and wake-ups of the other workers. Where one thread runs every task, its
+    /// first nodes start in the awaiting task, and a node that waits moves to a task of its
+    /// own, where it goes on while the run's future is not polled.
     Spread,
 }
 

@@ -8,7 +8,8 @@
 //!    ([`record`](RunState::record)) writes the record, counts the outcome, fires the node's
 //!    callbacks and its `NodeFinished` event, in that order, exactly once.
 //! 2. `live` counts the nodes not yet finalized plus the drivers still alive (tokio tasks,
-//!    and the one a run's future may hold, `driver/`). A record is written before `live`
+//!    and those a run's future holds: its embedded one, and an inline run's joined ones,
+//!    in its inbox or its set, `driver/`). A record is written before `live`
 //!    is decremented for it, and a driver decrements it as its very last action; the run
 //!    ends when `live` reaches zero, so when the run future resolves every record is
 //!    readable, every callback has fired, and no driver of the run will run a node again
@@ -28,6 +29,7 @@
 //! [`NodeState`]: super::node::NodeState
 
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
@@ -35,6 +37,7 @@ use tokio::time::Instant;
 
 use super::admission::{Admit, End};
 use super::core::{PREFETCH_MIN_NODES, RunCore};
+use super::driver::Driver;
 use super::graph::GraphInner;
 use super::node::RunBuffers;
 use super::options::FailureMode;
@@ -57,6 +60,16 @@ pub(crate) struct RunState<I> {
     details: Mutex<Vec<(u32, Arc<Detail>)>>,
     /// What its compensations did, once they ran.
     compensation: OnceLock<Arc<CompensationRecord>>,
+    /// Drivers spawned by an inline run that has not spread ([`RunCore::is_local`]), for
+    /// its future to poll next (`Run::poll` moves them to the set it polls). Pushed and
+    /// taken only by code that future polls; emptied when it is dropped.
+    pub(super) inbox: Mutex<Vec<Driver<I>>>,
+    /// The inbox has drivers: set by whoever pushes one, cleared by the future that takes
+    /// them (both polled by that future, on its thread: `Relaxed`).
+    pub(super) inboxed: AtomicBool,
+    /// What a driver of this run does when dropped (`Driver::on_drop`), reached from
+    /// `Drop`, which cannot name the bounds the run's input has.
+    pub(super) drop_driver: fn(&mut Driver<I>),
     me: Weak<RunState<I>>,
 }
 
@@ -100,6 +113,9 @@ impl<I: Send + Sync + 'static> RunState<I> {
             core,
             details: Mutex::new(Vec::new()),
             compensation: OnceLock::new(),
+            inbox: Mutex::new(Vec::new()),
+            inboxed: AtomicBool::new(false),
+            drop_driver: Driver::on_drop,
             me: me.clone(),
         })
     }

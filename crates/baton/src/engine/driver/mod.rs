@@ -13,8 +13,15 @@
 //! and never waits: a node whose attempt returns `Pending` moves, as it is, to
 //! a driver spawned for it (the embedded one goes on with its stack and the queue), and
 //! where a spawned driver would yield, the embedded one hands its node and stack to spawned
-//! drivers and ends. So a graph of nodes that end at once costs no spawn at all, and a run
-//! whose future is not polled still makes progress.
+//! drivers and ends. So a graph of nodes that end at once costs no spawn at all.
+//!
+//! A driver "spawned" by an inline run that has not spread is no task either (`joined`):
+//! it goes to the run's inbox (`RunState::spawn`), and the run's future polls it among the
+//! others, in a `FuturesUnordered`, which wakes each on its own. It waits like a spawned
+//! driver. So an inline run uses one task, the awaiting one, until the spread rule
+//! ([`Driver::out_of_budget`]) spreads it: on several workers, when one poll of the run's
+//! future would start more than its budget of nodes. In a spread run the embedded driver's
+//! nodes that wait move to tasks, so that run goes on while its future is not polled.
 //!
 //! It is a hand-written future, fifteen words wide (its attempt box among them), because
 //! every spawn copies it into a new tokio task. Its poll is a loop over one step per state
@@ -76,7 +83,7 @@ enum State {
 /// followed, while finishing a node makes a downstream ready, by one such downstream.
 /// Counted in the run's `live` by whoever spawned it; releases itself when it ends or is
 /// dropped.
-pub(in crate::engine) struct Driver<I: Send + Sync + 'static> {
+pub(in crate::engine) struct Driver<I> {
     run: Arc<RunState<I>>,
     id: u32,
     /// Counted in the queue's active drivers: it looks at the queue again before it ends
@@ -104,9 +111,13 @@ pub(in crate::engine) struct Driver<I: Send + Sync + 'static> {
     /// spawned driver would wait or yield, it hands its node to a spawned driver instead
     /// ([`migrate`](Self::migrate), [`hand_off`](Self::hand_off)) and carries on or ends.
     embedded: bool,
-    /// Embedded: how many nodes it started; it hands off at [`INLINE_MAX`] even when the
+    /// Spawned by an inline run that had not spread (`RunState::spawn`): polled by the run's
+    /// future among its other such drivers, woken on its own. It waits there like a
+    /// spawned driver, and where it would spawn, the run spawns locally too.
+    joined: bool,
+    /// Embedded or local: how many nodes it started in this poll; it hands off at [`INLINE_MAX`] even when the
     /// awaiting task's coop budget is not spent (`tokio::task::unconstrained`).
-    inline: u32,
+    inline: u8,
     /// The fast path's attempt future: the current node's in `State::Attempt`, else the
     /// last one, ended, whose box the next attempt reuses when their layouts match.
     attempt: Option<AttemptFuture>,
@@ -117,9 +128,10 @@ pub(in crate::engine) struct Driver<I: Send + Sync + 'static> {
     state: State,
 }
 
-/// The most nodes an embedded driver starts before it hands the rest of the run to spawned
-/// drivers: tokio's coop budget per poll, which an unconstrained task does not have.
-const INLINE_MAX: u32 = 128;
+/// The most nodes a driver polled by the run's future (embedded or local) starts in one poll
+/// before the run spreads or yields: tokio's coop budget per poll, which an unconstrained
+/// task does not have.
+const INLINE_MAX: u8 = 128;
 
 impl<I: Send + Sync + 'static> Driver<I> {
     /// A driver that starts with node `id` (already `RUNNING`), or, with `None`, with the
@@ -133,6 +145,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
             start: None,
             handoff: false,
             embedded: false,
+            joined: false,
             inline: 0,
             local: VecDeque::new(),
             from_queue: false,
@@ -162,6 +175,22 @@ impl<I: Send + Sync + 'static> Driver<I> {
         driver
     }
 
+    /// It was spawned by an inline run that had not spread: the run's future polls it.
+    pub(in crate::engine) fn set_joined(&mut self) {
+        self.joined = true;
+    }
+
+    /// It leaves the run's future for a task of its own (`Run::poll`, polled away from the
+    /// run's runtime).
+    pub(in crate::engine) fn unjoin(&mut self) {
+        self.joined = false;
+    }
+
+    /// Whether the run's future polls it (embedded or local), rather than a task of its own.
+    fn in_run(&self) -> bool {
+        self.embedded || self.joined
+    }
+
     pub(super) fn start(&mut self) -> Instant {
         *self.start.get_or_insert_with(Instant::now)
     }
@@ -172,7 +201,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
         self.handoff = false;
         self.start = None;
         if self.embedded {
-            self.hand_off();
+            self.hand_off(true);
             return ControlFlow::Break(Poll::Ready(()));
         }
         cx.waker().wake_by_ref();
@@ -185,7 +214,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
             return ControlFlow::Continue(());
         };
         if poll.is_pending() && self.embedded {
-            self.hand_off();
+            self.hand_off(false);
             return ControlFlow::Break(Poll::Ready(()));
         }
         // `Drop` treats a driver not `Done` as dropped mid-run.
@@ -197,23 +226,27 @@ impl<I: Send + Sync + 'static> Driver<I> {
     /// a unit of the task's budget, so a long chain or a long queue yields its worker now
     /// and then (to timers, I/O and other tasks), as tokio's own resources do.
     fn step_begin(&mut self, cx: &mut Context<'_>) -> Step {
+        // A run that spread starts no node in the task that awaits it.
+        if self.joined && !self.run.core.is_local() {
+            self.start = None;
+            self.hand_off(true);
+            return ControlFlow::Break(Poll::Ready(()));
+        }
         match tokio::task::coop::poll_proceed(cx) {
-            Poll::Ready(coop) if self.embedded && self.inline == INLINE_MAX => {
-                drop(coop); // (not spent: the node starts elsewhere)
+            Poll::Ready(coop) if self.in_run() && self.inline == INLINE_MAX => {
+                drop(coop); // (not spent: the node starts later, or elsewhere)
                 self.start = None;
-                self.hand_off();
-                return ControlFlow::Break(Poll::Ready(()));
+                return self.out_of_budget(cx);
             }
             Poll::Ready(coop) => {
                 coop.made_progress();
-                self.inline += u32::from(self.embedded);
+                self.inline += u8::from(self.in_run());
             }
             Poll::Pending => {
                 // Time passes before the node starts: its start is read afresh.
                 self.start = None;
-                if self.embedded {
-                    self.hand_off();
-                    return ControlFlow::Break(Poll::Ready(()));
+                if self.in_run() {
+                    return self.out_of_budget(cx);
                 }
                 self.take_turns();
                 return ControlFlow::Break(Poll::Pending);
@@ -228,11 +261,33 @@ impl<I: Send + Sync + 'static> Driver<I> {
     }
 }
 
+impl<I: Send + Sync + 'static> Driver<I> {
+    /// Polled by the run's future, it may start no more nodes in this poll (tokio's coop
+    /// budget is spent, or it started [`INLINE_MAX`]): the spread rule. An inline run on
+    /// several workers spreads here, its ready nodes going to spawned drivers, as does a
+    /// spread run's embedded driver; an inline run on one worker stays in the awaiting
+    /// task, which yields: the embedded driver (which never waits) hands its nodes to a
+    /// local driver, and a local driver yields with them.
+    fn out_of_budget(&mut self, cx: &mut Context<'_>) -> Step {
+        let core = &self.run.core;
+        let spread = !core.is_local() || core.several_workers();
+        if self.embedded || spread {
+            self.hand_off(spread);
+            return ControlFlow::Break(Poll::Ready(()));
+        }
+        self.take_turns();
+        // (A spent budget woke the task already; a driver that started `INLINE_MAX` wakes it.)
+        cx.waker().wake_by_ref();
+        ControlFlow::Break(Poll::Pending)
+    }
+}
+
 impl<I: Send + Sync + 'static> Future for Driver<I> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
+        this.inline = 0;
         if matches!(this.state, State::Idle) {
             // Time passed since the end of the last node it finished.
             this.start = None;
@@ -253,13 +308,20 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
     }
 }
 
-impl<I: Send + Sync + 'static> Drop for Driver<I> {
+impl<I> Drop for Driver<I> {
     fn drop(&mut self) {
+        (self.run.drop_driver)(self);
+    }
+}
+
+impl<I: Send + Sync + 'static> Driver<I> {
+    /// What a driver does when dropped (through [`RunState`]'s `drop_driver`).
+    pub(in crate::engine) fn on_drop(&mut self) {
         // Dropped before its end: its node, and every node still queued, which no driver
         // may be left to take, end `Cancelled`. An embedded driver goes with the run's
         // future; a spawned one only when its runtime drops its task, shutting down.
         if !matches!(self.state, State::Done) {
-            let reason = if self.embedded {
+            let reason = if self.in_run() {
                 CancelReason::Dropped
             } else {
                 CancelReason::RuntimeShutdown

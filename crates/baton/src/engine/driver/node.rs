@@ -93,9 +93,12 @@ impl<I: Send + Sync + 'static> Driver<I> {
         // subgraph, running their callbacks: not mere bookkeeping.
         let produced = record.value.is_some();
         let released = self.run.finish(self.id, record, &mut self.local);
-        // A worker may be idle while this driver keeps nodes: share the older half.
+        // A worker may be idle while this driver keeps nodes: share the older half (not in
+        // a local run, whose drivers all run in one task).
         let mut spawned = released.spawned;
-        if !self.local.is_empty() && self.run.core.ready().wants_help(self.run.workers()) {
+        let core = &self.run.core;
+        if !self.local.is_empty() && !core.is_local() && core.ready().wants_help(self.run.workers())
+        {
             let half = self.local.len().div_ceil(2);
             spawned |= self.run.share(self.local.drain(..half));
         }

@@ -9,8 +9,9 @@ use super::{Driver, Pop, State};
 
 impl<I: Send + Sync + 'static> Driver<I> {
     /// Embedded: the current node waits (its attempt returned `Pending`). It moves, as it
-    /// is, to a driver spawned for it, which polls it again and goes on from there; this
-    /// one carries on with its own stack or the queue.
+    /// is, to a driver spawned for it (in an inline run that has not spread, a local one,
+    /// which the run's future polls when it is woken), which polls it again and goes on from
+    /// there; this one carries on with its own stack or the queue.
     pub(super) fn migrate(&mut self) {
         let state = std::mem::replace(&mut self.state, State::Idle);
         let mut driver = Driver::new(Arc::clone(&self.run), Some(self.id), false);
@@ -20,7 +21,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
         driver.state = state;
         // (Idle, this one has no end to start a root at: its node has not ended.)
         driver.start = self.start.take();
-        self.run.spawn(driver);
+        let _ = self.run.spawn(driver);
         if let Some(next) = self.local.pop_back() {
             self.id = next;
             self.from_queue = false;
@@ -28,14 +29,18 @@ impl<I: Send + Sync + 'static> Driver<I> {
         }
     }
 
-    /// Embedded: where a spawned driver would yield, this one ends instead. Its stack goes
-    /// to the queue, and its node, if it has not started it, to a driver spawned for it,
-    /// which takes its place among the active drivers; without a node, it leaves the queue to
-    /// the other drivers, spawning one if none is left to drain it.
-    pub(super) fn hand_off(&mut self) {
-        // The run's future stops driving it: what is left spreads over the workers, from
-        // the drivers spawned here on (before they are spawned, so that they see it).
-        self.run.core.spread();
+    /// Embedded, or local when the run spreads: where a spawned driver would yield, this one
+    /// ends instead. Its stack goes to the queue, and its node, if it has not started it, to
+    /// a driver spawned for it, which takes its place among the active drivers; without a
+    /// node, it leaves the queue to the other drivers, spawning one if none is left to drain
+    /// it. With `spread`, or in a run that is not local, the run spreads first; otherwise
+    /// the drivers it spawns are local too.
+    pub(super) fn hand_off(&mut self, spread: bool) {
+        // What is left spreads over the workers, from the drivers spawned here on (before
+        // they are spawned, so that they see it).
+        if spread || !self.run.core.is_local() {
+            self.run.core.spread();
+        }
         let node = matches!(self.state, State::Begin).then_some(self.id);
         self.state = State::Done;
         if !self.local.is_empty() {
@@ -47,10 +52,10 @@ impl<I: Send + Sync + 'static> Driver<I> {
                 let mut driver = Driver::new(Arc::clone(&self.run), Some(id), active);
                 // A node is queued once per run: the new driver must know if it was.
                 driver.from_queue = self.from_queue;
-                self.run.spawn(driver);
+                let _ = self.run.spawn(driver);
             }
             None if active && self.run.core.ready().leave(self.run.workers()) => {
-                self.run.spawn_driver(None, true);
+                let _ = self.run.spawn_driver(None, true);
             }
             None => {}
         }
@@ -58,7 +63,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
         // otherwise wait for the one driver above, nothing queuing more to spawn another).
         let ready = &self.run.core.ready();
         while !ready.is_empty() && ready.try_activate(self.run.workers()) {
-            self.run.spawn_driver(None, true);
+            let _ = self.run.spawn_driver(None, true);
         }
     }
 
@@ -78,7 +83,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
             !ready.is_empty() && ready.try_activate(workers)
         };
         if replace {
-            self.run.spawn_driver(None, true);
+            let _ = self.run.spawn_driver(None, true);
         }
     }
 

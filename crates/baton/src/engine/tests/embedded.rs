@@ -1,8 +1,11 @@
-//! The run's own future as a driver: in the default `StartMode::Inline` (on any runtime),
-//! or where one thread runs every task (current-thread, or one worker awaited from a task),
-//! a run's nodes start inside the task that awaits it; a node that waits moves to a task of
-//! its own, so a run whose future is not polled still makes progress. With more workers and
-//! `StartMode::Spread`, nodes always run in tasks of the run's own.
+//! The run's own future as a driver. In the default `StartMode::Inline` (on any runtime) a
+//! run's nodes run inside the task that awaits it, those that wait too (polled there, each
+//! woken on its own), until the run spreads (several workers, and more nodes started in one
+//! poll than its budget). In `StartMode::Spread` where one thread runs every task
+//! (current-thread, or one worker awaited from a task) a run's first nodes start in that
+//! task and a node that waits moves to a task of its own, so a run whose future is not
+//! polled still makes progress; with more workers, nodes always run in tasks of the run's
+//! own.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -193,14 +196,38 @@ async fn spread_runs_joined_in_one_task_compute_side_by_side() {
     assert!(r1.is_clean() && r2.is_clean(), "{r1}\n{r2}");
 }
 
-/// A node whose attempt waits moves to a task of its own: the run goes on while its future
-/// is not polled (the waiting node ends and its downstreams run), and the nodes that end
-/// at once still run in the awaiting task (here the test's own, which is no tokio task).
+/// Inline (the default): a node whose attempt waits stays in the run's future, and so do
+/// the nodes after it: the run does not go on while its future is not polled, and every
+/// node runs where the future is polled (here the test's own, which is no tokio task).
 #[tokio::test(start_paused = true)]
-async fn a_node_that_waits_moves_to_a_task_and_the_run_goes_on_unpolled() {
+async fn inline_a_node_that_waits_stays_in_the_runs_future() {
     let seen: Seen = Arc::default();
     let graph = order(&seen, Some(ms(10)));
     let mut run = graph.run(());
+    assert!(futures::poll!(&mut run).is_pending(), "user waits");
+    both_roots_ran_in_the_first_poll_outside_any_task(&seen);
+    tokio::time::sleep(ms(20)).await;
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        2,
+        "nothing ran without the future"
+    );
+    let report = run.await.expect("run");
+    assert!(report.is_clean(), "{report}");
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 5);
+    assert!(seen.iter().all(|(_, task)| task.is_none()), "{seen:?}");
+}
+
+/// Spread, where one thread runs every task: a node whose attempt waits moves to a task of
+/// its own: the run goes on while its future is not polled (the waiting node ends and its
+/// downstreams run), and the nodes that end at once still run in the awaiting task (here
+/// the test's own, which is no tokio task).
+#[tokio::test(start_paused = true)]
+async fn spread_a_node_that_waits_moves_to_a_task_and_the_run_goes_on_unpolled() {
+    let seen: Seen = Arc::default();
+    let graph = order(&seen, Some(ms(10)));
+    let mut run = graph.run_with((), spread());
     assert!(futures::poll!(&mut run).is_pending(), "user waits");
     both_roots_ran_in_the_first_poll_outside_any_task(&seen);
     // The run's future is left alone while time passes.
@@ -220,13 +247,20 @@ async fn a_node_that_waits_moves_to_a_task_and_the_run_goes_on_unpolled() {
     assert!(report.is_clean(), "{report}");
 }
 
-/// A long chain on a one-worker runtime: the awaiting task runs nodes until its coop
-/// budget (128 per poll) is spent, then hands the rest to a spawned driver (the awaiting
-/// task never holds a node while it waits).
+/// A long chain on a one-worker runtime. Inline, it stays in the awaiting task, which
+/// yields every 128 nodes (one worker: no run spreads). Spread, the awaiting task runs nodes
+/// until its coop budget (128 per poll) is spent, then hands the rest to a spawned driver.
 #[tokio::test]
-async fn a_long_chain_is_handed_to_a_task_after_its_first_nodes() {
+async fn a_long_chain_stays_inline_on_one_worker_and_is_handed_off_when_spread() {
     let seen: Seen = Arc::default();
     let awaiting = run_in_a_task(chain(1_000, &seen)).await;
+    assert_eq!(
+        first_in(&seen, awaiting),
+        1_000,
+        "inline: all in the awaiting task"
+    );
+    let seen: Seen = Arc::default();
+    let awaiting = run_in_a_task_with(chain(1_000, &seen), spread()).await;
     let inline = first_in(&seen, awaiting);
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 1_000);
@@ -336,8 +370,8 @@ async fn runs_back_to_back_let_other_tasks_in_every_128_nodes() {
 }
 
 /// The same for a long chain whose run is awaited in `tokio::task::unconstrained` (no coop
-/// budget): the run's future starts at most 128 nodes itself, then hands the chain to a
-/// spawned driver, which yields every 128 nodes whatever the awaiting task does.
+/// budget): the run's future starts at most 128 nodes per poll, then yields, whatever the
+/// awaiting task does.
 #[tokio::test]
 async fn an_unconstrained_run_still_lets_other_tasks_in() {
     let count = Arc::new(AtomicUsize::new(0));
@@ -408,11 +442,11 @@ async fn a_runs_start_mode_overrides_the_graphs() {
     }
 }
 
-/// `StartMode::Inline` on two workers: a node that waits moves to a task of its own, and
-/// the run goes on while its future is not polled (here awaited from the runtime's
-/// `block_on`, no task): the waiting node ends and its downstreams run in that task.
+/// `StartMode::Inline` on two workers: a node that waits stays in the run's future, and the
+/// run does not go on while that future is not polled (here awaited from the runtime's
+/// `block_on`, no task); once polled, its downstreams run there too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn inline_on_two_workers_a_node_that_waits_moves_and_the_run_goes_on_unpolled() {
+async fn inline_on_two_workers_a_node_that_waits_stays_in_the_runs_future() {
     let seen: Seen = Arc::default();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let rx = Arc::new(Mutex::new(Some(rx)));
@@ -438,32 +472,27 @@ async fn inline_on_two_workers_a_node_that_waits_moves_and_the_run_goes_on_unpol
     assert!(futures::poll!(&mut run).is_pending(), "user waits");
     both_roots_ran_in_the_first_poll_outside_any_task(&seen);
     tx.send(()).expect("user waits for it");
-    let t0 = std::time::Instant::now();
-    while seen.lock().unwrap().len() < 4 {
-        assert!(
-            t0.elapsed() < common::PATIENCE,
-            "the run did not go on without its future: {seen:?}"
-        );
-        tokio::time::sleep(ms(1)).await;
-    }
-    {
-        let seen = seen.lock().unwrap();
-        for (name, task) in &seen[2..] {
-            assert!(task.is_some(), "{name} ran in the task user moved to");
-        }
-    }
+    tokio::time::sleep(ms(5)).await;
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        2,
+        "nothing ran without the future"
+    );
     let report = run.await.expect("run");
     assert!(report.is_clean(), "{report}");
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 4);
+    assert!(seen.iter().all(|(_, task)| task.is_none()), "{seen:?}");
 }
 
-/// `StartMode::Inline` on two workers: nodes released by different nodes that waited run
+/// `StartMode::Spread` on two workers: nodes released by different nodes that waited run
 /// where those nodes resumed, so two computing nodes behind two waiting roots run side by
 /// side.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn inline_on_two_workers_nodes_behind_waiting_roots_compute_side_by_side() {
+async fn spread_on_two_workers_nodes_behind_waiting_roots_compute_side_by_side() {
     let started = Arc::new(AtomicUsize::new(0));
     let mut g = Graph::<()>::builder();
-    g.start_mode(StartMode::Inline);
+    g.start_mode(StartMode::Spread);
     for i in 0..2 {
         let root: Node<()> = g.node(format!("wait{i}")).task(|_ctx, ()| async {
             tokio::time::sleep(ms(1)).await;
@@ -480,7 +509,7 @@ async fn inline_on_two_workers_nodes_behind_waiting_roots_compute_side_by_side()
 }
 
 /// `x`, then `width` nodes after it that compute (without awaiting) until a second one of
-/// them runs beside it (up to `common::PATIENCE`), in a graph that starts inline.
+/// them runs beside it (up to `common::PATIENCE`).
 fn computing_fan_out(g: &mut GraphBuilder<()>, x: Node<()>, width: usize) {
     let started = Arc::new(AtomicUsize::new(0));
     for i in 0..width {
@@ -492,15 +521,14 @@ fn computing_fan_out(g: &mut GraphBuilder<()>, x: Node<()>, width: usize) {
     }
 }
 
-/// `StartMode::Inline` on two workers: computing nodes that a waiting root makes ready
-/// together, after the run's future stopped driving the run, run side by side, as in a
-/// spread run, not one after another in the root's task (no other driver is active: the
-/// root's driver shares them).
+/// `StartMode::Spread` on two workers: computing nodes that a waiting root makes ready
+/// together run side by side, not one after another in the root's task (no other driver is
+/// active: the root's driver shares them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn inline_on_two_workers_a_fan_out_after_a_waiting_node_spreads() {
+async fn spread_on_two_workers_a_fan_out_after_a_waiting_node_runs_side_by_side() {
     for _ in 0..10 {
         let mut g = Graph::<()>::builder();
-        g.start_mode(StartMode::Inline);
+        g.start_mode(StartMode::Spread);
         let root: Node<()> = g.node("wait").task(|_ctx, ()| async {
             tokio::time::sleep(ms(1)).await;
             Ok::<_, BoxError>(())

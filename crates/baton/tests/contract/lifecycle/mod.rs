@@ -4,6 +4,7 @@
 mod cancel;
 mod reuse;
 mod run_lifetime;
+mod tasks;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

@@ -90,7 +90,8 @@ fn nodes_whose_runtime_shut_down_are_cancelled_for_that_reason() {
         .unwrap();
     let mut run = Box::pin(graph.run(()));
     first.block_on(async {
-        // The node waits: it moves to a task of the first runtime.
+        // The node waits, in the run's future (inline); polled from the second runtime, the
+        // run hands it to a task of the first, which is gone.
         assert!(futures::poll!(&mut run).is_pending());
     });
     drop(first);

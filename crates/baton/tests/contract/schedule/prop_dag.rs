@@ -161,6 +161,46 @@ fn build(specs: &[Spec], sleeping: bool) -> Built {
     }
 }
 
+/// [`build`], with tasks that sleep up to a millisecond on the real clock, and count in the
+/// second value how many tokio tasks were alive at their starts (summed).
+fn build_real_sleeps(specs: &[Spec]) -> (Built, Arc<AtomicUsize>) {
+    let alive = Arc::new(AtomicUsize::new(0));
+    let calls: Arc<Vec<AtomicUsize>> =
+        Arc::new((0..specs.len()).map(|_| AtomicUsize::new(0)).collect());
+    let mut g = Graph::<()>::builder();
+    let mut nodes: Vec<Node<u64>> = Vec::with_capacity(specs.len());
+    for (i, spec) in specs.iter().enumerate() {
+        let ups: Vec<Node<u64>> = spec.ups.iter().map(|&u| nodes[u]).collect();
+        let (sleep_us, fails) = (spec.sleep_ms * 50, spec.fails);
+        let (calls, alive) = (Arc::clone(&calls), Arc::clone(&alive));
+        let node = g
+            .node(format!("n{i}"))
+            .after(ups)
+            .task(move |_ctx, vals: Vec<Arc<u64>>| {
+                calls[i].fetch_add(1, Ordering::SeqCst);
+                let tasks = tokio::runtime::Handle::current()
+                    .metrics()
+                    .num_alive_tasks();
+                alive.fetch_add(tasks, Ordering::SeqCst);
+                async move {
+                    tokio::time::sleep(Duration::from_micros(sleep_us)).await;
+                    if fails {
+                        return Err(format!("n{i} failed").into());
+                    }
+                    let vals: Vec<u64> = vals.iter().map(|v| **v).collect();
+                    Ok::<_, BoxError>(combine(i, &vals))
+                }
+            });
+        nodes.push(node);
+    }
+    let built = Built {
+        graph: g.build().expect("an acyclic graph builds"),
+        nodes,
+        calls,
+    };
+    (built, alive)
+}
+
 /// Checks that hold in every failure mode and on every runtime.
 fn check_structure(specs: &[Spec], b: &Built, report: &Report, m: &Model) {
     let n = specs.len();
@@ -336,6 +376,23 @@ proptest! {
         let report = block_on_guarded(&multi_thread_runtime(), b.graph.run_with((), options))
             .expect("preserve-partial");
         check_preserve_partial(&specs, &b, &report, &m, false);
+    }
+
+    /// Inline on four workers, nodes that sleep briefly on the real clock (woken by the
+    /// timer from a worker thread while the run is awaited from `block_on`): the run matches
+    /// the model and, at most 50 nodes being within one poll's budget, never spreads: no
+    /// task was alive at any of the nodes' starts, nor after the run.
+    #[test]
+    fn random_dag_inline_polls_its_waiting_nodes_itself(
+        specs in dag().prop_map(|s| s.into_iter().take(50).collect::<Vec<_>>()),
+    ) {
+        let m = model(&specs);
+        let b = build_real_sleeps(&specs);
+        let rt = multi_thread_runtime();
+        let report = block_on_guarded(&rt, b.0.graph.run(())).expect("preserve-partial");
+        check_preserve_partial(&specs, &b.0, &report, &m, false);
+        prop_assert_eq!(b.1.load(Ordering::SeqCst), 0, "tasks alive at a node's start");
+        prop_assert_eq!(rt.metrics().num_alive_tasks(), 0);
     }
 
     #[test]
