@@ -122,9 +122,13 @@ elseif op == 'probe' then
   -- (`not_after`, Redis time in ms; 0: no bound). The slot names its owner.
   if num('not_after') == 0 or now <= num('not_after') then
     if state == 1 and now >= untl then to(2, 3, 0) end
-    if state == 2 then
+    -- The slot lives no longer than its caller waits: its attempt deadline, if any.
+    local px = maxwait
+    if num('slot_ms') > 0 then px = math.min(px, num('slot_ms')) end
+    if num('slot_until') > 0 then px = math.min(px, num('slot_until') - now) end
+    if state == 2 and px > 0 then
       for i = 1, probes do
-        if redis.call('SET', slot_key(i), a.owner, 'NX', 'PX', maxwait) then
+        if redis.call('SET', slot_key(i), a.owner, 'NX', 'PX', px) then
           granted = i
           break
         end

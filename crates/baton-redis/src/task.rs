@@ -156,21 +156,43 @@ impl Inner {
     /// Asks for a probe slot, valid only until this call's own timeout; a request whose
     /// answer is lost is disowned once Redis answers again.
     async fn request_probe(&self) -> bool {
-        let (request, not_after_ms) = {
+        let now = Instant::now();
+        let (request, not_after_ms, slot_until_ms, slot_ms) = {
             let mut q = self.lock();
+            let until = q.want_until.take();
+            // Nobody waits for a probe past its caller's attempt deadline: ask for none.
+            let slot_ms = match until {
+                Some(until) if until <= now => return true,
+                Some(until) => ms(until - now).max(1),
+                None => 0,
+            };
             q.last_request += 1;
-            let timeout = u64::try_from(self.options.timeout.as_millis()).unwrap_or(u64::MAX);
-            let not_after = q.clock.map_or(0, |(at, redis_ms)| {
-                let since = u64::try_from(at.elapsed().as_millis()).unwrap_or(u64::MAX);
-                redis_ms.saturating_add(since).saturating_add(timeout)
+            let timeout = ms(self.options.timeout);
+            // Redis's clock now, as last read.
+            let redis_now = q
+                .clock
+                .map(|(at, redis_ms)| redis_ms.saturating_add(ms(now - at)));
+            let not_after = redis_now.map_or(0, |n| {
+                let bound = n.saturating_add(timeout);
+                if slot_ms > 0 {
+                    bound.min(n.saturating_add(slot_ms))
+                } else {
+                    bound
+                }
             });
-            (q.last_request, not_after)
+            let slot_until = match redis_now {
+                Some(n) if slot_ms > 0 => n.saturating_add(slot_ms),
+                _ => 0,
+            };
+            (q.last_request, not_after, slot_until, slot_ms)
         };
         let owner = self.owner(request);
         let reply = self
             .call(&Op::Probe {
                 owner: &owner,
                 not_after_ms,
+                slot_until_ms,
+                slot_ms,
             })
             .await;
         if reply.is_err() {
@@ -339,3 +361,8 @@ impl Inner {
 #[cfg(test)]
 #[path = "task_tests.rs"]
 mod tests;
+
+/// Whole milliseconds of `d`, saturating.
+fn ms(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
