@@ -62,9 +62,9 @@ pub(super) async fn guarded<H: Host>(
         Some(permit) => Ok(permit),
         // A single attempt is cut by its timeout too; a series with retries by its deadline.
         None if policies.retry.is_none() => {
-            breaker.try_acquire_until(Cut::new(policies.timeout, started, deadline).until)
+            breaker.try_acquire_until(|| Cut::new(policies.timeout, started, deadline).until)
         }
-        None => breaker.try_acquire_until(deadline),
+        None => breaker.try_acquire_until(|| deadline),
     };
     let permit = match acquired {
         Ok(permit) => permit,
@@ -128,7 +128,7 @@ impl<'a> Guard<'a, '_> {
         host: &H,
         number: u32,
         started: Instant,
-        until: Option<Instant>,
+        until: impl FnOnce() -> Option<Instant>,
         last: &mut Option<NodeError>,
     ) -> Result<Option<BreakerPermit<'a>>, NodeError> {
         let Guard::Attempts { breaker, held } = self else {
@@ -225,7 +225,7 @@ async fn series<H: Host>(
                 _ => error,
             });
         }
-        let until = Cut::new(policies.timeout, now, deadline).until;
+        let until = || Cut::new(policies.timeout, now, deadline).until;
         let permit = guard.attempt_permit(host, number, started, until, &mut last)?;
         let at = Race {
             first: number,

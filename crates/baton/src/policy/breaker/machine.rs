@@ -211,16 +211,17 @@ impl<S: SyncFamily> Machine<S> {
     /// [`acquire`](Self::acquire)'s ticket, without the permit around it.
     #[inline]
     pub(crate) fn try_acquire(&self, now: impl FnOnce() -> Instant) -> Result<Ticket, BreakerOpen> {
-        self.try_acquire_until(now, None)
+        self.try_acquire_until(now, || None)
     }
 
-    /// [`try_acquire`](Self::try_acquire) for a caller that stops waiting at `until` (its
-    /// attempt deadline): a shared breaker's backend is told it with a probe request.
+    /// [`try_acquire`](Self::try_acquire) for a caller that stops waiting at `until()` (its
+    /// attempt deadline, read only when not closed): a shared breaker's backend is told it
+    /// with a probe request.
     #[inline]
     pub(crate) fn try_acquire_until(
         &self,
         now: impl FnOnce() -> Instant,
-        until: Option<Instant>,
+        until: impl FnOnce() -> Option<Instant>,
     ) -> Result<Ticket, BreakerOpen> {
         let word = self.word.load(Acquire);
         if class_of(word) == CLOSED {
@@ -229,7 +230,7 @@ impl<S: SyncFamily> Machine<S> {
                 probe: false,
             });
         }
-        self.acquire_slow(word, now(), until)
+        self.acquire_slow(word, now(), until())
     }
 
     #[cold]

@@ -318,12 +318,13 @@ impl CircuitBreaker {
             .map(|inner| BreakerPermit { inner })
     }
 
-    /// [`try_acquire`](Self::try_acquire) for a caller whose attempt stops at `until`: a
-    /// shared breaker's probe request is bounded by it.
+    /// [`try_acquire`](Self::try_acquire) for a caller whose attempt stops at `until()`
+    /// (read only when the breaker is not closed): a shared breaker's probe request is
+    /// bounded by it.
     #[inline]
     pub(crate) fn try_acquire_until(
         &self,
-        until: Option<Instant>,
+        until: impl FnOnce() -> Option<Instant>,
     ) -> Result<BreakerPermit<'_>, BreakerOpen> {
         self.machine
             .try_acquire_until(Instant::now, until)
