@@ -27,6 +27,20 @@ pub(crate) struct Counts {
     pub(crate) calls: u32,
 }
 
+impl Counts {
+    /// Adds the outcomes of `later`, a batch that followed this one.
+    pub(crate) fn merge(&mut self, later: Counts) {
+        self.tail_failures = if later.any_success {
+            later.tail_failures
+        } else {
+            self.tail_failures.saturating_add(later.tail_failures)
+        };
+        self.any_success |= later.any_success;
+        self.failures = self.failures.saturating_add(later.failures);
+        self.calls = self.calls.saturating_add(later.calls);
+    }
+}
+
 /// One call of the script.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Op<'a> {

@@ -13,6 +13,9 @@ use crate::backend::{Inner, Pending};
 use crate::op::{Op, ProbeResult};
 use crate::reply::Reply;
 
+/// The most batches that wait for Redis's acknowledgement.
+pub(crate) const MAX_PENDING: usize = 64;
+
 /// Runs until the breaker is dropped.
 pub(crate) async fn run(inner: Arc<Inner>) {
     let mut transitions = None;
@@ -77,18 +80,31 @@ impl Inner {
         }
     }
 
-    /// Moves the outcomes batched since the last round to the batches to send.
-    fn stage(&self) {
+    /// Moves the outcomes batched since the last round to the batches to send. At most
+    /// [`MAX_PENDING`] batches wait: beyond, the outcomes join the last batch not yet sent
+    /// (only the first one may be in flight), and batches of an older shared generation
+    /// (which Redis ignores) are dropped.
+    pub(crate) fn stage(&self) {
         let mut q = self.lock();
-        if q.batch.calls > 0 && q.batch_local == q.local {
-            q.last_batch += 1;
-            let pending = Pending {
-                batch: q.last_batch,
-                generation: q.remote,
-                counts: std::mem::take(&mut q.batch),
-            };
-            q.pending.push_back(pending);
+        if q.batch.calls == 0 || q.batch_local != q.local {
+            return;
         }
+        let counts = std::mem::take(&mut q.batch);
+        let generation = q.remote;
+        if q.pending.len() >= MAX_PENDING {
+            if let Some(back) = q.pending.back_mut().filter(|b| b.generation == generation) {
+                back.counts.merge(counts);
+                return;
+            }
+            q.pending.retain(|p| p.generation == generation);
+        }
+        q.last_batch += 1;
+        let pending = Pending {
+            batch: q.last_batch,
+            generation,
+            counts,
+        };
+        q.pending.push_back(pending);
     }
 
     /// One round: a resync after a loss, a quorum trip, the batches, probe results, lost

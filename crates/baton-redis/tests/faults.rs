@@ -179,6 +179,54 @@ async fn a_probe_slot_expires_with_its_callers_attempt_deadline() {
     }
 }
 
+/// Acknowledgements are per batch: an older batch (stuck on a dead connection) that
+/// reaches Redis after a newer one is still counted, and a resend of either is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_batch_after_a_newer_one_is_counted() {
+    let Some(server) = Server::start("an_older_batch_after_a_newer_one_is_counted") else {
+        return;
+    };
+    let mut conn = redis::Client::open(server.url().as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let script = redis::Script::new(baton_redis::SCRIPT);
+    let name = unique("batches");
+    let state = format!("baton:{{{name}}}:state");
+    let prefix = format!("baton:{{{name}}}:");
+    let configure = [
+        "configure",
+        "threshold",
+        "5",
+        "open_ms",
+        "200",
+        "probes",
+        "1",
+    ];
+    let record = |batch: &'static str| {
+        let args = ["record", "gen", "0", "replica", "r", "batch", batch];
+        let counts = ["tail_failures", "1", "failures", "1", "calls", "1"];
+        [&args[..], &counts[..]].concat()
+    };
+    let mut call = async |args: &[&str]| {
+        let mut inv = script.key(&state);
+        inv.key(&prefix).arg(args);
+        let _: redis::Value = inv.invoke_async(&mut conn).await.unwrap();
+    };
+    call(&configure).await;
+    for batch in ["2", "1", "2", "1", "3"] {
+        call(&record(batch)).await;
+    }
+    let consecutive: u32 = redis::cmd("HGET")
+        .arg(&state)
+        .arg("consec")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(consecutive, 3, "batches 1, 2 and 3, each counted once");
+}
+
 /// Outcomes whose batch was sent into a partition (the commands never reach Redis) are
 /// kept and sent again once Redis answers: two failures before the partition and one
 /// after trip the fleet's breaker with a threshold of three.
