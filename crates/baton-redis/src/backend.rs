@@ -81,6 +81,8 @@ pub(crate) struct Queue {
     pub(crate) slots: VecDeque<u32>,
     pub(crate) results: VecDeque<Op<'static>>,
     pub(crate) want_probe: bool,
+    /// The latest attempt deadline of the callers that asked for a probe (none: unbounded).
+    pub(crate) want_until: Option<Instant>,
     /// Probe requests whose answers were lost: each may hold a slot to free.
     pub(crate) orphans: VecDeque<u64>,
     pub(crate) last_request: u64,
@@ -213,8 +215,16 @@ impl SharedBreakerState for RedisBreakerState {
         }
     }
 
-    fn wants_probe(&self) {
-        self.inner.lock().want_probe = true;
+    fn wants_probe(&self, until: Option<Instant>) {
+        let mut q = self.inner.lock();
+        // The slot serves whichever asker still waits: the latest deadline, or none.
+        q.want_until = match (q.want_probe, q.want_until, until) {
+            (false, _, until) => until,
+            (true, Some(a), Some(b)) => Some(a.max(b)),
+            _ => None,
+        };
+        q.want_probe = true;
+        drop(q);
         self.inner.wake.notify_one();
     }
 

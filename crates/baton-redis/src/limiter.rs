@@ -314,7 +314,12 @@ impl LimitInner {
         }
     }
 
+    /// Tells the listeners, and sets the `baton_rate_limit_shared_state_reached` gauge
+    /// (label `limiter`; 1 while Redis decides, 0 while the fallback does).
     fn notify(&self, limiter: &str, shared: bool) {
+        #[cfg(feature = "metrics")]
+        metrics::gauge!("baton_rate_limit_shared_state_reached", "limiter" => limiter.to_owned())
+            .set(if shared { 1.0 } else { 0.0 });
         let t = LimitTransition {
             limiter: limiter.to_owned(),
             shared,

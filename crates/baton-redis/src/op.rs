@@ -27,6 +27,20 @@ pub(crate) struct Counts {
     pub(crate) calls: u32,
 }
 
+impl Counts {
+    /// Adds the outcomes of `later`, a batch that followed this one.
+    pub(crate) fn merge(&mut self, later: Counts) {
+        self.tail_failures = if later.any_success {
+            later.tail_failures
+        } else {
+            self.tail_failures.saturating_add(later.tail_failures)
+        };
+        self.any_success |= later.any_success;
+        self.failures = self.failures.saturating_add(later.failures);
+        self.calls = self.calls.saturating_add(later.calls);
+    }
+}
+
 /// One call of the script.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Op<'a> {
@@ -47,7 +61,14 @@ pub(crate) enum Op<'a> {
     /// Quorum mode: this replica tripped by its own counts.
     Trip { generation: u64, replica: &'a str },
     /// Asks for a probe slot for `owner`, refused past `not_after` (Redis time; none if 0).
-    Probe { owner: &'a str, not_after_ms: u64 },
+    /// The slot expires after the half-open wait, or sooner: at `slot_until` (Redis time)
+    /// or `slot_ms` after it is taken, its caller's attempt deadline (none if 0).
+    Probe {
+        owner: &'a str,
+        not_after_ms: u64,
+        slot_until_ms: u64,
+        slot_ms: u64,
+    },
     /// Frees the slot `owner` may hold (its request's answer was lost).
     Disown { owner: &'a str },
     /// A probe's result in its slot.
@@ -114,9 +135,13 @@ impl Op<'_> {
             Op::Probe {
                 owner,
                 not_after_ms,
+                slot_until_ms,
+                slot_ms,
             } => {
                 put("owner", owner.to_owned());
                 put("not_after", not_after_ms.to_string());
+                put("slot_until", slot_until_ms.to_string());
+                put("slot_ms", slot_ms.to_string());
             }
             Op::Disown { owner } => put("owner", owner.to_owned()),
             Op::ProbeEnd {

@@ -77,12 +77,25 @@ if not configured then
   -- Nothing changes until the caller sends the rules.
 elseif op == 'record' then
   -- A batch of closed-state outcomes, counted once: a batch already acknowledged for this
-  -- replica (a resend after a lost reply) is skipped.
+  -- replica (a resend after a lost reply) is skipped. Acknowledgements are per batch: every
+  -- batch up to `acks[replica]`, and the later ones in the sorted set `acks:<replica>`, so
+  -- that an older batch arriving after a newer one is still counted. A gap 64 batches old
+  -- is given up (the replica sends its batches in order: it never leaves one).
   local acks = pre .. 'acks'
+  local seen = pre .. 'acks:' .. a.replica
   local last = tonumber(redis.call('HGET', acks, a.replica)) or 0
-  if num('batch') > last then
-    redis.call('HSET', acks, a.replica, a.batch)
+  local b = num('batch')
+  if b > last and not redis.call('ZSCORE', seen, b) then
+    redis.call('ZADD', seen, b, b)
+    while true do
+      local first = tonumber(redis.call('ZRANGE', seen, 0, 0)[1])
+      if not first or (first ~= last + 1 and redis.call('ZCARD', seen) <= 64) then break end
+      redis.call('ZREM', seen, first)
+      last = first
+    end
+    redis.call('HSET', acks, a.replica, last)
     redis.call('PEXPIRE', acks, 86400000)
+    redis.call('PEXPIRE', seen, 86400000)
     if num('gen') == gen and state == 0 and quorum == 0 then
       if num('any_success') == 1 then
         consec = num('tail_failures')
@@ -122,9 +135,13 @@ elseif op == 'probe' then
   -- (`not_after`, Redis time in ms; 0: no bound). The slot names its owner.
   if num('not_after') == 0 or now <= num('not_after') then
     if state == 1 and now >= untl then to(2, 3, 0) end
-    if state == 2 then
+    -- The slot lives no longer than its caller waits: its attempt deadline, if any.
+    local px = maxwait
+    if num('slot_ms') > 0 then px = math.min(px, num('slot_ms')) end
+    if num('slot_until') > 0 then px = math.min(px, num('slot_until') - now) end
+    if state == 2 and px > 0 then
       for i = 1, probes do
-        if redis.call('SET', slot_key(i), a.owner, 'NX', 'PX', maxwait) then
+        if redis.call('SET', slot_key(i), a.owner, 'NX', 'PX', px) then
           granted = i
           break
         end

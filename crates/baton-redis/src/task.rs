@@ -13,6 +13,9 @@ use crate::backend::{Inner, Pending};
 use crate::op::{Op, ProbeResult};
 use crate::reply::Reply;
 
+/// The most batches that wait for Redis's acknowledgement.
+pub(crate) const MAX_PENDING: usize = 64;
+
 /// Runs until the breaker is dropped.
 pub(crate) async fn run(inner: Arc<Inner>) {
     let mut transitions = None;
@@ -77,18 +80,31 @@ impl Inner {
         }
     }
 
-    /// Moves the outcomes batched since the last round to the batches to send.
-    fn stage(&self) {
+    /// Moves the outcomes batched since the last round to the batches to send. At most
+    /// [`MAX_PENDING`] batches wait: beyond, the outcomes join the last batch not yet sent
+    /// (only the first one may be in flight), and batches of an older shared generation
+    /// (which Redis ignores) are dropped.
+    pub(crate) fn stage(&self) {
         let mut q = self.lock();
-        if q.batch.calls > 0 && q.batch_local == q.local {
-            q.last_batch += 1;
-            let pending = Pending {
-                batch: q.last_batch,
-                generation: q.remote,
-                counts: std::mem::take(&mut q.batch),
-            };
-            q.pending.push_back(pending);
+        if q.batch.calls == 0 || q.batch_local != q.local {
+            return;
         }
+        let counts = std::mem::take(&mut q.batch);
+        let generation = q.remote;
+        if q.pending.len() >= MAX_PENDING {
+            if let Some(back) = q.pending.back_mut().filter(|b| b.generation == generation) {
+                back.counts.merge(counts);
+                return;
+            }
+            q.pending.retain(|p| p.generation == generation);
+        }
+        q.last_batch += 1;
+        let pending = Pending {
+            batch: q.last_batch,
+            generation,
+            counts,
+        };
+        q.pending.push_back(pending);
     }
 
     /// One round: a resync after a loss, a quorum trip, the batches, probe results, lost
@@ -156,21 +172,43 @@ impl Inner {
     /// Asks for a probe slot, valid only until this call's own timeout; a request whose
     /// answer is lost is disowned once Redis answers again.
     async fn request_probe(&self) -> bool {
-        let (request, not_after_ms) = {
+        let now = Instant::now();
+        let (request, not_after_ms, slot_until_ms, slot_ms) = {
             let mut q = self.lock();
+            let until = q.want_until.take();
+            // Nobody waits for a probe past its caller's attempt deadline: ask for none.
+            let slot_ms = match until {
+                Some(until) if until <= now => return true,
+                Some(until) => ms(until - now).max(1),
+                None => 0,
+            };
             q.last_request += 1;
-            let timeout = u64::try_from(self.options.timeout.as_millis()).unwrap_or(u64::MAX);
-            let not_after = q.clock.map_or(0, |(at, redis_ms)| {
-                let since = u64::try_from(at.elapsed().as_millis()).unwrap_or(u64::MAX);
-                redis_ms.saturating_add(since).saturating_add(timeout)
+            let timeout = ms(self.options.timeout);
+            // Redis's clock now, as last read.
+            let redis_now = q
+                .clock
+                .map(|(at, redis_ms)| redis_ms.saturating_add(ms(now - at)));
+            let not_after = redis_now.map_or(0, |n| {
+                let bound = n.saturating_add(timeout);
+                if slot_ms > 0 {
+                    bound.min(n.saturating_add(slot_ms))
+                } else {
+                    bound
+                }
             });
-            (q.last_request, not_after)
+            let slot_until = match redis_now {
+                Some(n) if slot_ms > 0 => n.saturating_add(slot_ms),
+                _ => 0,
+            };
+            (q.last_request, not_after, slot_until, slot_ms)
         };
         let owner = self.owner(request);
         let reply = self
             .call(&Op::Probe {
                 owner: &owner,
                 not_after_ms,
+                slot_until_ms,
+                slot_ms,
             })
             .await;
         if reply.is_err() {
@@ -339,3 +377,8 @@ impl Inner {
 #[cfg(test)]
 #[path = "task_tests.rs"]
 mod tests;
+
+/// Whole milliseconds of `d`, saturating.
+fn ms(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

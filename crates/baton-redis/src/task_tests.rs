@@ -49,3 +49,32 @@ async fn a_reply_older_than_the_adopted_generation_is_dropped() {
     inner.apply(&fresh);
     assert_eq!(b.state(), BreakerState::Closed);
 }
+
+#[tokio::test]
+async fn the_batches_waiting_for_redis_are_capped_and_lose_no_outcome() {
+    let options = RedisOptions::default().resync_every(Duration::from_secs(3600));
+    let redis = RedisBreakers::connect_lazy("redis://127.0.0.1:1/", options).unwrap();
+    let backend = redis.backend();
+    let _b = CircuitBreaker::builder("capped")
+        .consecutive_failures(3)
+        .shared(backend.clone())
+        .build()
+        .unwrap();
+    let inner = &backend.inner;
+    let failure = crate::op::Counts {
+        any_success: false,
+        tail_failures: 1,
+        failures: 1,
+        calls: 1,
+    };
+    for _ in 0..100 {
+        inner.lock().batch = failure;
+        inner.stage();
+    }
+    let q = inner.lock();
+    assert_eq!(q.pending.len(), super::MAX_PENDING);
+    let calls: u32 = q.pending.iter().map(|p| p.counts.calls).sum();
+    assert_eq!(calls, 100, "every outcome is still queued");
+    let last = q.pending.back().map(|p| p.counts);
+    assert_eq!(last.map(|c| c.tail_failures), Some(100 - 63));
+}

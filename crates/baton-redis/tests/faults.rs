@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use baton_graph::shared::Unreachable;
-use baton_graph::{BreakerState, CircuitBreaker, TransitionReason};
+use baton_graph::{
+    BoxError, BreakerState, CircuitBreaker, Fallback, Orchestrator, Outcome, TransitionReason,
+};
 use baton_redis::{ConnectError, OptionsError, RedisBreakers, RedisOptions};
 use common::proxy::Proxy;
 use common::{Server, any_server, connect, logged, ms, unique, until};
@@ -90,6 +92,139 @@ async fn a_probe_request_queued_during_a_pause_takes_no_slot() {
         "from the resume to a closed, following fleet: {:?}",
         resumed.elapsed()
     );
+}
+
+/// The fleet's probe slot lives no longer than the attempt it was claimed for: a caller
+/// with a 300 ms timeout asks for a probe (its node is rejected and falls back), and the
+/// slot it claimed expires with that timeout, not after the 30 s half-open wait, so that
+/// another replica probes and closes the fleet soon after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_slot_expires_with_its_callers_attempt_deadline() {
+    let Some(server) = Server::start("a_probe_slot_expires_with_its_callers_attempt_deadline")
+    else {
+        return;
+    };
+    let name = unique("slot");
+    let mut replicas = Vec::new();
+    for _ in 0..2 {
+        let redis = connect(&server.url()).await;
+        let b = rules(&name)
+            .half_open_max_wait(Duration::from_secs(30))
+            .shared(redis.backend())
+            .build()
+            .unwrap();
+        until("following", || b.follows_shared_state()).await;
+        replicas.push(b);
+    }
+    for _ in 0..3 {
+        fail(&replicas[0]);
+    }
+    for b in &replicas {
+        until("open", || b.state() == Open).await;
+    }
+    tokio::time::sleep(ms(250)).await; // past the cooldown
+    let orch = Orchestrator::builder().build();
+    let mut g = orch.graph::<()>();
+    let node = g
+        .node("stock")
+        .breaker(&replicas[0])
+        .timeout(ms(300))
+        .fallback(Fallback::value(0u32))
+        .task(|_ctx, ()| async { Ok::<u32, BoxError>(7) });
+    let graph = g.build().unwrap();
+    let r = graph.run(()).await.unwrap();
+    assert_eq!(r.node(node).unwrap().outcome(), Outcome::Recovered);
+    let mut conn = redis::Client::open(server.url().as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let pattern = format!("baton:{{{name}}}:p:*");
+    let mut slots: Vec<String> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while slots.is_empty() {
+        assert!(Instant::now() < deadline, "no probe slot was claimed");
+        tokio::time::sleep(ms(5)).await;
+        slots = redis::cmd("KEYS")
+            .arg(&pattern)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(&slots[0])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(
+        (0..=300).contains(&ttl),
+        "the slot {} lives {ttl} ms, past its caller's 300 ms timeout",
+        slots[0]
+    );
+    // Once it expired, another replica gets the slot, probes, and closes the fleet.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    'probe: loop {
+        assert!(
+            Instant::now() < deadline,
+            "no probe in 5 s: the slot is still held"
+        );
+        if let Ok(p) = replicas[1].try_acquire() {
+            p.success(ms(1));
+            break 'probe;
+        }
+        tokio::time::sleep(ms(5)).await;
+    }
+    for b in &replicas {
+        until("closed", || b.state() == Closed && b.follows_shared_state()).await;
+    }
+}
+
+/// Acknowledgements are per batch: an older batch (stuck on a dead connection) that
+/// reaches Redis after a newer one is still counted, and a resend of either is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_batch_after_a_newer_one_is_counted() {
+    let Some(server) = Server::start("an_older_batch_after_a_newer_one_is_counted") else {
+        return;
+    };
+    let mut conn = redis::Client::open(server.url().as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let script = redis::Script::new(baton_redis::SCRIPT);
+    let name = unique("batches");
+    let state = format!("baton:{{{name}}}:state");
+    let prefix = format!("baton:{{{name}}}:");
+    let configure = [
+        "configure",
+        "threshold",
+        "5",
+        "open_ms",
+        "200",
+        "probes",
+        "1",
+    ];
+    let record = |batch: &'static str| {
+        let args = ["record", "gen", "0", "replica", "r", "batch", batch];
+        let counts = ["tail_failures", "1", "failures", "1", "calls", "1"];
+        [&args[..], &counts[..]].concat()
+    };
+    let mut call = async |args: &[&str]| {
+        let mut inv = script.key(&state);
+        inv.key(&prefix).arg(args);
+        let _: redis::Value = inv.invoke_async(&mut conn).await.unwrap();
+    };
+    call(&configure).await;
+    for batch in ["2", "1", "2", "1", "3"] {
+        call(&record(batch)).await;
+    }
+    let consecutive: u32 = redis::cmd("HGET")
+        .arg(&state)
+        .arg("consec")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(consecutive, 3, "batches 1, 2 and 3, each counted once");
 }
 
 /// Outcomes whose batch was sent into a partition (the commands never reach Redis) are

@@ -490,7 +490,7 @@ impl baton_graph::shared::SharedBreakerState for Flaky {
         let mirror = self.0.lock().unwrap().clone().unwrap();
         mirror.lose(baton_graph::shared::Unreachable::Local);
     }
-    fn wants_probe(&self) {}
+    fn wants_probe(&self, _until: Option<tokio::time::Instant>) {}
     fn control(
         &self,
         _: baton_graph::ManualControl,

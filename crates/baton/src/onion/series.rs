@@ -14,6 +14,7 @@ use crate::policy::backoff::BackoffIter;
 use crate::policy::breaker::{
     BreakerOpen, BreakerPermit, BreakerState, CircuitBreaker, OwnedPermit, Ticket,
 };
+use crate::policy::deadline::Cut;
 use crate::policy::retry::{self, Failed, Next, StopReason};
 use crate::report::AttemptReport;
 
@@ -61,7 +62,11 @@ pub(super) async fn guarded<H: Host>(
     }
     let acquired = match held.as_mut().and_then(OwnedPermit::take) {
         Some(permit) => Ok(permit),
-        None => breaker.try_acquire(),
+        // A single attempt is cut by its timeout too; a series with retries by its deadline.
+        None if policies.retry.is_none() => {
+            breaker.try_acquire_until(|| Cut::new(policies.timeout, started, deadline).until)
+        }
+        None => breaker.try_acquire_until(|| deadline),
     };
     let permit = match acquired {
         Ok(permit) => permit,
@@ -125,6 +130,7 @@ impl<'a> Guard<'a, '_> {
         host: &H,
         number: u32,
         started: Instant,
+        until: impl FnOnce() -> Option<Instant>,
         last: &mut Option<NodeError>,
     ) -> Result<Option<BreakerPermit<'a>>, NodeError> {
         let Guard::Attempts { breaker, held } = self else {
@@ -134,7 +140,7 @@ impl<'a> Guard<'a, '_> {
         if let Some(ticket) = held.take() {
             return Ok(Some(breaker.resume(ticket)));
         }
-        match breaker.try_acquire() {
+        match breaker.try_acquire_until(until) {
             Ok(permit) => Ok(Some(permit)),
             Err(open) => Err(rejected(host, breaker, &open, number, started, last.take())),
         }
@@ -241,7 +247,8 @@ async fn series<H: Host>(
                 _ => error,
             });
         }
-        let permit = guard.attempt_permit(host, number, started, &mut last)?;
+        let until = || Cut::new(policies.timeout, now, deadline).until;
+        let permit = guard.attempt_permit(host, number, started, until, &mut last)?;
         let at = Race {
             first: number,
             max: 0,

@@ -142,7 +142,7 @@ impl SharedBreakerState for Replica {
         }
     }
 
-    fn wants_probe(&self) {
+    fn wants_probe(&self, _until: Option<tokio::time::Instant>) {
         let mut s = self.store.lock().unwrap();
         if s.state == Open && Instant::now() >= s.open_until {
             s.to(HalfOpen, TransitionReason::CooldownElapsed);

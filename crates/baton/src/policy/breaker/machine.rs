@@ -214,6 +214,18 @@ impl<S: SyncFamily> Machine<S> {
     /// [`acquire`](Self::acquire)'s ticket, without the permit around it.
     #[inline]
     pub(crate) fn try_acquire(&self, now: impl FnOnce() -> Instant) -> Result<Ticket, BreakerOpen> {
+        self.try_acquire_until(now, || None)
+    }
+
+    /// [`try_acquire`](Self::try_acquire) for a caller that stops waiting at `until()` (its
+    /// attempt deadline, read only when not closed): a shared breaker's backend is told it
+    /// with a probe request.
+    #[inline]
+    pub(crate) fn try_acquire_until(
+        &self,
+        now: impl FnOnce() -> Instant,
+        until: impl FnOnce() -> Option<Instant>,
+    ) -> Result<Ticket, BreakerOpen> {
         let word = self.word.load(Acquire);
         if class_of(word) == CLOSED {
             return Ok(Ticket {
@@ -221,11 +233,16 @@ impl<S: SyncFamily> Machine<S> {
                 probe: false,
             });
         }
-        self.acquire_slow(word, now())
+        self.acquire_slow(word, now(), until())
     }
 
     #[cold]
-    fn acquire_slow(&self, word: u64, now: Instant) -> Result<Ticket, BreakerOpen> {
+    fn acquire_slow(
+        &self,
+        word: u64,
+        now: Instant,
+        until: Option<Instant>,
+    ) -> Result<Ticket, BreakerOpen> {
         let kind = kind_of(word);
         if kind == ISOLATED {
             return Err(self.rejection(BreakerState::Isolated, None));
@@ -267,7 +284,7 @@ impl<S: SyncFamily> Machine<S> {
         }
         result.map_err(|(state, retry)| {
             if follows {
-                self.ask_for_probe(state, retry);
+                self.ask_for_probe(state, retry, until);
             }
             self.rejection(state, retry)
         })

@@ -136,14 +136,19 @@ impl<S: SyncFamily> Machine<S> {
 
     /// After a rejection while following: asks the backend for a probe permit when one
     /// could be admitted (half-open, or open past its cooldown).
-    pub(super) fn ask_for_probe(&self, state: BreakerState, retry: Option<Duration>) {
+    pub(super) fn ask_for_probe(
+        &self,
+        state: BreakerState,
+        retry: Option<Duration>,
+        until: Option<Instant>,
+    ) {
         let wanted = match state {
             BreakerState::HalfOpen => true,
             BreakerState::Open => retry == Some(Duration::ZERO),
             _ => false,
         };
         if let (true, Some(link)) = (wanted, &self.shared) {
-            link.backend.wants_probe();
+            link.backend.wants_probe(until);
         }
     }
 

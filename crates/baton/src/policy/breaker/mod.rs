@@ -318,6 +318,21 @@ impl CircuitBreaker {
             .map(|inner| BreakerPermit { inner })
     }
 
+    /// [`try_acquire`](Self::try_acquire) for a caller whose attempt stops at `until()`
+    /// (read only when the breaker is not closed): a shared breaker's probe request is
+    /// bounded by it.
+    #[inline]
+    pub(crate) fn try_acquire_until(
+        &self,
+        until: impl FnOnce() -> Option<Instant>,
+    ) -> Result<BreakerPermit<'_>, BreakerOpen> {
+        self.machine
+            .try_acquire_until(Instant::now, until)
+            .map(|ticket| BreakerPermit {
+                inner: Permit::new(&self.machine, ticket),
+            })
+    }
+
     /// Whether it is shared and judges alone now: its store cannot be reached, or (in a
     /// quorum mode) it tripped by its own counts.
     pub(crate) fn judges_alone(&self) -> bool {

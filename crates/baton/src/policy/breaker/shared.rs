@@ -54,7 +54,11 @@ pub trait SharedBreakerState: Send + Sync + fmt::Debug + 'static {
     /// A caller was rejected by the local cache because the breaker is open past its
     /// cooldown, or half-open with no probe permit held here: claim one if the shared
     /// state allows ([`BreakerMirror::grant_probes`]).
-    fn wants_probe(&self);
+    ///
+    /// `until` is the caller's attempt deadline (the earlier of its per-attempt timeout
+    /// and its run's deadline), `None` when nothing bounds it: a slot claimed for it
+    /// should expire then, as nobody waits for the probe after it.
+    fn wants_probe(&self, until: Option<Instant>);
 
     /// Whether the breaker's own trips open it at once while it follows the shared state
     /// (a quorum mode: the shared state opens only once enough replicas tripped). When
