@@ -51,15 +51,24 @@ use crate::report::{
 };
 use crate::util::value::Value;
 
+/// What a run keeps beside its nodes' records when its graph has map nodes or
+/// compensations.
+#[derive(Default)]
+struct Kept {
+    /// What nodes kept beside their records (a map node's items), by node.
+    details: Mutex<Vec<(u32, Arc<Detail>)>>,
+    /// What its compensations did, once they ran.
+    compensation: OnceLock<Arc<CompensationRecord>>,
+}
+
 /// A run: the graph, the input, and the per-run core.
 pub(crate) struct RunState<I> {
     pub(super) graph: Arc<GraphInner<I>>,
     pub(super) input: I,
     pub(super) core: RunCore,
-    /// What nodes kept beside their records (a map node's items), by node.
-    details: Mutex<Vec<(u32, Arc<Detail>)>>,
-    /// What its compensations did, once they ran.
-    compensation: OnceLock<Arc<CompensationRecord>>,
+    /// What only runs of map nodes or compensations keep, made on first use, so that
+    /// other runs pay one pointer for it.
+    kept: OnceLock<Box<Kept>>,
     /// Drivers spawned by an inline run that has not spread ([`RunCore::is_local`]), for
     /// its future to poll next (`Run::poll` moves them to the set it polls). Pushed and
     /// taken only by code that future polls; emptied when it is dropped.
@@ -111,8 +120,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             graph,
             input,
             core,
-            details: Mutex::new(Vec::new()),
-            compensation: OnceLock::new(),
+            kept: OnceLock::new(),
             inbox: Mutex::new(Vec::new()),
             inboxed: AtomicBool::new(false),
             drop_driver: Driver::on_drop,
@@ -122,7 +130,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
 
     /// Keeps `detail` for node `id`'s report entry.
     pub(super) fn put_detail(&self, id: u32, detail: Detail) {
-        let mut details = self.details.lock().unwrap_or_else(PoisonError::into_inner);
+        let kept = self.kept.get_or_init(Box::default);
+        let mut details = kept.details.lock().unwrap_or_else(PoisonError::into_inner);
         details.push((id, Arc::new(detail)));
     }
 
@@ -180,12 +189,13 @@ impl<I: Send + Sync + 'static> RunState<I> {
 
     /// Keeps what the run's compensations did, for its report.
     pub(super) fn keep_compensation(&self, record: CompensationRecord) {
-        let _ = self.compensation.set(Arc::new(record));
+        let kept = self.kept.get_or_init(Box::default);
+        let _ = kept.compensation.set(Arc::new(record));
     }
 
     /// What the run's compensations did, if they ran.
     pub(super) fn compensation_record(&self) -> Option<&CompensationRecord> {
-        self.compensation.get().map(|c| &**c)
+        self.kept.get()?.compensation.get().map(|c| &**c)
     }
 
     /// The run ended: tells the orchestrator and the observers, then lets its future
@@ -402,11 +412,12 @@ impl<I: Send + Sync + 'static> RunRecords for RunState<I> {
     }
 
     fn compensation(&self) -> Option<Arc<CompensationRecord>> {
-        self.compensation.get().cloned()
+        self.kept.get()?.compensation.get().cloned()
     }
 
     fn detail(&self, id: u32) -> Option<Arc<Detail>> {
-        let details = self.details.lock().unwrap_or_else(PoisonError::into_inner);
+        let kept = self.kept.get()?;
+        let details = kept.details.lock().unwrap_or_else(PoisonError::into_inner);
         let (_, detail) = details.iter().rev().find(|(node, _)| *node == id)?;
         Some(Arc::clone(detail))
     }
