@@ -88,7 +88,7 @@
 //!
 //! # Why the `redis` crate
 //! It is the most used Redis client for Rust, kept by the Redis project itself; its
-//! [`ConnectionManager`] is a cloneable multiplexed
+//! [`ConnectionManager`](redis::aio::ConnectionManager) is a cloneable multiplexed
 //! connection that reconnects by itself, and its [`Script`](redis::Script) sends a script
 //! by hash (`EVALSHA`) and loads it on a `NOSCRIPT` miss. `fred` has more features (a
 //! client pool, Sentinel, its own reconnection policies) than one connection and one

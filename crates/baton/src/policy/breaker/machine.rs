@@ -34,14 +34,14 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::Acquire;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::config::Config;
 use super::error::BreakerOpen;
-use super::events::{BreakerState, BreakerTransition, Listener, TransitionReason, notify};
+use super::events::{BreakerState, BreakerTransition, Listener, TransitionReason};
 use super::permit::{Outcome, Permit, Ticket};
 use super::window::Window;
 use crate::util::sync::{Atomic, Lock, SyncFamily};
@@ -398,87 +398,6 @@ impl<S: SyncFamily> Machine<S> {
         }
     }
 
-    /// Moves to `to`, resetting that state's bookkeeping, publishes, and queues the event.
-    fn transition(&self, c: &mut Core, to: u64, reason: TransitionReason, now: Instant) {
-        let from = c.kind;
-        c.kind = to;
-        c.seq += 1;
-        c.consecutive = 0;
-        self.consecutive.store(0, Relaxed);
-        if let Some(w) = c.window.as_mut() {
-            w.clear();
-        }
-        c.free = 0;
-        c.outstanding = 0;
-        c.succeeded = 0;
-        c.slow_probes = 0;
-        match to {
-            OPEN => {
-                c.open_until = add(now, self.config.cooldown(c.trips));
-                c.trips = c.trips.saturating_add(1);
-                c.trips_total = c.trips_total.saturating_add(1);
-            }
-            HALF_OPEN => c.free = self.config.half_open_probes,
-            RECOVERING => {
-                c.ramp_start = now;
-                // The first call of the ramp is admitted.
-                c.ramp_credit = 1.0;
-            }
-            _ => c.trips = 0,
-        }
-        self.publish(c);
-        c.outbox.push_back(BreakerTransition {
-            breaker: Arc::clone(&self.name),
-            from: state_of(from),
-            to: state_of(to),
-            at: now,
-            reason,
-            seq: c.seq,
-        });
-    }
-
-    /// Stores the deadline and then the word (invariant 2).
-    fn publish(&self, c: &Core) {
-        let deadline = match c.kind {
-            OPEN => Some(c.open_until),
-            HALF_OPEN if c.outstanding > 0 => Some(c.probe_deadline),
-            _ => None,
-        };
-        if let Some(d) = deadline {
-            let tagged = (self.micros(d) << 16) | (c.seq & TAG_MASK);
-            self.deadline.store(tagged, Relaxed);
-        }
-        self.word.store(pack(c.kind, c.seq, c.free), Release);
-    }
-
-    /// Delivers queued transitions to the listeners, outside the lock; see
-    /// [`events`](super::events) for the protocol.
-    fn deliver(&self) {
-        loop {
-            let batch = self.core.with(|c| {
-                if c.delivering || c.outbox.is_empty() {
-                    None
-                } else {
-                    c.delivering = true;
-                    Some((std::mem::take(&mut c.outbox), c.listeners.clone()))
-                }
-            });
-            let Some((batch, listeners)) = batch else {
-                return;
-            };
-            for t in &batch {
-                notify(&listeners, t);
-            }
-            let more = self.core.with(|c| {
-                c.delivering = false;
-                !c.outbox.is_empty()
-            });
-            if !more {
-                return;
-            }
-        }
-    }
-
     fn rejection(&self, state: BreakerState, retry_after: Option<Duration>) -> BreakerOpen {
         BreakerOpen {
             breaker: Arc::clone(&self.name),
@@ -504,6 +423,9 @@ mod results;
 
 #[path = "control.rs"]
 mod control;
+
+#[path = "transitions.rs"]
+mod transitions;
 
 #[path = "mirror.rs"]
 mod mirror;

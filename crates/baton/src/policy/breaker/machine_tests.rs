@@ -1,6 +1,7 @@
 //! Unit tests of the state machine's internals, with time passed explicitly.
 
 use std::sync::Mutex;
+use std::sync::atomic::Ordering::Release;
 
 use super::*;
 use crate::policy::breaker::CircuitBreakerBuilder;
