@@ -112,10 +112,7 @@ fn rate_limit_waited(
     wait: std::time::Duration,
     admitted: bool,
 ) {
-    let at = [
-        node_label(node),
-        Label::new("limiter", limiter.to_owned()),
-    ];
+    let at = [node_label(node), Label::new("limiter", limiter.to_owned())];
     if admitted {
         histogram!("baton_rate_limit_wait_seconds", labels(graph, at)).record(wait.as_secs_f64());
     } else {
@@ -132,7 +129,10 @@ fn node_label(node: &str) -> Label {
 
 /// `name` without a trailing `[index]`.
 fn node_of_item(name: &str) -> &str {
-    match name.strip_suffix(']').and_then(|rest| rest.rsplit_once('[')) {
+    match name
+        .strip_suffix(']')
+        .and_then(|rest| rest.rsplit_once('['))
+    {
         Some((node, index)) if !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit()) => {
             node
         }
@@ -215,10 +215,7 @@ impl Observer for MetricsObserver {
                 counter!("baton_hedges_total", node_labels(graph, node)).increment(1);
             }
             Event::BreakerRejected { node, breaker, .. } => {
-                let at = [
-                    node_label(node),
-                    Label::new("breaker", breaker.to_owned()),
-                ];
+                let at = [node_label(node), Label::new("breaker", breaker.to_owned())];
                 counter!("baton_breaker_rejections_total", labels(graph, at)).increment(1);
             }
             Event::BreakerTransition(t) => {
@@ -247,10 +244,7 @@ impl Observer for MetricsObserver {
                 duration,
                 ..
             } => {
-                let at = [
-                    node_label(node),
-                    Label::new("outcome", outcome.as_str()),
-                ];
+                let at = [node_label(node), Label::new("outcome", outcome.as_str())];
                 let at = labels(graph, at);
                 counter!("baton_nodes_finished_total", at.iter()).increment(1);
                 histogram!("baton_node_duration_seconds", at).record(duration.as_secs_f64());

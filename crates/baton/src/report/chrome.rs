@@ -172,7 +172,11 @@ fn node_events(trace: &mut Trace, node: &NodeReport<'_>, lanes: &mut Lanes<'_>, 
         start: node.start(),
         end: node.end(),
         // A map node's attempts are its items'.
-        log: if items.is_some() { &[] } else { node.attempt_log() },
+        log: if items.is_some() {
+            &[]
+        } else {
+            node.attempt_log()
+        },
         message: node.message(),
         extra: String::new(),
     };
@@ -273,7 +277,14 @@ fn piece_events(
         }
         let name = format!("attempt {}", attempt.number);
         let args = attempt_args(attempt);
-        trace.slice(&name, "attempt", lane_tid, attempt.start, attempt.end, &args);
+        trace.slice(
+            &name,
+            "attempt",
+            lane_tid,
+            attempt.start,
+            attempt.end,
+            &args,
+        );
         last_end = last_end.max(attempt.end);
     }
     if piece.outcome == Outcome::Recovered && last_end <= end {
