@@ -44,7 +44,9 @@ use crate::policy::breaker::{BreakerState, TransitionReason};
 /// changed state has no value, and is closed.
 ///
 /// Label values are graph, node, bulkhead, rate limiter and breaker names and fixed words, so their
-/// number is bounded by the graphs' definitions; no label carries a run's id.
+/// number is bounded by the graphs' definitions; no label carries a run's id. The events of
+/// a map node's items name the item (`prices[3]`); their metrics carry the node's name
+/// (`node="prices"`), however long the list.
 ///
 /// ```
 /// # #[cfg(feature = "metrics")] {
@@ -110,10 +112,7 @@ fn rate_limit_waited(
     wait: std::time::Duration,
     admitted: bool,
 ) {
-    let at = [
-        Label::new("node", node.to_owned()),
-        Label::new("limiter", limiter.to_owned()),
-    ];
+    let at = [node_label(node), Label::new("limiter", limiter.to_owned())];
     if admitted {
         histogram!("baton_rate_limit_wait_seconds", labels(graph, at)).record(wait.as_secs_f64());
     } else {
@@ -121,8 +120,28 @@ fn rate_limit_waited(
     }
 }
 
+/// The `node` label of an event about `node`. An item of a map node (`prices[3]`) is
+/// labelled with its node's name (`prices`), so the label's values stay as many as the
+/// graph's nodes however long the list.
+fn node_label(node: &str) -> Label {
+    Label::new("node", node_of_item(node).to_owned())
+}
+
+/// `name` without a trailing `[index]`.
+fn node_of_item(name: &str) -> &str {
+    match name
+        .strip_suffix(']')
+        .and_then(|rest| rest.rsplit_once('['))
+    {
+        Some((node, index)) if !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit()) => {
+            node
+        }
+        _ => name,
+    }
+}
+
 fn node_labels(graph: Option<&str>, node: &str) -> Vec<Label> {
-    labels(graph, [Label::new("node", node.to_owned())])
+    labels(graph, [node_label(node)])
 }
 
 /// The value of `baton_breaker_state`.
@@ -176,7 +195,7 @@ impl Observer for MetricsObserver {
                 ..
             } => {
                 let at = [
-                    Label::new("node", node.to_owned()),
+                    node_label(node),
                     Label::new("bulkhead", bulkhead.to_owned()),
                 ];
                 histogram!("baton_bulkhead_wait_seconds", labels(graph, at))
@@ -196,10 +215,7 @@ impl Observer for MetricsObserver {
                 counter!("baton_hedges_total", node_labels(graph, node)).increment(1);
             }
             Event::BreakerRejected { node, breaker, .. } => {
-                let at = [
-                    Label::new("node", node.to_owned()),
-                    Label::new("breaker", breaker.to_owned()),
-                ];
+                let at = [node_label(node), Label::new("breaker", breaker.to_owned())];
                 counter!("baton_breaker_rejections_total", labels(graph, at)).increment(1);
             }
             Event::BreakerTransition(t) => {
@@ -228,10 +244,7 @@ impl Observer for MetricsObserver {
                 duration,
                 ..
             } => {
-                let at = [
-                    Label::new("node", node.to_owned()),
-                    Label::new("outcome", outcome.as_str()),
-                ];
+                let at = [node_label(node), Label::new("outcome", outcome.as_str())];
                 let at = labels(graph, at);
                 counter!("baton_nodes_finished_total", at.iter()).increment(1);
                 histogram!("baton_node_duration_seconds", at).record(duration.as_secs_f64());

@@ -42,6 +42,11 @@ counters!(
     skipped,
     not_taken,
     cancelled,
+    items_started,
+    items_succeeded,
+    items_recovered,
+    items_failed,
+    items_cancelled,
     attempts,
     retries,
     timeouts,
@@ -71,6 +76,16 @@ impl Stripe {
             Outcome::Cancelled => self.cancelled.incr(),
         }
     }
+
+    /// Counts an item of a map node that ended with `outcome`.
+    pub(crate) fn item(&self, outcome: Outcome) {
+        match outcome {
+            Outcome::Succeeded => self.items_succeeded.incr(),
+            Outcome::Recovered => self.items_recovered.incr(),
+            Outcome::Failed => self.items_failed.incr(),
+            _ => self.items_cancelled.incr(),
+        }
+    }
 }
 
 impl Counters {
@@ -95,6 +110,11 @@ impl Counters {
                 &s.skipped,
                 &s.not_taken,
                 &s.cancelled,
+                &s.items_started,
+                &s.items_succeeded,
+                &s.items_recovered,
+                &s.items_failed,
+                &s.items_cancelled,
                 &s.attempts,
                 &s.retries,
                 &s.timeouts,
@@ -139,6 +159,11 @@ impl Counters {
             rate_limited: n(&t.rate_limited),
             hedges: n(&t.hedges),
             faults_injected: n(&t.faults_injected),
+            items_started: n(&t.items_started),
+            items_succeeded: n(&t.items_succeeded),
+            items_recovered: n(&t.items_recovered),
+            items_failed: n(&t.items_failed),
+            items_cancelled: n(&t.items_cancelled),
             runs_in_flight: n(&t.runs_in_flight),
             nodes_in_flight: n(&t.nodes_in_flight),
             bulkhead_waiters: bulkhead_waiters as u64,
@@ -181,7 +206,18 @@ pub struct Stats {
     pub not_taken: u64,
     /// Nodes that ended `Cancelled`.
     pub cancelled: u64,
-    /// Attempts started.
+    /// Items of map nodes that started.
+    pub items_started: u64,
+    /// Items of map nodes that ended `Succeeded`.
+    pub items_succeeded: u64,
+    /// Items of map nodes that ended `Recovered` (their fallback answered).
+    pub items_recovered: u64,
+    /// Items of map nodes that ended `Failed`.
+    pub items_failed: u64,
+    /// Items of map nodes that ended `Cancelled`: the completion rule was decided while
+    /// they ran or before they started.
+    pub items_cancelled: u64,
+    /// Attempts started (an item's attempts included).
     pub attempts: u64,
     /// Attempts that were retries (attempt number 2 or more).
     pub retries: u64,
@@ -228,6 +264,7 @@ impl fmt::Display for Stats {
             f,
             "runs[started {} finished {} in-flight {} rejected {}] \
              nodes[submitted {} in-flight {} succeeded {} recovered {} failed {} skipped {} not-taken {} cancelled {}] \
+             items[started {} succeeded {} recovered {} failed {} cancelled {}] \
              attempts[{} retries {} timeouts {} breaker-rejections {} fallbacks {} rate-limited {} hedges {} faults-injected {}] \
              bulkhead-waiters {}",
             self.runs_started,
@@ -242,6 +279,11 @@ impl fmt::Display for Stats {
             self.skipped,
             self.not_taken,
             self.cancelled,
+            self.items_started,
+            self.items_succeeded,
+            self.items_recovered,
+            self.items_failed,
+            self.items_cancelled,
             self.attempts,
             self.retries,
             self.timeouts,

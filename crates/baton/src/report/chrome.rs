@@ -8,6 +8,11 @@
 //! fallback. A node that never started has an instant event at its end instead. Attempts
 //! that overlap, hedges and the attempts they race, go to extra tracks named after the
 //! node with a lane number, since slices on one track must nest.
+//!
+//! A map node's items are slices nested in the node's slice, each named after its item
+//! (`prices[3]`) with its attempts nested in it; items that run at once go to the node's
+//! lanes. Compensations, when they ran, are on a track named `compensation` after the
+//! nodes': one slice per compensation, named after its node, with its attempts.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -23,10 +28,12 @@ impl Report {
     ///
     /// The object has `traceEvents` and `displayTimeUnit`. Slices are complete events
     /// (`"ph": "X"`) with `ts` and `dur` in microseconds from the run's start, a `pid`
-    /// (the run) and a `tid` (the track); `cat` is `run`, `node`, `attempt`, `backoff` or
-    /// `fallback`, and `args` carries the outcome, the attempt number and the error.
-    /// Tracks are named by `thread_name` metadata events (`"ph": "M"`). Node `i` is on
-    /// track `i + 1`; overlapping attempts (hedges) are on tracks after the last node's.
+    /// (the run) and a `tid` (the track); `cat` is `run`, `node`, `item`, `attempt`,
+    /// `backoff`, `fallback` or `compensation`, and `args` carries the outcome, the attempt
+    /// number, the item's index and the error. Tracks are named by `thread_name` metadata
+    /// events (`"ph": "M"`). Node `i` is on track `i + 1`; overlapping attempts (hedges)
+    /// and items are on lanes, tracks after the last node's, as is the `compensation`
+    /// track.
     ///
     /// ```
     /// use baton_graph::{BoxError, Graph, Retry};
@@ -66,80 +73,221 @@ impl Report {
         for node in self.nodes() {
             let tid = node.index() as u64 + 1;
             trace.track(tid, node.name(), sort_index(node.index(), 0));
-            node_events(&mut trace, &node, tid, &mut next_lane_tid);
+            let mut lanes = Lanes::new(node.name(), node.index(), tid);
+            node_events(&mut trace, &node, &mut lanes, &mut next_lane_tid);
+        }
+        if let Some(compensations) = self.compensation() {
+            let tid = next_lane_tid;
+            next_lane_tid += 1;
+            trace.track(tid, "compensation", sort_index(self.len(), 0));
+            let mut lanes = Lanes::new("compensation", self.len(), tid);
+            let mut all: Vec<_> = compensations.iter().collect();
+            all.sort_by_key(|c| c.start());
+            for c in all {
+                let piece = Piece {
+                    name: c.node(),
+                    cat: "compensation",
+                    outcome: c.outcome(),
+                    attempts: c.attempts(),
+                    start: Some(c.start()),
+                    end: c.end(),
+                    log: c.attempt_log(),
+                    message: c.error().map(ToString::to_string),
+                    extra: String::new(),
+                };
+                let lane = lanes.take(&mut trace, c.start(), c.end(), &mut next_lane_tid);
+                piece_events(&mut trace, &piece, lane, &mut lanes, &mut next_lane_tid);
+            }
         }
         trace.finish()
     }
 }
 
-/// Where a node's track `lane` sorts: the node's own track, then its lanes for hedges.
+/// Where track `lane` of node `node` sorts: the node's own track, then its lanes. The
+/// compensation track sorts as node `len`.
 fn sort_index(node: usize, lane: usize) -> u64 {
     (node as u64 + 1) * 1_000 + lane as u64
 }
 
-/// The events of `node`, on its track `tid` and on lanes for its overlapping attempts.
-fn node_events(trace: &mut Trace, node: &NodeReport<'_>, tid: u64, next_lane_tid: &mut u64) {
-    let mut args = format!(
-        "\"outcome\":\"{}\",\"attempts\":{}",
-        node.outcome().as_str(),
-        node.attempts()
-    );
-    if let Some(message) = node.message() {
-        let _ = write!(args, ",\"error\":{}", json_string(&message));
+/// The tracks of one node (or of the compensations): its own, then lanes for slices that
+/// overlap. Each lane records when it is free again.
+struct Lanes<'a> {
+    name: &'a str,
+    index: usize,
+    lanes: Vec<(u64, Duration)>,
+}
+
+impl<'a> Lanes<'a> {
+    fn new(name: &'a str, index: usize, tid: u64) -> Self {
+        Self {
+            name,
+            index,
+            lanes: vec![(tid, Duration::ZERO)],
+        }
     }
-    let Some(start) = node.start() else {
-        trace.instant(node.name(), tid, node.end(), &args);
+
+    /// A track free from `from`, held until `until`: the first free lane, or a new one.
+    fn take(&mut self, trace: &mut Trace, from: Duration, until: Duration, next: &mut u64) -> u64 {
+        if let Some(lane) = self.lanes.iter_mut().find(|(_, free)| *free <= from) {
+            lane.1 = until;
+            return lane.0;
+        }
+        let tid = *next;
+        *next += 1;
+        let name = format!("{} · lane {}", self.name, self.lanes.len());
+        trace.track(tid, &name, sort_index(self.index, self.lanes.len()));
+        self.lanes.push((tid, until));
+        tid
+    }
+
+    /// Frees every lane from `at` on.
+    fn free_from(&mut self, at: Duration) {
+        for lane in &mut self.lanes {
+            lane.1 = at;
+        }
+    }
+}
+
+/// One slice with attempts: a node, an item of a map node, or a compensation.
+struct Piece<'a> {
+    name: &'a str,
+    cat: &'static str,
+    outcome: Outcome,
+    attempts: u32,
+    start: Option<Duration>,
+    end: Duration,
+    log: &'a [AttemptReport],
+    message: Option<String>,
+    extra: String,
+}
+
+/// The events of `node`: its slice with its attempts, then its items if it maps a list.
+fn node_events(trace: &mut Trace, node: &NodeReport<'_>, lanes: &mut Lanes<'_>, next: &mut u64) {
+    let items = node.items();
+    let piece = Piece {
+        name: node.name(),
+        cat: "node",
+        outcome: node.outcome(),
+        attempts: node.attempts(),
+        start: node.start(),
+        end: node.end(),
+        // A map node's attempts are its items'.
+        log: if items.is_some() {
+            &[]
+        } else {
+            node.attempt_log()
+        },
+        message: node.message(),
+        extra: String::new(),
+    };
+    let tid = lanes.lanes[0].0;
+    // The node holds its own track until its end.
+    lanes.lanes[0].1 = node.end();
+    if items.is_some() {
+        piece_slice(trace, &piece, tid);
+    } else {
+        piece_events(trace, &piece, tid, lanes, next);
+    }
+    let (Some(items), Some(start)) = (items, node.start()) else {
         return;
     };
-    let end = node.end();
-    trace.slice(node.name(), "node", tid, start, end, &args);
-    let log = node.attempt_log();
-    if log.is_empty() {
-        // No attempt log: one attempt that is the node's own span, or none at all, as when
-        // an open breaker sent the node straight to its fallback.
-        if node.attempts() == 1 {
+    // Items nest inside the node's slice, from its start on.
+    lanes.free_from(start);
+    let mut all: Vec<_> = items.iter().collect();
+    all.sort_by_key(|item| item.start());
+    for item in all {
+        let name = item.name();
+        let piece = Piece {
+            name: &name,
+            cat: "item",
+            outcome: item.outcome(),
+            attempts: item.attempts(),
+            start: item.start(),
+            end: item.end(),
+            log: item.attempt_log(),
+            message: item.message(),
+            extra: format!(",\"index\":{}", item.index()),
+        };
+        let lane = match item.start() {
+            Some(from) => lanes.take(trace, from, item.end(), next),
+            None => tid,
+        };
+        piece_events(trace, &piece, lane, lanes, next);
+    }
+}
+
+/// The slice of `piece` on track `tid`, or an instant at its end when it never started.
+/// Returns whether it started.
+fn piece_slice(trace: &mut Trace, piece: &Piece<'_>, tid: u64) -> bool {
+    let mut args = format!(
+        "\"outcome\":\"{}\",\"attempts\":{}{}",
+        piece.outcome.as_str(),
+        piece.attempts,
+        piece.extra
+    );
+    if let Some(message) = &piece.message {
+        let _ = write!(args, ",\"error\":{}", json_string(message));
+    }
+    match piece.start {
+        Some(start) => trace.slice(piece.name, piece.cat, tid, start, piece.end, &args),
+        None => trace.instant(piece.name, piece.cat, tid, piece.end, &args),
+    }
+    piece.start.is_some()
+}
+
+/// The events of `piece` on track `tid`: its slice, then its attempts, the backoff before
+/// each retry and its fallback nested in it. Attempts that overlap (hedges) take lanes.
+fn piece_events(
+    trace: &mut Trace,
+    piece: &Piece<'_>,
+    tid: u64,
+    lanes: &mut Lanes<'_>,
+    next: &mut u64,
+) {
+    if !piece_slice(trace, piece, tid) {
+        return;
+    }
+    let (start, end) = (piece.start.unwrap_or_default(), piece.end);
+    if piece.log.is_empty() {
+        // No attempt log: one attempt that is the piece's own span, or none at all, as
+        // when an open breaker sent it straight to its fallback.
+        if piece.attempts == 1 {
             trace.slice("attempt 1", "attempt", tid, start, end, "\"number\":1");
-        } else if node.outcome() == Outcome::Recovered {
+        } else if piece.outcome == Outcome::Recovered {
             trace.slice("fallback", "fallback", tid, start, end, "");
         }
         return;
     }
-    // Lane `k` ends at `lanes[k].1`; lane 0 is the node's own track.
-    let mut lanes: Vec<(u64, Duration)> = vec![(tid, start)];
+    // When `tid` is free again inside the piece's slice.
+    let mut free = start;
     let mut last_end = start;
-    for attempt in log {
+    for attempt in piece.log {
         let from = attempt
             .start
             .saturating_sub(attempt.delay_before)
             .max(start);
-        let lane = match lanes.iter().position(|(_, free)| *free <= from) {
-            Some(lane) => lane,
-            None => {
-                let lane_tid = *next_lane_tid;
-                *next_lane_tid += 1;
-                let name = format!("{} · lane {}", node.name(), lanes.len());
-                trace.track(lane_tid, &name, sort_index(node.index(), lanes.len()));
-                lanes.push((lane_tid, from));
-                lanes.len() - 1
-            }
+        let lane_tid = if free <= from {
+            free = attempt.end;
+            tid
+        } else {
+            lanes.take(trace, from, attempt.end, next)
         };
-        let lane_tid = lanes[lane].0;
         if attempt.delay_before > Duration::ZERO {
             trace.slice("backoff", "backoff", lane_tid, from, attempt.start, "");
         }
         let name = format!("attempt {}", attempt.number);
+        let args = attempt_args(attempt);
         trace.slice(
             &name,
             "attempt",
             lane_tid,
             attempt.start,
             attempt.end,
-            &attempt_args(attempt),
+            &args,
         );
-        lanes[lane].1 = attempt.end;
         last_end = last_end.max(attempt.end);
     }
-    if node.outcome() == Outcome::Recovered && last_end <= end {
+    if piece.outcome == Outcome::Recovered && last_end <= end {
         trace.slice("fallback", "fallback", tid, last_end, end, "");
     }
 }
@@ -217,9 +365,9 @@ impl Trace {
     }
 
     /// An instant event at `at` on track `tid`.
-    fn instant(&mut self, name: &str, tid: u64, at: Duration, args: &str) {
+    fn instant(&mut self, name: &str, cat: &str, tid: u64, at: Duration, args: &str) {
         self.push(format_args!(
-            "{{\"name\":{},\"cat\":\"node\",\"ph\":\"i\",\"s\":\"t\",\"ts\":{},\"pid\":{PID},\"tid\":{tid},\"args\":{{{args}}}}}",
+            "{{\"name\":{},\"cat\":\"{cat}\",\"ph\":\"i\",\"s\":\"t\",\"ts\":{},\"pid\":{PID},\"tid\":{tid},\"args\":{{{args}}}}}",
             json_string(name),
             micros(at)
         ));

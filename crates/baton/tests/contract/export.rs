@@ -420,7 +420,11 @@ async fn a_chrome_trace_has_a_track_per_node_and_nests_its_slices() {
         .expect("the hedge's slice");
     assert_eq!(tracks[&lane["tid"].as_u64().unwrap()], "price · lane 1");
 
-    // On every track, slices come in time order and nest: none straddles another's end.
+    check_tracks_nest(&events);
+}
+
+/// On every track, slices come in time order and nest: none straddles another's end.
+fn check_tracks_nest(events: &[Value]) {
     let mut by_track: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
     for e in events.iter().filter(|e| e["ph"] == "X") {
         by_track
@@ -442,6 +446,142 @@ async fn a_chrome_trace_has_a_track_per_node_and_nests_its_slices() {
             }
         }
     }
+}
+
+/// The names of the trace's tracks, by id, and where each sorts.
+fn tracks_of(events: &[Value]) -> (BTreeMap<u64, String>, BTreeMap<u64, u64>) {
+    let meta = |name: &str, key: &str| -> BTreeMap<u64, Value> {
+        events
+            .iter()
+            .filter(|e| e["name"] == name)
+            .map(|e| (e["tid"].as_u64().unwrap(), e["args"][key].clone()))
+            .collect()
+    };
+    let names = meta("thread_name", "name")
+        .into_iter()
+        .map(|(tid, v)| (tid, v.as_str().unwrap().to_owned()))
+        .collect();
+    let sorts = meta("thread_sort_index", "sort_index")
+        .into_iter()
+        .map(|(tid, v)| (tid, v.as_u64().unwrap()))
+        .collect();
+    (names, sorts)
+}
+
+/// A run whose map node has five items, two at once, one retried; then `ship` fails and
+/// the compensations of `stock` and `reserve` run at once.
+async fn mapped_and_compensated_run() -> Report {
+    let mut g = Graph::<()>::builder();
+    g.failure_mode(baton_graph::FailureMode::FailAll);
+    let cart = g
+        .node("cart")
+        .task(|_ctx, ()| async { Ok::<_, BoxError>((0..5_u64).collect::<Vec<_>>()) });
+    let prices = g
+        .node("prices")
+        .after(cart)
+        .concurrency(2)
+        .retry(Retry::new(2))
+        .map(|ctx, i: u64| async move {
+            sleep(ms(10 * (i + 1))).await;
+            if i == 3 && ctx.attempt() == 1 {
+                return Err("503".into());
+            }
+            Ok::<_, BoxError>(i * 100)
+        });
+    let undo = |_ctx, _v| async {
+        sleep(ms(10)).await;
+        Ok::<_, BoxError>(())
+    };
+    let stock = g
+        .node("stock")
+        .after(cart)
+        .compensate(undo)
+        .task(|_ctx, _| async { Ok::<_, BoxError>(()) });
+    let reserve = g
+        .node("reserve")
+        .compensate(undo)
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    g.node("ship")
+        .after((prices, stock, reserve))
+        .task(|_ctx, _| async { Err::<(), BoxError>("no truck".into()) });
+    match g.build().unwrap().run(()).await {
+        Err(baton_graph::RunError::Compensated { report, .. }) => *report,
+        other => panic!("not compensated: {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_chrome_trace_nests_map_items_and_has_a_compensation_track() {
+    let report = mapped_and_compensated_run().await;
+    let events = events(&report.to_chrome_trace());
+    let (tracks, sorts) = tracks_of(&events);
+    let slices = |cat: &str| -> Vec<&Value> {
+        events
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["cat"] == cat)
+            .collect()
+    };
+    let track = |e: &Value| tracks[&e["tid"].as_u64().unwrap()].clone();
+
+    // Each item is a slice named after it, nested in time inside the node's slice, on the
+    // node's track or one of its lanes, with its attempts nested in it on its track.
+    let node = report.by_name("prices").unwrap();
+    let node_span = (us(node.start().unwrap()), us(node.end()));
+    let items = node.items().unwrap();
+    let item_slices = slices("item");
+    assert_eq!(item_slices.len(), items.len());
+    for item in items.iter() {
+        let slice = item_slices
+            .iter()
+            .find(|e| e["name"] == item.name())
+            .unwrap_or_else(|| panic!("no slice for {}", item.name()));
+        assert_eq!(slice["args"]["index"], item.index());
+        assert_eq!(slice["args"]["outcome"], item.outcome().as_str());
+        assert_eq!(slice["args"]["attempts"], item.attempts());
+        assert!(track(slice).starts_with("prices"), "{slice}");
+        let item_span = span(slice);
+        assert!((item_span.0 - us(item.start().unwrap())).abs() < EPS);
+        assert!((item_span.1 - us(item.end())).abs() < EPS);
+        assert!(inside(item_span, node_span), "{slice} outside the node");
+        let nested = |cat: &str| -> usize {
+            slices(cat)
+                .into_iter()
+                .filter(|e| e["tid"] == slice["tid"] && inside(span(e), item_span))
+                .count()
+        };
+        assert_eq!(nested("attempt"), item.attempts() as usize, "{slice}");
+        assert_eq!(nested("backoff"), usize::from(item.index() == 3), "{slice}");
+    }
+    assert_eq!(items.get(3).unwrap().attempts(), 2);
+    // Two items at once: the second is on a lane of the node's.
+    assert!(tracks.values().any(|name| name == "prices · lane 1"));
+    assert!(!slices("item").iter().any(|e| track(e) == "prices · lane 2"));
+
+    // The compensations: one slice each with its attempt, on a track after the nodes';
+    // the two ran at once, so one is on a lane.
+    let compensation = report.compensation().unwrap();
+    let comp_slices = slices("compensation");
+    assert_eq!(comp_slices.len(), compensation.iter().len());
+    assert_eq!(comp_slices.len(), 2);
+    let last_node_sort = (1..=report.len() as u64).map(|tid| sorts[&tid]).max();
+    for c in compensation.iter() {
+        let slice = comp_slices.iter().find(|e| e["name"] == c.node()).unwrap();
+        assert_eq!(slice["args"]["outcome"], c.outcome().as_str());
+        assert!(track(slice).starts_with("compensation"), "{slice}");
+        assert!(Some(sorts[&slice["tid"].as_u64().unwrap()]) > last_node_sort);
+        let c_span = span(slice);
+        assert!((c_span.0 - us(c.start())).abs() < EPS);
+        assert!((c_span.1 - us(c.end())).abs() < EPS);
+        let attempts = slices("attempt")
+            .into_iter()
+            .filter(|e| e["tid"] == slice["tid"] && inside(span(e), c_span))
+            .count();
+        assert_eq!(attempts, c.attempts() as usize, "{slice}");
+    }
+    let mut comp_tracks: Vec<String> = comp_slices.iter().map(|e| track(e)).collect();
+    comp_tracks.sort();
+    assert_eq!(comp_tracks, ["compensation", "compensation · lane 1"]);
+    check_tracks_nest(&events);
 }
 
 #[test]

@@ -538,3 +538,55 @@ async fn on_a_real_clock_item_timeouts_cut_each_item() {
         }
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_stats_count_items_by_outcome() {
+    let orch = Orchestrator::new();
+    let mut g = orch.graph::<()>();
+    g.failure_mode(FailureMode::FailAll);
+    let three = list(&mut g, vec![0_u64, 1, 2]);
+    // Item 1 fails and its fallback answers.
+    g.node("priced")
+        .after(three)
+        .fallback(Fallback::value(0_u64))
+        .map(|_item, n: u64| async move {
+            if n == 1 {
+                return Err::<u64, BoxError>("503".into());
+            }
+            Ok(n)
+        });
+    let four = g
+        .node("four")
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(vec![0_u64, 1, 2, 3]) });
+    // Item 0 fails at 10 ms: item 1, running, and items 2 and 3, not started, are
+    // cancelled.
+    g.node("each")
+        .after(four)
+        .concurrency(2)
+        .map(|_item, n: u64| async move {
+            if n == 0 {
+                sleep(ms(10)).await;
+                return Err::<u64, BoxError>("bad item".into());
+            }
+            sleep(ms(1_000)).await;
+            Ok(n)
+        });
+    g.build().unwrap().run(()).await.unwrap_err();
+    let stats = orch.stats();
+    assert_eq!(
+        (
+            stats.items_started,
+            stats.items_succeeded,
+            stats.items_recovered,
+            stats.items_failed,
+            stats.items_cancelled
+        ),
+        (5, 2, 1, 1, 3)
+    );
+    assert!(
+        stats
+            .to_string()
+            .contains(" items[started 5 succeeded 2 recovered 1 failed 1 cancelled 3] "),
+        "{stats}"
+    );
+}

@@ -46,6 +46,11 @@ impl<'a, I: Send + Sync + 'static> Recorder<'a, I> {
         }
     }
 
+    /// The orchestrator's statistics counters, this thread's stripe.
+    fn stats(&self) -> &crate::observe::stats::Stripe {
+        self.run.graph.orchestrator.counters().local()
+    }
+
     /// Now, from the run's start.
     pub(super) fn now(&self) -> Duration {
         self.run.core.offset(Instant::now())
@@ -55,6 +60,7 @@ impl<'a, I: Send + Sync + 'static> Recorder<'a, I> {
     pub(super) fn started(&mut self, index: u32, at: Duration) {
         if let Some(item) = self.items.get_mut(index as usize) {
             item.start = Some(at);
+            self.stats().items_started.incr();
         }
     }
 
@@ -80,6 +86,7 @@ impl<'a, I: Send + Sync + 'static> Recorder<'a, I> {
         }
         item.outcome = outcome;
         item.attempts = attempts;
+        self.run.graph.orchestrator.counters().local().item(outcome);
         item.end = now;
         if error.is_some() || !execution.attempts.is_empty() {
             item.cold = Some(Box::new(ItemCold {
@@ -113,6 +120,9 @@ impl<'a, I: Send + Sync + 'static> Recorder<'a, I> {
                 cancelled += 1;
                 item.end = now;
             }
+        }
+        if cancelled > 0 {
+            self.stats().items_cancelled.add(cancelled as i64);
         }
         let decision = self.tally.decide(cancelled);
         if !self.kept {
