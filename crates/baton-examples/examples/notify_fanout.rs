@@ -61,8 +61,8 @@ use std::time::Duration;
 
 use baton_examples::{CallError, Channel, Downstreams, Notice, OrderApi, OrderServer};
 use baton_graph::{
-    Backoff, BreakerState, CircuitBreaker, Event, Graph, Jitter, NodeError, NodeReport,
-    Orchestrator, Outcome, Report, Retry, RunId, StopReason,
+    Backoff, CircuitBreaker, Graph, Jitter, NodeError, NodeReport, Orchestrator, Outcome, Report,
+    Retry, breaker::BreakerState, observe::Event, retry::StopReason, run::RunId,
 };
 use clap::Parser;
 use tokio::time::Instant;

@@ -95,8 +95,9 @@ use baton_examples::{
     OrderServer, Service,
 };
 use baton_graph::{
-    Backoff, BuildError, CircuitBreaker, CompensationTrigger, Event, FailureMode, Fallback, Graph,
-    Node, NodeError, NodeReport, Orchestrator, Outcome, Report, Retry, RunOptions,
+    Backoff, BuildError, CircuitBreaker, FailureMode, Fallback, Graph, Node, NodeError, NodeReport,
+    Orchestrator, Outcome, Report, Retry, RunOptions, compensate::CompensationTrigger,
+    observe::Event,
 };
 use clap::Parser;
 use tokio::time::Instant;

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use baton_graph::{
-    Backoff, BoxError, BreakerState, CircuitBreaker, Fallback, Graph, Outcome, Retry,
+    Backoff, BoxError, CircuitBreaker, Fallback, Graph, Outcome, Retry, breaker::BreakerState,
 };
 use tokio::time::{Instant, sleep_until};
 
@@ -62,9 +62,9 @@ impl Default for Scenario {
 /// 500 ms, one half-open probe, and a fallback value.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Options {
-    /// [`CircuitBreakerBuilder::count_every_attempt`](baton_graph::CircuitBreakerBuilder::count_every_attempt).
+    /// [`CircuitBreakerBuilder::count_every_attempt`](baton_graph::breaker::CircuitBreakerBuilder::count_every_attempt).
     pub count_every_attempt: bool,
-    /// [`CircuitBreakerBuilder::recovery_ramp`](baton_graph::CircuitBreakerBuilder::recovery_ramp).
+    /// [`CircuitBreakerBuilder::recovery_ramp`](baton_graph::breaker::CircuitBreakerBuilder::recovery_ramp).
     pub recovery_ramp: Option<Duration>,
 }
 
@@ -127,7 +127,7 @@ impl Downstream {
 /// Runs `scenario` with the breaker `options`; see the module docs for the clock it needs.
 ///
 /// # Errors
-/// A [`BreakerConfigError`](baton_graph::BreakerConfigError) or a
+/// A [`BreakerConfigError`](baton_graph::breaker::BreakerConfigError) or a
 /// [`BuildError`](baton_graph::BuildError) when the breaker or the graph is invalid (only
 /// a zero `recovery_ramp` is).
 pub async fn run(scenario: &Scenario, options: Options) -> Result<Figures, BoxError> {

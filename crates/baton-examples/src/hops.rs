@@ -23,8 +23,8 @@ use std::time::Duration;
 use axum::routing::post_service;
 use axum::{Json, Router};
 use baton_graph::{
-    BoxError, BuildError, DeadlineHeaders, DownstreamDeadlineExceeded, Graph, MissingValue, Report,
-    Retry,
+    BoxError, BuildError, Graph, Report, Retry, deadline::DownstreamDeadlineExceeded,
+    report::MissingValue, tower::DeadlineHeaders,
 };
 use tokio::time::Instant;
 

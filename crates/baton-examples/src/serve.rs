@@ -39,8 +39,8 @@ use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
 
 use axum::{Json, Router};
 use baton_graph::{
-    Backoff, BreakerConfigError, BuildError, CircuitBreaker, FailureMode, Fallback, Graph,
-    GraphService, MissingValue, Report, Retry, RunOptions,
+    Backoff, BuildError, CircuitBreaker, FailureMode, Fallback, Graph, Report, Retry, RunOptions,
+    breaker::BreakerConfigError, report::MissingValue, tower::GraphService,
 };
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;

@@ -50,7 +50,7 @@ fn server() -> (String, Server) {
     (format!("redis://127.0.0.1:{port}/"), Server(Some(child)))
 }
 
-fn builder(name: &str) -> baton_graph::CircuitBreakerBuilder {
+fn builder(name: &str) -> baton_graph::breaker::CircuitBreakerBuilder {
     CircuitBreaker::builder(name)
         .consecutive_failures(5)
         .open_duration(Duration::from_secs(5))

@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use baton_graph::ManualControl;
+use baton_graph::breaker::ManualControl;
 use baton_graph::shared::{
     BreakerMirror, SharedBreakerState, SharedFuture, SharedOutcome, SharedRecord, SharedRules,
 };
@@ -17,7 +17,7 @@ use crate::op::{Counts, Op, ProbeResult};
 use crate::{RedisBreakers, RedisOptions, SCRIPT};
 
 /// A breaker's shared state in Redis: give it to
-/// [`CircuitBreakerBuilder::shared`](baton_graph::CircuitBreakerBuilder::shared). Made by
+/// [`CircuitBreakerBuilder::shared`](baton_graph::breaker::CircuitBreakerBuilder::shared). Made by
 /// [`RedisBreakers::backend`]; one per breaker.
 #[derive(Clone)]
 pub struct RedisBreakerState {

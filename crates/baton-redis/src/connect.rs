@@ -159,7 +159,7 @@ impl RedisBreakers {
     }
 
     /// A backend for one breaker: give it to
-    /// [`CircuitBreakerBuilder::shared`](baton_graph::CircuitBreakerBuilder::shared). Every
+    /// [`CircuitBreakerBuilder::shared`](baton_graph::breaker::CircuitBreakerBuilder::shared). Every
     /// breaker with the same name (and key prefix) on this server shares its state.
     #[must_use]
     pub fn backend(&self) -> RedisBreakerState {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use baton_graph::ManualControl;
+use baton_graph::breaker::ManualControl;
 use baton_graph::shared::SharedRules;
 
 use crate::Quorum;

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
+use baton_graph::breaker::{BreakerState, TransitionReason};
 use baton_graph::shared::SharedView;
-use baton_graph::{BreakerState, TransitionReason};
 use redis::{FromRedisValue, ParsingError, Value};
 
 /// What the script answers, whatever the operation.

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use baton_graph::TransitionReason;
+use baton_graph::breaker::TransitionReason;
 use baton_graph::shared::SharedView;
 use futures_util::StreamExt;
 use redis::RedisError;
@@ -304,17 +304,17 @@ impl Inner {
             let adopt = if q.alone {
                 // Tripped alone (quorum mode): follow again once the shared state moved,
                 // or once the local breaker closed again by itself.
-                reply.state != baton_graph::BreakerState::Closed
+                reply.state != baton_graph::breaker::BreakerState::Closed
                     || reply.generation != q.remote
                     || !same_life
                     || mirror
                         .local()
-                        .is_some_and(|(s, _)| s == baton_graph::BreakerState::Closed)
+                        .is_some_and(|(s, _)| s == baton_graph::breaker::BreakerState::Closed)
             } else {
                 !q.healthy
                     || !same_life
                     || reply.generation != q.remote
-                    || reply.state == baton_graph::BreakerState::Open
+                    || reply.state == baton_graph::breaker::BreakerState::Open
             };
             (adopt, q.down)
         };

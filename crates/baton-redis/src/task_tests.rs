@@ -3,7 +3,10 @@
 
 use std::time::Duration;
 
-use baton_graph::{BreakerState, CircuitBreaker, TransitionReason};
+use baton_graph::{
+    CircuitBreaker,
+    breaker::{BreakerState, TransitionReason},
+};
 
 use super::Reply;
 use crate::{RedisBreakers, RedisOptions};

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use baton_graph::shared::Unreachable;
 use baton_graph::{
-    BoxError, BreakerState, CircuitBreaker, Fallback, Orchestrator, Outcome, TransitionReason,
+    BoxError, CircuitBreaker, Fallback, Orchestrator, Outcome,
+    breaker::{BreakerState, TransitionReason},
 };
 use baton_redis::{ConnectError, OptionsError, RedisBreakers, RedisOptions};
 use common::proxy::Proxy;
@@ -19,7 +20,7 @@ use common::{Server, any_server, connect, logged, ms, unique, until};
 
 use BreakerState::{Closed, Isolated, Open};
 
-fn rules(name: &str) -> baton_graph::CircuitBreakerBuilder {
+fn rules(name: &str) -> baton_graph::breaker::CircuitBreakerBuilder {
     CircuitBreaker::builder(name)
         .consecutive_failures(3)
         .open_duration(ms(200))

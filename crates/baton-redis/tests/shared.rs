@@ -9,14 +9,15 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use baton_graph::{
-    BoxError, BreakerState, CircuitBreaker, Fallback, Orchestrator, Outcome, TransitionReason,
+    BoxError, CircuitBreaker, Fallback, Orchestrator, Outcome,
+    breaker::{BreakerState, TransitionReason},
 };
 use baton_redis::{Quorum, RedisBreakers, RedisOptions, SCRIPT};
 use common::{Server, any_server, connect, logged, ms, unique, until};
 
 use BreakerState::{Closed, HalfOpen, Isolated, Open};
 
-fn rules(name: &str) -> baton_graph::CircuitBreakerBuilder {
+fn rules(name: &str) -> baton_graph::breaker::CircuitBreakerBuilder {
     CircuitBreaker::builder(name)
         .consecutive_failures(3)
         .open_duration(ms(200))
@@ -28,7 +29,7 @@ fn fail(b: &CircuitBreaker) {
 
 /// A permit, asking until one is granted (a shared breaker's first caller after the
 /// cooldown asks Redis for a probe and is rejected).
-async fn permit(b: &CircuitBreaker) -> baton_graph::BreakerPermit<'_> {
+async fn permit(b: &CircuitBreaker) -> baton_graph::breaker::BreakerPermit<'_> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Ok(p) = b.try_acquire() {
@@ -103,7 +104,7 @@ async fn the_state_machine_is_the_same_on_both_backends() {
     assert_eq!(remote, expected);
     // What the shared breaker cannot keep is refused by name.
     let e = CircuitBreaker::builder(&name)
-        .failure_rate(0.5, baton_graph::BreakerWindow::Count(10), 5)
+        .failure_rate(0.5, baton_graph::breaker::BreakerWindow::Count(10), 5)
         .shared(redis.backend())
         .build()
         .unwrap_err();
@@ -140,7 +141,7 @@ async fn replicas_trip_together() {
         let b = CircuitBreaker::builder(&name)
             .failure_rate(
                 0.5,
-                baton_graph::BreakerWindow::Time(Duration::from_secs(10)),
+                baton_graph::breaker::BreakerWindow::Time(Duration::from_secs(10)),
                 8,
             )
             .shared(connect(&url).await.backend())

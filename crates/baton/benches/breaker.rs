@@ -10,7 +10,7 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use baton_graph::{BreakerWindow, CircuitBreaker};
+use baton_graph::{CircuitBreaker, breaker::BreakerWindow};
 use criterion::{Criterion, criterion_group, criterion_main};
 use failsafe::CircuitBreaker as _;
 

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use baton_graph::{
-    BoxError, CircuitBreaker, Ctx, Fallback, Graph, Node, Retry, RunOptions, StartMode,
+    BoxError, CircuitBreaker, Ctx, Fallback, Graph, Node, Retry, RunOptions, run::StartMode,
 };
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use tokio::runtime::Runtime;

@@ -158,7 +158,7 @@ pub enum BuildError {
     },
     /// A router is misdefined: it has no branch, a branch was not defined by the builder it
     /// was given, a branch declares upstreams of its own, or the router was never finished
-    /// ([`Router::finish`](crate::Router::finish) not called).
+    /// ([`Router::finish`](crate::graph::Router::finish) not called).
     #[error("router `{router}` is invalid: {reason}")]
     InvalidRouter {
         /// The router.
@@ -272,7 +272,7 @@ pub enum NodeError {
         /// The breaker's name.
         breaker: String,
         /// Its state: open, or half-open with every probe permit taken.
-        state: crate::BreakerState,
+        state: crate::policy::breaker::BreakerState,
         /// When the breaker will let a probe through, if known.
         retry_after: Option<Duration>,
     },

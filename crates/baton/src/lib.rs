@@ -145,12 +145,12 @@
 //! - Every node ends with exactly one [`Outcome`]. A node whose upstream produced no value
 //!   is `Skipped`, naming that upstream and the root cause; nothing is silently absent.
 //! - A panic in a task becomes that node's `Failed` outcome; the run goes on.
-//! - Dropping a [`Run`] cancels every node of it; a [`RunCanceller`] cancels it from
+//! - Dropping a [`Run`] cancels every node of it; a [`RunCanceller`](run::RunCanceller) cancels it from
 //!   elsewhere; when a run resolves, no node of it is still running (a blocking closure
 //!   abandoned after its timeout excepted: a thread cannot be stopped from outside).
 //! - The [`FailureMode`] decides whether failures make the run an error; the report is kept
 //!   either way.
-//! - The [`StartMode`] decides where nodes run on a multi-thread runtime: in the task that
+//! - The [`StartMode`](run::StartMode) decides where nodes run on a multi-thread runtime: in the task that
 //!   awaits the run, as `tokio::join!` would (`Inline`, the default: no task is spawned,
 //!   nodes that wait included, unless the run spreads past one poll's budget of nodes on
 //!   several workers), or in tasks of the run's own, spread over the workers (`Spread`:
@@ -164,17 +164,22 @@
 //! the same errors, events and attempt log as a node.
 //!
 //! ## Layout
-//! Everything is re-exported from the crate root. Three modules are public: [`observe`]
-//! holds callbacks, observers, stats, tracing spans and metrics; [`shared`] what a breaker's
-//! shared-state backend implements; [`contract`] is the execution contract. Inside, the modules form layers, each
-//! using only those below it: leaf utilities, identifiers, policy primitives, errors, the
-//! report, observing, the orchestrator, the onion (and the pipeline), the engine (compiled
-//! graph, run state, drivers), the builder. `docs/architecture.md` in the repository is the
-//! map.
+//! The crate root holds what a first graph, a first pipeline and a first report need. The
+//! rest is in a module per concept, each opening with a short guide: [`graph`] and [`run`]
+//! (building and running a graph), [`pipeline`] (one call with policies), [`retry`],
+//! [`deadline`], [`breaker`], [`limit`] (bulkheads and rate limiters), [`hedge`],
+//! [`chaos`], [`map`] (map nodes), [`compensate`] (compensations), [`error`], [`report`],
+//! [`orchestrator`], [`observe`] (callbacks, observers, stats, tracing spans and metrics),
+//! `tower` (feature `tower`: services and layers, with `http` the deadline headers),
+//! [`shared`] (what a shared-state backend implements) and [`contract`] (the execution
+//! contract). Inside, the modules form layers, each using only those below it: leaf
+//! utilities, identifiers, policy primitives, errors, the report, observing, the
+//! orchestrator, the onion (and the pipeline), the engine (compiled graph, run state,
+//! drivers), the builder. `docs/architecture.md` in the repository is the map.
 //!
 //! ## Features
 //! - `tracing` (default): spans per run, node and attempt.
-//! - `serde`: `Serialize` for [`Report`] and [`Stats`].
+//! - `serde`: `Serialize` for [`Report`] and [`Stats`](observe::Stats).
 //! - `metrics`: `observe::MetricsObserver`, an observer that records runs, nodes,
 //!   attempts, breakers and bulkheads as counters, gauges and histograms with the `metrics`
 //!   crate.
@@ -189,39 +194,157 @@ struct ReadmeDoctests;
 
 mod builder;
 mod engine;
-mod error;
+pub mod error;
 mod id;
 pub mod observe;
 mod onion;
-mod orchestrator;
+pub mod orchestrator;
 mod policy;
-mod report;
+pub mod report;
 #[cfg(feature = "tower")]
-mod tower;
+pub mod tower;
 mod util;
 
-pub use builder::{
-    DEFAULT_COMPENSATION_TIMEOUT, GraphBuilder, NodeBuilder, PolicyRef, Router, RouterBuilder,
-};
-pub use engine::{
-    CompensationCtx, CompensationTrigger, Ctx, FailureMode, Graph, Inputs, ItemCtx, Named, Run,
-    RunCanceller, RunError, RunOptions, StartMode, Upstreams,
-};
-pub use error::{
-    BoxError, BuildError, CancelReason, MapFailed, NodeError, StopReason, TaskResult, UserCode, ok,
-};
-pub use id::{IdempotencyKey, Node, RunId};
-pub use observe::{Event, Observer, Stats};
-pub use onion::{Attempt, Call, Fallback, IntoFallback, Pipeline, PipelineBuilder, Retry};
-pub use orchestrator::{NameTaken, Orchestrator, OrchestratorBuilder, ShutdownReport};
-pub use policy::breaker::{
-    BreakerConfigError, BreakerOpen, BreakerPermit, BreakerSnapshot, BreakerState,
-    BreakerTransition, BreakerWindow, CircuitBreaker, CircuitBreakerBuilder, ManualControl,
-    TransitionReason, WindowCounts,
-};
+pub mod graph {
+    //! Building a graph: a [`GraphBuilder`] adds nodes ([`NodeBuilder`]) and routers
+    //! ([`RouterBuilder`]), each node gets a typed handle ([`Node`]) that later nodes name
+    //! as upstreams ([`Upstreams`]), and `build()` validates and compiles it into a
+    //! [`Graph`] that runs any number of times.
+    //!
+    //! ```
+    //! use baton_graph::{BoxError, Graph};
+    //!
+    //! # #[tokio::main(flavor = "current_thread")]
+    //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    //! let mut g = Graph::<u64>::builder();
+    //! let double = g.node("double").task(|ctx, ()| async move {
+    //!     Ok::<_, BoxError>(*ctx.input() * 2)
+    //! });
+    //! let plus_one = g.node("plus_one").after(double).task(|_ctx, double| async move {
+    //!     Ok::<_, BoxError>(*double + 1)
+    //! });
+    //! let graph = g.build()?;
+    //! assert_eq!(graph.run(20).await?.get(plus_one), Some(&41));
+    //! # Ok(())
+    //! # }
+    //! ```
+    pub use crate::builder::{GraphBuilder, NodeBuilder, Router, RouterBuilder};
+    pub use crate::engine::{Ctx, Graph, Inputs, Upstreams};
+    pub use crate::id::{IdempotencyKey, Node};
+}
+
+pub mod run {
+    //! Running a graph: [`Graph::run`](crate::Graph::run) returns a [`Run`], a future
+    //! that resolves to the run's report, or to a [`RunError`]. [`RunOptions`] give a run
+    //! its deadline, its [`FailureMode`] and its [`StartMode`]; a [`RunCanceller`] cancels
+    //! it from elsewhere, with a [`CancelReason`]. Each run has a [`RunId`].
+    pub use crate::engine::{FailureMode, Run, RunCanceller, RunError, RunOptions, StartMode};
+    pub use crate::error::CancelReason;
+    pub use crate::id::RunId;
+}
+
+pub mod pipeline {
+    //! The policies of a node around a single call, without a graph: a [`Pipeline`] is
+    //! built once ([`PipelineBuilder`]) and called many times; each call's task sees its
+    //! [`Attempt`], and the call returns a [`Call`] with the value or the error and the
+    //! attempt log. A [`Fallback`] (anything that is [`IntoFallback`]) serves a value when
+    //! every attempt failed.
+    pub use crate::onion::{Attempt, Call, Fallback, IntoFallback, Pipeline, PipelineBuilder};
+}
+
+pub mod retry {
+    //! Retrying: a [`Retry`] runs a failed attempt again after a [`Backoff`] (with
+    //! [`Jitter`]), inside the node's deadline; the series ends with a [`StopReason`]. A
+    //! [`RetryBudget`] caps the retries of every caller of one downstream as a share of
+    //! their first attempts.
+    //!
+    //! ```
+    //! use std::time::Duration;
+    //! use baton_graph::retry::{Backoff, Jitter};
+    //!
+    //! let backoff = Backoff::exponential(Duration::from_millis(100)).jitter(Jitter::None);
+    //! let delays: Vec<Duration> = backoff.iter().take(3).collect();
+    //! assert_eq!(delays, [100, 200, 400].map(Duration::from_millis));
+    //! ```
+    pub use crate::onion::Retry;
+    pub use crate::policy::{Backoff, Jitter, RetryBudget, StopReason};
+}
+
+pub mod deadline {
+    //! Deadlines: every node's attempts share the run's deadline and their node's timeout;
+    //! an attempt is cut at the earlier of the two, and is not started with less than
+    //! [`DEFAULT_MIN_ATTEMPT_TIME`] left. A [`Budget`] carries the time left across a
+    //! service hop (in the two wire formats peers use); a callee that has none left
+    //! answers with [`DownstreamDeadlineExceeded`].
+    pub use crate::policy::{Budget, DEFAULT_MIN_ATTEMPT_TIME, DownstreamDeadlineExceeded};
+}
+
+pub mod breaker {
+    //! Circuit breakers: a [`CircuitBreaker`] is shared by every node and run that calls
+    //! one downstream. It moves closed → open → half-open ([`BreakerState`],
+    //! [`BreakerTransition`], [`TransitionReason`]) by the rules its builder sets
+    //! ([`CircuitBreakerBuilder`], with a [`BreakerWindow`]); while open it rejects calls
+    //! with [`BreakerOpen`]. An operator reads it ([`BreakerSnapshot`]) and forces it
+    //! ([`ManualControl`]); a call outside a graph asks it for a [`BreakerPermit`].
+    //!
+    //! ```
+    //! use baton_graph::breaker::{BreakerState, CircuitBreaker};
+    //!
+    //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    //! let inventory = CircuitBreaker::builder("inventory").consecutive_failures(5).build()?;
+    //! assert_eq!(inventory.state(), BreakerState::Closed);
+    //! # Ok(())
+    //! # }
+    //! ```
+    pub use crate::policy::breaker::{
+        BreakerConfigError, BreakerOpen, BreakerPermit, BreakerSnapshot, BreakerState,
+        BreakerTransition, BreakerWindow, CircuitBreaker, CircuitBreakerBuilder, ManualControl,
+        TransitionReason,
+    };
+}
+
+pub mod limit {
+    //! Limits on the calls to one downstream, shared by name: a [`Bulkhead`] caps how many
+    //! run at once, a [`RateLimiter`] how many start per period. Both wait a bounded time
+    //! for a permit, then reject the attempt.
+    pub use crate::policy::{Bulkhead, RateLimiter};
+}
+
+pub mod hedge {
+    //! Hedging: when an attempt is slow, a [`Hedge`] starts another beside it and the first
+    //! success wins; at most [`MAX_HEDGES`] run beside the first.
+    pub use crate::policy::{Hedge, MAX_HEDGES};
+}
+
+pub mod chaos {
+    //! Fault injection for tests: a node's [`Chaos`] injects latency and errors
+    //! ([`InjectedFault`]) into its attempts at configured rates, from a seed.
+    pub use crate::policy::{Chaos, InjectedFault};
+}
+
+pub mod map {
+    //! Map nodes: one item per element of an upstream's list, each through the node's
+    //! policies, at most [`DEFAULT_MAP_CONCURRENCY`] at once unless the node says
+    //! otherwise. An item's task sees an [`ItemCtx`]. A [`Completion`] rule decides when
+    //! the node is done ([`Decision`]); a node that fails by it fails with [`MapFailed`].
+    pub use crate::engine::ItemCtx;
+    pub use crate::error::MapFailed;
+    pub use crate::policy::{Completion, DEFAULT_MAP_CONCURRENCY, Decision};
+}
+
+pub mod compensate {
+    //! Compensations: a node may declare how to undo what it did. When a run fails by the
+    //! graph's [`CompensationTrigger`], the compensations of the nodes that succeeded run,
+    //! each seeing a [`CompensationCtx`] and bounded by its timeout
+    //! ([`DEFAULT_COMPENSATION_TIMEOUT`] unless set). The report says what ran
+    //! ([`CompensationReport`](crate::report::CompensationReport)).
+    pub use crate::builder::DEFAULT_COMPENSATION_TIMEOUT;
+    pub use crate::engine::{CompensationCtx, CompensationTrigger};
+}
+
 /// What a shared-state backend for [`CircuitBreaker`] implements and uses
-/// ([`CircuitBreakerBuilder::shared`]), and one for [`RateLimiter`]
-/// ([`RateLimiter::shared`]).
+/// ([`CircuitBreakerBuilder::shared`](breaker::CircuitBreakerBuilder::shared)), and one for
+/// [`RateLimiter`] ([`RateLimiter::shared`]).
 pub mod shared {
     pub use crate::policy::breaker::{
         BreakerMirror, SharedBreakerState, SharedFuture, SharedOutcome, SharedRecord, SharedRules,
@@ -233,20 +356,13 @@ pub mod shared {
 ///
 #[doc = include_str!("../contract.md")]
 pub mod contract {}
-pub use policy::{
-    Backoff, BackoffIter, Budget, Bulkhead, Chaos, Completion, DEFAULT_MAP_CONCURRENCY,
-    DEFAULT_MAX_DELAY, DEFAULT_MIN_ATTEMPT_TIME, Decision, DownstreamDeadlineExceeded,
-    HEDGE_WINDOW, Hedge, InjectedFault, Jitter, MAX_HEDGES, RateLimiter, RetryBudget,
-};
-pub use report::{
-    AttemptReport, CompensationReport, Compensations, Counts, ItemReport, Items, MissingValue,
-    NodeReport, Outcome, Report,
-};
-#[cfg(feature = "axum")]
-pub use tower::HttpService;
-#[cfg(feature = "http")]
-pub use tower::{
-    BadBudgetHeader, DeadlineHeaders, DeadlineLayer, DeadlineService, RequestDeadline,
-};
-#[cfg(feature = "tower")]
-pub use tower::{GraphFuture, GraphService, NoBudget, PipelineLayer, PipelineService, ReadBudget};
+
+pub use builder::{GraphBuilder, NodeBuilder};
+pub use engine::{Ctx, FailureMode, Graph, Inputs, Run, RunError, RunOptions, Upstreams};
+pub use error::{BoxError, BuildError, NodeError, TaskResult, ok};
+pub use id::Node;
+pub use onion::{Fallback, Pipeline, Retry};
+pub use orchestrator::Orchestrator;
+pub use policy::breaker::CircuitBreaker;
+pub use policy::{Backoff, Bulkhead, Hedge, Jitter, RateLimiter};
+pub use report::{NodeReport, Outcome, Report};

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
-use baton_graph::{BoxError, Graph, Node, RunOptions, StartMode};
+use baton_graph::{BoxError, Graph, Node, RunOptions, run::StartMode};
 
 /// The system allocator, counting the allocations made on each thread.
 struct Counting;

@@ -480,7 +480,7 @@ struct Flaky(Mutex<Option<baton_graph::shared::BreakerMirror>>);
 
 impl baton_graph::shared::SharedBreakerState for Flaky {
     fn attach(&self, mirror: baton_graph::shared::BreakerMirror) {
-        use baton_graph::{BreakerState, TransitionReason};
+        use baton_graph::breaker::{BreakerState, TransitionReason};
         let view =
             baton_graph::shared::SharedView::new(BreakerState::Closed, TransitionReason::Reset);
         let _ = mirror.adopt(view);
@@ -493,7 +493,7 @@ impl baton_graph::shared::SharedBreakerState for Flaky {
     fn wants_probe(&self, _until: Option<tokio::time::Instant>) {}
     fn control(
         &self,
-        _: baton_graph::ManualControl,
+        _: baton_graph::breaker::ManualControl,
     ) -> baton_graph::shared::SharedFuture<'_, bool> {
         Box::pin(async { false })
     }

@@ -49,7 +49,7 @@ unsafe impl GlobalAlloc for Counting {
 static ALLOC: Counting = Counting;
 
 /// Items running at once, in both implementations (baton's default).
-const CONCURRENCY: usize = baton_graph::DEFAULT_MAP_CONCURRENCY;
+const CONCURRENCY: usize = baton_graph::map::DEFAULT_MAP_CONCURRENCY;
 
 /// The item body: a no-op that ends on its first poll.
 async fn body(n: u64) -> Result<u64, BoxError> {

@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use baton_graph::{
-    BoxError, CircuitBreaker, Ctx, Fallback, Graph, Node, NodeBuilder, Retry, StartMode,
+    BoxError, CircuitBreaker, Ctx, Fallback, Graph, Node, NodeBuilder, Retry, run::StartMode,
 };
 
 use crate::probe::{Probe, Step};

@@ -11,7 +11,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use baton_graph::StartMode;
+use baton_graph::run::StartMode;
 
 use crate::probe::Probe;
 use crate::shapes::{Dag, Shape};

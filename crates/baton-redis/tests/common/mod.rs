@@ -10,7 +10,10 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use baton_graph::{BreakerState, BreakerTransition, CircuitBreaker, TransitionReason};
+use baton_graph::{
+    CircuitBreaker,
+    breaker::{BreakerState, BreakerTransition, TransitionReason},
+};
 use baton_redis::{RedisBreakers, RedisOptions};
 use std::sync::{Arc, Mutex};
 

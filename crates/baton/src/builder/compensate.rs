@@ -32,7 +32,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     /// ```
     /// use std::sync::Arc;
     /// use std::sync::atomic::{AtomicI64, Ordering};
-    /// use baton_graph::{BoxError, CompensationTrigger, Graph, RunError};
+    /// use baton_graph::{BoxError, Graph, RunError, compensate::CompensationTrigger};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), BoxError> {

@@ -375,7 +375,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use crate::builder::PolicyRef;
+    use crate::builder::policy::PolicyRef;
     use crate::{BoxError, CircuitBreaker, Fallback, Graph, GraphBuilder, Retry};
 
     fn ok() -> Ready<Result<u32, BoxError>> {

@@ -43,7 +43,7 @@ impl fmt::Display for UserCode {
 /// Why a run was cancelled.
 ///
 /// ```
-/// use baton_graph::CancelReason;
+/// use baton_graph::run::CancelReason;
 ///
 /// let reason = CancelReason::FailFast { node: "stock".into() };
 /// assert_eq!(reason.to_string(), "fail-fast after `stock` failed");
@@ -51,7 +51,7 @@ impl fmt::Display for UserCode {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CancelReason {
-    /// [`RunCanceller::cancel`](crate::RunCanceller::cancel) was called.
+    /// [`RunCanceller::cancel`](crate::run::RunCanceller::cancel) was called.
     Requested,
     /// The run's future was dropped before it finished.
     Dropped,

@@ -68,7 +68,7 @@ use crate::report::{Outcome, Report};
 /// use std::sync::Arc;
 /// use std::sync::atomic::{AtomicUsize, Ordering};
 /// use std::time::Duration;
-/// use baton_graph::{BoxError, Event, Observer, Orchestrator};
+/// use baton_graph::{BoxError, Orchestrator, observe::{Event, Observer}};
 ///
 /// struct Timeouts(Arc<AtomicUsize>);
 ///
@@ -109,7 +109,7 @@ impl<F: Fn(&Event<'_>) + Send + Sync + 'static> Observer for F {
 ///
 /// ```
 /// use std::sync::{Arc, Mutex};
-/// use baton_graph::{BoxError, Event, Orchestrator, Retry};
+/// use baton_graph::{BoxError, Orchestrator, Retry, observe::Event};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), BoxError> {
@@ -257,7 +257,7 @@ pub enum Event<'a> {
         /// Whether it got a permit.
         admitted: bool,
     },
-    /// Fault injection ([`Chaos`](crate::Chaos)) drew faults for an attempt, after its
+    /// Fault injection ([`Chaos`](crate::chaos::Chaos)) drew faults for an attempt, after its
     /// permits and before its task: a latency it sleeps first, and an error that replaces
     /// the task's run.
     FaultInjected {

@@ -233,7 +233,7 @@ pub struct Stats {
     /// Hedges started (attempts started in parallel with a slow one); each is counted in
     /// `attempts` and `retries` too.
     pub hedges: u64,
-    /// Attempts fault injection ([`Chaos`](crate::Chaos)) added a latency or an error to.
+    /// Attempts fault injection ([`Chaos`](crate::chaos::Chaos)) added a latency or an error to.
     pub faults_injected: u64,
     /// Gauge: runs started and not finished.
     pub runs_in_flight: u64,

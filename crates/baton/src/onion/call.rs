@@ -72,7 +72,7 @@ impl Attempt {
     }
 
     /// The time left of this attempt less `margin`, to send downstream with the request
-    /// (see [`Budget`](crate::Budget)); `None` when no deadline applies.
+    /// (see [`Budget`](crate::deadline::Budget)); `None` when no deadline applies.
     #[must_use]
     pub fn budget(&self, margin: Duration) -> Option<crate::policy::Budget> {
         self.remaining()

@@ -4,7 +4,7 @@
 //!    [`Bulkhead`](crate::Bulkhead) permit, then the task under its cut
 //!    (`min(per-attempt timeout, time left before the deadline)`);
 //! 2. **retry**: [`Retry`], each backoff clipped to the deadline minus the minimum attempt
-//!    time, each retry drawn from the [`RetryBudget`](crate::RetryBudget) if there is one;
+//!    time, each retry drawn from the [`RetryBudget`](crate::retry::RetryBudget) if there is one;
 //! 3. **circuit breaker**: asked once before the series, told one result per series;
 //! 4. **fallback**: [`Fallback`], when the inner layers failed.
 //!

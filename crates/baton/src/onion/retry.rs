@@ -127,7 +127,7 @@ impl Retry {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use baton_graph::{BoxError, NodeError, Pipeline, Retry, RetryBudget, StopReason};
+    /// use baton_graph::{BoxError, NodeError, Pipeline, Retry, retry::{RetryBudget, StopReason}};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), BoxError> {
@@ -157,7 +157,7 @@ impl Retry {
     /// every backoff: it leaves room for one minimum attempt, and the attempt after a
     /// clipped delay is the series' last. No jitter is added to it. `delay` is called only
     /// for an error that is retried, and a panic in it fails the node with
-    /// [`NodeError::Panicked`] ([`UserCode::RetryDelay`](crate::UserCode::RetryDelay)).
+    /// [`NodeError::Panicked`] ([`UserCode::RetryDelay`](crate::error::UserCode::RetryDelay)).
     ///
     /// ```
     /// use std::time::Duration;
@@ -213,7 +213,7 @@ impl Retry {
     /// deterministic).
     ///
     /// ```
-    /// use baton_graph::{BreakerState, NodeError, Retry};
+    /// use baton_graph::{NodeError, Retry, breaker::BreakerState};
     ///
     /// assert!(Retry::default_retryable(&NodeError::Task("503".into())));
     /// let rejected = NodeError::BreakerOpen {

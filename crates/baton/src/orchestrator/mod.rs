@@ -132,7 +132,7 @@ impl OrchestratorBuilder {
     /// ```
     /// use std::sync::Arc;
     /// use std::sync::atomic::{AtomicUsize, Ordering};
-    /// use baton_graph::{BoxError, Event, Orchestrator};
+    /// use baton_graph::{BoxError, Orchestrator, observe::Event};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), BoxError> {

@@ -125,7 +125,7 @@ impl Orchestrator {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use baton_graph::{BoxError, CancelReason, Orchestrator, RunError};
+    /// use baton_graph::{BoxError, Orchestrator, RunError, run::CancelReason};
     /// use tokio::time::sleep;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]

@@ -30,7 +30,7 @@ type MakeError = Arc<dyn Fn(u32) -> BoxError + Send + Sync>;
 ///
 /// ```
 /// use std::time::Duration;
-/// use baton_graph::Chaos;
+/// use baton_graph::chaos::Chaos;
 ///
 /// // A fifth of the attempts wait 200 ms more; a tenth fail with an `InjectedFault`.
 /// let chaos = Chaos::new(42)

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 /// How many recent latencies a percentile hedge delay is computed from.
-pub const HEDGE_WINDOW: usize = 128;
+pub(crate) const HEDGE_WINDOW: usize = 128;
 
 /// The most hedges one attempt may have ([`Hedge::max_hedges`]): every hedge of an attempt
 /// may be in flight at once, each a call to the same downstream, so past this a hedge
@@ -123,8 +123,8 @@ impl Hedge {
     }
 
     /// Once `min_samples` attempts succeeded, hedges after the `percentile` (in `(0, 100)`)
-    /// of the last [`HEDGE_WINDOW`] successful attempts' latencies instead of the fixed
-    /// delay. `min_samples` must be in `1..=HEDGE_WINDOW`. Returns a new handle, with an
+    /// of the last 128 successful attempts' latencies instead of the fixed
+    /// delay. `min_samples` must be in `1..=128`. Returns a new handle, with an
     /// empty window.
     #[must_use]
     pub fn percentile(self, percentile: f64, min_samples: usize) -> Self {
@@ -191,7 +191,7 @@ impl Hedge {
     /// # Errors
     /// Why not: a zero delay not made by `all_at_once`, zero hedges or more than
     /// [`MAX_HEDGES`], a percentile outside `(0, 100)` or on an all-at-once hedge, or a
-    /// sample count outside `1..=HEDGE_WINDOW`.
+    /// sample count outside `1..=128`.
     pub(crate) fn validate(&self) -> Result<(), String> {
         let i = &self.inner;
         if i.delay.is_zero() && !i.at_once {

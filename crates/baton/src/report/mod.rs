@@ -4,8 +4,11 @@
 //! skipped because an upstream produced no value is recorded too, with that upstream and
 //! the root cause ([rule 2 of the contract](crate::contract#2-exactly-one-outcome-per-node)).
 //!
-//! The report reads a run through [`RunRecords`], a trait defined here and implemented by
-//! the engine, so that it knows nothing of the scheduler's types.
+//! A [`Report`] holds one [`NodeReport`] per node: its value ([`Report::get`], or
+//! [`Report::require`] with a [`MissingValue`] saying why there is none), its attempts
+//! ([`AttemptReport`]), a map node's items ([`ItemReport`]), and the run's
+//! compensations ([`CompensationReport`]); [`Counts`] tallies the outcomes. It prints as
+//! a timeline, one line per node.
 
 mod attempt_report;
 mod chrome;

@@ -30,7 +30,7 @@ const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 ///
 /// ```
 /// use std::time::Duration;
-/// use baton_graph::DeadlineHeaders;
+/// use baton_graph::tower::DeadlineHeaders;
 /// use http::HeaderMap;
 ///
 /// let headers = DeadlineHeaders::new().margin(Duration::from_millis(5));
@@ -182,7 +182,7 @@ pub struct RequestDeadline(pub Instant);
 ///
 /// ```
 /// use std::time::Duration;
-/// use baton_graph::{BoxError, DeadlineHeaders, DeadlineLayer, RequestDeadline};
+/// use baton_graph::{BoxError, tower::{DeadlineHeaders, DeadlineLayer, RequestDeadline}};
 /// use tokio::time::Instant;
 /// use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
 ///

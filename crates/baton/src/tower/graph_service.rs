@@ -193,7 +193,7 @@ impl<B: Send + Sync + 'static, R: 'static> GraphService<http::Request<B>, R> {
     /// ends `DeadlineExceeded` at once and no task runs. A malformed header is logged and
     /// read as absent.
     #[must_use]
-    pub fn deadline_headers(self, headers: crate::DeadlineHeaders) -> Self {
+    pub fn deadline_headers(self, headers: crate::tower::DeadlineHeaders) -> Self {
         self.options_from(move |request, options| {
             use super::ReadBudget as _;
             match headers.budget(request) {

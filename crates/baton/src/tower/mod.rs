@@ -9,8 +9,9 @@
 //! The traits are those of the `tower-service` and `tower-layer` crates, which `tower`
 //! re-exports: the same `Service` and `Layer`.
 //!
-//! This module sits above the builder: it adapts graphs, pipelines and node builders, and
-//! nothing below it knows of tower.
+//! A caller's remaining time enters a run or a pipeline call as its deadline, so their
+//! attempts are cut at the caller's deadline; [`ReadBudget`] says how a request carries it
+//! ([`NoBudget`]: it carries none).
 //!
 //! [`tower::Service`]: tower_service::Service
 //! [`tower::Layer`]: tower_layer::Layer

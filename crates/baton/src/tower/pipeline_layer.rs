@@ -93,7 +93,7 @@ impl<T> PipelineLayer<T> {
 
 impl<T, D> PipelineLayer<T, D> {
     /// Reads the caller's remaining budget from each request with `budget` (e.g.
-    /// [`DeadlineHeaders`](crate::DeadlineHeaders) for `http::Request`s, feature `http`):
+    /// [`DeadlineHeaders`](crate::tower::DeadlineHeaders) for `http::Request`s, feature `http`):
     /// the call's deadline is the earlier of the pipeline's budget and the caller's. A
     /// request whose caller has no time left fails at once with
     /// [`NodeError::DeadlineExceeded`], without calling the inner service.

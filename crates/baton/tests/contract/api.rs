@@ -3,9 +3,12 @@
 //! use `?` without naming their error type.
 
 use baton_graph::{
-    BoxError, BuildError, CancelReason, Counts, Ctx, FailureMode, Graph, IdempotencyKey, Node,
-    NodeError, NodeReport, Outcome, Report, Run, RunCanceller, RunError, RunId, RunOptions,
-    TaskResult, ok,
+    BoxError, BuildError, Ctx, FailureMode, Graph, Node, NodeError, NodeReport, Outcome, Report,
+    Run, RunError, RunOptions, TaskResult,
+    graph::IdempotencyKey,
+    ok,
+    report::Counts,
+    run::{CancelReason, RunCanceller, RunId},
 };
 
 fn send_sync<T: Send + Sync>() {}

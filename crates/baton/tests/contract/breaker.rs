@@ -6,8 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use baton_graph::{
-    BreakerConfigError, BreakerState, BreakerTransition, BreakerWindow, CircuitBreaker,
-    TransitionReason,
+    CircuitBreaker,
+    breaker::{
+        BreakerConfigError, BreakerState, BreakerTransition, BreakerWindow, TransitionReason,
+    },
 };
 use tokio::time::{Instant, advance};
 
@@ -455,7 +457,7 @@ async fn listeners_get_every_transition_once_in_order_and_a_panic_changes_nothin
 
 #[tokio::test(start_paused = true)]
 async fn config_errors_name_the_breaker_and_the_setting() {
-    let err = |b: baton_graph::CircuitBreakerBuilder| b.build().unwrap_err();
+    let err = |b: baton_graph::breaker::CircuitBreakerBuilder| b.build().unwrap_err();
     let e = err(CircuitBreaker::builder("inventory").half_open_probes(0));
     assert_eq!(e.breaker(), Some("inventory"));
     assert_eq!(

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use baton_graph::{
-    Backoff, BoxError, BreakerState, CircuitBreaker, Fallback, Graph, Node, NodeError, Outcome,
-    Pipeline, Retry, StopReason,
+    Backoff, BoxError, CircuitBreaker, Fallback, Graph, Node, NodeError, Outcome, Pipeline, Retry,
+    breaker::BreakerState, retry::StopReason,
 };
 use tokio::task::JoinSet;
 use tokio::time::{advance, sleep};

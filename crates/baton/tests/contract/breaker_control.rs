@@ -7,8 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use baton_graph::{
-    Backoff, BoxError, BreakerState, BreakerTransition, BreakerWindow, CircuitBreaker, Event,
-    Fallback, NodeError, Orchestrator, Outcome, Retry, StopReason, TransitionReason,
+    Backoff, BoxError, CircuitBreaker, Fallback, NodeError, Orchestrator, Outcome, Retry,
+    breaker::{BreakerState, BreakerTransition, BreakerWindow, TransitionReason},
+    observe::Event,
+    retry::StopReason,
 };
 use tokio::time::advance;
 

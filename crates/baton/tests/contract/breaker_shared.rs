@@ -10,7 +10,10 @@ use baton_graph::shared::{
     BreakerMirror, SharedBreakerState, SharedFuture, SharedOutcome, SharedRecord, SharedView,
     Unreachable,
 };
-use baton_graph::{BreakerState, CircuitBreaker, ManualControl, TransitionReason};
+use baton_graph::{
+    CircuitBreaker,
+    breaker::{BreakerState, ManualControl, TransitionReason},
+};
 use tokio::time::{Instant, advance};
 
 use BreakerState::{Closed, HalfOpen, Isolated, Open};

@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use baton_graph::{
-    BoxError, Chaos, Event, Graph, InjectedFault, NodeError, Orchestrator, Outcome, Pipeline, Retry,
+    BoxError, Graph, NodeError, Orchestrator, Outcome, Pipeline, Retry,
+    chaos::{Chaos, InjectedFault},
+    observe::Event,
 };
 use tokio::time::sleep;
 

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use baton_graph::{
-    BoxError, CompensationTrigger, FailureMode, Graph, GraphBuilder, Node, Outcome, Retry,
-    RunError, RunOptions,
+    BoxError, FailureMode, Graph, GraphBuilder, Node, Outcome, Retry, RunError, RunOptions,
+    compensate::CompensationTrigger,
 };
 use tokio::time::{Instant, sleep};
 

@@ -13,8 +13,9 @@ use axum::body::{Body, to_bytes};
 use axum::http::{HeaderName, Request, StatusCode};
 use axum::response::IntoResponse;
 use baton_graph::{
-    BoxError, DeadlineHeaders, DeadlineLayer, DownstreamDeadlineExceeded, FailureMode, Graph,
-    NodeError, Pipeline, RequestDeadline, Retry, RunOptions,
+    BoxError, FailureMode, Graph, NodeError, Pipeline, Retry, RunOptions,
+    deadline::DownstreamDeadlineExceeded,
+    tower::{DeadlineHeaders, DeadlineLayer, RequestDeadline},
 };
 use serde_json::Value;
 use tokio::time::{Instant, sleep};

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use baton_graph::{
-    BoxError, CancelReason, FailureMode, Graph, GraphBuilder, Node, Outcome, Report, RunError,
-    RunOptions,
+    BoxError, FailureMode, Graph, GraphBuilder, Node, Outcome, Report, RunError, RunOptions,
+    run::CancelReason,
 };
 use tokio::time::sleep;
 

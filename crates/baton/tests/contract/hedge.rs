@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use baton_graph::{
-    BoxError, BreakerState, CircuitBreaker, Event, Graph, Hedge, MAX_HEDGES, Node, NodeError,
-    Orchestrator, Outcome, Pipeline, Report, Retry, RetryBudget,
+    BoxError, CircuitBreaker, Graph, Hedge, Node, NodeError, Orchestrator, Outcome, Pipeline,
+    Report, Retry, breaker::BreakerState, hedge::MAX_HEDGES, observe::Event, retry::RetryBudget,
 };
 use tokio::time::{Instant, sleep};
 

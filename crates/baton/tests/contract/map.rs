@@ -6,8 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use baton_graph::{
-    BoxError, BuildError, CircuitBreaker, Completion, Event, FailureMode, Fallback, Graph,
-    MapFailed, Node, NodeError, Observer, Orchestrator, Outcome, Retry, RunOptions,
+    BoxError, BuildError, CircuitBreaker, FailureMode, Fallback, Graph, Node, NodeError,
+    Orchestrator, Outcome, Retry, RunOptions,
+    map::{Completion, MapFailed},
+    observe::{Event, Observer},
 };
 use tokio::time::{Instant, sleep};
 
@@ -87,7 +89,7 @@ async fn items_run_in_input_order_with_bounded_concurrency() {
         items.get(2).map(|i| i.end())
     );
     // The default concurrency is finite.
-    assert_eq!(baton_graph::DEFAULT_MAP_CONCURRENCY, 16);
+    assert_eq!(baton_graph::map::DEFAULT_MAP_CONCURRENCY, 16);
 }
 
 #[tokio::test(start_paused = true)]

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use baton_graph::{
-    Backoff, BoxError, BreakerState, CircuitBreaker, Fallback, Graph, NodeError, Orchestrator,
-    Outcome, Retry, StopReason,
+    Backoff, BoxError, CircuitBreaker, Fallback, Graph, NodeError, Orchestrator, Outcome, Retry,
+    breaker::BreakerState, retry::StopReason,
 };
 use tokio::time::sleep;
 

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use baton_graph::{
-    Backoff, BoxError, Bulkhead, CircuitBreaker, Event, Fallback, NodeError, Orchestrator, Outcome,
-    Pipeline, RateLimiter, Retry, RetryBudget,
+    Backoff, BoxError, Bulkhead, CircuitBreaker, Fallback, NodeError, Orchestrator, Outcome,
+    Pipeline, RateLimiter, Retry, observe::Event, retry::RetryBudget,
 };
 use tokio::time::{Instant, sleep};
 
@@ -136,7 +136,9 @@ fn chain(error: &NodeError) -> String {
     parts.join(": ")
 }
 
-fn log_of(log: &[baton_graph::AttemptReport]) -> Vec<(u128, u128, u128, Option<String>, u128)> {
+fn log_of(
+    log: &[baton_graph::report::AttemptReport],
+) -> Vec<(u128, u128, u128, Option<String>, u128)> {
     log.iter()
         .map(|a| {
             (

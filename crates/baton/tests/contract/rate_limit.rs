@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use baton_graph::{
-    BoxError, BuildError, Event, Graph, Node, NodeError, Orchestrator, Outcome, Pipeline,
-    RateLimiter, Retry,
+    BoxError, BuildError, Graph, Node, NodeError, Orchestrator, Outcome, Pipeline, RateLimiter,
+    Retry, observe::Event,
 };
 use tokio::time::{Instant, sleep};
 

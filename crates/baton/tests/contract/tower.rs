@@ -10,8 +10,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use baton_graph::{
-    Backoff, BoxError, CircuitBreaker, FailureMode, Graph, GraphService, NodeError, Outcome,
-    Pipeline, PipelineLayer, Retry, RunError, RunOptions,
+    Backoff, BoxError, CircuitBreaker, FailureMode, Graph, NodeError, Outcome, Pipeline, Retry,
+    RunError, RunOptions,
+    tower::{GraphService, PipelineLayer},
 };
 use tokio::time::{Instant, Sleep, sleep};
 use tower::{Service, ServiceBuilder, ServiceExt, service_fn};

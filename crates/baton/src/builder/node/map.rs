@@ -89,13 +89,13 @@ where
     /// A map node like [`map`](Self::map), done by `completion`, whose value holds each
     /// item's result in input order: its value or its error (an item cancelled once the
     /// rule was decided has [`NodeError::ItemCancelled`]). The node succeeds when the rule
-    /// is met, and fails with [`MapFailed`](crate::MapFailed) as its task error when it is
+    /// is met, and fails with [`MapFailed`](crate::map::MapFailed) as its task error when it is
     /// not. The report says which rule it was and what it decided ([`Report::items`]).
     ///
     /// [`Report::items`]: crate::Report::items
     ///
     /// ```
-    /// use baton_graph::{BoxError, Completion, Graph, Outcome};
+    /// use baton_graph::{BoxError, Graph, Outcome, map::Completion};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), BoxError> {

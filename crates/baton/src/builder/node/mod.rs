@@ -287,7 +287,7 @@ where
     /// runtime has workers. Work that blocks its thread, such as file or socket I/O without
     /// `.await`, long computations or `block_in_place`, belongs in
     /// [`blocking_task`](Self::blocking_task), whose nodes wait like any other. By default,
-    /// with [`StartMode::Inline`](crate::StartMode::Inline), or where one thread runs every
+    /// with [`StartMode::Inline`](crate::run::StartMode::Inline), or where one thread runs every
     /// task, the run's first nodes start in the task that awaits the run and move to a task
     /// of their own at their first `.await` that waits; [`Run`](crate::Run) says more.
     ///

@@ -303,7 +303,7 @@ impl<I, U, T> NodeBuilder<'_, I, U, T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use baton_graph::{BoxError, Chaos, Graph, Retry};
+    /// use baton_graph::{BoxError, Graph, Retry, chaos::Chaos};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), BoxError> {

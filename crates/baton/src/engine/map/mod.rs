@@ -25,7 +25,8 @@ use super::graph::NodeKind;
 use super::run::state::RunState;
 use super::task::ctx::{AttemptFuture, Ctx, ErasedTask, FallbackFuture, put};
 use super::task::node_fallback::FallbackScope;
-use super::task::upstreams::{FetchCx, Upstreams};
+use super::task::upstreams::FetchCx;
+use super::task::upstreams::sealed::Sealed;
 use crate::error::{BoxError, MapFailed, NodeError, UserCode};
 use crate::id::Node;
 use crate::onion::{self, Execution, Fallback, Policies};
@@ -121,7 +122,7 @@ where
         _permit: Option<crate::policy::limit::bulkhead::BulkheadPermit>,
         into: &mut Option<AttemptFuture>,
     ) -> bool {
-        let Some(list) = <Node<L> as Upstreams>::__fetch(cx) else {
+        let Some(list) = <Node<L> as Sealed>::__fetch(cx) else {
             return false;
         };
         let items: Vec<X> = (&*list).into_iter().cloned().collect();

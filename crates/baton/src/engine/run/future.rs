@@ -39,7 +39,7 @@ enum Phase {
 /// of the run: a node that has not started never starts, a running one is dropped at its
 /// next `.await`. [`Run::canceller`] gives a handle that cancels it from elsewhere.
 ///
-/// By default ([`StartMode::Inline`](crate::StartMode::Inline)) the run's nodes run inside
+/// By default ([`StartMode::Inline`](crate::run::StartMode::Inline)) the run's nodes run inside
 /// this future, in the task that awaits it (so the first poll may already call tasks), as
 /// `tokio::join!` would poll them: a node that waits stays here, polled again when it is
 /// woken, and the run spawns no task, unless it spreads (on several workers, when one poll
@@ -47,7 +47,7 @@ enum Phase {
 /// unit of the awaiting task's coop budget (tokio's `coop`), as a spawned driver's would
 /// (starting a run spends a unit too: a run that finds none left yields before it starts).
 /// A node sees the awaiting task's task-locals and current `LocalSet`; it should not rely on
-/// either. A run that spreads ([`StartMode::Spread`](crate::StartMode::Spread)) on a
+/// either. A run that spreads ([`StartMode::Spread`](crate::run::StartMode::Spread)) on a
 /// runtime with more workers runs every node in tasks of its own instead, so a node that
 /// computes never holds up the awaiting task (its timeout, the futures it joins). Where one
 /// thread runs every task (taken to be so on a current-thread runtime, or on a one-worker
@@ -125,7 +125,7 @@ impl<I: Send + Sync + 'static> Run<I> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use baton_graph::{BoxError, CancelReason, Graph, Outcome, RunError};
+    /// use baton_graph::{BoxError, Graph, Outcome, RunError, run::CancelReason};
     /// use tokio::time::sleep;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]

@@ -13,7 +13,7 @@ use super::start::StartMode;
 /// Whatever the mode, the report accounts for every node.
 ///
 /// ```
-/// use baton_graph::{BoxError, CancelReason, FailureMode, Graph, Outcome, RunOptions};
+/// use baton_graph::{BoxError, FailureMode, Graph, Outcome, RunOptions, run::CancelReason};
 /// use std::time::Duration;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -147,7 +147,7 @@ impl RunOptions {
     }
 
     /// Gives the run's nodes idempotency keys made of `key` instead of the run's id: `key`,
-    /// a dash and the node's index, as [`IdempotencyKey`](crate::IdempotencyKey) says. Pass
+    /// a dash and the node's index, as [`IdempotencyKey`](crate::graph::IdempotencyKey) says. Pass
     /// the `Idempotency-Key` of the request the run serves: the client's retry of that
     /// request is a new run, and it sends the same keys downstream, so it causes no second
     /// side effect.

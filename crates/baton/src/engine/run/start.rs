@@ -19,7 +19,7 @@ use std::fmt;
 /// A graph of nodes that compute asks for `Spread`.
 ///
 /// ```
-/// use baton_graph::{BoxError, Graph, Node, RunOptions, StartMode};
+/// use baton_graph::{BoxError, Graph, Node, RunOptions, run::StartMode};
 ///
 /// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {

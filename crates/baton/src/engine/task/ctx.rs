@@ -361,7 +361,7 @@ impl<I> Ctx<I> {
     }
 
     /// The time left of this attempt less `margin`, to send downstream with the request
-    /// (as `grpc-timeout` or in milliseconds, see [`Budget`](crate::Budget)); `None` when
+    /// (as `grpc-timeout` or in milliseconds, see [`Budget`](crate::deadline::Budget)); `None` when
     /// no deadline applies. The margin covers the request's trip and the downstream's
     /// answer, so that the answer arrives before this attempt is cut. Work the task starts
     /// on a detached `tokio::spawn` is not cut by this deadline: give it a budget of its own.

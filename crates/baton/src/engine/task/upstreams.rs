@@ -29,7 +29,7 @@ use crate::util::value::Value;
 /// A set of upstream nodes and the shape in which their values reach the task.
 ///
 /// Implemented for `()`, [`Node<T>`], tuples of 1 to 16 handles, `Vec<Node<T>>` and
-/// [`Named<V>`]. It is sealed: the scheduler relies on how these fetch their values.
+/// the names of [`after_names`](crate::NodeBuilder::after_names). It is sealed: the scheduler relies on how these fetch their values.
 ///
 /// ```
 /// use baton_graph::{BoxError, Graph};
@@ -56,25 +56,32 @@ use crate::util::value::Value;
     message = "`{Self}` cannot be a node's upstreams",
     note = "upstreams are a `Node<T>`, a tuple of 1 to 16 `Node<_>` handles, a `Vec<Node<T>>`, or `after_names([..])`"
 )]
-pub trait Upstreams: sealed::Sealed + Clone + Send + Sync + 'static {
+pub trait Upstreams:
+    sealed::Sealed<Fetched = <Self as Upstreams>::Values> + Clone + Send + Sync + 'static
+{
     /// What the node's task receives: `Arc<T>` for each upstream, in the shape of `Self`.
     type Values: Send + 'static;
-
-    #[doc(hidden)]
-    fn __declare(&self, out: &mut Vec<UpstreamRef>);
-
-    /// Fetches the values from the run; the node's declared upstreams are in `cx`, so the
-    /// handles themselves need not be kept after `build()`.
-    #[doc(hidden)]
-    fn __fetch(cx: &FetchCx<'_>) -> Option<Self::Values>;
 }
 
+/// How upstreams declare themselves and fetch their values: outside the crate this trait
+/// can be neither named nor implemented, which is what seals [`Upstreams`].
 pub(crate) mod sealed {
-    pub trait Sealed {}
+    use super::{FetchCx, UpstreamRef};
+
+    pub trait Sealed {
+        /// What the values fetched are: the same type as [`Upstreams::Values`](super::Upstreams::Values).
+        type Fetched;
+
+        /// Declares the upstreams, in order, for `build()` to resolve.
+        fn __declare(&self, out: &mut Vec<UpstreamRef>);
+
+        /// Fetches the values from the run; the node's declared upstreams are in `cx`, so
+        /// the handles themselves need not be kept after `build()`.
+        fn __fetch(cx: &FetchCx<'_>) -> Option<Self::Fetched>;
+    }
 }
 
 /// One declared upstream, before `build()` resolves it to a node index.
-#[doc(hidden)]
 #[derive(Debug, Clone)]
 pub enum UpstreamRef {
     /// A typed handle.
@@ -104,18 +111,22 @@ impl UpstreamRef {
     }
 }
 
-impl sealed::Sealed for () {}
 impl Upstreams for () {
     type Values = ();
+}
+impl sealed::Sealed for () {
+    type Fetched = ();
     fn __declare(&self, _out: &mut Vec<UpstreamRef>) {}
     fn __fetch(_cx: &FetchCx<'_>) -> Option<()> {
         Some(())
     }
 }
 
-impl<T: Send + Sync + 'static> sealed::Sealed for Node<T> {}
 impl<T: Send + Sync + 'static> Upstreams for Node<T> {
     type Values = Arc<T>;
+}
+impl<T: Send + Sync + 'static> sealed::Sealed for Node<T> {
+    type Fetched = Arc<T>;
     fn __declare(&self, out: &mut Vec<UpstreamRef>) {
         out.push(UpstreamRef::handle(self));
     }
@@ -124,9 +135,11 @@ impl<T: Send + Sync + 'static> Upstreams for Node<T> {
     }
 }
 
-impl<T: Send + Sync + 'static> sealed::Sealed for Vec<Node<T>> {}
 impl<T: Send + Sync + 'static> Upstreams for Vec<Node<T>> {
     type Values = Vec<Arc<T>>;
+}
+impl<T: Send + Sync + 'static> sealed::Sealed for Vec<Node<T>> {
+    type Fetched = Vec<Arc<T>>;
     fn __declare(&self, out: &mut Vec<UpstreamRef>) {
         out.extend(self.iter().map(UpstreamRef::handle));
     }
@@ -137,13 +150,15 @@ impl<T: Send + Sync + 'static> Upstreams for Vec<Node<T>> {
 
 macro_rules! tuple_upstreams {
     ($($T:ident $i:tt),+) => {
-        impl<$($T: Send + Sync + 'static),+> sealed::Sealed for ($(Node<$T>,)+) {}
         impl<$($T: Send + Sync + 'static),+> Upstreams for ($(Node<$T>,)+) {
             type Values = ($(Arc<$T>,)+);
+        }
+        impl<$($T: Send + Sync + 'static),+> sealed::Sealed for ($(Node<$T>,)+) {
+            type Fetched = ($(Arc<$T>,)+);
             fn __declare(&self, out: &mut Vec<UpstreamRef>) {
                 $( out.push(UpstreamRef::handle(&self.$i)); )+
             }
-            fn __fetch(cx: &FetchCx<'_>) -> Option<Self::Values> {
+            fn __fetch(cx: &FetchCx<'_>) -> Option<Self::Fetched> {
                 Some(($(cx.typed::<$T>($i)?,)+))
             }
         }
@@ -200,9 +215,11 @@ impl<V> std::fmt::Debug for Named<V> {
     }
 }
 
-impl<V: Send + Sync + 'static> sealed::Sealed for Named<V> {}
 impl<V: Send + Sync + 'static> Upstreams for Named<V> {
     type Values = Inputs<V>;
+}
+impl<V: Send + Sync + 'static> sealed::Sealed for Named<V> {
+    type Fetched = Inputs<V>;
     fn __declare(&self, out: &mut Vec<UpstreamRef>) {
         out.extend(self.names.iter().map(|name| UpstreamRef::Name {
             name: name.clone(),
@@ -288,7 +305,6 @@ impl<V> Inputs<V> {
 
 /// What a task's upstreams fetch their values from: the run's slots and the node's
 /// resolved upstream indices.
-#[doc(hidden)]
 #[derive(Debug)]
 pub struct FetchCx<'a> {
     pub(crate) ups: &'a [u32],

@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::task::Id;
 
 use super::common;
-use crate::{BoxError, Graph, GraphBuilder, Node, RunOptions, StartMode};
+use crate::{BoxError, Graph, GraphBuilder, Node, RunOptions, run::StartMode};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

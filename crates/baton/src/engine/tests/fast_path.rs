@@ -11,8 +11,8 @@ use std::time::Duration;
 use tokio::time::{advance, sleep};
 
 use crate::{
-    AttemptReport, BoxError, BreakerState, CircuitBreaker, Fallback, Graph, Node, NodeError,
-    Outcome, Report, Retry,
+    BoxError, CircuitBreaker, Fallback, Graph, Node, NodeError, Outcome, Report, Retry,
+    breaker::BreakerState, report::AttemptReport,
 };
 
 fn ms(n: u64) -> Duration {
@@ -30,7 +30,7 @@ fn breaker(threshold: u32) -> CircuitBreaker {
 /// A breaker (threshold 1) tripped by one failure, its cooldown over: the next call probes.
 /// Options that run the graph's nodes in tasks of the run's own.
 fn spread() -> crate::RunOptions {
-    crate::RunOptions::new().start_mode(crate::StartMode::Spread)
+    crate::RunOptions::new().start_mode(crate::run::StartMode::Spread)
 }
 
 async fn half_open() -> CircuitBreaker {
@@ -173,12 +173,12 @@ async fn a_running_first_attempt_is_cut_retried_and_recovered() {
 /// is dropped with the run's future; spread, by its driver's task once it is woken.
 #[tokio::test(start_paused = true)]
 async fn a_handed_over_probe_is_given_back_when_the_run_is_cancelled() {
-    for mode in [crate::StartMode::Inline, crate::StartMode::Spread] {
+    for mode in [crate::run::StartMode::Inline, crate::run::StartMode::Spread] {
         probe_given_back_when_cancelled(mode).await;
     }
 }
 
-async fn probe_given_back_when_cancelled(mode: crate::StartMode) {
+async fn probe_given_back_when_cancelled(mode: crate::run::StartMode) {
     let b = half_open().await;
     let mut g = Graph::<()>::builder();
     let _ = g.node("stock").breaker(&b).task(|_ctx, ()| async {
@@ -191,7 +191,7 @@ async fn probe_given_back_when_cancelled(mode: crate::StartMode) {
         _ = run => panic!("the attempt sleeps for a second"),
         () = sleep(ms(20)) => {} // dropping the run cancels it
     }
-    if mode == crate::StartMode::Spread {
+    if mode == crate::run::StartMode::Spread {
         assert!(
             b.try_acquire().is_err(),
             "the probe is out while the attempt runs"
@@ -210,7 +210,7 @@ async fn probe_given_back_when_cancelled(mode: crate::StartMode) {
 /// without policies.
 #[tokio::test(start_paused = true)]
 async fn a_node_cancelled_during_its_first_attempt_has_started() {
-    let slot: Arc<std::sync::OnceLock<crate::RunCanceller>> = Arc::default();
+    let slot: Arc<std::sync::OnceLock<crate::run::RunCanceller>> = Arc::default();
     let s = Arc::clone(&slot);
     let mut g = Graph::<()>::builder();
     let n = g.node("n").timeout(ms(1_000)).task(move |_ctx, ()| {
@@ -565,7 +565,7 @@ async fn a_probe_that_succeeds_at_once_closes_the_breaker() {
 #[tokio::test(start_paused = true)]
 async fn a_probe_is_given_back_when_the_run_is_cancelled_as_its_task_is_called() {
     let b = half_open().await;
-    let slot: Arc<std::sync::OnceLock<crate::RunCanceller>> = Arc::default();
+    let slot: Arc<std::sync::OnceLock<crate::run::RunCanceller>> = Arc::default();
     let s = Arc::clone(&slot);
     let mut g = Graph::<()>::builder();
     let stock = g.node("stock").breaker(&b).task(move |_ctx, ()| {

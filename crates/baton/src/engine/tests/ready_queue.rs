@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::common;
-use crate::{BoxError, Graph, Node, Outcome, RunOptions, StartMode};
+use crate::{BoxError, Graph, Node, Outcome, RunOptions, run::StartMode};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::common;
 use crate::observe::Event;
-use crate::{BoxError, Graph, Node, Orchestrator, Outcome, RunError, StartMode};
+use crate::{BoxError, Graph, Node, Orchestrator, Outcome, RunError, run::StartMode};
 
 // ---------------------------------------------------------------------------------------
 // A cancel that lands while `start` queues the roots.

@@ -17,7 +17,7 @@ use super::events::BreakerState;
 ///
 /// ```
 /// use std::time::Duration;
-/// use baton_graph::{BreakerState, CircuitBreaker};
+/// use baton_graph::{CircuitBreaker, breaker::BreakerState};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {

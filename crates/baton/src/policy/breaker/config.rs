@@ -92,7 +92,7 @@ impl CircuitBreakerBuilder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use baton_graph::{BreakerState, CircuitBreaker};
+    /// use baton_graph::{CircuitBreaker, breaker::BreakerState};
     ///
     /// let ms = Duration::from_millis;
     /// let breaker = CircuitBreaker::builder("inventory").consecutive_failures(2).build()?;
@@ -118,7 +118,7 @@ impl CircuitBreakerBuilder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use baton_graph::{BreakerState, BreakerWindow, CircuitBreaker};
+    /// use baton_graph::{CircuitBreaker, breaker::{BreakerState, BreakerWindow}};
     ///
     /// let ms = Duration::from_millis;
     /// let breaker = CircuitBreaker::builder("payments")
@@ -176,7 +176,7 @@ impl CircuitBreakerBuilder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use baton_graph::{BreakerState, CircuitBreaker};
+    /// use baton_graph::{CircuitBreaker, breaker::BreakerState};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -229,7 +229,7 @@ impl CircuitBreakerBuilder {
     ///     .half_open_probes(3)
     ///     .recovery_ramp(Duration::from_secs(10))
     ///     .build()?;
-    /// # Ok::<(), baton_graph::BreakerConfigError>(())
+    /// # Ok::<(), baton_graph::breaker::BreakerConfigError>(())
     /// ```
     pub fn recovery_ramp(mut self, ramp: Duration) -> Self {
         self.recovery_ramp = Some(ramp);
@@ -245,7 +245,7 @@ impl CircuitBreakerBuilder {
     /// Default `false`.
     ///
     /// ```
-    /// use baton_graph::{BoxError, CircuitBreaker, Graph, NodeError, Retry, StopReason};
+    /// use baton_graph::{BoxError, CircuitBreaker, Graph, NodeError, Retry, retry::StopReason};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -282,7 +282,7 @@ impl CircuitBreakerBuilder {
     /// [`shared`](Self::shared) backend cannot keep). Never panics.
     ///
     /// ```
-    /// use baton_graph::{BreakerConfigError, CircuitBreaker};
+    /// use baton_graph::{CircuitBreaker, breaker::BreakerConfigError};
     ///
     /// let err = CircuitBreaker::builder("inventory").half_open_probes(0).build().unwrap_err();
     /// assert!(matches!(err, BreakerConfigError::Zero { .. }));

@@ -34,12 +34,12 @@ use tokio::time::Instant;
 /// `forced_closed`.
 ///
 /// ```
-/// use baton_graph::{BreakerState, CircuitBreaker};
+/// use baton_graph::{CircuitBreaker, breaker::BreakerState};
 ///
 /// let breaker = CircuitBreaker::builder("inventory").build()?;
 /// assert_eq!(breaker.state(), BreakerState::Closed);
 /// assert_eq!(BreakerState::HalfOpen.to_string(), "half_open");
-/// # Ok::<(), baton_graph::BreakerConfigError>(())
+/// # Ok::<(), baton_graph::breaker::BreakerConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -202,7 +202,7 @@ impl fmt::Display for TransitionReason {
 /// ```
 /// use std::sync::mpsc;
 /// use std::time::Duration;
-/// use baton_graph::{BreakerState, CircuitBreaker, TransitionReason};
+/// use baton_graph::{CircuitBreaker, breaker::{BreakerState, TransitionReason}};
 ///
 /// let breaker = CircuitBreaker::builder("inventory").consecutive_failures(1).build()?;
 /// let (tx, rx) = mpsc::channel();

@@ -93,7 +93,7 @@ pub use shared::{
     BreakerMirror, SharedBreakerState, SharedFuture, SharedOutcome, SharedRecord, SharedRules,
     SharedView, Unreachable,
 };
-pub use snapshot::{BreakerSnapshot, ManualControl, WindowCounts};
+pub use snapshot::{BreakerSnapshot, ManualControl};
 
 use crate::util::sync::StdSync;
 use machine::Machine;
@@ -109,7 +109,7 @@ use permit::{Outcome, Permit};
 ///
 /// ```
 /// use std::time::Duration;
-/// use baton_graph::{BreakerState, CircuitBreaker};
+/// use baton_graph::{CircuitBreaker, breaker::BreakerState};
 ///
 /// let breaker = CircuitBreaker::builder("inventory")
 ///     .consecutive_failures(3)
@@ -252,7 +252,7 @@ impl CircuitBreaker {
     /// once, without waiting.
     ///
     /// ```
-    /// use baton_graph::{BreakerState, CircuitBreaker, TransitionReason};
+    /// use baton_graph::{CircuitBreaker, breaker::{BreakerState, TransitionReason}};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {

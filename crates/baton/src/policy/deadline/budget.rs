@@ -15,12 +15,12 @@ use std::time::Duration;
 
 /// The time left for a call to a downstream, to send with the request so that the
 /// downstream stops when the caller stops waiting. From
-/// [`Ctx::budget`](crate::Ctx::budget) or [`Attempt::budget`](crate::Attempt::budget),
+/// [`Ctx::budget`](crate::Ctx::budget) or [`Attempt::budget`](crate::pipeline::Attempt::budget),
 /// already less the margin asked for.
 ///
 /// ```
 /// use std::time::Duration;
-/// use baton_graph::Budget;
+/// use baton_graph::deadline::Budget;
 ///
 /// let left = Budget::new(Duration::from_millis(250));
 /// assert_eq!(left.grpc_timeout(), "250000u");
@@ -128,7 +128,7 @@ impl fmt::Display for Budget {
 /// whatever the retry predicate says.
 ///
 /// ```
-/// use baton_graph::{BoxError, DownstreamDeadlineExceeded, Graph, Retry};
+/// use baton_graph::{BoxError, Graph, Retry, deadline::DownstreamDeadlineExceeded};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), BoxError> {

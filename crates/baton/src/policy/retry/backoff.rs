@@ -10,13 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The default cap of an exponential backoff: 30 s.
-pub const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(30);
 
 /// How long to wait before each retry (before attempt 2, 3, …).
 ///
 /// # Kinds
 /// - [`Backoff::exponential`]: `base * multiplier^(n-1)`, capped at `max` (default
-///   multiplier 2.0, default cap [`DEFAULT_MAX_DELAY`]).
+///   multiplier 2.0, default cap 30 s).
 /// - [`Backoff::constant`]: the same delay every time.
 /// - [`Backoff::custom`]: any `IntoIterator<Item = Duration>` (an array, a `Vec`, an
 ///   iterator adapter); cloned at the start of each retry series. When it runs out, the
@@ -92,7 +92,7 @@ impl Backoff {
     }
 
     /// Exponential backoff starting at `base`: `base`, `2·base`, `4·base`, … capped at
-    /// [`DEFAULT_MAX_DELAY`]. Change the factor with [`multiplier`](Self::multiplier) and
+    /// 30 s. Change the factor with [`multiplier`](Self::multiplier) and
     /// the cap with [`max_delay`](Self::max_delay).
     ///
     /// ```
@@ -173,7 +173,7 @@ impl Backoff {
         self
     }
 
-    /// Sets the cap of an exponential backoff (default [`DEFAULT_MAX_DELAY`]); no delay,
+    /// Sets the cap of an exponential backoff (default 30 s); no delay,
     /// jittered or not, exceeds it. Ignored by the other kinds.
     #[must_use]
     pub fn max_delay(mut self, max: Duration) -> Self {

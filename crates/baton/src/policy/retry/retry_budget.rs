@@ -77,7 +77,7 @@ impl RetryBudget {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use baton_graph::{Retry, RetryBudget};
+    /// use baton_graph::{Retry, retry::RetryBudget};
     ///
     /// // Retries may add 10 % to the first attempts of the last 10 s, plus 5 per second.
     /// let budget = RetryBudget::with("inventory", Duration::from_secs(10), 5, 0.1);
@@ -163,7 +163,7 @@ impl RetryBudget {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use baton_graph::RetryBudget;
+    /// use baton_graph::retry::RetryBudget;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {

@@ -15,7 +15,7 @@ use crate::policy::deadline::clip_backoff;
 /// Why a retry series stopped before an attempt succeeded.
 ///
 /// ```
-/// use baton_graph::{BoxError, NodeError, Pipeline, Retry, StopReason};
+/// use baton_graph::{BoxError, NodeError, Pipeline, Retry, retry::StopReason};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), BoxError> {

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::Poll;
 use std::time::Duration;
 
-use baton_graph::{BoxError, CancelReason, Graph, Node, Outcome, RunError};
+use baton_graph::{BoxError, Graph, Node, Outcome, RunError, run::CancelReason};
 use tokio::time::sleep;
 
 fn ms(n: u64) -> Duration {

@@ -12,8 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use baton_graph::{
-    BoxError, CancelReason, Event, FailureMode, Graph, Node, Orchestrator, Outcome, Retry,
-    RunError, RunId, RunOptions,
+    BoxError, FailureMode, Graph, Node, Orchestrator, Outcome, Retry, RunError, RunOptions,
+    observe::Event,
+    run::{CancelReason, RunId},
 };
 use tokio::time::sleep;
 
@@ -335,7 +336,7 @@ async fn stats_equal_the_reports_counts_after_many_concurrent_runs() {
             report.counts()
         }));
     }
-    let mut total = baton_graph::Counts::default();
+    let mut total = baton_graph::report::Counts::default();
     for h in handles {
         let c = h.await.unwrap();
         total.succeeded += c.succeeded;

@@ -5,7 +5,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use baton_graph::{BoxError, CancelReason, Graph, Node, Outcome, RunCanceller, RunError};
+use baton_graph::{
+    BoxError, Graph, Node, Outcome, RunError,
+    run::{CancelReason, RunCanceller},
+};
 
 /// A run input that counts its drops: it lives exactly as long as the run's state.
 struct Input(Arc<AtomicUsize>);

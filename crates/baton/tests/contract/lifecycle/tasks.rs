@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use baton_graph::{BoxError, Graph, GraphBuilder, Node, Retry, RunOptions, StartMode};
+use baton_graph::{BoxError, Graph, GraphBuilder, Node, Retry, RunOptions, run::StartMode};
 use tokio::sync::Semaphore;
 use tokio::task::Id;
 

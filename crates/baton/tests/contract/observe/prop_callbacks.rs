@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use baton_graph::{
-    Backoff, BoxError, Event, FailureMode, Fallback, Node, NodeReport, Orchestrator, Outcome,
-    Retry, RunOptions,
+    Backoff, BoxError, FailureMode, Fallback, Node, NodeReport, Orchestrator, Outcome, Retry,
+    RunOptions, observe::Event,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_graph::{BoxError, Counts, Graph, Node, Outcome, Report};
+use baton_graph::{BoxError, Graph, Node, Outcome, Report, report::Counts};
 use tokio::time::sleep;
 
 fn ms(n: u64) -> Duration {
@@ -438,7 +438,7 @@ async fn the_timeline_keeps_its_rows_and_columns_with_any_name() {
 /// source is the error behind it: the node's own, or the root cause's for a skip.
 #[tokio::test(start_paused = true)]
 async fn require_names_the_node_its_outcome_and_the_cause() {
-    use baton_graph::{MissingValue, NodeError};
+    use baton_graph::{NodeError, report::MissingValue};
     let mut g = Graph::<()>::builder();
     let user = g
         .node("user")

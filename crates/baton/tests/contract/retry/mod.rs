@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use baton_graph::{Backoff, BoxError, Graph, NodeError, Outcome, Retry, RunOptions, StopReason};
+use baton_graph::{
+    Backoff, BoxError, Graph, NodeError, Outcome, Retry, RunOptions, retry::StopReason,
+};
 use tokio::time::{Instant, sleep};
 
 fn ms(n: u64) -> Duration {
@@ -295,7 +297,8 @@ async fn panics_are_not_retried_by_default_and_custom_backoffs_can_run_out() {
 #[tokio::test(start_paused = true)]
 async fn retry_budget_shared_by_nodes_caps_retries() {
     // No floor, 50 % ratio: 4 first attempts allow 2 retries in all.
-    let budget = baton_graph::RetryBudget::with("inventory", Duration::from_secs(10), 0, 0.5);
+    let budget =
+        baton_graph::retry::RetryBudget::with("inventory", Duration::from_secs(10), 0, 0.5);
     let mut g = Graph::<()>::builder();
     let calls = Arc::new(AtomicU32::new(0));
     for i in 0..4 {
@@ -388,7 +391,7 @@ async fn a_task_timing_out_on_its_own_remaining_budget_counts_as_a_timeout() {
 /// node and the budget, not a budget quietly set to the nearest valid value.
 #[test]
 fn a_retry_budget_out_of_range_is_a_build_error() {
-    use baton_graph::{BuildError, Graph, Node, Retry, RetryBudget};
+    use baton_graph::{BuildError, Graph, Node, Retry, retry::RetryBudget};
     let cases = [
         (
             RetryBudget::with("short", Duration::from_millis(10), 1, 0.2),

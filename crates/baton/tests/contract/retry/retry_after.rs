@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use baton_graph::{
-    Backoff, BoxError, Graph, Node, NodeError, Outcome, Report, Retry, RunOptions, StopReason,
+    Backoff, BoxError, Graph, Node, NodeError, Outcome, Report, Retry, RunOptions,
+    retry::StopReason,
 };
 
 fn ms(n: u64) -> Duration {

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_graph::{BoxError, Graph, IdempotencyKey, Node, Outcome, RunId};
+use baton_graph::{BoxError, Graph, Node, Outcome, graph::IdempotencyKey, run::RunId};
 
 struct Keys {
     run: RunId,

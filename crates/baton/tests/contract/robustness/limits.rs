@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use baton_graph::{
-    Backoff, BoxError, BreakerWindow, Bulkhead, CircuitBreaker, Graph, NodeError, Outcome,
-    RateLimiter, Retry, RetryBudget,
+    Backoff, BoxError, Bulkhead, CircuitBreaker, Graph, NodeError, Outcome, RateLimiter, Retry,
+    breaker::BreakerWindow, retry::RetryBudget,
 };
 
 fn ms(n: u64) -> Duration {
@@ -60,5 +60,5 @@ async fn every_count_at_its_limit_runs_without_overflow() {
     let n = report.node(budgeted).unwrap();
     assert_eq!((n.outcome(), n.attempts()), (Outcome::Failed, 3));
     assert_eq!(report.get(passing), Some(&1));
-    assert_eq!(breaker.state(), baton_graph::BreakerState::Closed);
+    assert_eq!(breaker.state(), baton_graph::breaker::BreakerState::Closed);
 }

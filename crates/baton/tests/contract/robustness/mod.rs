@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use baton_graph::{
-    Backoff, BoxError, BuildError, Bulkhead, Event, Fallback, Graph, NodeError, Orchestrator,
-    Outcome, Retry, RunOptions,
+    Backoff, BoxError, BuildError, Bulkhead, Fallback, Graph, NodeError, Orchestrator, Outcome,
+    Retry, RunOptions, observe::Event,
 };
 use tokio::time::sleep;
 

@@ -171,7 +171,7 @@ async fn panics_on_a_multi_thread_runtime_are_caught_too() {
 /// filter, a custom backoff, the delay read from the error.
 #[tokio::test(start_paused = true)]
 async fn a_panic_names_the_code_that_panicked() {
-    use baton_graph::{Backoff, CircuitBreaker, Fallback, Pipeline, Retry, UserCode};
+    use baton_graph::{Backoff, CircuitBreaker, Fallback, Pipeline, Retry, error::UserCode};
 
     fn code_of(error: Option<&NodeError>) -> Option<UserCode> {
         match error? {
@@ -298,7 +298,7 @@ impl Drop for PanicOnDrop {
 /// node and a pipeline call alike (it neither escapes the call nor blames baton).
 #[tokio::test(start_paused = true)]
 async fn a_panic_dropping_a_cut_attempt_is_the_tasks() {
-    use baton_graph::{Pipeline, UserCode};
+    use baton_graph::{Pipeline, error::UserCode};
 
     async fn slow() -> Result<u32, BoxError> {
         let _guard = PanicOnDrop;
@@ -401,7 +401,7 @@ impl Drop for ReadyThenPanicOnDrop {
 /// task's panic instead of unwinding into the caller, with or without a timeout.
 #[tokio::test(start_paused = true)]
 async fn a_panic_dropping_an_ended_attempt_does_not_reach_the_caller() {
-    use baton_graph::{Pipeline, UserCode};
+    use baton_graph::{Pipeline, error::UserCode};
 
     for timeout in [None, Some(ms(100))] {
         let mut builder = Pipeline::<u32>::builder("p");

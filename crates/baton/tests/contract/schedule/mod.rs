@@ -415,7 +415,7 @@ async fn ctx_carries_input_name_attempt_and_run_id() {
         input: String,
         name: String,
         attempt: u32,
-        run: baton_graph::RunId,
+        run: baton_graph::run::RunId,
     }
     let mut g = Graph::<String>::builder();
     let a = g.node("alpha").task(|ctx, ()| async move {
@@ -827,8 +827,8 @@ fn a_runtime_dropped_with_nodes_still_queued_ends_them_cancelled() {
 #[tokio::test(start_paused = true)]
 async fn a_root_taken_after_a_skip_callback_starts_after_it() {
     for mode in [
-        baton_graph::StartMode::Inline,
-        baton_graph::StartMode::Spread,
+        baton_graph::run::StartMode::Inline,
+        baton_graph::run::StartMode::Spread,
     ] {
         let mut g = Graph::<()>::builder();
         let a = g

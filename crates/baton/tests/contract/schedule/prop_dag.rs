@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use baton_graph::{
-    BoxError, FailureMode, Graph, Node, Outcome, Report, RunError, RunOptions, StartMode,
+    BoxError, FailureMode, Graph, Node, Outcome, Report, RunError, RunOptions, run::StartMode,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -494,7 +494,7 @@ proptest! {
         match result {
             Ok(report) => check_preserve_partial(&specs, &b, &report, &m, false),
             Err(RunError::Cancelled { reason, report }) => {
-                prop_assert_eq!(reason, baton_graph::CancelReason::Requested);
+                prop_assert_eq!(reason, baton_graph::run::CancelReason::Requested);
                 check_structure(&specs, &b, &report, &m);
                 prop_assert!(report.counts().cancelled >= 1);
                 for (i, node) in report.nodes().enumerate() {

@@ -238,7 +238,7 @@ fn slot_invariant_holds_under_random_operations() {
 #[test]
 fn only_a_slow_call_rule_times_calls() {
     assert!(!machine(builder()).0.times_calls());
-    let rates = builder().failure_rate(0.5, crate::BreakerWindow::Count(10), 10);
+    let rates = builder().failure_rate(0.5, crate::breaker::BreakerWindow::Count(10), 10);
     assert!(!machine(rates.clone()).0.times_calls());
     assert!(machine(rates.slow_calls(ms(100), 0.5)).0.times_calls());
 }
