@@ -9,13 +9,14 @@ use std::future::Future;
 
 use super::compensate::CompensateSpec;
 use super::graph::{GraphBuilder, NewNode};
-use super::policy::PolicySpec;
+use super::policy::Declared;
 use crate::engine::{
     BlockingTask, Ctx, Extras, Named, NodeFallback, TaskRef, Tasks, TypedTask, Upstreams,
 };
 use crate::error::{BoxError, BuildError};
 use crate::id::Node;
 use crate::observe::NodeCallbacks;
+use crate::onion::Policies;
 use crate::report::NodeReport;
 
 /// One node being defined: its upstreams and policies, then its task.
@@ -50,7 +51,7 @@ pub struct NodeBuilder<'g, I, U, T> {
     upstreams: U,
     /// Boxed on first use: most nodes have no policy and no callback, and a small builder
     /// is cheap to move through `.after(..)` and `.task(..)`.
-    extras: Option<Box<Extras<PolicySpec>>>,
+    extras: Option<Box<Extras<Declared>>>,
     fallback: Option<NodeFallback<I, T>>,
     /// For a map node: how many items run at once, when given.
     concurrency: Option<usize>,
@@ -169,11 +170,15 @@ impl<'g, I, U, T> NodeBuilder<'g, I, U, T> {
         }
     }
 
-    fn policy(&mut self) -> &mut PolicySpec {
+    fn declared(&mut self) -> &mut Declared {
         self.extras
             .get_or_insert_with(Box::default)
             .policy
-            .get_or_insert_with(PolicySpec::default)
+            .get_or_insert_with(Declared::default)
+    }
+
+    fn policies_mut(&mut self) -> &mut Policies {
+        &mut self.declared().policies
     }
 
     fn callbacks(&mut self) -> &mut NodeCallbacks {
