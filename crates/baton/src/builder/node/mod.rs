@@ -30,7 +30,8 @@ use crate::report::NodeReport;
 /// circuit breaker, then the fallback. An attempt takes its rate-limit permit and its
 /// bulkhead permit, draws its injected faults, and runs the task under its per-attempt
 /// timeout; a hedge races further attempts against it. The
-/// [contract's rule 3](crate::contract#3-the-onion) gives the details. Without a setter
+/// [contract's rule 3](crate::contract#3-the-onion) gives the details. The setters are
+/// those of [`Policies`], which [`policies`](Self::policies) takes whole. Without a setter
 /// call, a node has:
 /// - [`timeout`](Self::timeout): no per-attempt limit; only a deadline cuts an attempt;
 /// - [`retry`](Self::retry): one attempt, never retried;
