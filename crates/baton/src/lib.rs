@@ -248,8 +248,12 @@ pub mod pipeline {
     //! built once ([`PipelineBuilder`]) and called many times; each call's task sees its
     //! [`Attempt`], and the call returns a [`Call`] with the value or the error and the
     //! attempt log. A [`Fallback`] (anything that is [`IntoFallback`]) serves a value when
-    //! every attempt failed.
-    pub use crate::onion::{Attempt, Call, Fallback, IntoFallback, Pipeline, PipelineBuilder};
+    //! every attempt failed. [`Policies`] is one value of a node's or a call's policies,
+    //! given to a node or a pipeline with `.policies(p)`; a breaker, bulkhead or rate
+    //! limiter in it is a [`PolicyRef`]: a handle, or a name the orchestrator resolves.
+    pub use crate::onion::{
+        Attempt, Call, Fallback, IntoFallback, Pipeline, PipelineBuilder, Policies, PolicyRef,
+    };
 }
 
 pub mod retry {
@@ -361,7 +365,7 @@ pub use builder::{GraphBuilder, NodeBuilder};
 pub use engine::{Ctx, FailureMode, Graph, Inputs, Run, RunError, RunOptions, Upstreams};
 pub use error::{BoxError, BuildError, NodeError, TaskResult, ok};
 pub use id::Node;
-pub use onion::{Fallback, Pipeline, Retry};
+pub use onion::{Fallback, Pipeline, Policies, Retry};
 pub use orchestrator::Orchestrator;
 pub use policy::breaker::CircuitBreaker;
 pub use policy::{Backoff, Bulkhead, Hedge, Jitter, RateLimiter};
