@@ -73,7 +73,7 @@ impl<H> PolicyRef<H> {
 /// The policies of a node or of a pipeline's calls: per-attempt timeout, retry, budget,
 /// minimum attempt time, circuit breaker and the errors it ignores, bulkhead, rate
 /// limiter, hedge and injected faults. Built once with the same setters as
-/// [`NodeBuilder`](crate::NodeBuilder) and [`PipelineBuilder`](crate::PipelineBuilder),
+/// [`NodeBuilder`](crate::NodeBuilder) and [`PipelineBuilder`](crate::pipeline::PipelineBuilder),
 /// and given to either with `.policies(..)`; setters called after it refine it for that
 /// node or pipeline only.
 ///
@@ -84,7 +84,7 @@ impl<H> PolicyRef<H> {
 ///
 /// The fallback is not here: its type is the node's value type, so it stays with the
 /// node ([`NodeBuilder::fallback`](crate::NodeBuilder::fallback)) or the pipeline
-/// ([`PipelineBuilder::fallback`](crate::PipelineBuilder::fallback)).
+/// ([`PipelineBuilder::fallback`](crate::pipeline::PipelineBuilder::fallback)).
 ///
 /// Two values are equal when they declare the same policies: equal settings, the same
 /// handles (by identity, not by configuration) or names, the same closures (by pointer).
@@ -145,7 +145,7 @@ pub struct Policies {
 }
 
 /// The per-policy setters of [`Policies`], [`NodeBuilder`](crate::NodeBuilder) and
-/// [`PipelineBuilder`](crate::PipelineBuilder): generated as inherent methods of the type
+/// [`PipelineBuilder`](crate::pipeline::PipelineBuilder): generated as inherent methods of the type
 /// whose `impl` block invokes it, which has a `fn policies_mut(&mut self) -> &mut Policies`.
 macro_rules! policy_setters {
     () => {
