@@ -28,7 +28,7 @@ use baton_graph::{
 };
 use tokio::time::Instant;
 
-use crate::serve::OrdersServer;
+use crate::HttpServer;
 
 /// How each hop behaves.
 #[derive(Debug, Clone)]
@@ -217,7 +217,7 @@ fn end_of(node: &baton_graph::NodeReport<'_>) -> NodeEnd {
 /// The three hops, serving on random ports of `127.0.0.1`. Dropping it stops them.
 #[derive(Debug)]
 pub struct HopServers {
-    servers: Vec<OrdersServer>,
+    servers: Vec<HttpServer>,
     /// Every hop's reports.
     pub hops: Hops,
 }
@@ -229,11 +229,9 @@ impl HopServers {
     /// When a listener cannot be bound, or a graph does not validate.
     pub async fn start(config: &HopConfig) -> Result<HopServers, BoxError> {
         let hops = Hops::default();
-        let c = OrdersServer::start(hop_router("C", None, config, &hops)?).await?;
-        let b =
-            OrdersServer::start(hop_router("B", Some(c.url_of("/work")), config, &hops)?).await?;
-        let a =
-            OrdersServer::start(hop_router("A", Some(b.url_of("/work")), config, &hops)?).await?;
+        let c = HttpServer::start(hop_router("C", None, config, &hops)?).await?;
+        let b = HttpServer::start(hop_router("B", Some(c.url_of("/work")), config, &hops)?).await?;
+        let a = HttpServer::start(hop_router("A", Some(b.url_of("/work")), config, &hops)?).await?;
         Ok(HopServers {
             servers: vec![a, b, c],
             hops,
