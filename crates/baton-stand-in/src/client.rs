@@ -70,6 +70,20 @@ impl OrderApi {
         }
     }
 
+    /// A client for the server at `base_url` with a pool of its own, made for load: no
+    /// proxy, every idle connection kept open, `TCP_NODELAY` on.
+    ///
+    /// # Errors
+    /// When reqwest cannot build the client (its TLS or resolver set-up failed).
+    pub fn pooled(base_url: &str) -> Result<Self, reqwest::Error> {
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .pool_max_idle_per_host(usize::MAX)
+            .tcp_nodelay(true)
+            .build()?;
+        Ok(OrderApi::new(http, base_url))
+    }
+
     /// The same client (same pool), whose requests carry the time budget `budget`: it is
     /// sent in the [`BUDGET_HEADER`] header so that the server stops working when the
     /// caller stops waiting (deadline propagation), and it is each request's
@@ -176,7 +190,15 @@ impl OrderApi {
             user: user.clone(),
             sku: sku.clone(),
         };
-        let request = self.http.post(self.url("/stock/deduct")).json(&body);
+        self.stock(&body).await
+    }
+
+    /// `POST /stock/deduct` with a body made already.
+    ///
+    /// # Errors
+    /// [`CallError`] for an error status or a transport failure.
+    pub async fn stock(&self, body: &DeductStock) -> Result<Stock, CallError> {
+        let request = self.http.post(self.url("/stock/deduct")).json(body);
         self.call(Service::Stock, request).await
     }
 
