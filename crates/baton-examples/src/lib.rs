@@ -33,3 +33,14 @@ pub mod hops;
 pub mod serve;
 
 pub use baton_stand_in::*;
+
+/// `d` in milliseconds, with fractions: how the examples print a duration
+/// (`{:.1} ms`).
+///
+/// ```
+/// assert_eq!(baton_examples::millis(std::time::Duration::from_micros(2_500)), 2.5);
+/// ```
+#[must_use]
+pub fn millis(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}

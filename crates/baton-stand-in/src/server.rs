@@ -45,7 +45,6 @@ impl Limits {
     /// `router` with its bodies bounded by [`body_idle`](Self::body_idle) and its whole
     /// requests by [`request`](Self::request) (tower-http's `RequestBodyTimeoutLayer` and
     /// `TimeoutLayer`).
-    #[must_use]
     pub fn bound(self, router: Router) -> Router {
         router.layer((
             RequestBodyTimeoutLayer::new(self.body_idle),
