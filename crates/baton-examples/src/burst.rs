@@ -124,14 +124,10 @@ impl Downstream {
     }
 }
 
-/// Runs `scenario` with the breaker `options`; see the module docs for the clock it needs.
-///
-/// # Errors
-/// A [`BreakerConfigError`](baton_graph::BreakerConfigError) or a
-/// [`BuildError`](baton_graph::BuildError) when the breaker or the graph is invalid (only
-/// a zero `recovery_ramp` is).
-pub async fn run(scenario: &Scenario, options: Options) -> Result<Figures, BoxError> {
-    let t0 = Instant::now();
+/// The `inventory` breaker of `options`, and the instant it first opens (once it has).
+fn inventory_breaker(
+    options: Options,
+) -> Result<(CircuitBreaker, Arc<Mutex<Option<Instant>>>), BoxError> {
     let mut breaker = CircuitBreaker::builder("inventory")
         .consecutive_failures(5)
         .open_duration(Duration::from_millis(500))
@@ -150,6 +146,18 @@ pub async fn run(scenario: &Scenario, options: Options) -> Result<Figures, BoxEr
                 .get_or_insert(t.at());
         }
     });
+    Ok((breaker, first_open))
+}
+
+/// Runs `scenario` with the breaker `options`; see the module docs for the clock it needs.
+///
+/// # Errors
+/// A [`BreakerConfigError`](baton_graph::BreakerConfigError) or a
+/// [`BuildError`](baton_graph::BuildError) when the breaker or the graph is invalid (only
+/// a zero `recovery_ramp` is).
+pub async fn run(scenario: &Scenario, options: Options) -> Result<Figures, BoxError> {
+    let t0 = Instant::now();
+    let (breaker, first_open) = inventory_breaker(options)?;
     let downstream = Arc::new(Downstream {
         recovers_at: t0 + scenario.down_for,
         latency: scenario.latency,

@@ -220,6 +220,10 @@ fn runtime(args: &[String]) -> std::io::Result<tokio::runtime::Runtime> {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
     let runtime = match runtime(&args) {
         Ok(rt) => rt,
         Err(e) => {
