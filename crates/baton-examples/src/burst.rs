@@ -124,10 +124,11 @@ impl Downstream {
     }
 }
 
-/// The `inventory` breaker of `options`, and the instant it first opens (once it has).
-fn inventory_breaker(
-    options: Options,
-) -> Result<(CircuitBreaker, Arc<Mutex<Option<Instant>>>), BoxError> {
+/// When the breaker first opened, once it has.
+type FirstOpen = Arc<Mutex<Option<Instant>>>;
+
+/// The `inventory` breaker of `options`, and the instant it first opens.
+fn inventory_breaker(options: Options) -> Result<(CircuitBreaker, FirstOpen), BoxError> {
     let mut breaker = CircuitBreaker::builder("inventory")
         .consecutive_failures(5)
         .open_duration(Duration::from_millis(500))
