@@ -15,6 +15,7 @@
 use std::time::Duration;
 
 use baton_examples::hops::{HopConfig, HopServers};
+use baton_examples::{millis, ms};
 use baton_graph::BoxError;
 
 #[tokio::main]
@@ -23,10 +24,10 @@ async fn main() -> Result<(), BoxError> {
     let servers = HopServers::start(&config).await?;
     let client = reqwest::Client::new();
     // Open the pooled connections first, so that the budgets shown are not spent connecting.
-    let _ = servers.call(&client, Duration::from_millis(200)).await?;
+    let _ = servers.call(&client, ms(200)).await?;
     let _ = servers.reports(Duration::from_secs(1)).await;
 
-    for budget in [Duration::from_millis(300), Duration::from_millis(80)] {
+    for budget in [ms(300), ms(80)] {
         let (status, deadline) = servers.call(&client, budget).await?;
         println!(
             "first caller's budget {} ms: A answered {status}",
@@ -36,11 +37,11 @@ async fn main() -> Result<(), BoxError> {
         for report in servers.reports(Duration::from_secs(1)).await {
             let budget = report
                 .budget
-                .map_or_else(|| "none".to_owned(), |b| format!("{:.1} ms", ms(b)));
+                .map_or_else(|| "none".to_owned(), |b| format!("{:.1} ms", millis(b)));
             let lag = if report.stopped >= deadline {
-                format!("+{:.1} ms", ms(report.stopped - deadline))
+                format!("+{:.1} ms", millis(report.stopped - deadline))
             } else {
-                format!("-{:.1} ms", ms(deadline - report.stopped))
+                format!("-{:.1} ms", millis(deadline - report.stopped))
             };
             let nodes: Vec<String> = report
                 .nodes
@@ -66,8 +67,4 @@ async fn main() -> Result<(), BoxError> {
     }
     servers.shutdown().await?;
     Ok(())
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1_000.0
 }

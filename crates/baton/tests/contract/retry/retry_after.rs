@@ -9,9 +9,7 @@ use baton_graph::{
     Backoff, BoxError, Graph, Node, NodeError, Outcome, Report, Retry, RunOptions, StopReason,
 };
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 /// A downstream's "try again later", as an HTTP client would return it.
 #[derive(Debug)]
