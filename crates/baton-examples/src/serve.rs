@@ -40,49 +40,6 @@ use crate::{OrderApi, OrderRequest};
 
 pub use baton_stand_in::{HttpServer, Limits};
 
-/// What `POST /orders` answers when the order went through.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Placed {
-    /// The user's display name.
-    pub user: String,
-    /// The product's title.
-    pub sku: String,
-    /// Its unit price in cents.
-    pub price_cents: u64,
-    /// Units in stock when the order was placed; 0 when stock could not be reached (the
-    /// fallback) or is out.
-    pub quantity: u64,
-}
-
-/// How the order service runs its graph.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// The whole run's time budget, counted from each request's start.
-    pub run_timeout: Duration,
-    /// The most `sku` calls in flight at once (the tower concurrency limit).
-    pub sku_concurrency: usize,
-    /// The `inventory` breaker `stock` calls through: shared by every request.
-    pub inventory: CircuitBreaker,
-}
-
-impl Config {
-    /// A 2 s run budget, 64 `sku` calls at once, and an `inventory` breaker that opens after
-    /// 5 consecutive failed requests, for 3 s.
-    ///
-    /// # Errors
-    /// Never in practice: the breaker's settings are valid.
-    pub fn new() -> Result<Config, BreakerConfigError> {
-        Ok(Config {
-            run_timeout: Duration::from_secs(2),
-            sku_concurrency: 64,
-            inventory: CircuitBreaker::builder("inventory")
-                .consecutive_failures(5)
-                .open_duration(Duration::from_secs(3))
-                .build()?,
-        })
-    }
-}
-
 /// The order graph as a service whose response is a [`Placed`], or the [`MissingValue`]
 /// of the first node without a value.
 ///
@@ -138,6 +95,49 @@ pub fn orders(
             quantity: *report.require(stock)?,
         }))
     }))
+}
+
+/// What `POST /orders` answers when the order went through.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placed {
+    /// The user's display name.
+    pub user: String,
+    /// The product's title.
+    pub sku: String,
+    /// Its unit price in cents.
+    pub price_cents: u64,
+    /// Units in stock when the order was placed; 0 when stock could not be reached (the
+    /// fallback) or is out.
+    pub quantity: u64,
+}
+
+/// How the order service runs its graph.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The whole run's time budget, counted from each request's start.
+    pub run_timeout: Duration,
+    /// The most `sku` calls in flight at once (the tower concurrency limit).
+    pub sku_concurrency: usize,
+    /// The `inventory` breaker `stock` calls through: shared by every request.
+    pub inventory: CircuitBreaker,
+}
+
+impl Config {
+    /// A 2 s run budget, 64 `sku` calls at once, and an `inventory` breaker that opens after
+    /// 5 consecutive failed requests, for 3 s.
+    ///
+    /// # Errors
+    /// Never in practice: the breaker's settings are valid.
+    pub fn new() -> Result<Config, BreakerConfigError> {
+        Ok(Config {
+            run_timeout: Duration::from_secs(2),
+            sku_concurrency: 64,
+            inventory: CircuitBreaker::builder("inventory")
+                .consecutive_failures(5)
+                .open_duration(Duration::from_secs(3))
+                .build()?,
+        })
+    }
 }
 
 /// The router: `POST /orders`, served by the graph through `post_service` (other methods
