@@ -24,9 +24,31 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use baton_graph::{
-    Backoff, BoxError, BreakerState, CircuitBreaker, Fallback, Graph, Outcome, Retry,
+    Backoff, BoxError, BreakerState, BuildError, CircuitBreaker, Fallback, Graph, Node, Outcome,
+    Retry,
 };
 use tokio::time::{Instant, sleep_until};
+
+/// The `/checkout` graph: one `inventory` node calling the downstream through `breaker`,
+/// with a 200 ms timeout, 4 attempts 50 ms apart, and a fallback of 0 units.
+fn checkout_graph(
+    breaker: CircuitBreaker,
+    downstream: &Arc<Downstream>,
+) -> Result<(Graph<()>, Node<u32>), BuildError> {
+    let mut g = Graph::<()>::builder();
+    let api = Arc::clone(downstream);
+    let inventory = g
+        .node("inventory")
+        .timeout(Duration::from_millis(200))
+        .retry(Retry::new(4).backoff(Backoff::constant(Duration::from_millis(50))))
+        .breaker(breaker)
+        .fallback(Fallback::value(0u32))
+        .task(move |_ctx, ()| {
+            let api = Arc::clone(&api);
+            async move { api.call().await }
+        });
+    Ok((g.build()?, inventory))
+}
 
 /// The traffic and the downstream.
 #[derive(Debug, Clone)]
@@ -167,19 +189,7 @@ pub async fn run(scenario: &Scenario, options: Options) -> Result<Figures, BoxEr
         peak_after_recovery: AtomicU32::new(0),
     });
 
-    let mut g = Graph::<()>::builder();
-    let api = Arc::clone(&downstream);
-    let inventory = g
-        .node("inventory")
-        .timeout(Duration::from_millis(200))
-        .retry(Retry::new(4).backoff(Backoff::constant(Duration::from_millis(50))))
-        .breaker(breaker)
-        .fallback(Fallback::value(0u32))
-        .task(move |_ctx, ()| {
-            let api = Arc::clone(&api);
-            async move { api.call().await }
-        });
-    let graph = g.build()?;
+    let (graph, inventory) = checkout_graph(breaker, &downstream)?;
 
     let served_after = Arc::new(AtomicU32::new(0));
     let fell_back = Arc::new(AtomicU32::new(0));
