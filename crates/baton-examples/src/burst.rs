@@ -176,7 +176,7 @@ fn inventory_breaker(options: Options) -> Result<(CircuitBreaker, FirstOpen), Bo
 ///
 /// # Errors
 /// A [`BreakerConfigError`](baton_graph::BreakerConfigError) or a
-/// [`BuildError`](baton_graph::BuildError) when the breaker or the graph is invalid (only
+/// [`BuildError`] when the breaker or the graph is invalid (only
 /// a zero `recovery_ramp` is).
 pub async fn run(scenario: &Scenario, options: Options) -> Result<Figures, BoxError> {
     let t0 = Instant::now();
