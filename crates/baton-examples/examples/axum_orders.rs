@@ -22,7 +22,7 @@
 
 use std::time::Duration;
 
-use baton_examples::serve::{self, Config, OrdersServer};
+use baton_examples::serve::{self, Config, HttpServer};
 use baton_examples::{Behavior, Downstreams, OrderApi, OrderRequest, OrderServer, Service};
 use baton_graph::BoxError;
 
@@ -44,8 +44,8 @@ async fn main() -> Result<(), BoxError> {
     let downstreams = Downstreams::new();
     let services = OrderServer::start(downstreams.clone()).await?;
     let api = OrderApi::new(reqwest::Client::new(), services.base_url());
-    let orders = OrdersServer::start(serve::router(&api, &Config::new()?)?).await?;
-    println!("serving POST {}", orders.url());
+    let orders = HttpServer::start(serve::router(&api, &Config::new()?)?).await?;
+    println!("serving POST {}", orders.url_of("/orders"));
 
     let client = reqwest::Client::new();
     let order = OrderRequest {
@@ -55,13 +55,17 @@ async fn main() -> Result<(), BoxError> {
     for (name, set_up) in CASES {
         downstreams.reset();
         set_up(&downstreams);
-        let response = client.post(orders.url()).json(&order).send().await?;
+        let response = client
+            .post(orders.url_of("/orders"))
+            .json(&order)
+            .send()
+            .await?;
         let status = response.status();
         println!("{name:<28} {status}  {}", response.text().await?);
     }
     downstreams.reset();
     let response = client
-        .post(orders.url())
+        .post(orders.url_of("/orders"))
         .header("content-type", "application/json")
         .body("{\"user\": 7}")
         .send()

@@ -2,6 +2,7 @@
 //! `inventory` downstream through a shared circuit breaker (trips after 5 consecutive
 //! failures, open 500 ms, one half-open probe), with a 200 ms timeout, 4 attempts 50 ms
 //! apart and a fallback. The downstream is down for the first 2 s, then answers in 20 ms.
+//! The graph is the first item of `baton_examples::burst`, shared with the crate's tests.
 //!
 //! Prints, for the default breaker and for each new option, how many calls reached the dead
 //! downstream before the breaker opened, how many of the requests of the first second after

@@ -14,7 +14,8 @@
 
 use std::time::Duration;
 
-use baton_examples::hops::{HopConfig, HopServers};
+use baton_examples::hops::{HopConfig, HopReport, HopServers};
+use baton_examples::{millis, ms};
 use baton_graph::BoxError;
 
 #[tokio::main]
@@ -23,10 +24,10 @@ async fn main() -> Result<(), BoxError> {
     let servers = HopServers::start(&config).await?;
     let client = reqwest::Client::new();
     // Open the pooled connections first, so that the budgets shown are not spent connecting.
-    let _ = servers.call(&client, Duration::from_millis(200)).await?;
+    let _ = servers.call(&client, ms(200)).await?;
     let _ = servers.reports(Duration::from_secs(1)).await;
 
-    for budget in [Duration::from_millis(300), Duration::from_millis(80)] {
+    for budget in [ms(300), ms(80)] {
         let (status, deadline) = servers.call(&client, budget).await?;
         println!(
             "first caller's budget {} ms: A answered {status}",
@@ -34,40 +35,41 @@ async fn main() -> Result<(), BoxError> {
         );
         println!("  hop  budget     stopped vs A's deadline  nodes");
         for report in servers.reports(Duration::from_secs(1)).await {
-            let budget = report
-                .budget
-                .map_or_else(|| "none".to_owned(), |b| format!("{:.1} ms", ms(b)));
-            let lag = if report.stopped >= deadline {
-                format!("+{:.1} ms", ms(report.stopped - deadline))
-            } else {
-                format!("-{:.1} ms", ms(deadline - report.stopped))
-            };
-            let nodes: Vec<String> = report
-                .nodes
-                .iter()
-                .map(|n| match &n.error {
-                    None => format!("{} {} ({} att.)", n.node, n.outcome, n.attempts),
-                    Some(_) if n.downstream_expired => format!(
-                        "{} {}: next hop's deadline passed, not retried ({} att.)",
-                        n.node, n.outcome, n.attempts
-                    ),
-                    Some(e) => format!("{} {} {e} ({} att.)", n.node, n.outcome, n.attempts),
-                })
-                .collect();
-            println!(
-                "  {:<4} {budget:<10} {lag:<24} {}",
-                report.hop,
-                nodes.join(", ")
-            );
-            if report.hop == "C" {
-                println!("       C's work started {} time(s)", report.work_started);
-            }
+            print_hop(&report, deadline);
         }
     }
     servers.shutdown().await?;
     Ok(())
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1_000.0
+/// One hop's line: its budget, when it stopped against A's `deadline`, its nodes' ends.
+fn print_hop(report: &HopReport, deadline: tokio::time::Instant) {
+    let budget = report
+        .budget
+        .map_or_else(|| "none".to_owned(), |b| format!("{:.1} ms", millis(b)));
+    let lag = if report.stopped >= deadline {
+        format!("+{:.1} ms", millis(report.stopped - deadline))
+    } else {
+        format!("-{:.1} ms", millis(deadline - report.stopped))
+    };
+    let nodes: Vec<String> = report
+        .nodes
+        .iter()
+        .map(|n| match &n.error {
+            None => format!("{} {} ({} att.)", n.node, n.outcome, n.attempts),
+            Some(_) if n.downstream_expired => format!(
+                "{} {}: next hop's deadline passed, not retried ({} att.)",
+                n.node, n.outcome, n.attempts
+            ),
+            Some(e) => format!("{} {} {e} ({} att.)", n.node, n.outcome, n.attempts),
+        })
+        .collect();
+    println!(
+        "  {:<4} {budget:<10} {lag:<24} {}",
+        report.hop,
+        nodes.join(", ")
+    );
+    if report.hop == "C" {
+        println!("       C's work started {} time(s)", report.work_started);
+    }
 }

@@ -24,9 +24,31 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use baton_graph::{
-    Backoff, BoxError, CircuitBreaker, Fallback, Graph, Outcome, Retry, breaker::BreakerState,
+    Backoff, BoxError, BuildError, CircuitBreaker, Fallback, Graph, Node, Outcome, Retry,
+    breaker::BreakerState,
 };
 use tokio::time::{Instant, sleep_until};
+
+/// The `/checkout` graph: one `inventory` node calling the downstream through `breaker`,
+/// with a 200 ms timeout, 4 attempts 50 ms apart, and a fallback of 0 units.
+fn checkout_graph(
+    breaker: CircuitBreaker,
+    downstream: &Arc<Downstream>,
+) -> Result<(Graph<()>, Node<u32>), BuildError> {
+    let mut g = Graph::<()>::builder();
+    let api = Arc::clone(downstream);
+    let inventory = g
+        .node("inventory")
+        .timeout(Duration::from_millis(200))
+        .retry(Retry::new(4).backoff(Backoff::constant(Duration::from_millis(50))))
+        .breaker(breaker)
+        .fallback(Fallback::value(0u32))
+        .task(move |_ctx, ()| {
+            let api = Arc::clone(&api);
+            async move { api.call().await }
+        });
+    Ok((g.build()?, inventory))
+}
 
 /// The traffic and the downstream.
 #[derive(Debug, Clone)]
@@ -124,14 +146,11 @@ impl Downstream {
     }
 }
 
-/// Runs `scenario` with the breaker `options`; see the module docs for the clock it needs.
-///
-/// # Errors
-/// A [`BreakerConfigError`](baton_graph::breaker::BreakerConfigError) or a
-/// [`BuildError`](baton_graph::BuildError) when the breaker or the graph is invalid (only
-/// a zero `recovery_ramp` is).
-pub async fn run(scenario: &Scenario, options: Options) -> Result<Figures, BoxError> {
-    let t0 = Instant::now();
+/// When the breaker first opened, once it has.
+type FirstOpen = Arc<Mutex<Option<Instant>>>;
+
+/// The `inventory` breaker of `options`, and the instant it first opens.
+fn inventory_breaker(options: Options) -> Result<(CircuitBreaker, FirstOpen), BoxError> {
     let mut breaker = CircuitBreaker::builder("inventory")
         .consecutive_failures(5)
         .open_duration(Duration::from_millis(500))
@@ -150,6 +169,18 @@ pub async fn run(scenario: &Scenario, options: Options) -> Result<Figures, BoxEr
                 .get_or_insert(t.at());
         }
     });
+    Ok((breaker, first_open))
+}
+
+/// Runs `scenario` with the breaker `options`; see the module docs for the clock it needs.
+///
+/// # Errors
+/// A [`BreakerConfigError`](baton_graph::breaker::BreakerConfigError) or a
+/// [`BuildError`] when the breaker or the graph is invalid (only
+/// a zero `recovery_ramp` is).
+pub async fn run(scenario: &Scenario, options: Options) -> Result<Figures, BoxError> {
+    let t0 = Instant::now();
+    let (breaker, first_open) = inventory_breaker(options)?;
     let downstream = Arc::new(Downstream {
         recovers_at: t0 + scenario.down_for,
         latency: scenario.latency,
@@ -158,19 +189,7 @@ pub async fn run(scenario: &Scenario, options: Options) -> Result<Figures, BoxEr
         peak_after_recovery: AtomicU32::new(0),
     });
 
-    let mut g = Graph::<()>::builder();
-    let api = Arc::clone(&downstream);
-    let inventory = g
-        .node("inventory")
-        .timeout(Duration::from_millis(200))
-        .retry(Retry::new(4).backoff(Backoff::constant(Duration::from_millis(50))))
-        .breaker(breaker)
-        .fallback(Fallback::value(0u32))
-        .task(move |_ctx, ()| {
-            let api = Arc::clone(&api);
-            async move { api.call().await }
-        });
-    let graph = g.build()?;
+    let (graph, inventory) = checkout_graph(breaker, &downstream)?;
 
     let served_after = Arc::new(AtomicU32::new(0));
     let fell_back = Arc::new(AtomicU32::new(0));

@@ -28,7 +28,79 @@ use baton_graph::{
 };
 use tokio::time::Instant;
 
-use crate::serve::OrdersServer;
+use crate::HttpServer;
+
+/// The hop `hop`'s router: `POST /work`, whose graph calls `next` (`http://…/work`) or,
+/// at the last hop, works.
+///
+/// # Errors
+/// [`BuildError`] if the graph does not validate.
+pub fn hop_router(
+    hop: &'static str,
+    next: Option<String>,
+    config: &HopConfig,
+    hops: &Hops,
+) -> Result<Router, BuildError> {
+    let mut g = Graph::<()>::builder();
+    g.name(hop);
+    let local_work = config.local_work;
+    let local = g.node("local").task(move |ctx, ()| async move {
+        let budget = ctx.remaining();
+        tokio::time::sleep(local_work).await;
+        Ok::<_, BoxError>(budget)
+    });
+    let margin = config.margin;
+    let downstream = match next {
+        Some(url) => {
+            let client = reqwest::Client::new();
+            let headers = DeadlineHeaders::new().margin(margin);
+            g.node("call")
+                .after(local)
+                .retry(Retry::new(3))
+                .task(move |ctx, _budget| {
+                    let request = client
+                        .post(&url)
+                        .headers(headers.outbound(ctx.deadline()))
+                        .send();
+                    async move { answer(request.await?).await }
+                })
+        }
+        None => {
+            let work = config.work;
+            let started = Arc::clone(&hops.work_started);
+            g.node("work")
+                .after(local)
+                .min_attempt_time(config.min_attempt)
+                .task(move |_ctx, _budget| {
+                    started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    async move {
+                        tokio::time::sleep(work).await;
+                        Ok::<_, BoxError>("worked".to_owned())
+                    }
+                })
+        }
+    };
+    let hops = hops.clone();
+    let service = g.build()?.into_service().map_report(move |report: Report| {
+        let work_started = match hop {
+            "C" => hops
+                .work_started
+                .swap(0, std::sync::atomic::Ordering::Relaxed),
+            _ => 0,
+        };
+        hops.push(HopReport {
+            hop,
+            budget: report.get(local).copied().flatten(),
+            stopped: Instant::now(),
+            nodes: report.nodes().map(|n| end_of(&n)).collect(),
+            work_started,
+        });
+        let from_next = report.require(downstream)?;
+        Ok::<_, MissingValue>(Json(format!("{hop} ← {from_next}"))) // its answer, or 504
+    });
+    let service = service.http(|(): ()| ());
+    Ok(Router::new().route("/work", post_service(service)))
+}
 
 /// How each hop behaves.
 #[derive(Debug, Clone)]
@@ -109,78 +181,6 @@ impl Hops {
     }
 }
 
-/// The hop `hop`'s router: `POST /work`, whose graph calls `next` (`http://…/work`) or,
-/// at the last hop, works.
-///
-/// # Errors
-/// [`BuildError`] if the graph does not validate.
-pub fn hop_router(
-    hop: &'static str,
-    next: Option<String>,
-    config: &HopConfig,
-    hops: &Hops,
-) -> Result<Router, BuildError> {
-    let mut g = Graph::<()>::builder();
-    g.name(hop);
-    let local_work = config.local_work;
-    let local = g.node("local").task(move |ctx, ()| async move {
-        let budget = ctx.remaining();
-        tokio::time::sleep(local_work).await;
-        Ok::<_, BoxError>(budget)
-    });
-    let margin = config.margin;
-    let downstream = match next {
-        Some(url) => {
-            let client = reqwest::Client::new();
-            let headers = DeadlineHeaders::new().margin(margin);
-            g.node("call")
-                .after(local)
-                .retry(Retry::new(3))
-                .task(move |ctx, _budget| {
-                    let request = client
-                        .post(&url)
-                        .headers(headers.outbound(ctx.deadline()))
-                        .send();
-                    async move { answer(request.await?).await }
-                })
-        }
-        None => {
-            let work = config.work;
-            let started = Arc::clone(&hops.work_started);
-            g.node("work")
-                .after(local)
-                .min_attempt_time(config.min_attempt)
-                .task(move |_ctx, _budget| {
-                    started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    async move {
-                        tokio::time::sleep(work).await;
-                        Ok::<_, BoxError>("worked".to_owned())
-                    }
-                })
-        }
-    };
-    let hops = hops.clone();
-    let service = g.build()?.into_service().map_report(move |report: Report| {
-        let work_started = match hop {
-            "C" => hops
-                .work_started
-                .swap(0, std::sync::atomic::Ordering::Relaxed),
-            _ => 0,
-        };
-        hops.push(HopReport {
-            hop,
-            budget: report.get(local).copied().flatten(),
-            stopped: Instant::now(),
-            nodes: report.nodes().map(|n| end_of(&n)).collect(),
-            work_started,
-        });
-        let from_next = report.require(downstream)?;
-        Ok::<_, MissingValue>(Json(format!("{hop} ← {from_next}"))) // its answer, or 504
-    });
-    let service = service.http(|(): ()| ());
-    Ok(Router::new().route("/work", post_service(service)))
-}
-
 /// What a hop makes of the next hop's answer: its text, a
 /// [`DownstreamDeadlineExceeded`] for a 504, an error for any other failure.
 async fn answer(response: reqwest::Response) -> Result<String, BoxError> {
@@ -217,7 +217,7 @@ fn end_of(node: &baton_graph::NodeReport<'_>) -> NodeEnd {
 /// The three hops, serving on random ports of `127.0.0.1`. Dropping it stops them.
 #[derive(Debug)]
 pub struct HopServers {
-    servers: Vec<OrdersServer>,
+    servers: Vec<HttpServer>,
     /// Every hop's reports.
     pub hops: Hops,
 }
@@ -229,11 +229,9 @@ impl HopServers {
     /// When a listener cannot be bound, or a graph does not validate.
     pub async fn start(config: &HopConfig) -> Result<HopServers, BoxError> {
         let hops = Hops::default();
-        let c = OrdersServer::start(hop_router("C", None, config, &hops)?).await?;
-        let b =
-            OrdersServer::start(hop_router("B", Some(c.url_of("/work")), config, &hops)?).await?;
-        let a =
-            OrdersServer::start(hop_router("A", Some(b.url_of("/work")), config, &hops)?).await?;
+        let c = HttpServer::start(hop_router("C", None, config, &hops)?).await?;
+        let b = HttpServer::start(hop_router("B", Some(c.url_of("/work")), config, &hops)?).await?;
+        let a = HttpServer::start(hop_router("A", Some(b.url_of("/work")), config, &hops)?).await?;
         Ok(HopServers {
             servers: vec![a, b, c],
             hops,

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use baton_examples::serve::{self, Config, OrdersServer, Placed};
+use baton_examples::serve::{self, Config, HttpServer, Placed};
 use baton_examples::{Behavior, Downstreams, OrderApi, OrderRequest, OrderServer, Service};
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -18,11 +18,11 @@ const ORDER: OrderRequest = OrderRequest {
 };
 
 /// The stand-in services and the order service in front of them.
-async fn start(config: &Config) -> (Downstreams, OrderServer, OrdersServer) {
+async fn start(config: &Config) -> (Downstreams, OrderServer, HttpServer) {
     let downstreams = Downstreams::new();
     let services = OrderServer::start(downstreams.clone()).await.unwrap();
     let api = OrderApi::new(reqwest::Client::new(), services.base_url());
-    let orders = OrdersServer::start(serve::router(&api, config).unwrap())
+    let orders = HttpServer::start(serve::router(&api, config).unwrap())
         .await
         .unwrap();
     (downstreams, services, orders)
@@ -43,7 +43,7 @@ async fn post(url: &str, order: &OrderRequest) -> (StatusCode, Value) {
 async fn an_axum_route_serves_the_graph_over_http() {
     let (downstreams, services, orders) = start(&Config::new().unwrap()).await;
 
-    let (status, body) = post(&orders.url(), &ORDER).await;
+    let (status, body) = post(&orders.url_of("/orders"), &ORDER).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let placed: Placed = serde_json::from_value(body).unwrap();
     assert_eq!((placed.user.as_str(), placed.quantity), ("user-7", 42));
@@ -52,7 +52,7 @@ async fn an_axum_route_serves_the_graph_over_http() {
     // Stock down: three attempts, then the fallback's 0 units; still a 200.
     downstreams.reset();
     downstreams.update(Service::Stock, Behavior::fail);
-    let (status, body) = post(&orders.url(), &ORDER).await;
+    let (status, body) = post(&orders.url_of("/orders"), &ORDER).await;
     assert_eq!(
         (status, &body["quantity"]),
         (StatusCode::OK, &Value::from(0))
@@ -62,7 +62,7 @@ async fn an_axum_route_serves_the_graph_over_http() {
     // User down: the run fails fast, and the answer names the node.
     downstreams.reset();
     downstreams.update(Service::User, Behavior::fail);
-    let (status, body) = post(&orders.url(), &ORDER).await;
+    let (status, body) = post(&orders.url_of("/orders"), &ORDER).await;
     assert_eq!(status, StatusCode::BAD_GATEWAY, "{body}");
     assert_eq!(
         (body["node"].as_str(), body["error"].as_str()),
@@ -75,7 +75,7 @@ async fn an_axum_route_serves_the_graph_over_http() {
 
     // Not an order: axum's own rejection.
     let response = reqwest::Client::new()
-        .post(orders.url())
+        .post(orders.url_of("/orders"))
         .header("content-type", "application/json")
         .body("{\"user\": 7}")
         .send()
@@ -97,7 +97,7 @@ async fn a_run_out_of_time_answers_504_naming_the_node() {
     // `sku` answers in 200 ms, well inside the run's 1 s even on a loaded machine; `user`
     // would take over 3 s.
     downstreams.update(Service::User, |b| b.slow_by(Duration::from_secs(3)));
-    let (status, body) = post(&orders.url(), &ORDER).await;
+    let (status, body) = post(&orders.url_of("/orders"), &ORDER).await;
     assert_eq!(status, StatusCode::GATEWAY_TIMEOUT, "{body}");
     assert_eq!(body["node"], "user");
     assert_eq!(body["error"], "deadline_exceeded");
@@ -160,7 +160,7 @@ async fn slow_clients_are_cut() {
         request: Duration::from_millis(1_500),
     };
     let router = serve::router_with(&api, &Config::new().unwrap(), limits).unwrap();
-    let orders = OrdersServer::start_with(router, limits).await.unwrap();
+    let orders = HttpServer::start_with(router, limits).await.unwrap();
 
     let head = "POST /orders HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n";
     let answer = trickle(orders.addr(), head, 1_000).await;

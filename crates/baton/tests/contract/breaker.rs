@@ -15,9 +15,7 @@ use tokio::time::{Instant, advance};
 
 use BreakerState::{Closed, HalfOpen, Open};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 type Log = Arc<Mutex<Vec<BreakerTransition>>>;
 

@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
 
 use baton_graph::{
     Backoff, BoxError, CircuitBreaker, Fallback, Graph, Node, NodeError, Outcome, Pipeline, Retry,
@@ -13,9 +12,7 @@ use baton_graph::{
 use tokio::task::JoinSet;
 use tokio::time::{advance, sleep};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 /// A graph of one `inventory` node calling a downstream that fails after 10 ms (or succeeds,
 /// when `healthy`), with 4 attempts 50 ms apart, `breaker` and a fallback of 0; the calls

@@ -16,9 +16,7 @@ use tokio::time::advance;
 
 use BreakerState::{Closed, ForcedClosed, HalfOpen, Isolated, Open};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 type Log = Arc<Mutex<Vec<BreakerTransition>>>;
 

@@ -4,7 +4,6 @@
 //! `crates/baton-redis`). On tokio's paused clock.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use baton_graph::shared::{
     BreakerMirror, SharedBreakerState, SharedFuture, SharedOutcome, SharedRecord, SharedView,
@@ -18,9 +17,7 @@ use tokio::time::{Instant, advance};
 
 use BreakerState::{Closed, HalfOpen, Isolated, Open};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 /// The shared state: consecutive failures and fleet-wide probes, like a store would keep.
 #[derive(Debug)]

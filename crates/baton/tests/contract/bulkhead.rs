@@ -11,9 +11,7 @@ use baton_graph::{
 };
 use tokio::time::sleep;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 #[tokio::test(start_paused = true)]
 async fn bulkhead_limits_concurrency_and_bounds_the_wait() {

@@ -12,9 +12,7 @@ use baton_graph::{
 };
 use tokio::time::sleep;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 /// What one run under chaos did, node by node: outcome, end, and per attempt the injected
 /// latency and error.

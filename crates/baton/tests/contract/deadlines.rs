@@ -21,9 +21,7 @@ use serde_json::Value;
 use tokio::time::{Instant, sleep};
 use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 async fn json(response: axum::response::Response) -> (StatusCode, Value) {
     let status = response.status();

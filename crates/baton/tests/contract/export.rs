@@ -11,9 +11,7 @@ use baton_graph::{
 use serde_json::Value;
 use tokio::time::sleep;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 /// The order flow with every policy a diagram labels: `user ∥ sku → stock → dispatch
 /// (ship | shortage) → notify`.

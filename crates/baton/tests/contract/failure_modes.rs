@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::Duration;
 
 use baton_graph::{
     BoxError, FailureMode, Graph, GraphBuilder, Node, Outcome, Report, RunError, RunOptions,
@@ -12,9 +11,7 @@ use baton_graph::{
 };
 use tokio::time::sleep;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 /// Sets its flag when dropped: proves a task's future was dropped.
 struct DropFlag(Arc<AtomicBool>);

@@ -8,9 +8,7 @@ use std::time::Duration;
 use baton_graph::{Backoff, BoxError, Fallback, Graph, NodeError, Outcome, Retry};
 use tokio::time::sleep;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 #[tokio::test(start_paused = true)]
 async fn fallback_value_recovers_and_keeps_the_error() {

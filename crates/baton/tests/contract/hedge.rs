@@ -12,9 +12,7 @@ use baton_graph::{
 };
 use tokio::time::{Instant, sleep};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 /// Sets its flag when dropped: an attempt that was cancelled.
 struct Dropped(Arc<Mutex<Vec<(u32, Duration)>>>, u32, Instant);

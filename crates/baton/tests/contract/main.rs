@@ -31,3 +31,10 @@ mod subgraph;
 #[cfg(feature = "tower")]
 mod tower;
 mod validation;
+
+use std::time::Duration;
+
+/// `n` milliseconds: how every test here writes a duration.
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}

@@ -13,9 +13,7 @@ use baton_graph::{
 };
 use tokio::time::{Instant, sleep};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 /// A root node whose value is `list`.
 fn list<T: Clone + Send + Sync + 'static>(

@@ -13,9 +13,7 @@ use baton_graph::{
 };
 use tokio::time::sleep;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 fn breaker(name: &str, failures: u32) -> CircuitBreaker {
     CircuitBreaker::builder(name)

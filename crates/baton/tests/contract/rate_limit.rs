@@ -11,9 +11,7 @@ use baton_graph::{
 };
 use tokio::time::{Instant, sleep};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 /// 10 permits per second, bursts of 2, each attempt waiting up to 10 s: forty calls asked
 /// at once are served two at once, then one every 100 ms, and no window of a second holds

@@ -6,9 +6,7 @@ use std::time::Duration;
 use baton_graph::{BoxError, Fallback, Graph, NodeError, Outcome, Retry};
 use tokio::time::sleep;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 fn dispatch_graph(
     stock: u32,

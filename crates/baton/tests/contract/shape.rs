@@ -334,47 +334,86 @@ fn every_form_of_function_is_measured() {
 fn no_file_or_function_is_too_long() {
     let mut long = Vec::new();
     for (path, text) in sources() {
-        let lines = without_tests(&text);
-        let code_lines = lines.iter().filter(|l| is_code(l)).count();
-        if code_lines > MAX_FILE_LINES {
-            long.push(format!("{}: {code_lines} lines of code", path.display()));
+        long.extend(too_long(&path, &text));
+    }
+    assert!(long.is_empty(), "too long: {long:#?}");
+}
+
+/// The folders of the other crates whose code the size limits apply to: `baton-redis`, the
+/// stand-in fixture, the examples and the bench (all its binaries).
+const OTHER_CODE: [&str; 5] = [
+    "baton-redis/src",
+    "baton-stand-in/src",
+    "baton-examples/src",
+    "baton-examples/examples",
+    "baton-bench/src",
+];
+
+#[test]
+fn the_other_crates_keep_the_size_limits() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace's crates");
+    let mut long = Vec::new();
+    let mut read = 0;
+    for (path, text) in workspace_files() {
+        let rel = path.strip_prefix(crates).unwrap_or(&path);
+        let name = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let is_test = name == "tests.rs" || name.ends_with("_tests.rs");
+        if OTHER_CODE.iter().any(|dir| rel.starts_with(dir)) && !is_test {
+            read += 1;
+            long.extend(too_long(&path, &text));
         }
-        // rustfmt closes a function at the indentation it opened it. A signature that ends
-        // in `;` before any `{` is a declaration (a trait's), not a function.
-        let mut open: Option<(usize, String, &str)> = None;
-        let mut body = false;
-        for (n, line) in lines.iter().enumerate() {
-            let trimmed = line.trim_start();
-            let indent = &line[..line.len() - trimmed.len()];
-            if open.is_some() && !body {
-                if code(line).contains('{') {
-                    body = true;
-                } else if code(line).trim_end().ends_with(';') {
-                    open = None;
-                    continue;
+    }
+    assert!(read > 40, "read only {read} files: have the crates moved?");
+    assert!(long.is_empty(), "too long: {long:#?}");
+}
+
+/// What in `text` (the file at `path`) is over a size limit: the file, if it has more than
+/// [`MAX_FILE_LINES`] lines of non-test code, and each function of more than
+/// [`MAX_FN_LINES`].
+fn too_long(path: &Path, text: &str) -> Vec<String> {
+    let mut long = Vec::new();
+    let lines = without_tests(text);
+    let code_lines = lines.iter().filter(|l| is_code(l)).count();
+    if code_lines > MAX_FILE_LINES {
+        long.push(format!("{}: {code_lines} lines of code", path.display()));
+    }
+    // rustfmt closes a function at the indentation it opened it. A signature that ends
+    // in `;` before any `{` is a declaration (a trait's), not a function.
+    let mut open: Option<(usize, String, &str)> = None;
+    let mut body = false;
+    for (n, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = &line[..line.len() - trimmed.len()];
+        if open.is_some() && !body {
+            if code(line).contains('{') {
+                body = true;
+            } else if code(line).trim_end().ends_with(';') {
+                open = None;
+                continue;
+            }
+        }
+        match &open {
+            None => {
+                let is_fn = opens_fn(code(trimmed));
+                if is_fn && !code(line).trim_end().ends_with(';') {
+                    open = Some((n, indent.to_owned(), trimmed));
+                    body = code(line).contains('{');
                 }
             }
-            match &open {
-                None => {
-                    let is_fn = opens_fn(code(trimmed));
-                    if is_fn && !code(line).trim_end().ends_with(';') {
-                        open = Some((n, indent.to_owned(), trimmed));
-                        body = code(line).contains('{');
+            Some((start, at, name)) => {
+                if line.starts_with(at.as_str()) && trimmed.starts_with('}') && indent == at {
+                    let len = lines[*start..=n].iter().filter(|l| is_code(l)).count();
+                    if len > MAX_FN_LINES {
+                        long.push(format!("{}: `{name}` {len} lines", path.display()));
                     }
-                }
-                Some((start, at, name)) => {
-                    if line.starts_with(at.as_str()) && trimmed.starts_with('}') && indent == at {
-                        let len = lines[*start..=n].iter().filter(|l| is_code(l)).count();
-                        if len > MAX_FN_LINES {
-                            long.push(format!("{}: `{name}` {len} lines", path.display()));
-                        }
-                        open = None;
-                    }
+                    open = None;
                 }
             }
         }
     }
-    assert!(long.is_empty(), "too long: {long:#?}");
+    long
 }
 
 /// Every Rust file of the workspace: the crates' sources, tests, examples and benches.

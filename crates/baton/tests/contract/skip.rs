@@ -10,9 +10,7 @@ use std::time::Duration;
 use baton_graph::{BoxError, Graph, Node, NodeError, Outcome, Report};
 use tokio::time::sleep;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 #[derive(Debug)]
 struct Refused;

@@ -3,14 +3,11 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
 
 use baton_graph::{BoxError, FailureMode, Graph, Node, NodeError, Outcome, RunError, RunOptions};
 use tokio::time::sleep;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 /// Counts its drops: an inner task that was cancelled.
 struct Dropped(Arc<AtomicU32>);

@@ -17,9 +17,7 @@ use baton_graph::{
 use tokio::time::{Instant, Sleep, sleep};
 use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 /// A downstream's own error, to find again in the node's error chain.
 #[derive(Debug, thiserror::Error)]

@@ -8,14 +8,16 @@ use baton_graph::{
     Backoff, BoxError, CircuitBreaker, Ctx, Graph, Node, Orchestrator, Outcome, Retry, RunOptions,
 };
 
-use crate::client::{Api, CallError};
 use crate::front::Place;
 use crate::policy::{
     ATTEMPT_TIMEOUT, ATTEMPTS, BACKOFF, BACKOFF_FACTOR, BREAKER_FAILURES, BREAKER_OPEN, DEADLINE,
     IN_APP,
 };
-use crate::stand_in::Service;
-use crate::wire::{DeductStock, Dispatch, DispatchRequest, OrderRequest, OrderResult};
+use baton_stand_in::{
+    CallError, DeductStock, Dispatch, DispatchRequest, OrderApi, OrderRequest, Service,
+};
+
+use crate::answer::OrderResult;
 
 /// The graph and the handles the answer reads.
 #[derive(Debug)]
@@ -34,7 +36,7 @@ fn retry() -> Retry {
 /// The orchestrator, with a breaker per downstream under the service's name.
 fn orchestrator() -> Result<Orchestrator, BoxError> {
     let orch = Orchestrator::builder().build();
-    for service in Service::ALL {
+    for service in Service::ORDER_FLOW {
         let breaker = CircuitBreaker::builder(service.name())
             .consecutive_failures(BREAKER_FAILURES)
             .open_duration(BREAKER_OPEN)
@@ -46,7 +48,7 @@ fn orchestrator() -> Result<Orchestrator, BoxError> {
 
 impl Flow {
     /// Registers the breakers and builds the graph.
-    pub(crate) fn new(api: &Api) -> Result<Flow, BoxError> {
+    pub(crate) fn new(api: &OrderApi) -> Result<Flow, BoxError> {
         let mut g = orchestrator()?.graph::<OrderRequest>();
         let user = g
             .node("user")
@@ -92,7 +94,7 @@ impl Flow {
             });
         // The task of the `ship` and the `shortage` branch: `api.dispatch` picks the
         // endpoint from the quantity.
-        let branch = |api: &Api| {
+        let branch = |api: &OrderApi| {
             let api = api.clone();
             move |ctx: Ctx<OrderRequest>, quantity: Arc<u64>| {
                 let api = api.clone();

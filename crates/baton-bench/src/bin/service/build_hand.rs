@@ -14,14 +14,14 @@ use failsafe::futures::CircuitBreaker as _;
 use failsafe::{Config, StateMachine};
 use tokio::time::Instant;
 
-use crate::client::{Api, CallError};
 use crate::front::Place;
 use crate::policy::{
     ATTEMPTS, BACKOFF, BACKOFF_FACTOR, BREAKER_FAILURES, BREAKER_OPEN, DEADLINE, IN_APP,
     attempt_limit, clip_backoff,
 };
-use crate::stand_in::Service;
-use crate::wire::{DeductStock, DispatchRequest, OrderRequest, OrderResult};
+use baton_stand_in::{CallError, DeductStock, DispatchRequest, OrderApi, OrderRequest, Service};
+
+use crate::answer::OrderResult;
 
 type Breaker = StateMachine<ConsecutiveFailures<Constant>, ()>;
 
@@ -49,15 +49,15 @@ impl fmt::Display for Failed {
 /// The client and a breaker per downstream.
 #[derive(Debug)]
 pub(crate) struct Flow {
-    api: Api,
+    api: OrderApi,
     breakers: Vec<Breaker>,
 }
 
 impl Flow {
     /// A breaker per service: open after [`BREAKER_FAILURES`] consecutive failures, for
     /// [`BREAKER_OPEN`].
-    pub(crate) fn new(api: &Api) -> Flow {
-        let breakers = Service::ALL
+    pub(crate) fn new(api: &OrderApi) -> Flow {
+        let breakers = Service::ORDER_FLOW
             .iter()
             .map(|_| {
                 Config::new()

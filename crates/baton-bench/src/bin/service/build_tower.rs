@@ -16,17 +16,17 @@ use tower::util::BoxCloneSyncService;
 use tower::{ServiceBuilder, ServiceExt};
 use tower_resilience::circuitbreaker::{CircuitBreakerError, CircuitBreakerLayer};
 
-use crate::client::{Api, CallError};
 use crate::front::Place;
 use crate::policy::{
     ATTEMPT_TIMEOUT, ATTEMPTS, BACKOFF, BACKOFF_FACTOR, BREAKER_FAILURES, BREAKER_OPEN, DEADLINE,
     IN_APP, clip_backoff,
 };
-use crate::stand_in::Service;
-use crate::wire::{
-    DeductStock, Dispatch, DispatchRequest, Notification, OrderRequest, OrderResult, Sku, Stock,
-    User,
+use baton_stand_in::{
+    CallError, DeductStock, Dispatch, DispatchRequest, Notification, OrderApi, OrderRequest,
+    Service, Sku, Stock, User,
 };
+
+use crate::answer::OrderResult;
 
 /// A request and the deadline of the front request it serves (the retry policy reads it).
 #[derive(Debug, Clone)]
@@ -111,7 +111,7 @@ pub(crate) struct Flow {
 
 impl Flow {
     /// Builds the six stacks over `api`.
-    pub(crate) fn new(api: &Api) -> Result<Flow, BoxError> {
+    pub(crate) fn new(api: &OrderApi) -> Result<Flow, BoxError> {
         let a = api.clone();
         let user = stack(Service::User, move |id| {
             let a = a.clone();

@@ -17,8 +17,9 @@ use baton_graph::BoxError;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use crate::client::Api;
-use crate::wire::{OrderRequest, OrderResult};
+use baton_stand_in::{OrderApi, OrderRequest};
+
+use crate::answer::OrderResult;
 use crate::{build_baton, build_hand, build_tower};
 
 /// One build of the order flow: what the handler awaits.
@@ -106,7 +107,7 @@ pub(crate) async fn serve(
     build: Build,
     downstream: &str,
 ) -> Result<(SocketAddr, JoinHandle<io::Result<()>>), BoxError> {
-    let api = Api::new(downstream)?;
+    let api = OrderApi::pooled(downstream)?;
     let app = match build {
         Build::Baton => app(build_baton::Flow::new(&api)?),
         Build::Hand => app(build_hand::Flow::new(&api)),

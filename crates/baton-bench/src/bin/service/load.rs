@@ -11,7 +11,7 @@ use baton_graph::BoxError;
 use hdrhistogram::Histogram;
 use tokio::time::Instant;
 
-use crate::stand_in::{Service, StandIns};
+use baton_stand_in::{OrderServer, Service};
 
 /// How hard and how long to load the front.
 #[derive(Debug, Clone, Copy)]
@@ -94,7 +94,7 @@ async fn cpu_of(client: &reqwest::Client, front: SocketAddr) -> Result<u64, BoxE
 pub(crate) async fn run(
     front: SocketAddr,
     load: Load,
-    stand_ins: &StandIns,
+    stand_ins: &OrderServer,
 ) -> Result<Sample, BoxError> {
     let client = reqwest::Client::builder()
         .no_proxy()
@@ -116,12 +116,12 @@ pub(crate) async fn run(
     tokio::time::sleep_until(from).await;
     let (cpu0, stock0) = (
         cpu_of(&client, front).await?,
-        stand_ins.calls(Service::Stock),
+        stand_ins.downstreams().calls(Service::Stock),
     );
     tokio::time::sleep_until(until).await;
     let (cpu1, stock1) = (
         cpu_of(&client, front).await?,
-        stand_ins.calls(Service::Stock),
+        stand_ins.downstreams().calls(Service::Stock),
     );
     let mut sample = Sample {
         answers: 0,

@@ -18,18 +18,17 @@
 //! Scenarios: `healthy`; `stock-flaky` (`stock` answers 503 to half its calls, seeded RNG);
 //! `stock-down` (`stock` answers 503 at once).
 
+mod answer;
 mod build_baton;
 mod build_hand;
 mod build_tower;
-mod client;
 mod front;
 mod load;
 mod policy;
-mod stand_in;
+mod scenario;
 mod table;
 #[cfg(test)]
 mod tests;
-mod wire;
 
 use std::net::SocketAddr;
 use std::process::{ExitCode, Stdio};
@@ -39,9 +38,10 @@ use baton_graph::BoxError;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+use baton_stand_in::{Downstreams, OrderServer};
 use front::Build;
 use load::{Load, Sample};
-use stand_in::{Scenario, StandIns};
+use scenario::Scenario;
 
 /// Command-line options.
 #[derive(Debug, Clone)]
@@ -162,10 +162,10 @@ async fn segment(
     build: Build,
     scenario: Scenario,
     round: usize,
-    stand_ins: &StandIns,
+    stand_ins: &OrderServer,
 ) -> Result<Sample, BoxError> {
-    stand_ins.set(scenario, o.seed.wrapping_add(round as u64));
-    let (mut child, addr) = spawn_front(build, &stand_ins.base_url(), o.front_workers).await?;
+    scenario.apply(stand_ins.downstreams(), o.seed.wrapping_add(round as u64));
+    let (mut child, addr) = spawn_front(build, stand_ins.base_url(), o.front_workers).await?;
     let sample = load::run(addr, o.load, stand_ins).await;
     // Closing its standard input ends the child (a profiler around it may take a while to
     // write its output); kill it if it does not end.
@@ -181,7 +181,7 @@ async fn segment(
 
 async fn bench(o: &Options) -> Result<(), BoxError> {
     let load_before = table::load_average();
-    let stand_ins = StandIns::start().await?;
+    let stand_ins = OrderServer::start(Downstreams::new()).await?;
     let mut results = table::Results::default();
     for round in 0..o.rounds {
         for &scenario in &o.scenarios {
@@ -220,6 +220,10 @@ fn runtime(args: &[String]) -> std::io::Result<tokio::runtime::Runtime> {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
     let runtime = match runtime(&args) {
         Ok(rt) => rt,
         Err(e) => {

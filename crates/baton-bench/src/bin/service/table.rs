@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use crate::Options;
 use crate::front::Build;
 use crate::load::Sample;
-use crate::stand_in::Scenario;
+use crate::scenario::Scenario;
 
 /// The figures of one window.
 #[derive(Debug, Clone, Copy, Default)]

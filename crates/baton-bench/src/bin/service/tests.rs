@@ -2,8 +2,10 @@
 
 use crate::front::{self, Build};
 use crate::policy::IN_APP;
-use crate::stand_in::{STOCK, Scenario, StandIns};
-use crate::wire::OrderResult;
+use baton_stand_in::{DEFAULT_STOCK, Downstreams, OrderServer};
+
+use crate::answer::OrderResult;
+use crate::scenario::Scenario;
 
 type TestResult = Result<(), baton_graph::BoxError>;
 
@@ -11,13 +13,13 @@ type TestResult = Result<(), baton_graph::BoxError>;
 async fn answers_of_every_build(
     scenario: Scenario,
 ) -> Result<Vec<(Build, OrderResult)>, baton_graph::BoxError> {
-    let stand_ins = StandIns::start().await?;
-    stand_ins.set(scenario, 1);
+    let stand_ins = OrderServer::start(Downstreams::new()).await?;
+    scenario.apply(stand_ins.downstreams(), 1);
     let client = reqwest::Client::builder().no_proxy().build()?;
     let mut calls = tokio::task::JoinSet::new();
     let mut servers = Vec::new();
     for build in Build::ALL {
-        let (addr, task) = front::serve(build, &stand_ins.base_url()).await?;
+        let (addr, task) = front::serve(build, stand_ins.base_url()).await?;
         servers.push(task);
         for _ in 0..4 {
             let client = client.clone();
@@ -49,10 +51,10 @@ async fn answers_of_every_build(
 async fn every_build_places_the_same_order_when_healthy() -> TestResult {
     let answers = answers_of_every_build(Scenario::Healthy).await?;
     let expected = OrderResult {
-        quantity: STOCK,
+        quantity: DEFAULT_STOCK,
         status: "shipped".to_owned(),
         reference: "SF00070042".to_owned(),
-        message: "sku 42 shipped: SF00070042".to_owned(),
+        message: "sku 42 shipped, tracking SF00070042".to_owned(),
     };
     assert_eq!(answers.len(), 12);
     for (build, answer) in answers {
@@ -68,7 +70,7 @@ async fn every_build_falls_back_alike_when_stock_is_down() -> TestResult {
         quantity: 0,
         status: "backordered".to_owned(),
         reference: "BO-7-42".to_owned(),
-        message: "sku 42 backordered: BO-7-42".to_owned(),
+        message: "sku 42 is out of stock: backordered as BO-7-42".to_owned(),
     };
     assert_eq!(answers.len(), 12);
     for (build, answer) in answers {

@@ -11,9 +11,7 @@ use std::time::Duration;
 use baton_graph::{BoxError, Graph, Node, Outcome, RunError, run::CancelReason};
 use tokio::time::sleep;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 /// Counts live task futures: +1 when a task is called, -1 when its future is dropped.
 #[derive(Default)]

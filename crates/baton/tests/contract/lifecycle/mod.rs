@@ -18,9 +18,7 @@ use baton_graph::{
 };
 use tokio::time::sleep;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 #[tokio::test(start_paused = true)]
 async fn callbacks_stack_in_order_and_fire_once_on_every_outcome() {

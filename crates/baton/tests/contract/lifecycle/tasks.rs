@@ -5,15 +5,12 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use baton_graph::{BoxError, Graph, GraphBuilder, Node, Retry, RunOptions, run::StartMode};
 use tokio::sync::Semaphore;
 use tokio::task::Id;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 /// Where each node's code ran: the tokio task (`None`: no task, e.g. a runtime's
 /// `block_on`) when its task was called, and when its future resumed after its wait.

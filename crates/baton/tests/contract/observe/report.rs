@@ -7,9 +7,7 @@ use std::time::Duration;
 use baton_graph::{BoxError, Graph, Node, Outcome, Report, report::Counts};
 use tokio::time::sleep;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 struct Shape {
     graph: Graph<()>,

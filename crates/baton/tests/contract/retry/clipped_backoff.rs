@@ -11,9 +11,7 @@ use baton_graph::{
     retry::StopReason,
 };
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 /// One node whose first `failures` attempts fail at once and whose next ones succeed, with
 /// `retry` and a minimum attempt time of `min_attempt`.

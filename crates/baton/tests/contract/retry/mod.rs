@@ -14,9 +14,7 @@ use baton_graph::{
 };
 use tokio::time::{Instant, sleep};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 /// The classic experiment: one worker thread, two nodes that each fail twice with a 1 s
 /// backoff. Waiting holds no thread, so both finish at 2 s, not 4 s.

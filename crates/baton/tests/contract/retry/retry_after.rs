@@ -10,9 +10,7 @@ use baton_graph::{
     retry::StopReason,
 };
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 /// A downstream's "try again later", as an HTTP client would return it.
 #[derive(Debug)]

@@ -7,9 +7,7 @@ use std::time::Duration;
 
 use baton_graph::{BoxError, Bulkhead, Graph, NodeError, Outcome};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 #[tokio::test(start_paused = true)]
 async fn blocking_task_returns_its_value() {

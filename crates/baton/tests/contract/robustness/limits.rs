@@ -8,9 +8,7 @@ use baton_graph::{
     breaker::BreakerWindow, retry::RetryBudget,
 };
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 /// `Retry::new(u32::MAX)`, a retry budget of `u32::MAX` retries per second, a breaker of
 /// `u32::MAX` consecutive failures, 65 535 probes and a window of a million calls, a

@@ -18,9 +18,7 @@ use baton_graph::{
 };
 use tokio::time::sleep;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 /// A panicking retry predicate (or breaker filter, or backoff iterator) fails its node like
 /// a panicking task, on the first root and in a spawned driver alike; downstreams skip.

@@ -8,9 +8,7 @@ use std::time::Duration;
 use baton_graph::{BoxError, FailureMode, Graph, NodeError, Outcome, RunError};
 use tokio::time::sleep;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 fn panic_message(report: &baton_graph::Report, name: &str) -> String {
     let node = report.by_name(name).expect("node");

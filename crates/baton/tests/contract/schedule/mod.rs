@@ -12,9 +12,7 @@ use std::time::Duration;
 use baton_graph::{BoxError, Graph, Inputs, Node, Outcome, Report};
 use tokio::time::{Instant, sleep};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::ms;
 
 /// Asserts a node's exact start and end (from the run's start).
 fn assert_span(report: &Report, name: &str, start: u64, end: u64) {
