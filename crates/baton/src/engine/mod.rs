@@ -27,6 +27,7 @@ mod first_attempt;
 mod full_path;
 mod graph;
 mod host;
+mod joined;
 mod map;
 mod node;
 mod options;
