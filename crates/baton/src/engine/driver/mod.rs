@@ -1,5 +1,5 @@
 //! The driver: the tokio task that runs nodes. It takes a node from the run's ready queue
-//! (`ready.rs`), runs it, records its outcome, carries on with one downstream it made ready
+//! (`ready/mod.rs`), runs it, records its outcome, carries on with one downstream it made ready
 //! (Taskflow's continuation: a chain runs in one task, not one spawn per node), queues the
 //! others, and goes back to the queue until it is empty. A node whose attempt waits
 //! (`Pending`) keeps its driver, which then stops draining the queue and spawns a
@@ -17,7 +17,7 @@
 //!
 //! A driver "spawned" by an inline run that has not spread is no task either (`joined`):
 //! it goes to the run's inbox (`RunState::spawn`), and the run's future polls it among the
-//! others (`joined.rs`: the first few together, the rest each woken on its own). It waits like a spawned
+//! others (`run/joined.rs`: the first few together, the rest each woken on its own). It waits like a spawned
 //! driver. So an inline run uses one task, the awaiting one, until the spread rule
 //! ([`Driver::out_of_budget`]) spreads it: on several workers, when one poll of the run's
 //! future would start more than its budget of nodes. In a spread run the embedded driver's
@@ -26,7 +26,7 @@
 //! It is a hand-written future, fifteen words wide (its attempt box among them), because
 //! every spawn copies it into a new tokio task. Its poll is a loop over one step per state
 //! ([`State`]): take a node from the queue (`queue.rs`), begin it, poll its attempt
-//! (`attempt.rs`), end it and go on with a downstream it made ready (`node.rs`). A node
+//! (`poll_attempt.rs`), end it and go on with a downstream it made ready (`begin_end.rs`). A node
 //! takes one of two paths:
 //!
 //! - the **fast path**, here: one boxed attempt future, polled under `catch_unwind`; the
@@ -39,10 +39,10 @@
 //!   there only when it fails, panics or reaches its cut.
 //!
 //! Both paths count attempts, end their tokens and tell the observers through the same
-//! routines (`attempt.rs` of the engine).
+//! routines (`paths/attempt_steps.rs` of the engine).
 
-mod attempt;
-mod node;
+mod begin_end;
+mod poll_attempt;
 mod queue;
 
 use std::collections::VecDeque;
@@ -54,10 +54,10 @@ use std::task::{Context, Poll};
 
 use tokio::time::{Instant, Sleep};
 
-use super::first_attempt::Held;
+use super::paths::first_attempt::Held;
 use super::ready::Pop;
-use super::state::RunState;
-use super::task::AttemptFuture;
+use super::run::state::RunState;
+use super::task::ctx::AttemptFuture;
 use crate::error::CancelReason;
 use crate::report::Record;
 
@@ -98,7 +98,7 @@ pub(in crate::engine) struct Driver<I> {
     /// the run's start: no upstream ended later) and nothing but bookkeeping followed the
     /// end (`RunState::quiet_after`), it starts then.
     start: Option<Instant>,
-    /// Nodes it made ready and keeps for itself, run last in, first out (`ready.rs`).
+    /// Nodes it made ready and keeps for itself, run last in, first out (`ready/mod.rs`).
     local: VecDeque<u32>,
     /// The current node came from the queue (it may not be queued again this run).
     from_queue: bool,
@@ -112,7 +112,7 @@ pub(in crate::engine) struct Driver<I> {
     /// ([`migrate`](Self::migrate), [`hand_off`](Self::hand_off)) and carries on or ends.
     embedded: bool,
     /// Spawned by an inline run that had not spread (`RunState::spawn`): polled by the run's
-    /// future among its other such drivers (`joined.rs`). It waits there like a
+    /// future among its other such drivers (`run/joined.rs`). It waits there like a
     /// spawned driver, and where it would spawn, the run spawns locally too.
     joined: bool,
     /// Embedded or local: how many nodes it started in this poll; it hands off at [`INLINE_MAX`] even when the
