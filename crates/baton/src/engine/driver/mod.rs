@@ -17,7 +17,7 @@
 //!
 //! A driver "spawned" by an inline run that has not spread is no task either (`joined`):
 //! it goes to the run's inbox (`RunState::spawn`), and the run's future polls it among the
-//! others, in a `FuturesUnordered`, which wakes each on its own. It waits like a spawned
+//! others (`run/joined.rs`: the first few together, the rest each woken on its own). It waits like a spawned
 //! driver. So an inline run uses one task, the awaiting one, until the spread rule
 //! ([`Driver::out_of_budget`]) spreads it: on several workers, when one poll of the run's
 //! future would start more than its budget of nodes. In a spread run the embedded driver's
@@ -112,7 +112,7 @@ pub(in crate::engine) struct Driver<I> {
     /// ([`migrate`](Self::migrate), [`hand_off`](Self::hand_off)) and carries on or ends.
     embedded: bool,
     /// Spawned by an inline run that had not spread (`RunState::spawn`): polled by the run's
-    /// future among its other such drivers, woken on its own. It waits there like a
+    /// future among its other such drivers (`run/joined.rs`). It waits there like a
     /// spawned driver, and where it would spawn, the run spawns locally too.
     joined: bool,
     /// Embedded or local: how many nodes it started in this poll; it hands off at [`INLINE_MAX`] even when the

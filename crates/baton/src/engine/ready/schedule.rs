@@ -67,8 +67,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
 
     /// Spawns `driver` (of this run), counted in `live`; whether it became a tokio task.
     /// An inline run that has not spread ([`RunCore::is_local`]) spawns no task: the driver
-    /// goes to the run's inbox, for the run's future to poll (`Run::poll`), woken per
-    /// driver, as a `FuturesUnordered` polls its futures. Only code that future polls
+    /// goes to the run's inbox, for the run's future to poll (`Run::poll`, `run/joined.rs`), as
+    /// `tokio::join!` or a `FuturesUnordered` polls its futures. Only code that future polls
     /// spawns while the run is local, so the future looks at the inbox before it returns.
     ///
     /// [`RunCore::is_local`]: crate::engine::run::core::RunCore::is_local

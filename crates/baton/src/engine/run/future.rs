@@ -3,15 +3,14 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError, Weak};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use futures_util::stream::{FuturesUnordered, StreamExt};
 use sync_wrapper::SyncWrapper;
 use tokio_util::sync::CancellationToken;
 
+use super::joined::Joined;
 use super::options::{FailureMode, RunOptions};
 use super::state::RunState;
 use crate::engine::driver;
@@ -76,12 +75,13 @@ pub struct Run<I: Send + Sync + 'static> {
     /// driver's boxed futures are only `Send`.)
     embedded: Option<SyncWrapper<driver::Driver<I>>>,
     /// The drivers an inline run spawned while local (nodes that wait, and those that run
-    /// after them), polled here, each woken on its own: the set keeps the list of those
-    /// woken, so a wake-up polls them and no other. Made when the first one is spawned.
-    joined: Option<SyncWrapper<FuturesUnordered<driver::Driver<I>>>>,
-    /// The one such driver, while no other is waiting: polled with this future's waker, as
-    /// `tokio::join!` polls a future, without the set's.
-    lone: Option<SyncWrapper<driver::Driver<I>>>,
+    /// after them), polled here (`joined.rs`).
+    joined: SyncWrapper<Joined<I>>,
+    /// The waker last registered for the run's end: a poll with the same one registers
+    /// nothing (the run's end wakes it once).
+    registered: Option<Waker>,
+    /// The task this future was last found polled in on the run's own runtime, if any.
+    home: Option<tokio::task::Id>,
 }
 
 impl<I: Send + Sync + 'static> fmt::Debug for Run<I> {
@@ -110,8 +110,9 @@ impl<I: Send + Sync + 'static> Run<I> {
             phase: Phase::Idle,
             detached_span: options.detached,
             embedded: None,
-            joined: None,
-            lone: None,
+            joined: SyncWrapper::new(Joined::new()),
+            registered: None,
+            home: None,
         }
     }
 
@@ -261,25 +262,42 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
                 }
             }
         }
-        if (self.lone.is_some() || self.joined.is_some()) && !self.on_its_runtime() {
+        if !self.joined.get_mut().is_empty() && !self.on_its_runtime() {
             self.send_home();
         }
-        self.poll_joined(cx);
-        let core = &self.state.core;
-        core.wait_end(cx.waker());
-        if core.is_ended() {
-            self.phase = Phase::Done;
-            return Poll::Ready(self.result());
+        let this = &mut *self;
+        this.joined.get_mut().poll(&this.state, cx);
+        // A run that ended in this poll registers no waker.
+        if !self.state.core.is_ended() {
+            let waker = cx.waker();
+            if !self.registered.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                self.state.core.wait_end(waker);
+                self.registered = Some(waker.clone());
+            }
+            if !self.state.core.is_ended() {
+                return Poll::Pending;
+            }
         }
-        Poll::Pending
+        self.phase = Phase::Done;
+        Poll::Ready(self.result())
     }
 }
 
 impl<I: Send + Sync + 'static> Run<I> {
-    /// Whether this poll runs on the runtime the run started on.
-    fn on_its_runtime(&self) -> bool {
+    /// Whether this poll runs on the runtime the run started on: in the task where it last
+    /// found so (task ids are unique in the process, and a task stays on its runtime), or
+    /// else on a runtime of the same id.
+    fn on_its_runtime(&mut self) -> bool {
+        let task = tokio::task::try_id();
+        if task.is_some() && task == self.home {
+            return true;
+        }
         let own = self.state.core.handle().map(tokio::runtime::Handle::id);
-        tokio::runtime::Handle::try_current().is_ok_and(|now| Some(now.id()) == own)
+        let home = tokio::runtime::Handle::try_current().is_ok_and(|now| Some(now.id()) == own);
+        if home {
+            self.home = task;
+        }
+        home
     }
 
     /// Polled away from the runtime it started on (that runtime may be gone: its timers
@@ -287,63 +305,10 @@ impl<I: Send + Sync + 'static> Run<I> {
     /// which end their nodes `Cancelled` for `RuntimeShutdown` if it shut down.
     fn send_home(&mut self) {
         self.state.core.spread();
-        let lone = self.lone.take().map(SyncWrapper::into_inner);
-        let set = self.joined.take().map(SyncWrapper::into_inner);
-        for mut driver in lone.into_iter().chain(set.into_iter().flatten()) {
+        for mut driver in self.joined.get_mut().take_all() {
             driver.unjoin();
             self.state.spawn_task(driver);
         }
-    }
-
-    /// Polls the drivers the run spawned while local: the lone one, or those of the set
-    /// woken since their last poll; first taking in the ones spawned since, and again while
-    /// polling them spawned more (they are polled at once, as a spawned task would be).
-    fn poll_joined(&mut self, cx: &mut Context<'_>) {
-        loop {
-            if self.state.inboxed.load(Ordering::Relaxed) {
-                self.state.inboxed.store(false, Ordering::Relaxed);
-                let state = Arc::clone(&self.state);
-                let mut inbox = state.inbox.lock().unwrap_or_else(PoisonError::into_inner);
-                for driver in inbox.drain(..) {
-                    self.take_in(driver);
-                }
-            }
-            if let Some(lone) = self.lone.as_mut() {
-                if Pin::new(lone.get_mut()).poll(cx).is_ready() {
-                    self.lone = None;
-                }
-            } else if let Some(set) = self.joined.as_mut() {
-                // Each driver returns when it ends; the set returns `Pending` once none of
-                // those woken is left, or it gives the task's turn back (it polled each once).
-                let set = set.get_mut();
-                while let Poll::Ready(Some(())) = set.poll_next_unpin(cx) {}
-            }
-            if !self.state.inboxed.load(Ordering::Relaxed) {
-                return;
-            }
-        }
-    }
-
-    /// Takes in a driver the run spawned while local: alone, it is polled with this future's
-    /// own waker (a wake-up of this future polls it: no other driver is waiting); with
-    /// others, it joins them in the set, which wakes each on its own.
-    fn take_in(&mut self, driver: driver::Driver<I>) {
-        let set_empty = self
-            .joined
-            .as_mut()
-            .is_none_or(|set| set.get_mut().is_empty());
-        if self.lone.is_none() && set_empty {
-            self.lone = Some(SyncWrapper::new(driver));
-            return;
-        }
-        let set = self
-            .joined
-            .get_or_insert_with(|| SyncWrapper::new(FuturesUnordered::new()))
-            .get_mut();
-        if let Some(lone) = self.lone.take() {
-            set.push(lone.into_inner());
-        }
-        set.push(driver);
     }
 }
 

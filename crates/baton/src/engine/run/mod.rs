@@ -2,13 +2,15 @@
 //! run state (`state.rs`, with the run's invariants; `core.rs`, the part that does not
 //! depend on the input type), each node's per-run state and join counter
 //! (`node_state.rs`), how a node's end spreads (`finish.rs`), the run's standing with its
-//! orchestrator (`admission.rs`), where its nodes start (`start.rs`), and where the
+//! orchestrator (`admission.rs`), the drivers an inline run polls in its future
+//! (`joined.rs`), where its nodes start (`start.rs`), and where the
 //! scheduler prefetches on large graphs (`prefetch_sites.rs`).
 
 pub(super) mod admission;
 pub(super) mod core;
 pub(super) mod finish;
 pub(super) mod future;
+pub(super) mod joined;
 pub(super) mod node_state;
 pub(super) mod options;
 pub(super) mod prefetch_sites;

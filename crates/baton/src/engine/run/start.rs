@@ -45,8 +45,9 @@ pub enum StartMode {
     /// `FuturesUnordered` would, and spawns no task: nodes that end on their first poll (a
     /// cache hit, a no-op, a short computation) run one after another, and a node that
     /// waits stays in the run's future, polled again there when it is woken (a wake-up polls
-    /// the nodes it woke, not every waiting one). While the run's future is not polled, its
-    /// nodes make no progress.
+    /// the nodes it woke and at most eight others: up to eight waiting nodes are polled
+    /// together, as `tokio::join!` polls its futures). While the run's future is not polled,
+    /// its nodes make no progress.
     ///
     /// The run uses more than one task only when it spreads: on a runtime with more than
     /// one worker, when one poll of its future would start more nodes than its budget (128

@@ -1,6 +1,6 @@
 //! The run's own future as a driver. In the default `StartMode::Inline` (on any runtime) a
-//! run's nodes run inside the task that awaits it, those that wait too (polled there, each
-//! woken on its own), until the run spreads (several workers, and more nodes started in one
+//! run's nodes run inside the task that awaits it, those that wait too (polled there:
+//! `run/joined.rs`), until the run spreads (several workers, and more nodes started in one
 //! poll than its budget). In `StartMode::Spread` where one thread runs every task
 //! (current-thread, or one worker awaited from a task) a run's first nodes start in that
 //! task and a node that waits moves to a task of its own, so a run whose future is not

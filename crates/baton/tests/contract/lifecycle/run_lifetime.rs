@@ -114,3 +114,46 @@ fn nodes_whose_runtime_shut_down_are_cancelled_for_that_reason() {
         Some("the runtime running its nodes shut down")
     );
 }
+
+/// The same with the run polled in tasks: polled twice in a task of the first runtime, then
+/// awaited in a task of the second, the run still finds it is away from its own runtime.
+#[test]
+fn a_run_polled_in_a_task_of_another_runtime_sends_its_nodes_home() {
+    let mut g = Graph::<()>::builder();
+    let node: Node<()> = g.node("slow").task(|_ctx, ()| async {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        Ok::<_, BoxError>(())
+    });
+    let graph = g.build().unwrap();
+    let first = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    // The run is handed out unawaited on purpose, to be awaited on the second runtime.
+    #[allow(clippy::async_yields_async)]
+    let run = first.block_on(async {
+        tokio::spawn(async move {
+            let mut run = Box::pin(graph.run(()));
+            assert!(futures::poll!(&mut run).is_pending());
+            assert!(futures::poll!(&mut run).is_pending());
+            run
+        })
+        .await
+        .unwrap()
+    });
+    drop(first);
+    let second = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let err = second
+        .block_on(async { tokio::spawn(run).await })
+        .unwrap()
+        .unwrap_err();
+    let RunError::Cancelled { reason, report } = err else {
+        panic!("expected a cancelled run, got {err}");
+    };
+    assert_eq!(reason, CancelReason::RuntimeShutdown);
+    assert_eq!(report.node(node).unwrap().outcome(), Outcome::Cancelled);
+}

@@ -3,6 +3,7 @@
 //! workers, and more nodes to start in one poll of its future than its budget of 128).
 //! Counted with tokio's own metrics (`num_alive_tasks`) and task ids.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -216,4 +217,84 @@ fn on_one_worker_an_inline_run_never_spreads() {
         fan_out(400, &seen).run_with((), spread).await.expect("run");
         assert!(outside_tasks(&seen) < 400, "spread: handed to a task");
     });
+}
+
+/// `width` roots, each waiting for a permit of a gate of its own; `polls` counts the polls
+/// of their futures, `ended` those that got their permit.
+fn gated_roots(
+    width: usize,
+    polls: &Arc<AtomicUsize>,
+    ended: &Arc<AtomicUsize>,
+) -> (Graph<()>, Vec<Arc<Semaphore>>) {
+    let mut g = Graph::<()>::builder();
+    let gates: Vec<_> = (0..width).map(|_| Arc::new(Semaphore::new(0))).collect();
+    for (i, gate) in gates.iter().enumerate() {
+        let (gate, polls, ended) = (Arc::clone(gate), Arc::clone(polls), Arc::clone(ended));
+        let _: Node<()> = g.node(format!("root{i}")).task(move |_ctx, ()| {
+            let (gate, polls, ended) = (Arc::clone(&gate), Arc::clone(&polls), Arc::clone(&ended));
+            async move {
+                let mut acquire = std::pin::pin!(gate.acquire());
+                std::future::poll_fn(|cx| {
+                    polls.fetch_add(1, Ordering::SeqCst);
+                    acquire.as_mut().poll(cx)
+                })
+                .await
+                .map_err(|e| e.to_string())?
+                .forget();
+                ended.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, BoxError>(())
+            }
+        });
+    }
+    (g.build().expect("valid"), gates)
+}
+
+/// A wake-up of an inline run polls the nodes it woke, and at most the eight nodes polled
+/// together besides (as `tokio::join!` polls its futures): with forty nodes waiting, waking
+/// one by one polls each woken node and never the thirty-odd others.
+#[tokio::test]
+async fn inline_a_wake_up_polls_what_it_woke_and_at_most_eight_others() {
+    let (polls, ended) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (graph, gates) = gated_roots(40, &polls, &ended);
+    let run = tokio::spawn(async move { graph.run(()).await.map(|r| r.is_clean()) });
+    while polls.load(Ordering::SeqCst) < 40 {
+        tokio::task::yield_now().await;
+    }
+    for _ in 0..3 {
+        tokio::task::yield_now().await;
+    }
+    for (i, gate) in gates.iter().enumerate() {
+        let before = polls.load(Ordering::SeqCst);
+        gate.add_permits(1);
+        while ended.load(Ordering::SeqCst) <= i {
+            tokio::task::yield_now().await;
+        }
+        let polled = polls.load(Ordering::SeqCst) - before;
+        assert!(
+            (1..=9).contains(&polled),
+            "waking root{i} polled {polled} nodes"
+        );
+    }
+    assert!(run.await.unwrap().expect("run"));
+}
+
+/// A run's future is woken at the run's end in the task that polled it last: polled once
+/// where it was made, then moved to a task of its own while its node (in a task of the run,
+/// spread) waits, it resolves there when the node ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_moved_to_another_task_wakes_that_task_at_its_end() {
+    let (polls, ended) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (graph, gates) = gated_roots(1, &polls, &ended);
+    let spread = RunOptions::new().start_mode(StartMode::Spread);
+    let mut run = graph.run_with((), spread);
+    assert!(futures::poll!(&mut run).is_pending());
+    let awaiting = tokio::spawn(async move { run.await.map(|r| r.is_clean()) });
+    while polls.load(Ordering::SeqCst) == 0 {
+        tokio::task::yield_now().await;
+    }
+    // The new task polls the run at least once before the node ends.
+    tokio::time::sleep(ms(20)).await;
+    gates[0].add_permits(1);
+    let done = tokio::time::timeout(ms(10_000), awaiting).await;
+    assert!(done.expect("woken at its end").unwrap().expect("run"));
 }
