@@ -86,6 +86,7 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
                 run: run.core.run_id(),
                 graph: run.graph_name(),
                 node: self.name(),
+                item: None,
                 attempt: number,
                 limit,
             });
@@ -99,6 +100,7 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
                 run: run.core.run_id(),
                 graph: run.graph_name(),
                 node: self.name(),
+                item: None,
                 attempt: next,
                 delay,
                 remaining,
@@ -113,6 +115,7 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
                 run: run.core.run_id(),
                 graph: run.graph_name(),
                 node: self.name(),
+                item: None,
                 attempt: number,
                 bulkhead,
                 waited,
@@ -136,6 +139,7 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
                 run: run.core.run_id(),
                 graph: run.graph_name(),
                 node: self.name(),
+                item: None,
                 attempt: number,
                 limiter,
                 wait,
@@ -157,6 +161,7 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
                 run: run.core.run_id(),
                 graph: run.graph_name(),
                 node: self.name(),
+                item: None,
                 attempt: number,
                 latency,
                 error,
@@ -172,6 +177,7 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
                 run: run.core.run_id(),
                 graph: run.graph_name(),
                 node: self.name(),
+                item: None,
                 attempt: number,
                 after,
             });
@@ -191,6 +197,7 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
                 run: run.core.run_id(),
                 graph: run.graph_name(),
                 node: self.name(),
+                item: None,
                 breaker,
                 state,
             });
@@ -205,6 +212,7 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
                 run: run.core.run_id(),
                 graph: run.graph_name(),
                 node: self.name(),
+                item: None,
                 error,
             });
         }

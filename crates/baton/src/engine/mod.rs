@@ -28,6 +28,7 @@ mod full_path;
 mod graph;
 mod host;
 mod map;
+mod nested;
 mod node;
 mod options;
 mod prefetch;

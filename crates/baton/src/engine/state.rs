@@ -39,6 +39,7 @@ use super::admission::{Admit, End};
 use super::core::{PREFETCH_MIN_NODES, RunCore};
 use super::driver::Driver;
 use super::graph::GraphInner;
+use super::nested::Nesting;
 use super::node::RunBuffers;
 use super::options::FailureMode;
 use super::start::StartMode;
@@ -52,13 +53,16 @@ use crate::report::{
 use crate::util::value::Value;
 
 /// What a run keeps beside its nodes' records when its graph has map nodes or
-/// compensations.
+/// compensations, or when it is nested in another run.
 #[derive(Default)]
 struct Kept {
     /// What nodes kept beside their records (a map node's items), by node.
     details: Mutex<Vec<(u32, Arc<Detail>)>>,
     /// What its compensations did, once they ran.
     compensation: OnceLock<Arc<CompensationRecord>>,
+    /// The run it is nested in, for a subgraph node's inner run that has observers to
+    /// tell.
+    nesting: OnceLock<Nesting>,
 }
 
 /// A run: the graph, the input, and the per-run core.
@@ -140,10 +144,31 @@ impl<I: Send + Sync + 'static> RunState<I> {
         self.graph.uses_timers || self.core.has_deadline()
     }
 
-    /// Sends `event` to the orchestrator's observers. Check [`observed`](Self::observed)
-    /// first when building the event costs anything.
+    /// Sends `event` to the orchestrator's observers, and, for a nested run, to those of
+    /// the runs it is nested in. Check [`observed`](Self::observed) first when building
+    /// the event costs anything.
     pub(super) fn emit(&self, event: &Event<'_>) {
-        deliver(self.graph.orchestrator.observers(), event);
+        match self.nesting() {
+            None => deliver(self.graph.orchestrator.observers(), event),
+            Some(nesting) => {
+                if nesting.delivers_own {
+                    deliver(self.graph.orchestrator.observers(), event);
+                }
+                nesting.parent.forward(event);
+            }
+        }
+    }
+
+    /// The run this one is nested in, if it is a subgraph node's inner run with observers
+    /// to tell.
+    pub(super) fn nesting(&self) -> Option<&Nesting> {
+        self.kept.get()?.nesting.get()
+    }
+
+    /// Makes this run nested in another, before it starts.
+    pub(super) fn set_nesting(&self, nesting: Nesting) {
+        let kept = self.kept.get_or_init(Box::default);
+        let _ = kept.nesting.set(nesting);
     }
 
     /// The graph's name, as events carry it.
@@ -152,10 +177,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
         self.graph.name.as_deref()
     }
 
-    /// Whether the orchestrator has observers.
+    /// Whether the orchestrator has observers, or the run is nested in one that has.
     #[inline]
     pub(super) fn observed(&self) -> bool {
-        !self.graph.orchestrator.observers().is_empty()
+        !self.graph.orchestrator.observers().is_empty() || self.nesting().is_some()
     }
 
     /// Drops `k` from `live`; the one that brings it to zero ends the run.

@@ -15,13 +15,15 @@ use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, ReusableBoxFuture};
 
 use super::fallback::{FallbackScope, FallbackSlot, NodeFallback};
+use super::graph::Graph;
+use super::nested::NestedRun;
+use super::options::RunOptions;
 use super::state::RunState;
 use super::tokens::FALLBACK;
 use super::upstreams::{FetchCx, Upstreams};
 use crate::error::{BoxError, NodeError};
 use crate::id::{IdempotencyKey, RunId};
 use crate::policy::bulkhead::BulkheadPermit;
-use crate::report::{Detail, Report};
 use crate::util::value::{Value, into_value};
 
 /// One attempt of a task, boxed. A box that tokio-util can reuse: a driver keeps the box of
@@ -533,9 +535,15 @@ impl<I> Ctx<I> {
 }
 
 impl<I: Send + Sync + 'static> Ctx<I> {
-    /// Keeps `report`, a subgraph's inner run, for this node's report entry.
-    pub(crate) fn keep_inner(&self, report: Report) {
-        self.run.put_detail(self.node, Detail::Inner(report));
+    /// Starts `graph`'s run nested in this node (a subgraph node's task): its events reach
+    /// this run's observers too, and its report is kept for this node's entry.
+    pub(crate) fn run_nested<J: Send + Sync + 'static>(
+        &self,
+        graph: &Graph<J>,
+        input: J,
+        options: RunOptions,
+    ) -> NestedRun<I, J> {
+        NestedRun::new(Arc::clone(&self.run), self.node, graph, input, options)
     }
 }
 

@@ -257,6 +257,7 @@ where
             run,
             graph: None,
             node,
+            item: None,
             attempt: number,
             budget,
         });
@@ -270,6 +271,7 @@ where
             run,
             graph: None,
             node,
+            item: None,
             attempt: number,
             error,
         });
@@ -281,6 +283,7 @@ where
             run,
             graph: None,
             node,
+            item: None,
             attempt: number,
             limit,
         });
@@ -291,6 +294,7 @@ where
             run,
             graph: None,
             node,
+            item: None,
             attempt: next,
             delay,
             remaining,
@@ -302,6 +306,7 @@ where
             run,
             graph: None,
             node,
+            item: None,
             attempt: number,
             bulkhead,
             waited,
@@ -317,6 +322,7 @@ where
             run,
             graph: None,
             node,
+            item: None,
             attempt: number,
             limiter,
             wait,
@@ -330,6 +336,7 @@ where
             run,
             graph: None,
             node,
+            item: None,
             attempt: number,
             latency,
             error,
@@ -342,6 +349,7 @@ where
             run,
             graph: None,
             node,
+            item: None,
             attempt: number,
             after,
         });
@@ -353,6 +361,7 @@ where
             run,
             graph: None,
             node,
+            item: None,
             breaker,
             state,
         });
@@ -364,6 +373,7 @@ where
             run,
             graph: None,
             node,
+            item: None,
             error,
         });
     }

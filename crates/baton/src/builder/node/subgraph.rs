@@ -75,17 +75,10 @@ where
             if let Some(deadline) = ctx.deadline() {
                 options = options.deadline(deadline);
             }
-            let run = graph.run_with(inner_input, options);
+            let run = ctx.run_nested(&graph, inner_input, options);
             let output = Arc::clone(&output);
             async move {
                 let result = run.await;
-                let report = match &result {
-                    Ok(report) => Some(report.clone()),
-                    Err(error) => error.report().cloned(),
-                };
-                if let Some(report) = report {
-                    ctx.keep_inner(report);
-                }
                 match result {
                     Ok(report) => output(&report).map_err(Into::into),
                     Err(error) => Err(Box::new(error) as BoxError),

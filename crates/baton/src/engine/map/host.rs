@@ -166,6 +166,7 @@ where
             run,
             graph,
             node,
+            item: Some(self.index as usize),
             attempt: number,
             budget,
         });
@@ -180,6 +181,7 @@ where
             run,
             graph,
             node,
+            item: Some(self.index as usize),
             attempt: number,
             error,
         });
@@ -192,6 +194,7 @@ where
             run,
             graph,
             node,
+            item: Some(self.index as usize),
             attempt: number,
             limit,
         });
@@ -203,6 +206,7 @@ where
             run,
             graph,
             node,
+            item: Some(self.index as usize),
             attempt: next,
             delay,
             remaining,
@@ -215,6 +219,7 @@ where
             run,
             graph,
             node,
+            item: Some(self.index as usize),
             attempt: number,
             bulkhead,
             waited,
@@ -231,6 +236,7 @@ where
             run,
             graph,
             node,
+            item: Some(self.index as usize),
             attempt: number,
             limiter,
             wait,
@@ -245,6 +251,7 @@ where
             run,
             graph,
             node,
+            item: Some(self.index as usize),
             attempt: number,
             latency,
             error,
@@ -258,6 +265,7 @@ where
             run,
             graph,
             node,
+            item: Some(self.index as usize),
             attempt: number,
             after,
         });
@@ -270,6 +278,7 @@ where
             run,
             graph,
             node,
+            item: Some(self.index as usize),
             breaker,
             state,
         });
@@ -282,6 +291,7 @@ where
             run,
             graph,
             node,
+            item: Some(self.index as usize),
             error,
         });
     }
