@@ -44,7 +44,7 @@ use super::node::RunBuffers;
 use super::options::FailureMode;
 use super::start::StartMode;
 use crate::error::{CancelReason, NodeError, UserCode};
-use crate::id::RunId;
+use crate::id::{IdempotencyKey, RunId};
 use crate::observe::Event;
 use crate::orchestrator::{InFlight, deliver};
 use crate::report::{
@@ -445,6 +445,15 @@ impl<I: Send + Sync + 'static> RunRecords for RunState<I> {
         let details = kept.details.lock().unwrap_or_else(PoisonError::into_inner);
         let (_, detail) = details.iter().rev().find(|(node, _)| *node == id)?;
         Some(Arc::clone(detail))
+    }
+}
+
+impl<I> RunState<I> {
+    /// Node `id`'s idempotency key in this run: what its task's attempts, its map items
+    /// (with their index) and its compensation send downstream.
+    pub(super) fn key_of(&self, id: u32) -> IdempotencyKey {
+        let caller = self.core.caller_key().cloned();
+        IdempotencyKey::new(self.core.run_id(), caller, id)
     }
 }
 

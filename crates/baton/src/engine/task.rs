@@ -472,8 +472,7 @@ impl<I> Ctx<I> {
     /// it (a timed-out attempt may have had its side effect).
     #[must_use]
     pub fn idempotency_key(&self) -> IdempotencyKey {
-        let caller = self.run.core.caller_key().cloned();
-        IdempotencyKey::new(self.run.core.run_id(), caller, self.node)
+        self.run.key_of(self.node)
     }
 
     /// A token that is cancelled when this attempt ends in any way: it completed, timed

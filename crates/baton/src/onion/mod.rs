@@ -24,6 +24,7 @@ mod pipeline;
 mod policies;
 mod retry;
 mod series;
+pub(crate) mod tell;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -31,6 +32,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+pub(crate) use call::Held;
 pub use call::{Attempt, Call};
 pub use fallback::{Fallback, IntoFallback};
 pub(crate) use fallback::{Recovered, recover_async};
