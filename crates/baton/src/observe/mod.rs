@@ -53,10 +53,10 @@
 mod callbacks;
 pub(crate) mod diagram;
 mod display;
+mod event_subject;
 pub(crate) mod log;
 #[cfg(feature = "metrics")]
 mod metrics;
-mod nested;
 pub(crate) mod stats;
 
 pub(crate) mod trace;

@@ -16,14 +16,14 @@
 //! a [`Host`]: the engine's for a graph node, the [`Pipeline`]'s for a single call. Both run
 //! this same code, so a node and a pipeline call with the same policies behave alike.
 
-mod attempt;
 mod call;
 mod fallback;
-mod hedge;
+mod hedged_attempt;
 mod pipeline;
 mod policies;
 mod retry;
 mod series;
+mod single_attempt;
 pub(crate) mod tell;
 
 use std::future::Future;
@@ -42,8 +42,8 @@ pub use retry::Retry;
 
 use crate::error::{BoxError, NodeError};
 use crate::policy::breaker::{BreakerState, OwnedPermit};
-use crate::policy::bulkhead::BulkheadPermit;
 use crate::policy::deadline::{Deadline, TimerHook};
+use crate::policy::limit::bulkhead::BulkheadPermit;
 use crate::report::AttemptReport;
 
 /// The attempt log keeps at most this many attempts (a retry policy may allow millions).
