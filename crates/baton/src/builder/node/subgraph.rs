@@ -63,6 +63,22 @@ where
     /// # Ok(())
     /// # }
     /// ```
+    ///
+    /// The inner graph's input type is checked when the graph is built, by the compiler:
+    /// an `input` that makes another type does not compile.
+    ///
+    /// ```compile_fail
+    /// use baton_graph::{BoxError, Graph};
+    ///
+    /// let mut inner = Graph::<u64>::builder(); // takes a user id
+    /// let name = inner.node("name").task(|_ctx, ()| async { Ok::<_, BoxError>(1_u32) });
+    /// let profile = inner.build().unwrap();
+    /// let mut g = Graph::<String>::builder();
+    /// // `input` makes a `String`, the inner graph takes a `u64`: a type error.
+    /// g.node("user").subgraph(&profile, |id: &String, ()| id.clone(), move |r| {
+    ///     r.require(name).copied()
+    /// });
+    /// ```
     pub fn subgraph<J, In, Out, E>(mut self, graph: &Graph<J>, input: In, output: Out) -> Node<T>
     where
         J: Send + Sync + 'static,
