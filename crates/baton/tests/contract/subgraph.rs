@@ -335,3 +335,39 @@ async fn the_inner_runs_events_reach_the_outer_runs_observers() {
         ])
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn events_of_a_run_nested_twice_name_both_outer_nodes() {
+    let log: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let orch = Orchestrator::builder().observer(recorder(&log)).build();
+    let mut leaf_graph = orch.graph::<()>();
+    let leaf = leaf_graph
+        .node("leaf")
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(1_u32) });
+    let leaf_graph = leaf_graph.build().unwrap();
+    let mut middle = orch.graph::<()>();
+    let sub = middle.node("sub").subgraph(
+        &leaf_graph,
+        |_: &(), ()| (),
+        move |r| r.require(leaf).copied(),
+    );
+    let middle = middle.build().unwrap();
+    let mut top = orch.graph::<()>();
+    top.node("top")
+        .subgraph(&middle, |_: &(), ()| (), move |r| r.require(sub).copied());
+    let report = top.build().unwrap().run(()).await.unwrap();
+    let run = report.run_id().to_string();
+    let log = log.lock().unwrap().clone();
+    // One run told once, its nested nodes named through both outer nodes.
+    assert_eq!(log.iter().filter(|l| l.ends_with("RunStarted")).count(), 1);
+    assert!(log.iter().all(|l| l.starts_with(&run)), "{log:?}");
+    assert!(
+        log.contains(&format!("{run} top/sub/leaf NodeFinished")),
+        "{log:?}"
+    );
+    assert!(
+        log.contains(&format!("{run} top/sub NodeFinished")),
+        "{log:?}"
+    );
+    assert_eq!(log.len(), 11, "{log:?}");
+}
