@@ -91,6 +91,18 @@ where
     /// has a compensation section ([`Report::compensation`]). See
     /// [`compensate_when`](GraphBuilder::compensate_when) for an example.
     ///
+    ///
+    /// A router has no value of its own to undo, and no `compensate`: giving it one does
+    /// not compile (its branches, which are nodes, may have one).
+    ///
+    /// ```compile_fail,E0599
+    /// use baton_graph::{BoxError, Graph};
+    ///
+    /// let mut g = Graph::<()>::builder();
+    /// g.router("dispatch")
+    ///     .compensate(|_ctx, _v: std::sync::Arc<()>| async { Ok::<_, BoxError>(()) });
+    /// ```
+    ///
     /// [`RunError::PartiallyCompensated`]: crate::RunError::PartiallyCompensated
     /// [`Report::compensation`]: crate::Report::compensation
     pub fn compensate<F, Fut, E>(mut self, f: F) -> Self

@@ -29,6 +29,25 @@ fn strategy(event: &Event<'_>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     }
 }
 
+/// The text of a compensation's event.
+fn compensation(event: &Event<'_>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match event {
+        Event::CompensationStarted { node, .. } => write!(f, "`{node}` compensation started"),
+        Event::CompensationFinished {
+            node,
+            outcome,
+            attempts,
+            duration,
+            ..
+        } => write!(
+            f,
+            "`{node}` compensation {outcome} after {} ({attempts} attempts)",
+            Human(*duration)
+        ),
+        _ => unreachable!("called for compensation events only"),
+    }
+}
+
 /// The text of a `FaultInjected` event.
 fn fault_injected(
     f: &mut fmt::Formatter<'_>,
@@ -165,6 +184,9 @@ impl fmt::Display for Event<'_> {
             Event::BreakerTransition(t) => write!(f, "{t}"),
             Event::FallbackUsed { node, error, .. } => {
                 write!(f, "`{node}` fell back after: {error}")
+            }
+            Event::CompensationStarted { .. } | Event::CompensationFinished { .. } => {
+                compensation(self, f)
             }
             Event::NodeFinished {
                 node,

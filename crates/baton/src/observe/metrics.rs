@@ -4,7 +4,7 @@
 use metrics::{Label, counter, gauge, histogram};
 
 use super::{Event, Observer};
-use crate::policy::breaker::{BreakerState, TransitionReason};
+use crate::policy::breaker::{BreakerState, BreakerTransition, TransitionReason};
 
 /// Records run events as `metrics` counters, gauges and histograms (feature `metrics`).
 /// Install any `metrics` recorder (Prometheus exporter, statsd, …) and give the observer to
@@ -33,6 +33,7 @@ use crate::policy::breaker::{BreakerState, TransitionReason};
 /// | `baton_hedges_total` | counter | `graph`, `node` | hedges started |
 /// | `baton_faults_injected_total` | counter | `graph`, `node` | attempts fault injection changed |
 /// | `baton_breaker_rejections_total` | counter | `graph`, `node`, `breaker` | series a circuit breaker rejected |
+/// | `baton_compensations_total` | counter | `graph`, `node`, `outcome` (`succeeded`/`failed`) | compensations ended, by outcome |
 /// | `baton_breaker_transitions_total` | counter | `breaker`, `from`, `to` | breaker state changes |
 /// | `baton_breaker_state` | gauge | `breaker` | the breaker's state: 0 closed, 1 half-open, 2 open, 3 recovering, 4 isolated, 5 forced closed |
 /// | `baton_breaker_shared_state_reached` | gauge | `breaker` | a shared breaker: 0 while its store cannot be reached (it judges alone), 1 once it follows the shared state again |
@@ -45,8 +46,9 @@ use crate::policy::breaker::{BreakerState, TransitionReason};
 ///
 /// Label values are graph, node, bulkhead, rate limiter and breaker names and fixed words, so their
 /// number is bounded by the graphs' definitions; no label carries a run's id. The events of
-/// a map node's items name the item (`prices[3]`); their metrics carry the node's name
-/// (`node="prices"`), however long the list.
+/// a map node's items name the item (`prices[3]`, with its index in `item`); their metrics
+/// carry the node's name (`node="prices"`), however long the list, and a node whose name
+/// ends in brackets (`x[3]`) keeps it whole.
 ///
 /// ```
 /// # #[cfg(feature = "metrics")] {
@@ -107,12 +109,15 @@ fn labels<const N: usize>(graph: Option<&str>, rest: [Label; N]) -> Vec<Label> {
 /// Records a `RateLimitWaited` event: the wait of an admitted attempt, or a refusal.
 fn rate_limit_waited(
     graph: Option<&str>,
-    node: &str,
+    (node, item): (&str, Option<usize>),
     limiter: &str,
     wait: std::time::Duration,
     admitted: bool,
 ) {
-    let at = [node_label(node), Label::new("limiter", limiter.to_owned())];
+    let at = [
+        node_label(node, item),
+        Label::new("limiter", limiter.to_owned()),
+    ];
     if admitted {
         histogram!("baton_rate_limit_wait_seconds", labels(graph, at)).record(wait.as_secs_f64());
     } else {
@@ -120,28 +125,46 @@ fn rate_limit_waited(
     }
 }
 
-/// The `node` label of an event about `node`. An item of a map node (`prices[3]`) is
-/// labelled with its node's name (`prices`), so the label's values stay as many as the
-/// graph's nodes however long the list.
-fn node_label(node: &str) -> Label {
-    Label::new("node", node_of_item(node).to_owned())
+/// The `node` label of an event about `node`: its node's name. An item of a map node
+/// (`prices[3]`, `item` 3) is labelled with its node's name (`prices`), so the label's
+/// values stay as many as the graph's nodes however long the list.
+fn node_label(node: &str, item: Option<usize>) -> Label {
+    Label::new("node", node_of(node, item).to_owned())
 }
 
-/// `name` without a trailing `[index]`.
-fn node_of_item(name: &str) -> &str {
-    match name
-        .strip_suffix(']')
-        .and_then(|rest| rest.rsplit_once('['))
-    {
-        Some((node, index)) if !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit()) => {
-            node
-        }
-        _ => name,
+/// The node's name in an event about `name`: for an item, `name` without its `[index]`.
+fn node_of(name: &str, item: Option<usize>) -> &str {
+    match item {
+        Some(index) => name
+            .strip_suffix(format!("[{index}]").as_str())
+            .unwrap_or(name),
+        None => name,
     }
 }
 
-fn node_labels(graph: Option<&str>, node: &str) -> Vec<Label> {
-    labels(graph, [node_label(node)])
+fn node_labels(graph: Option<&str>, node: &str, item: Option<usize>) -> Vec<Label> {
+    labels(graph, [node_label(node, item)])
+}
+
+/// Records a breaker's transition and its state.
+fn breaker_transition(t: &BreakerTransition) {
+    counter!(
+        "baton_breaker_transitions_total",
+        "breaker" => t.breaker().to_owned(),
+        "from" => t.from().as_str(),
+        "to" => t.to().as_str()
+    )
+    .increment(1);
+    gauge!("baton_breaker_state", "breaker" => t.breaker().to_owned()).set(state_value(t.to()));
+    let reached = match t.reason() {
+        TransitionReason::SharedStateLost => Some(0.0),
+        TransitionReason::SharedStateResynced => Some(1.0),
+        _ => None,
+    };
+    if let Some(v) = reached {
+        let breaker = t.breaker().to_owned();
+        gauge!("baton_breaker_shared_state_reached", "breaker" => breaker).set(v);
+    }
 }
 
 /// The value of `baton_breaker_state`.
@@ -158,7 +181,7 @@ fn state_value(state: BreakerState) -> f64 {
 
 impl Observer for MetricsObserver {
     fn on_event(&self, event: &Event<'_>) {
-        let graph = event.graph();
+        let (graph, item) = (event.graph(), event.item());
         match *event {
             Event::RunStarted { .. } => {
                 counter!("baton_runs_started_total", labels(graph, [])).increment(1)
@@ -172,21 +195,25 @@ impl Observer for MetricsObserver {
             }
             Event::NodeStarted { .. } => {}
             Event::AttemptStarted { node, .. } => {
-                counter!("baton_attempts_total", node_labels(graph, node)).increment(1);
+                counter!("baton_attempts_total", node_labels(graph, node, item)).increment(1);
             }
             Event::AttemptFailed { node, .. } => {
-                counter!("baton_attempt_failures_total", node_labels(graph, node)).increment(1);
+                counter!(
+                    "baton_attempt_failures_total",
+                    node_labels(graph, node, item)
+                )
+                .increment(1);
             }
             Event::Timeout { node, .. } => {
-                counter!("baton_timeouts_total", node_labels(graph, node)).increment(1);
+                counter!("baton_timeouts_total", node_labels(graph, node, item)).increment(1);
             }
             Event::RetryScheduled { node, delay, .. } => {
-                counter!("baton_retries_total", node_labels(graph, node)).increment(1);
-                histogram!("baton_retry_delay_seconds", node_labels(graph, node))
+                counter!("baton_retries_total", node_labels(graph, node, item)).increment(1);
+                histogram!("baton_retry_delay_seconds", node_labels(graph, node, item))
                     .record(delay.as_secs_f64());
             }
             Event::FallbackUsed { node, .. } => {
-                counter!("baton_fallbacks_total", node_labels(graph, node)).increment(1);
+                counter!("baton_fallbacks_total", node_labels(graph, node, item)).increment(1);
             }
             Event::BulkheadWaited {
                 node,
@@ -195,7 +222,7 @@ impl Observer for MetricsObserver {
                 ..
             } => {
                 let at = [
-                    node_label(node),
+                    node_label(node, item),
                     Label::new("bulkhead", bulkhead.to_owned()),
                 ];
                 histogram!("baton_bulkhead_wait_seconds", labels(graph, at))
@@ -207,36 +234,32 @@ impl Observer for MetricsObserver {
                 wait,
                 admitted,
                 ..
-            } => rate_limit_waited(graph, node, limiter, wait, admitted),
+            } => rate_limit_waited(graph, (node, item), limiter, wait, admitted),
             Event::FaultInjected { node, .. } => {
-                counter!("baton_faults_injected_total", node_labels(graph, node)).increment(1);
-            }
-            Event::HedgeStarted { node, .. } => {
-                counter!("baton_hedges_total", node_labels(graph, node)).increment(1);
-            }
-            Event::BreakerRejected { node, breaker, .. } => {
-                let at = [node_label(node), Label::new("breaker", breaker.to_owned())];
-                counter!("baton_breaker_rejections_total", labels(graph, at)).increment(1);
-            }
-            Event::BreakerTransition(t) => {
                 counter!(
-                    "baton_breaker_transitions_total",
-                    "breaker" => t.breaker().to_owned(),
-                    "from" => t.from().as_str(),
-                    "to" => t.to().as_str()
+                    "baton_faults_injected_total",
+                    node_labels(graph, node, item)
                 )
                 .increment(1);
-                gauge!("baton_breaker_state", "breaker" => t.breaker().to_owned())
-                    .set(state_value(t.to()));
-                let reached = match t.reason() {
-                    TransitionReason::SharedStateLost => Some(0.0),
-                    TransitionReason::SharedStateResynced => Some(1.0),
-                    _ => None,
-                };
-                if let Some(v) = reached {
-                    let breaker = t.breaker().to_owned();
-                    gauge!("baton_breaker_shared_state_reached", "breaker" => breaker).set(v);
-                }
+            }
+            Event::HedgeStarted { node, .. } => {
+                counter!("baton_hedges_total", node_labels(graph, node, item)).increment(1);
+            }
+            Event::BreakerRejected { node, breaker, .. } => {
+                let at = [
+                    node_label(node, item),
+                    Label::new("breaker", breaker.to_owned()),
+                ];
+                counter!("baton_breaker_rejections_total", labels(graph, at)).increment(1);
+            }
+            Event::BreakerTransition(t) => breaker_transition(t),
+            Event::CompensationStarted { .. } => {}
+            Event::CompensationFinished { node, outcome, .. } => {
+                let at = [
+                    node_label(node, None),
+                    Label::new("outcome", outcome.as_str()),
+                ];
+                counter!("baton_compensations_total", labels(graph, at)).increment(1);
             }
             Event::NodeFinished {
                 node,
@@ -244,7 +267,10 @@ impl Observer for MetricsObserver {
                 duration,
                 ..
             } => {
-                let at = [node_label(node), Label::new("outcome", outcome.as_str())];
+                let at = [
+                    node_label(node, item),
+                    Label::new("outcome", outcome.as_str()),
+                ];
                 let at = labels(graph, at);
                 counter!("baton_nodes_finished_total", at.iter()).increment(1);
                 histogram!("baton_node_duration_seconds", at).record(duration.as_secs_f64());

@@ -21,7 +21,19 @@
 //! limiter), `BulkheadWaited` (with a bulkhead) and, if it failed, `Timeout` (when it was cut) and `AttemptFailed`, then
 //! `RetryScheduled` before the next attempt; `FallbackUsed` when the fallback ran, and
 //! `NodeFinished` last. Nodes that never start (skipped, not taken, cancelled while
-//! pending) get only `NodeFinished`.
+//! pending) get only `NodeFinished`. When a run's compensations run, each has
+//! `CompensationStarted` and `CompensationFinished`, after every node's `NodeFinished` and
+//! before the run's `RunFinished`.
+//!
+//! A run of a graph that is a node of another
+//! ([`NodeBuilder::subgraph`](crate::NodeBuilder::subgraph)) reports to the outer run's
+//! observers too: its events reach them with the outer run's id and graph name, and its
+//! nodes named after the outer node, a slash and their own name (`profile/name`, an item
+//! `profile/prices[3]`); its `RunStarted` and `RunFinished` do not (the outer node's
+//! `NodeStarted` and `NodeFinished` frame it). Its own graph's orchestrator's observers
+//! get its events as those of a run of its own, unless they are the outer run's observers
+//! (both graphs built from one orchestrator): each observer receives each event once.
+//!
 //! Observers must be quick and must not block: they run on the scheduler's threads.
 //!
 //! # Tracing
@@ -41,6 +53,7 @@
 mod callbacks;
 pub(crate) mod diagram;
 mod display;
+mod event_subject;
 pub(crate) mod log;
 #[cfg(feature = "metrics")]
 mod metrics;
@@ -171,6 +184,9 @@ pub enum Event<'a> {
         graph: Option<&'a str>,
         /// The node.
         node: &'a str,
+        /// The item's index when the event is a map item's (`node` then names the item,
+        /// `node[index]`); `None` for a node's.
+        item: Option<usize>,
         /// The attempt, from 1.
         attempt: u32,
         /// The time the attempt has before it is cut (its timeout or deadline), if any.
@@ -184,6 +200,9 @@ pub enum Event<'a> {
         graph: Option<&'a str>,
         /// The node.
         node: &'a str,
+        /// The item's index when the event is a map item's (`node` then names the item,
+        /// `node[index]`); `None` for a node's.
+        item: Option<usize>,
         /// The attempt, from 1.
         attempt: u32,
         /// Its error.
@@ -197,6 +216,9 @@ pub enum Event<'a> {
         graph: Option<&'a str>,
         /// The node.
         node: &'a str,
+        /// The item's index when the event is a map item's (`node` then names the item,
+        /// `node[index]`); `None` for a node's.
+        item: Option<usize>,
         /// The attempt, from 1.
         attempt: u32,
         /// How long it had.
@@ -210,6 +232,9 @@ pub enum Event<'a> {
         graph: Option<&'a str>,
         /// The node.
         node: &'a str,
+        /// The item's index when the event is a map item's (`node` then names the item,
+        /// `node[index]`); `None` for a node's.
+        item: Option<usize>,
         /// The attempt that will run after the delay.
         attempt: u32,
         /// The backoff (after jitter and clipping to the deadline).
@@ -227,6 +252,9 @@ pub enum Event<'a> {
         graph: Option<&'a str>,
         /// The node.
         node: &'a str,
+        /// The item's index when the event is a map item's (`node` then names the item,
+        /// `node[index]`); `None` for a node's.
+        item: Option<usize>,
         /// The attempt, from 1.
         attempt: u32,
         /// The bulkhead's name.
@@ -247,6 +275,9 @@ pub enum Event<'a> {
         graph: Option<&'a str>,
         /// The node.
         node: &'a str,
+        /// The item's index when the event is a map item's (`node` then names the item,
+        /// `node[index]`); `None` for a node's.
+        item: Option<usize>,
         /// The attempt, from 1.
         attempt: u32,
         /// The rate limiter's name.
@@ -267,6 +298,9 @@ pub enum Event<'a> {
         graph: Option<&'a str>,
         /// The node.
         node: &'a str,
+        /// The item's index when the event is a map item's (`node` then names the item,
+        /// `node[index]`); `None` for a node's.
+        item: Option<usize>,
         /// The attempt, from 1.
         attempt: u32,
         /// The injected latency (zero: none).
@@ -284,6 +318,9 @@ pub enum Event<'a> {
         graph: Option<&'a str>,
         /// The node.
         node: &'a str,
+        /// The item's index when the event is a map item's (`node` then names the item,
+        /// `node[index]`); `None` for a node's.
+        item: Option<usize>,
         /// The hedge's attempt number.
         attempt: u32,
         /// The hedge delay it waited.
@@ -298,6 +335,9 @@ pub enum Event<'a> {
         graph: Option<&'a str>,
         /// The node.
         node: &'a str,
+        /// The item's index when the event is a map item's (`node` then names the item,
+        /// `node[index]`); `None` for a node's.
+        item: Option<usize>,
         /// The breaker's name.
         breaker: &'a str,
         /// Its state: open, half-open with every probe taken, or recovering.
@@ -313,8 +353,38 @@ pub enum Event<'a> {
         graph: Option<&'a str>,
         /// The node.
         node: &'a str,
+        /// The item's index when the event is a map item's (`node` then names the item,
+        /// `node[index]`); `None` for a node's.
+        item: Option<usize>,
         /// What it recovered from (or tried to).
         error: &'a NodeError,
+    },
+    /// A node's compensation started: the run's nodes all ended and its compensation
+    /// trigger fired (see [`NodeBuilder::compensate`](crate::NodeBuilder::compensate)).
+    /// Comes after the run's last `NodeFinished` and before its `RunFinished`.
+    CompensationStarted {
+        /// The run.
+        run: RunId,
+        /// Its graph's name, if the graph has one.
+        graph: Option<&'a str>,
+        /// The node whose value is being compensated.
+        node: &'a str,
+    },
+    /// A node's compensation ended: `Succeeded`, or `Failed` once its attempts were spent
+    /// (the report's compensation section has its error).
+    CompensationFinished {
+        /// The run.
+        run: RunId,
+        /// Its graph's name, if the graph has one.
+        graph: Option<&'a str>,
+        /// The node whose value was compensated.
+        node: &'a str,
+        /// `Succeeded` or `Failed`.
+        outcome: Outcome,
+        /// How many attempts it made.
+        attempts: u32,
+        /// From its start to its end.
+        duration: Duration,
     },
     /// A node ended.
     NodeFinished {
@@ -351,6 +421,8 @@ impl<'a> Event<'a> {
             | Event::FaultInjected { graph, .. }
             | Event::BreakerRejected { graph, .. }
             | Event::FallbackUsed { graph, .. }
+            | Event::CompensationStarted { graph, .. }
+            | Event::CompensationFinished { graph, .. }
             | Event::NodeFinished { graph, .. } => graph,
             Event::BreakerTransition(_) => None,
         }

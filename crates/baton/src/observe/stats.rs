@@ -47,6 +47,8 @@ counters!(
     items_recovered,
     items_failed,
     items_cancelled,
+    compensations_succeeded,
+    compensations_failed,
     attempts,
     retries,
     timeouts,
@@ -74,6 +76,14 @@ impl Stripe {
             Outcome::Skipped => self.skipped.incr(),
             Outcome::NotTaken => self.not_taken.incr(),
             Outcome::Cancelled => self.cancelled.incr(),
+        }
+    }
+
+    /// Counts a compensation that ended with `outcome`.
+    pub(crate) fn compensation(&self, outcome: Outcome) {
+        match outcome {
+            Outcome::Succeeded => self.compensations_succeeded.incr(),
+            _ => self.compensations_failed.incr(),
         }
     }
 
@@ -115,6 +125,8 @@ impl Counters {
                 &s.items_recovered,
                 &s.items_failed,
                 &s.items_cancelled,
+                &s.compensations_succeeded,
+                &s.compensations_failed,
                 &s.attempts,
                 &s.retries,
                 &s.timeouts,
@@ -164,6 +176,8 @@ impl Counters {
             items_recovered: n(&t.items_recovered),
             items_failed: n(&t.items_failed),
             items_cancelled: n(&t.items_cancelled),
+            compensations_succeeded: n(&t.compensations_succeeded),
+            compensations_failed: n(&t.compensations_failed),
             runs_in_flight: n(&t.runs_in_flight),
             nodes_in_flight: n(&t.nodes_in_flight),
             bulkhead_waiters: bulkhead_waiters as u64,
@@ -180,7 +194,7 @@ impl Counters {
 /// a one-line panel:
 ///
 /// ```text
-/// runs[started 120 finished 118 in-flight 2 rejected 0] nodes[submitted 600 in-flight 3 succeeded 590 recovered 4 failed 1 skipped 2 not-taken 0 cancelled 0] attempts[612 retries 12 timeouts 5 breaker-rejections 3 fallbacks 4 rate-limited 0 hedges 0 faults-injected 0] bulkhead-waiters 0 runtime[workers 2 tasks 5 queue 0]
+/// runs[started 120 finished 118 in-flight 2 rejected 0] nodes[submitted 600 in-flight 3 succeeded 590 recovered 4 failed 1 skipped 2 not-taken 0 cancelled 0] items[started 0 succeeded 0 recovered 0 failed 0 cancelled 0] compensations[succeeded 0 failed 0] attempts[612 retries 12 timeouts 5 breaker-rejections 3 fallbacks 4 rate-limited 0 hedges 0 faults-injected 0] bulkhead-waiters 0 runtime[workers 2 tasks 5 queue 0]
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -217,6 +231,12 @@ pub struct Stats {
     /// Items of map nodes that ended `Cancelled`: the completion rule was decided while
     /// they ran or before they started.
     pub items_cancelled: u64,
+    /// Compensations that ended `Succeeded`
+    /// ([`NodeBuilder::compensate`](crate::NodeBuilder::compensate)).
+    pub compensations_succeeded: u64,
+    /// Compensations that ended `Failed`, their attempts spent. (A compensation that did
+    /// not run, its runtime gone, is in neither count.)
+    pub compensations_failed: u64,
     /// Attempts started (an item's attempts included).
     pub attempts: u64,
     /// Attempts that were retries (attempt number 2 or more).
@@ -265,6 +285,7 @@ impl fmt::Display for Stats {
             "runs[started {} finished {} in-flight {} rejected {}] \
              nodes[submitted {} in-flight {} succeeded {} recovered {} failed {} skipped {} not-taken {} cancelled {}] \
              items[started {} succeeded {} recovered {} failed {} cancelled {}] \
+             compensations[succeeded {} failed {}] \
              attempts[{} retries {} timeouts {} breaker-rejections {} fallbacks {} rate-limited {} hedges {} faults-injected {}] \
              bulkhead-waiters {}",
             self.runs_started,
@@ -284,6 +305,8 @@ impl fmt::Display for Stats {
             self.items_recovered,
             self.items_failed,
             self.items_cancelled,
+            self.compensations_succeeded,
+            self.compensations_failed,
             self.attempts,
             self.retries,
             self.timeouts,

@@ -13,9 +13,11 @@ use tokio::time::Instant;
 
 use super::Host;
 use super::pipeline::{Inner, RecoverFuture};
+use super::tell::{self, Subject, Teller};
 use crate::error::{BoxError, NodeError, UserCode};
 use crate::id::RunId;
-use crate::observe::{Event, log};
+use crate::observe::Event;
+use crate::observe::stats::Stripe;
 use crate::orchestrator::deliver;
 use crate::policy::breaker::BreakerState;
 use crate::policy::deadline::TimerHook;
@@ -189,10 +191,33 @@ impl<T, F> CallHost<'_, T, F> {
             }
         }
     }
+}
 
-    fn count(&self, counter: impl FnOnce(&crate::observe::stats::Stripe)) {
-        if let Some(orch) = &self.inner.orchestrator {
-            counter(orch.counters().local());
+impl<T, F> Teller for CallHost<'_, T, F> {
+    fn stripe(&self) -> Option<&Stripe> {
+        let orchestrator = self.inner.orchestrator.as_ref()?;
+        Some(orchestrator.counters().local())
+    }
+
+    fn observed(&self) -> bool {
+        self.inner
+            .orchestrator
+            .as_ref()
+            .is_some_and(|o| !o.observers().is_empty())
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject {
+            run: self.run,
+            graph: None,
+            node: &self.inner.name,
+            item: None,
+        }
+    }
+
+    fn tell(&self, event: &Event<'_>) {
+        if let Some(orchestrator) = &self.inner.orchestrator {
+            deliver(orchestrator.observers(), event);
         }
     }
 }
@@ -247,135 +272,62 @@ where
 
     fn attempt_started(&self, number: u32, budget: Option<Duration>) {
         self.attempts.fetch_add(1, Ordering::Relaxed);
-        self.count(|c| {
-            c.attempts.incr();
-            if number > 1 {
-                c.retries.incr();
-            }
-        });
-        self.emit(|run, node| Event::AttemptStarted {
-            run,
-            graph: None,
-            node,
-            attempt: number,
-            budget,
-        });
+        tell::attempt_started(self, number, budget);
     }
 
     fn attempt_ended(&self, _number: u32) {}
 
     fn attempt_failed(&self, number: u32, error: &NodeError) {
-        log::attempt_failed(&self.inner.name, number, error);
-        self.emit(|run, node| Event::AttemptFailed {
-            run,
-            graph: None,
-            node,
-            attempt: number,
-            error,
-        });
+        tell::attempt_failed(self, &self.inner.name, number, error);
     }
 
     fn attempt_cut(&self, number: u32, limit: Duration) {
-        self.count(|c| c.timeouts.incr());
-        self.emit(|run, node| Event::Timeout {
-            run,
-            graph: None,
-            node,
-            attempt: number,
-            limit,
-        });
+        tell::attempt_cut(self, number, limit);
     }
 
     fn retry_scheduled(&self, next: u32, delay: Duration, remaining: Option<Duration>) {
-        self.emit(|run, node| Event::RetryScheduled {
-            run,
-            graph: None,
-            node,
-            attempt: next,
-            delay,
-            remaining,
-        });
+        tell::retry_scheduled(self, next, delay, remaining);
     }
 
     fn permit_waited(&self, number: u32, bulkhead: &str, waited: Duration, acquired: bool) {
-        self.emit(|run, node| Event::BulkheadWaited {
-            run,
-            graph: None,
-            node,
-            attempt: number,
-            bulkhead,
-            waited,
-            acquired,
-        });
+        tell::permit_waited(self, number, bulkhead, waited, acquired);
     }
 
     fn rate_limited(&self, number: u32, limiter: &str, wait: Duration, admitted: bool) {
-        if !admitted {
-            self.count(|c| c.rate_limited.incr());
-        }
-        self.emit(|run, node| Event::RateLimitWaited {
-            run,
-            graph: None,
-            node,
-            attempt: number,
-            limiter,
-            wait,
-            admitted,
-        });
+        tell::rate_limited(self, number, limiter, wait, admitted);
     }
 
     fn fault_injected(&self, number: u32, latency: Duration, error: bool) {
-        self.count(|c| c.faults_injected.incr());
-        self.emit(|run, node| Event::FaultInjected {
-            run,
-            graph: None,
-            node,
-            attempt: number,
-            latency,
-            error,
-        });
+        tell::fault_injected(self, number, latency, error);
     }
 
     fn hedged(&self, number: u32, after: Duration) {
-        self.count(|c| c.hedges.incr());
-        self.emit(|run, node| Event::HedgeStarted {
-            run,
-            graph: None,
-            node,
-            attempt: number,
-            after,
-        });
+        tell::hedged(self, number, after);
     }
 
     fn rejected(&self, breaker: &str, state: BreakerState) {
-        self.count(|c| c.breaker_rejections.incr());
-        self.emit(|run, node| Event::BreakerRejected {
-            run,
-            graph: None,
-            node,
-            breaker,
-            state,
-        });
+        tell::rejected(self, breaker, state);
     }
 
     fn fell_back(&self, error: &NodeError) {
-        self.count(|c| c.fallbacks.incr());
-        self.emit(|run, node| Event::FallbackUsed {
-            run,
-            graph: None,
-            node,
-            error,
-        });
+        tell::fell_back(self, error);
     }
 }
 
 pin_project_lite::pin_project! {
-    /// A pipeline attempt: the task's future, with its error boxed, holding its bulkhead
-    /// permit until it ends or is dropped.
+    /// An attempt of a pipeline call or of a map item: the task's future, with its error
+    /// boxed, holding its bulkhead permit until it ends or is dropped.
     pub(crate) struct Held<Fut> {
         #[pin]
         fut: Fut,
         permit: Option<BulkheadPermit>,
+    }
+}
+
+impl<Fut> Held<Fut> {
+    /// `fut`, holding `permit` until it ends or is dropped.
+    pub(crate) fn new(fut: Fut, permit: Option<BulkheadPermit>) -> Self {
+        Held { fut, permit }
     }
 }
 

@@ -25,6 +25,7 @@ mod policies;
 mod retry;
 mod series;
 mod single_attempt;
+pub(crate) mod tell;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -32,6 +33,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+pub(crate) use call::Held;
 pub use call::{Attempt, Call};
 pub(crate) use declared::policy_setters;
 pub use declared::{Policies, PolicyRef};

@@ -226,6 +226,11 @@ impl Orchestrator {
         self.inner.counters.reset();
     }
 
+    /// Whether `self` and `other` are the same orchestrator (clones of one).
+    pub(crate) fn same(&self, other: &Orchestrator) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     pub(crate) fn observers(&self) -> &[Arc<dyn Observer>] {
         &self.inner.observers
     }

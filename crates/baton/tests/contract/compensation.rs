@@ -310,3 +310,78 @@ async fn on_a_real_clock_a_compensation_runs_after_a_spent_deadline() {
     );
     assert!(undone.load(Ordering::SeqCst));
 }
+
+#[tokio::test(start_paused = true)]
+async fn compensations_are_told_in_events_and_counted_in_stats() {
+    let events: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = Arc::clone(&events);
+    let orch = baton_graph::Orchestrator::builder()
+        .observer(move |e: &baton_graph::observe::Event<'_>| {
+            let line = match e {
+                baton_graph::observe::Event::CompensationStarted { node, .. } => {
+                    format!("{node} started")
+                }
+                baton_graph::observe::Event::CompensationFinished {
+                    node,
+                    outcome,
+                    attempts,
+                    ..
+                } => format!("{node} {} {attempts}", outcome.as_str()),
+                baton_graph::observe::Event::NodeFinished { node, .. } => format!("{node} ended"),
+                baton_graph::observe::Event::RunFinished { .. } => "run finished".to_owned(),
+                _ => return,
+            };
+            seen.lock().unwrap().push(line);
+        })
+        .build();
+    let mut g = orch.graph::<()>();
+    g.failure_mode(FailureMode::FailAll);
+    let kept = g
+        .node("kept")
+        .compensate(|_ctx, _v: Arc<u32>| async { Ok::<_, BoxError>(()) })
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(1_u32) });
+    let lost = g
+        .node("lost")
+        .compensate(|_ctx, _v: Arc<u32>| async { Err::<(), BoxError>("still down".into()) })
+        .compensate_policies(ms(100), Retry::new(2))
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(2_u32) });
+    g.node("ship")
+        .after((kept, lost))
+        .task(|_ctx, _| async { Err::<(), BoxError>("carrier down".into()) });
+    let err = g.build().unwrap().run(()).await.unwrap_err();
+    assert!(
+        matches!(err, RunError::PartiallyCompensated { .. }),
+        "{err}"
+    );
+    let events = events.lock().unwrap().clone();
+    // After every node ended, before the run finished: each compensation's start and end.
+    assert_eq!(events.len(), 8, "{events:?}");
+    assert!(
+        events[..3].iter().all(|e| e.ends_with("ended")),
+        "{events:?}"
+    );
+    let mut middle = events[3..7].to_vec();
+    middle.sort();
+    assert_eq!(
+        middle,
+        [
+            "kept started",
+            "kept succeeded 1",
+            "lost failed 2",
+            "lost started"
+        ],
+        "{events:?}"
+    );
+    assert_eq!(events[7], "run finished");
+    let stats = orch.stats();
+    assert_eq!(
+        (stats.compensations_succeeded, stats.compensations_failed),
+        (1, 1)
+    );
+    assert!(
+        stats
+            .to_string()
+            .contains(" compensations[succeeded 1 failed 1] "),
+        "{stats}"
+    );
+}

@@ -597,6 +597,9 @@ fn map_and_subgraph_nodes_have_shapes_and_labels_of_their_own() {
         .node("prices")
         .after(cart)
         .concurrency(4)
+        .timeout(std::time::Duration::from_millis(50))
+        .retry(baton_graph::Retry::new(2))
+        .fallback(baton_graph::Fallback::value(0_u64))
         .map(|_item, n: u64| async move { Ok::<_, BoxError>(n * 10) });
     g.node("total").after(prices).subgraph(
         &inner,
@@ -606,7 +609,9 @@ fn map_and_subgraph_nodes_have_shapes_and_labels_of_their_own() {
     let graph = g.build().unwrap();
     let mermaid = graph.to_mermaid();
     assert!(
-        mermaid.contains(r#"n1[/"prices<br/>map ×4 · all_succeed"/]"#),
+        mermaid.contains(
+            r#"n1[/"prices<br/>map ×4 · all_succeed · timeout 50 ms · retry 2 · fallback"/]"#
+        ),
         "{mermaid}"
     );
     assert!(
@@ -616,6 +621,11 @@ fn map_and_subgraph_nodes_have_shapes_and_labels_of_their_own() {
     assert!(mermaid.contains("n0 --> n1") && mermaid.contains("n1 --> n2"));
     let dot = graph.to_dot();
     assert!(dot.contains("shape=box3d"), "{dot}");
+    // The items' policies are in the map node's label.
+    assert!(
+        dot.contains("map ×4 · all_succeed · timeout 50 ms"),
+        "{dot}"
+    );
     assert!(dot.contains("shape=box, peripheries=2"), "{dot}");
     assert!(dot.contains("n1 -> n2;"), "{dot}");
 }

@@ -23,10 +23,14 @@ where
     /// the run's deadline) and the attempt's cancellation: when the node's timeout cuts the
     /// attempt, or its run is cancelled, the inner run is dropped, which cancels it alone.
     /// Its idempotency key is the node's, so its nodes' keys are prefixed by it
-    /// (`…-4-2`). Its events go to the observers of the orchestrator `graph` was built
-    /// with (build both graphs from one orchestrator to share them). Its report is nested
-    /// in the node's ([`Report::inner`]), in the timeline (indented) and in the JSON
-    /// (`inner`). An inner run that is an error fails the node's attempt with the
+    /// (`…-4-2`). Its events reach the outer run's observers, as the outer run's, its
+    /// nodes named after this node and a slash (`user/name`), and the observers of the
+    /// orchestrator `graph` was built with, as a run of its own; an observer of both
+    /// (one orchestrator built both graphs) hears each event once, as the outer run's.
+    /// Its report is nested in the node's ([`Report::inner`]), in the timeline (indented)
+    /// and in the JSON (`inner`), also when the attempt was cut before the inner run
+    /// ended: then as it stood at the cut, its unfinished nodes `Cancelled`. An inner run
+    /// that is an error fails the node's attempt with the
     /// [`RunError`](crate::RunError) as its task error; the node's policies (retry,
     /// fallback, …) apply to it as to any task.
     ///
@@ -59,6 +63,22 @@ where
     /// # Ok(())
     /// # }
     /// ```
+    ///
+    /// The inner graph's input type is checked when the graph is built, by the compiler:
+    /// an `input` that makes another type does not compile.
+    ///
+    /// ```compile_fail
+    /// use baton_graph::{BoxError, Graph};
+    ///
+    /// let mut inner = Graph::<u64>::builder(); // takes a user id
+    /// let name = inner.node("name").task(|_ctx, ()| async { Ok::<_, BoxError>(1_u32) });
+    /// let profile = inner.build().unwrap();
+    /// let mut g = Graph::<String>::builder();
+    /// // `input` makes a `String`, the inner graph takes a `u64`: a type error.
+    /// g.node("user").subgraph(&profile, |id: &String, ()| id.clone(), move |r| {
+    ///     r.require(name).copied()
+    /// });
+    /// ```
     pub fn subgraph<J, In, Out, E>(mut self, graph: &Graph<J>, input: In, output: Out) -> Node<T>
     where
         J: Send + Sync + 'static,
@@ -75,17 +95,10 @@ where
             if let Some(deadline) = ctx.deadline() {
                 options = options.deadline(deadline);
             }
-            let run = graph.run_with(inner_input, options);
+            let run = ctx.run_nested(&graph, inner_input, options);
             let output = Arc::clone(&output);
             async move {
                 let result = run.await;
-                let report = match &result {
-                    Ok(report) => Some(report.clone()),
-                    Err(error) => error.report().cloned(),
-                };
-                if let Some(report) = report {
-                    ctx.keep_inner(report);
-                }
                 match result {
                     Ok(report) => output(&report).map_err(Into::into),
                     Err(error) => Err(Box::new(error) as BoxError),

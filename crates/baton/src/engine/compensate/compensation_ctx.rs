@@ -68,8 +68,7 @@ impl<I> CompensationCtx<I> {
     /// downstream can match the undo to the request it undoes.
     #[must_use]
     pub fn idempotency_key(&self) -> IdempotencyKey {
-        let caller = self.run.core.caller_key().cloned();
-        IdempotencyKey::new(self.run.core.run_id(), caller, self.node)
+        self.run.key_of(self.node)
     }
 }
 

@@ -18,6 +18,7 @@ pub use compensation_ctx::CompensationCtx;
 use super::run::options::FailureMode;
 use super::run::state::RunState;
 use crate::error::{BoxError, CancelReason};
+use crate::observe::Event;
 use crate::onion::Pipeline;
 use crate::report::{CompensationEntry, CompensationRecord, Outcome, Report, RunRecords};
 use crate::util::value::Value;
@@ -201,7 +202,17 @@ async fn compensate_one<I: Send + Sync + 'static>(
 ) -> Option<CompensationEntry> {
     let node = compensation.node;
     let value = run.core.value(node)?.clone();
-    let start = run.core.offset(Instant::now());
+    let started = Instant::now();
+    let start = run.core.offset(started);
+    let name = run.graph.meta.name(node);
+    if run.observed() {
+        let (id, graph) = (run.core.run_id(), run.graph_name());
+        run.emit(&Event::CompensationStarted {
+            run: id,
+            graph,
+            node: name,
+        });
+    }
     let call = compensation
         .pipeline
         .run(|attempt| {
@@ -218,16 +229,31 @@ async fn compensate_one<I: Send + Sync + 'static>(
     let outcome = call.outcome();
     let attempts = call.attempts();
     let attempt_log = call.attempt_log().to_vec();
-    if outcome != Outcome::Succeeded {
-        tracing::warn!(node = run.graph.meta.name(node), "compensation failed");
+    let outcome = if outcome == Outcome::Succeeded {
+        Outcome::Succeeded
+    } else {
+        tracing::warn!(node = name, "compensation failed");
+        Outcome::Failed
+    };
+    run.graph
+        .orchestrator
+        .counters()
+        .local()
+        .compensation(outcome);
+    if run.observed() {
+        let (id, graph) = (run.core.run_id(), run.graph_name());
+        run.emit(&Event::CompensationFinished {
+            run: id,
+            graph,
+            node: name,
+            outcome,
+            attempts,
+            duration: started.elapsed(),
+        });
     }
     Some(CompensationEntry {
         node,
-        outcome: if outcome == Outcome::Succeeded {
-            Outcome::Succeeded
-        } else {
-            Outcome::Failed
-        },
+        outcome,
         attempts,
         start,
         end,

@@ -20,7 +20,8 @@ impl<I: 'static> Graph<I> {
     /// inventory`, `bulkhead name (n)`, `rate limit name`, `hedge`, `chaos`, `fallback`.
     /// A router is a diamond with an edge to each branch, labelled with the branch's key;
     /// a branch is a rounded box. A map node is a parallelogram labelled `map ×16 ·
-    /// all_succeed` (its concurrency and completion rule); a node that runs another graph
+    /// all_succeed` (its concurrency and completion rule), then the policies each of its
+    /// items runs under (`map ×16 · all_succeed · timeout 50 ms · fallback`); a node that runs another graph
     /// is a double box labelled `subgraph`. An edge runs from each upstream to its
     /// downstream.
     /// Node `i` has the id `n{i}`.
@@ -114,7 +115,9 @@ fn diagram<I: 'static>(graph: &GraphInner<I>) -> Diagram {
             NodeKind::Subgraph => labels.push("subgraph".to_owned()),
             _ => {}
         }
-        labels.extend(graph.policy(id).map(policy_labels).unwrap_or_default());
+        // A map node's policies are its items': they follow its map label.
+        let policy = graph.policy(id).or_else(|| graph.item_policy(id));
+        labels.extend(policy.map(policy_labels).unwrap_or_default());
         if graph.task(id).is_some_and(|task| task.has_fallback()) {
             labels.push("fallback".to_owned());
         }

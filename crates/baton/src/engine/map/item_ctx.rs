@@ -105,8 +105,7 @@ impl<I> ItemCtx<I> {
     /// (`…-4.2`), the same for every attempt of the item in this run.
     #[must_use]
     pub fn idempotency_key(&self) -> IdempotencyKey {
-        let caller = self.run.core.caller_key().cloned();
-        IdempotencyKey::new(self.run.core.run_id(), caller, self.node).for_item(self.index)
+        self.run.key_of(self.node).for_item(self.index)
     }
 }
 

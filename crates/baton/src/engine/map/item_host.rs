@@ -6,7 +6,6 @@ use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -14,8 +13,10 @@ use tokio::time::Instant;
 use super::super::run::state::RunState;
 use super::ItemCtx;
 use crate::error::{BoxError, NodeError, UserCode};
-use crate::observe::{Event, log};
-use crate::onion::{Fallback, Host, Recovered};
+use crate::observe::Event;
+use crate::observe::stats::Stripe;
+use crate::onion::tell::{self, Subject, Teller};
+use crate::onion::{Fallback, Held, Host, Recovered};
 use crate::policy::breaker::BreakerState;
 use crate::policy::deadline::TimerHook;
 use crate::policy::limit::bulkhead::BulkheadPermit;
@@ -69,15 +70,28 @@ impl<I: Send + Sync + 'static, X, F, R> ItemHost<'_, I, X, F, R> {
         self.name
             .get_or_init(|| item_name(self.run.graph.meta.name(self.node), self.index))
     }
+}
 
-    pub(super) fn emit<'e>(&'e self, event: impl FnOnce(&'e str) -> Event<'e>) {
-        if self.run.observed() {
-            self.run.emit(&event(self.item_name()));
+impl<I: Send + Sync + 'static, X, F, R> Teller for ItemHost<'_, I, X, F, R> {
+    fn stripe(&self) -> Option<&Stripe> {
+        Some(self.run.graph.orchestrator.counters().local())
+    }
+
+    fn observed(&self) -> bool {
+        self.run.observed()
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject {
+            run: self.run.core.run_id(),
+            graph: self.run.graph_name(),
+            node: self.item_name(),
+            item: Some(self.index as usize),
         }
     }
 
-    pub(super) fn count(&self, counter: impl FnOnce(&crate::observe::stats::Stripe)) {
-        counter(self.run.graph.orchestrator.counters().local());
+    fn tell(&self, event: &Event<'_>) {
+        self.run.emit(event);
     }
 }
 
@@ -100,7 +114,7 @@ where
     E: Into<BoxError>,
 {
     type Value = R;
-    type Attempt = ItemAttempt<Fut>;
+    type Attempt = Held<Fut>;
     type Recover = Pin<Box<dyn Future<Output = Result<R, NodeError>> + Send + 'a>>;
 
     /// The node's name: errors name the node (the report's item rows name the item), and
@@ -114,7 +128,7 @@ where
         number: u32,
         cut: Option<Instant>,
         permit: Option<BulkheadPermit>,
-    ) -> Result<ItemAttempt<Fut>, NodeError> {
+    ) -> Result<Held<Fut>, NodeError> {
         let ctx = ItemCtx {
             run: Arc::clone(self.run),
             node: self.node,
@@ -125,7 +139,7 @@ where
         let item = self.item.clone();
         let fut = std::panic::catch_unwind(AssertUnwindSafe(|| (self.task)(ctx, item)))
             .map_err(|panic| NodeError::from_panic(UserCode::Task, panic.as_ref()))?;
-        Ok(ItemAttempt { fut, permit })
+        Ok(Held::new(fut, permit))
     }
 
     fn fallback(
@@ -155,159 +169,44 @@ where
 
     fn attempt_started(&self, number: u32, budget: Option<Duration>) {
         self.attempts.fetch_add(1, Ordering::Relaxed);
-        self.count(|c| {
-            c.attempts.incr();
-            if number > 1 {
-                c.retries.incr();
-            }
-        });
-        let (run, graph) = (self.run.core.run_id(), self.run.graph_name());
-        self.emit(|node| Event::AttemptStarted {
-            run,
-            graph,
-            node,
-            attempt: number,
-            budget,
-        });
+        tell::attempt_started(self, number, budget);
     }
 
     fn attempt_ended(&self, _number: u32) {}
 
     fn attempt_failed(&self, number: u32, error: &NodeError) {
-        log::attempt_failed(self.item_name(), number, error);
-        let (run, graph) = (self.run.core.run_id(), self.run.graph_name());
-        self.emit(|node| Event::AttemptFailed {
-            run,
-            graph,
-            node,
-            attempt: number,
-            error,
-        });
+        tell::attempt_failed(self, self.item_name(), number, error);
     }
 
     fn attempt_cut(&self, number: u32, limit: Duration) {
-        self.count(|c| c.timeouts.incr());
-        let (run, graph) = (self.run.core.run_id(), self.run.graph_name());
-        self.emit(|node| Event::Timeout {
-            run,
-            graph,
-            node,
-            attempt: number,
-            limit,
-        });
+        tell::attempt_cut(self, number, limit);
     }
 
     fn retry_scheduled(&self, next: u32, delay: Duration, remaining: Option<Duration>) {
-        let (run, graph) = (self.run.core.run_id(), self.run.graph_name());
-        self.emit(|node| Event::RetryScheduled {
-            run,
-            graph,
-            node,
-            attempt: next,
-            delay,
-            remaining,
-        });
+        tell::retry_scheduled(self, next, delay, remaining);
     }
 
     fn permit_waited(&self, number: u32, bulkhead: &str, waited: Duration, acquired: bool) {
-        let (run, graph) = (self.run.core.run_id(), self.run.graph_name());
-        self.emit(|node| Event::BulkheadWaited {
-            run,
-            graph,
-            node,
-            attempt: number,
-            bulkhead,
-            waited,
-            acquired,
-        });
+        tell::permit_waited(self, number, bulkhead, waited, acquired);
     }
 
     fn rate_limited(&self, number: u32, limiter: &str, wait: Duration, admitted: bool) {
-        if !admitted {
-            self.count(|c| c.rate_limited.incr());
-        }
-        let (run, graph) = (self.run.core.run_id(), self.run.graph_name());
-        self.emit(|node| Event::RateLimitWaited {
-            run,
-            graph,
-            node,
-            attempt: number,
-            limiter,
-            wait,
-            admitted,
-        });
+        tell::rate_limited(self, number, limiter, wait, admitted);
     }
 
     fn fault_injected(&self, number: u32, latency: Duration, error: bool) {
-        self.count(|c| c.faults_injected.incr());
-        let (run, graph) = (self.run.core.run_id(), self.run.graph_name());
-        self.emit(|node| Event::FaultInjected {
-            run,
-            graph,
-            node,
-            attempt: number,
-            latency,
-            error,
-        });
+        tell::fault_injected(self, number, latency, error);
     }
 
     fn hedged(&self, number: u32, after: Duration) {
-        self.count(|c| c.hedges.incr());
-        let (run, graph) = (self.run.core.run_id(), self.run.graph_name());
-        self.emit(|node| Event::HedgeStarted {
-            run,
-            graph,
-            node,
-            attempt: number,
-            after,
-        });
+        tell::hedged(self, number, after);
     }
 
     fn rejected(&self, breaker: &str, state: BreakerState) {
-        self.count(|c| c.breaker_rejections.incr());
-        let (run, graph) = (self.run.core.run_id(), self.run.graph_name());
-        self.emit(|node| Event::BreakerRejected {
-            run,
-            graph,
-            node,
-            breaker,
-            state,
-        });
+        tell::rejected(self, breaker, state);
     }
 
     fn fell_back(&self, error: &NodeError) {
-        self.count(|c| c.fallbacks.incr());
-        let (run, graph) = (self.run.core.run_id(), self.run.graph_name());
-        self.emit(|node| Event::FallbackUsed {
-            run,
-            graph,
-            node,
-            error,
-        });
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// An item's attempt: the task's future, with its error boxed, holding its bulkhead
-    /// permit until it ends or is dropped.
-    pub(super) struct ItemAttempt<Fut> {
-        #[pin]
-        fut: Fut,
-        permit: Option<BulkheadPermit>,
-    }
-}
-
-impl<Fut, R, E> Future for ItemAttempt<Fut>
-where
-    Fut: Future<Output = Result<R, E>>,
-    E: Into<BoxError>,
-{
-    type Output = Result<R, BoxError>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let out = std::task::ready!(this.fut.poll(cx));
-        drop(this.permit.take());
-        Poll::Ready(out.map_err(Into::into))
+        tell::fell_back(self, error);
     }
 }

@@ -139,6 +139,11 @@ where
         // The fallback is the items': the node itself has none.
         None
     }
+
+    /// Whether the items have a fallback (the diagrams label it).
+    fn has_fallback(&self) -> bool {
+        self.fallback.is_some()
+    }
 }
 
 /// The policies of an item whose node has none.

@@ -40,6 +40,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
                 run: self.core.run_id(),
                 graph: self.graph_name(),
                 node: self.graph.meta.name(id),
+                item: None,
                 attempt: number,
                 budget: budget(),
             });
@@ -62,6 +63,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
                 run: self.core.run_id(),
                 graph: self.graph_name(),
                 node: self.graph.meta.name(id),
+                item: None,
                 attempt: number,
                 error,
             });

@@ -12,7 +12,9 @@ use crate::engine::task::ctx::{AttemptFuture, FallbackFuture};
 use crate::engine::task::node_fallback::FallbackScope;
 use crate::error::NodeError;
 use crate::observe::Event;
+use crate::observe::stats::Stripe;
 use crate::onion::Host;
+use crate::onion::tell::{self, Subject, Teller};
 use crate::policy::breaker::BreakerState;
 use crate::policy::deadline::TimerHook;
 use crate::policy::limit::bulkhead::BulkheadPermit;
@@ -79,134 +81,57 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
     }
 
     fn attempt_cut(&self, number: u32, limit: Duration) {
-        let run = self.run;
-        run.graph.orchestrator.counters().local().timeouts.incr();
-        if run.observed() {
-            run.emit(&Event::Timeout {
-                run: run.core.run_id(),
-                graph: run.graph_name(),
-                node: self.name(),
-                attempt: number,
-                limit,
-            });
-        }
+        tell::attempt_cut(self, number, limit);
     }
 
     fn retry_scheduled(&self, next: u32, delay: Duration, remaining: Option<Duration>) {
-        let run = self.run;
-        if run.observed() {
-            run.emit(&Event::RetryScheduled {
-                run: run.core.run_id(),
-                graph: run.graph_name(),
-                node: self.name(),
-                attempt: next,
-                delay,
-                remaining,
-            });
-        }
+        tell::retry_scheduled(self, next, delay, remaining);
     }
 
     fn permit_waited(&self, number: u32, bulkhead: &str, waited: Duration, acquired: bool) {
-        let run = self.run;
-        if run.observed() {
-            run.emit(&Event::BulkheadWaited {
-                run: run.core.run_id(),
-                graph: run.graph_name(),
-                node: self.name(),
-                attempt: number,
-                bulkhead,
-                waited,
-                acquired,
-            });
-        }
+        tell::permit_waited(self, number, bulkhead, waited, acquired);
     }
 
     fn rate_limited(&self, number: u32, limiter: &str, wait: Duration, admitted: bool) {
-        let run = self.run;
-        if !admitted {
-            run.graph
-                .orchestrator
-                .counters()
-                .local()
-                .rate_limited
-                .incr();
-        }
-        if run.observed() {
-            run.emit(&Event::RateLimitWaited {
-                run: run.core.run_id(),
-                graph: run.graph_name(),
-                node: self.name(),
-                attempt: number,
-                limiter,
-                wait,
-                admitted,
-            });
-        }
+        tell::rate_limited(self, number, limiter, wait, admitted);
     }
 
     fn fault_injected(&self, number: u32, latency: Duration, error: bool) {
-        let run = self.run;
-        run.graph
-            .orchestrator
-            .counters()
-            .local()
-            .faults_injected
-            .incr();
-        if run.observed() {
-            run.emit(&Event::FaultInjected {
-                run: run.core.run_id(),
-                graph: run.graph_name(),
-                node: self.name(),
-                attempt: number,
-                latency,
-                error,
-            });
-        }
+        tell::fault_injected(self, number, latency, error);
     }
 
     fn hedged(&self, number: u32, after: Duration) {
-        let run = self.run;
-        run.graph.orchestrator.counters().local().hedges.incr();
-        if run.observed() {
-            run.emit(&Event::HedgeStarted {
-                run: run.core.run_id(),
-                graph: run.graph_name(),
-                node: self.name(),
-                attempt: number,
-                after,
-            });
-        }
+        tell::hedged(self, number, after);
     }
 
     fn rejected(&self, breaker: &str, state: BreakerState) {
-        let run = self.run;
-        run.graph
-            .orchestrator
-            .counters()
-            .local()
-            .breaker_rejections
-            .incr();
-        if run.observed() {
-            run.emit(&Event::BreakerRejected {
-                run: run.core.run_id(),
-                graph: run.graph_name(),
-                node: self.name(),
-                breaker,
-                state,
-            });
-        }
+        tell::rejected(self, breaker, state);
     }
 
     fn fell_back(&self, error: &NodeError) {
-        let run = self.run;
-        run.graph.orchestrator.counters().local().fallbacks.incr();
-        if run.observed() {
-            run.emit(&Event::FallbackUsed {
-                run: run.core.run_id(),
-                graph: run.graph_name(),
-                node: self.name(),
-                error,
-            });
+        tell::fell_back(self, error);
+    }
+}
+
+impl<I: Send + Sync + 'static> Teller for NodeHost<'_, I> {
+    fn stripe(&self) -> Option<&Stripe> {
+        Some(self.run.graph.orchestrator.counters().local())
+    }
+
+    fn observed(&self) -> bool {
+        self.run.observed()
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject {
+            run: self.run.core.run_id(),
+            graph: self.run.graph_name(),
+            node: self.name(),
+            item: None,
         }
+    }
+
+    fn tell(&self, event: &Event<'_>) {
+        self.run.emit(event);
     }
 }

@@ -11,6 +11,7 @@ pub(super) mod core;
 pub(super) mod finish;
 pub(super) mod future;
 pub(super) mod joined;
+pub(super) mod nested_run;
 pub(super) mod node_state;
 pub(super) mod options;
 pub(super) mod prefetch_sites;

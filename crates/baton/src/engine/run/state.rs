@@ -37,13 +37,14 @@ use tokio::time::Instant;
 
 use super::admission::{Admit, End};
 use super::core::{PREFETCH_MIN_NODES, RunCore};
+use super::nested_run::Nesting;
 use super::node_state::RunBuffers;
 use super::options::FailureMode;
 use super::start::StartMode;
 use crate::engine::driver::Driver;
 use crate::engine::graph::GraphInner;
 use crate::error::{CancelReason, NodeError, UserCode};
-use crate::id::RunId;
+use crate::id::{IdempotencyKey, RunId};
 use crate::observe::Event;
 use crate::orchestrator::{InFlight, deliver};
 use crate::report::{
@@ -52,13 +53,16 @@ use crate::report::{
 use crate::util::value::Value;
 
 /// What a run keeps beside its nodes' records when its graph has map nodes or
-/// compensations.
+/// compensations, or when it is nested in another run.
 #[derive(Default)]
 struct Kept {
     /// What nodes kept beside their records (a map node's items), by node.
     details: Mutex<Vec<(u32, Arc<Detail>)>>,
     /// What its compensations did, once they ran.
     compensation: OnceLock<Arc<CompensationRecord>>,
+    /// The run it is nested in, for a subgraph node's inner run that has observers to
+    /// tell.
+    nesting: OnceLock<Nesting>,
 }
 
 /// A run: the graph, the input, and the per-run core.
@@ -140,10 +144,31 @@ impl<I: Send + Sync + 'static> RunState<I> {
         self.graph.uses_timers || self.core.has_deadline()
     }
 
-    /// Sends `event` to the orchestrator's observers. Check [`observed`](Self::observed)
-    /// first when building the event costs anything.
+    /// Sends `event` to the orchestrator's observers, and, for a nested run, to those of
+    /// the runs it is nested in. Check [`observed`](Self::observed) first when building
+    /// the event costs anything.
     pub(in crate::engine) fn emit(&self, event: &Event<'_>) {
-        deliver(self.graph.orchestrator.observers(), event);
+        match self.nesting() {
+            None => deliver(self.graph.orchestrator.observers(), event),
+            Some(nesting) => {
+                if nesting.delivers_own {
+                    deliver(self.graph.orchestrator.observers(), event);
+                }
+                nesting.parent.forward(event);
+            }
+        }
+    }
+
+    /// The run this one is nested in, if it is a subgraph node's inner run with observers
+    /// to tell.
+    pub(in crate::engine) fn nesting(&self) -> Option<&Nesting> {
+        self.kept.get()?.nesting.get()
+    }
+
+    /// Makes this run nested in another, before it starts.
+    pub(in crate::engine) fn set_nesting(&self, nesting: Nesting) {
+        let kept = self.kept.get_or_init(Box::default);
+        let _ = kept.nesting.set(nesting);
     }
 
     /// The graph's name, as events carry it.
@@ -152,10 +177,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
         self.graph.name.as_deref()
     }
 
-    /// Whether the orchestrator has observers.
+    /// Whether the orchestrator has observers, or the run is nested in one that has.
     #[inline]
     pub(in crate::engine) fn observed(&self) -> bool {
-        !self.graph.orchestrator.observers().is_empty()
+        !self.graph.orchestrator.observers().is_empty() || self.nesting().is_some()
     }
 
     /// Drops `k` from `live`; the one that brings it to zero ends the run.
@@ -423,6 +448,15 @@ impl<I: Send + Sync + 'static> RunRecords for RunState<I> {
         let details = kept.details.lock().unwrap_or_else(PoisonError::into_inner);
         let (_, detail) = details.iter().rev().find(|(node, _)| *node == id)?;
         Some(Arc::clone(detail))
+    }
+}
+
+impl<I> RunState<I> {
+    /// Node `id`'s idempotency key in this run: what its task's attempts, its map items
+    /// (with their index) and its compensation send downstream.
+    pub(in crate::engine) fn key_of(&self, id: u32) -> IdempotencyKey {
+        let caller = self.core.caller_key().cloned();
+        IdempotencyKey::new(self.core.run_id(), caller, id)
     }
 }
 

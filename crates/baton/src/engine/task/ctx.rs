@@ -17,11 +17,13 @@ use tokio_util::sync::{CancellationToken, ReusableBoxFuture};
 use super::node_fallback::{FallbackScope, FallbackSlot, NodeFallback};
 use super::tokens::FALLBACK;
 use super::upstreams::{FetchCx, Upstreams};
+use crate::engine::graph::Graph;
+use crate::engine::run::nested_run::NestedRun;
+use crate::engine::run::options::RunOptions;
 use crate::engine::run::state::RunState;
 use crate::error::{BoxError, NodeError};
 use crate::id::{IdempotencyKey, RunId};
 use crate::policy::limit::bulkhead::BulkheadPermit;
-use crate::report::{Detail, Report};
 use crate::util::value::{Value, into_value};
 
 /// One attempt of a task, boxed. A box that tokio-util can reuse: a driver keeps the box of
@@ -472,8 +474,7 @@ impl<I> Ctx<I> {
     /// it (a timed-out attempt may have had its side effect).
     #[must_use]
     pub fn idempotency_key(&self) -> IdempotencyKey {
-        let caller = self.run.core.caller_key().cloned();
-        IdempotencyKey::new(self.run.core.run_id(), caller, self.node)
+        self.run.key_of(self.node)
     }
 
     /// A token that is cancelled when this attempt ends in any way: it completed, timed
@@ -535,9 +536,15 @@ impl<I> Ctx<I> {
 }
 
 impl<I: Send + Sync + 'static> Ctx<I> {
-    /// Keeps `report`, a subgraph's inner run, for this node's report entry.
-    pub(crate) fn keep_inner(&self, report: Report) {
-        self.run.put_detail(self.node, Detail::Inner(report));
+    /// Starts `graph`'s run nested in this node (a subgraph node's task): its events reach
+    /// this run's observers too, and its report is kept for this node's entry.
+    pub(crate) fn run_nested<J: Send + Sync + 'static>(
+        &self,
+        graph: &Graph<J>,
+        input: J,
+        options: RunOptions,
+    ) -> NestedRun<I, J> {
+        NestedRun::new(Arc::clone(&self.run), self.node, graph, input, options)
     }
 }
 
