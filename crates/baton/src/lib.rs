@@ -236,7 +236,8 @@ pub mod contract {}
 pub use policy::{
     Backoff, BackoffIter, Budget, Bulkhead, Chaos, Completion, DEFAULT_MAP_CONCURRENCY,
     DEFAULT_MAX_DELAY, DEFAULT_MIN_ATTEMPT_TIME, Decision, DownstreamDeadlineExceeded,
-    HEDGE_WINDOW, Hedge, InjectedFault, Jitter, MAX_HEDGES, RateLimiter, RetryBudget,
+    HEDGE_WINDOW, Hedge, InjectedFault, InvalidSetting, Jitter, MAX_HEDGES, RateLimiter,
+    RetryBudget,
 };
 pub use report::{
     AttemptReport, CompensationReport, Compensations, Counts, ItemReport, Items, MissingValue,

@@ -31,6 +31,7 @@ mod rate_limit_loom_tests;
 pub(crate) mod rate_limit_shared;
 pub(crate) mod retry;
 pub(crate) mod retry_budget;
+mod setting;
 
 pub use backoff::{Backoff, BackoffIter, DEFAULT_MAX_DELAY, Jitter};
 pub(crate) use breaker::CircuitBreaker;
@@ -43,3 +44,4 @@ pub use hedge::{HEDGE_WINDOW, Hedge, MAX_HEDGES};
 pub use rate_limit::RateLimiter;
 pub use retry::StopReason;
 pub use retry_budget::RetryBudget;
+pub use setting::InvalidSetting;
