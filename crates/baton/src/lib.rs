@@ -213,6 +213,8 @@ pub use error::{
 pub use id::{IdempotencyKey, Node, RunId};
 pub use observe::{Event, Observer, Stats};
 pub use onion::{Attempt, Call, Fallback, IntoFallback, Pipeline, PipelineBuilder, Retry};
+#[cfg(feature = "serde")]
+pub use orchestrator::config::{self, Config, ConfigError};
 pub use orchestrator::{NameTaken, Orchestrator, OrchestratorBuilder, ShutdownReport};
 pub use policy::breaker::{
     BreakerConfigError, BreakerOpen, BreakerPermit, BreakerSnapshot, BreakerState,

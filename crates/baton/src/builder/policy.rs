@@ -65,6 +65,9 @@ pub(crate) struct PolicySpec {
     pub(crate) chaos: Option<Chaos>,
     /// The fallback itself is typed and lives with the task; the policy path must run it.
     pub(crate) has_fallback: bool,
+    /// The orchestrator's named policy set that fills what the node was not given.
+    #[cfg(feature = "serde")]
+    pub(crate) policy_set: Option<String>,
 }
 
 impl<H> PolicyRef<H> {
@@ -102,6 +105,39 @@ impl PolicySpec {
             })
             && same_opt(&self.hedge, &other.hedge, Hedge::same_as)
             && same_opt(&self.chaos, &other.chaos, Chaos::same_as)
+            && self.same_set(other)
+    }
+
+    #[cfg(feature = "serde")]
+    fn same_set(&self, other: &Self) -> bool {
+        self.policy_set == other.policy_set
+    }
+
+    #[cfg(not(feature = "serde"))]
+    fn same_set(&self, _: &Self) -> bool {
+        true
+    }
+
+    /// Fills what the node was not given from its policy set, if it has one.
+    #[cfg(feature = "serde")]
+    pub(crate) fn with_policy_set(
+        mut self,
+        node: &str,
+        orchestrator: &crate::orchestrator::Orchestrator,
+    ) -> Result<Self, crate::error::BuildError> {
+        let Some(name) = self.policy_set.take() else {
+            return Ok(self);
+        };
+        let set = crate::onion::resolve_set(orchestrator, &name, node)?;
+        self.timeout = self.timeout.or(set.timeout);
+        self.budget = self.budget.or(set.budget);
+        self.min_attempt = self.min_attempt.or(set.min_attempt);
+        self.retry = self.retry.or(set.retry);
+        self.breaker = self.breaker.or(set.breaker.map(PolicyRef::Handle));
+        self.bulkhead = self.bulkhead.or(set.bulkhead.map(PolicyRef::Handle));
+        self.rate_limit = self.rate_limit.or(set.rate_limit.map(PolicyRef::Handle));
+        self.hedge = self.hedge.or(set.hedge);
+        Ok(self)
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -115,5 +151,16 @@ impl PolicySpec {
             && self.hedge.is_none()
             && self.chaos.is_none()
             && !self.has_fallback
+            && self.no_set()
+    }
+
+    #[cfg(feature = "serde")]
+    fn no_set(&self) -> bool {
+        self.policy_set.is_none()
+    }
+
+    #[cfg(not(feature = "serde"))]
+    fn no_set(&self) -> bool {
+        true
     }
 }

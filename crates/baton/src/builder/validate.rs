@@ -196,6 +196,8 @@ fn resolve(
     if spec.is_empty() {
         return Ok(None);
     }
+    #[cfg(feature = "serde")]
+    let spec = spec.with_policy_set(node, orchestrator)?;
     let policies = Policies::new(
         spec.timeout,
         spec.retry,

@@ -3,7 +3,7 @@
 
 use metrics::{Label, counter, gauge, histogram};
 
-use super::{Event, Observer};
+use super::{ConfigAction, Event, Observer};
 use crate::policy::breaker::{BreakerState, TransitionReason};
 
 /// Records run events as `metrics` counters, gauges and histograms (feature `metrics`).
@@ -236,6 +236,14 @@ impl Observer for MetricsObserver {
                 if let Some(v) = reached {
                     let breaker = t.breaker().to_owned();
                     gauge!("baton_breaker_shared_state_reached", "breaker" => breaker).set(v);
+                }
+            }
+            Event::ConfigApplied { changes } => {
+                for c in changes
+                    .iter()
+                    .filter(|c| c.action != ConfigAction::Unchanged)
+                {
+                    counter!("baton_config_changes_total", "kind" => c.kind).increment(1);
                 }
             }
             Event::NodeFinished {

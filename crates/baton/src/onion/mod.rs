@@ -22,6 +22,8 @@ mod fallback;
 mod hedge;
 mod pipeline;
 mod policies;
+#[cfg(feature = "serde")]
+mod policy_set;
 mod retry;
 mod series;
 
@@ -36,6 +38,8 @@ pub use fallback::{Fallback, IntoFallback};
 pub(crate) use fallback::{Recovered, recover_async};
 pub use pipeline::{Pipeline, PipelineBuilder};
 pub(crate) use policies::{ErrorFilter, Policies};
+#[cfg(feature = "serde")]
+pub(crate) use policy_set::resolve_set;
 pub use retry::Retry;
 
 use crate::error::{BoxError, NodeError};

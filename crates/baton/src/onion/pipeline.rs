@@ -115,6 +115,8 @@ pub struct PipelineBuilder<T> {
     chaos: Option<Chaos>,
     fallback: Option<Recover<T>>,
     orchestrator: Option<Orchestrator>,
+    #[cfg(feature = "serde")]
+    policy_set: Option<String>,
 }
 
 impl<T> fmt::Debug for PipelineBuilder<T> {
@@ -145,6 +147,8 @@ impl<T: Send + Sync + 'static> Pipeline<T> {
             chaos: None,
             fallback: None,
             orchestrator: None,
+            #[cfg(feature = "serde")]
+            policy_set: None,
         }
     }
 
@@ -386,6 +390,56 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
         self
     }
 
+    /// Takes the policies of the orchestrator's policy set `name` (from a configuration:
+    /// [`Orchestrator::apply`]) when the pipeline is built, as the set is then; a policy
+    /// also given to this builder keeps the builder's. Needs
+    /// [`orchestrator`](Self::orchestrator).
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Config, Orchestrator, Pipeline};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let text = r#"{ "policies": { "stock": { "retry": { "max_attempts": 3 } } } }"#;
+    /// let orch = Orchestrator::new();
+    /// orch.apply(&Config::from_deserializer(&mut serde_json::Deserializer::from_str(text))?)?;
+    /// let stock = Pipeline::<u32>::builder("stock").orchestrator(&orch).policy_set("stock").build()?;
+    /// let call = stock.run(|_| async { Err::<u32, BoxError>("503".into()) }).await;
+    /// assert_eq!(call.attempts(), 3);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "serde")]
+    pub fn policy_set(mut self, name: impl Into<String>) -> Self {
+        self.policy_set = Some(name.into());
+        self
+    }
+
+    /// Fills what the builder was not given from its policy set, if it has one.
+    #[cfg(feature = "serde")]
+    fn with_policy_set(mut self) -> Result<Self, BuildError> {
+        let Some(set) = self.policy_set.take() else {
+            return Ok(self);
+        };
+        let Some(orch) = &self.orchestrator else {
+            return Err(BuildError::UnknownPolicy {
+                node: self.name,
+                kind: "policy set",
+                name: set,
+            });
+        };
+        let set = super::resolve_set(orch, &set, &self.name)?;
+        self.timeout = self.timeout.or(set.timeout);
+        self.budget = self.budget.or(set.budget);
+        self.min_attempt = self.min_attempt.or(set.min_attempt);
+        self.retry = self.retry.or(set.retry);
+        self.breaker = self.breaker.or(set.breaker);
+        self.bulkhead = self.bulkhead.or(set.bulkhead);
+        self.rate_limit = self.rate_limit.or(set.rate_limit);
+        self.hedge = self.hedge.or(set.hedge);
+        Ok(self)
+    }
+
     /// Validates the policies and returns the pipeline.
     ///
     /// # Errors
@@ -393,8 +447,18 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
     /// timeout or budget, a budget below the minimum
     /// attempt time, an invalid retry) or, with an orchestrator,
     /// [`BuildError::PolicyConflict`] (another breaker, bulkhead, rate limiter or retry
-    /// budget has the name of one of these), each naming the pipeline as the node.
+    /// budget has the name of one of these), each naming the pipeline as the node;
+    /// [`BuildError::UnknownPolicy`] for a [`policy_set`](Self::policy_set) (or a policy it
+    /// names) that the orchestrator does not have, or without an orchestrator.
     pub fn build(self) -> Result<Pipeline<T>, BuildError> {
+        #[cfg(feature = "serde")]
+        let this = self.with_policy_set()?;
+        #[cfg(not(feature = "serde"))]
+        let this = self;
+        this.build_checked()
+    }
+
+    fn build_checked(self) -> Result<Pipeline<T>, BuildError> {
         let policies = Policies::new(
             self.timeout,
             self.retry,

@@ -163,7 +163,8 @@ impl Bulkhead {
         Self::check(&self.inner.name, self.max_concurrent())
     }
 
-    fn check(name: &str, n: usize) -> Result<(), String> {
+    /// [`validate`](Self::validate) for a bulkhead `name` of `n` permits, before it exists.
+    pub(crate) fn check(name: &str, n: usize) -> Result<(), String> {
         if n == 0 {
             return Err(format!(
                 "bulkhead `{name}` has 0 permits: no attempt could ever run"

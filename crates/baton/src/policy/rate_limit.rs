@@ -207,7 +207,28 @@ impl RateLimiter {
     /// Why it cannot: zero permits, a zero period, a zero burst, or more than one permit
     /// per nanosecond.
     pub(crate) fn validate(&self) -> Result<(), String> {
-        check(&self.inner.name, self.limit())
+        check(&self.inner.name, self.limit()).map_err(|(_, reason)| reason)
+    }
+
+    /// [`validate`](Self::validate) for a limiter `name` of `permits` per `per`, `burst`
+    /// at once, before it exists.
+    ///
+    /// # Errors
+    /// The setting at fault (`permits`, `per` or `burst`), and why.
+    pub(crate) fn check(
+        name: &str,
+        permits: u32,
+        per: Duration,
+        burst: u32,
+    ) -> Result<(), (&'static str, String)> {
+        check(
+            name,
+            Limit {
+                permits,
+                per,
+                burst,
+            },
+        )
     }
 
     fn limit(&self) -> Limit {
@@ -281,7 +302,7 @@ impl RateLimiter {
             per,
             burst,
         };
-        check(&i.name, new).map_err(InvalidSetting::new)?;
+        check(&i.name, new).map_err(|(_, reason)| InvalidSetting::new(reason))?;
         let wait = i.max_wait.swap(nanos(max_wait), Ordering::Relaxed) != nanos(max_wait);
         let mut limit = i.limit.lock().unwrap_or_else(PoisonError::into_inner);
         let changed = *limit != new;
@@ -365,27 +386,35 @@ impl RateLimiter {
 }
 
 /// Checks that a limiter `name` of rate `i` can ever grant a permit.
-fn check(name: &str, i: Limit) -> Result<(), String> {
+fn check(name: &str, i: Limit) -> Result<(), (&'static str, String)> {
     if i.permits == 0 {
-        return Err(format!(
-            "rate limiter `{name}` grants 0 permits: no attempt could ever run"
+        return Err((
+            "permits",
+            format!("rate limiter `{name}` grants 0 permits: no attempt could ever run"),
         ));
     }
     if i.per.is_zero() {
-        return Err(format!(
-            "rate limiter `{name}` has a period of zero: give the rate per a period above zero"
+        return Err((
+            "per",
+            format!(
+                "rate limiter `{name}` has a period of zero: give the rate per a period above zero"
+            ),
         ));
     }
     if i.burst == 0 {
-        return Err(format!(
-            "rate limiter `{name}` has a burst of 0: no attempt could ever run"
+        return Err((
+            "burst",
+            format!("rate limiter `{name}` has a burst of 0: no attempt could ever run"),
         ));
     }
     // Permits are spaced in whole nanoseconds: a faster rate cannot be kept.
     if u128::from(i.permits) > i.per.as_nanos() {
-        return Err(format!(
-            "rate limiter `{name}` grants {} permits per {:?}, more than one per nanosecond",
-            i.permits, i.per
+        return Err((
+            "permits",
+            format!(
+                "rate limiter `{name}` grants {} permits per {:?}, more than one per nanosecond",
+                i.permits, i.per
+            ),
         ));
     }
     Ok(())

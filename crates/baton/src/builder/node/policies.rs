@@ -43,6 +43,36 @@ impl<I, U, T> NodeBuilder<'_, I, U, T> {
         self
     }
 
+    /// Takes the policies of the orchestrator's policy set `name` (from a configuration:
+    /// [`Orchestrator::apply`](crate::Orchestrator::apply)) when the graph is built, as
+    /// the set is then; a policy also given to this node keeps the node's. A set the
+    /// orchestrator does not have fails `build()`
+    /// ([`BuildError::UnknownPolicy`](crate::BuildError::UnknownPolicy)).
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Config, Orchestrator};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let text = r#"{ "policies": { "stock": { "timeout": "50ms" } } }"#;
+    /// let orch = Orchestrator::new();
+    /// orch.apply(&Config::from_deserializer(&mut serde_json::Deserializer::from_str(text))?)?;
+    /// let mut g = orch.graph::<()>();
+    /// let stock = g.node("stock").policy_set("stock").task(|_ctx, ()| async {
+    ///     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    ///     Ok::<_, BoxError>(())
+    /// });
+    /// let report = g.build()?.run(()).await?;
+    /// assert_eq!(report.node(stock).unwrap().error().map(|e| e.kind()), Some("timeout"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "serde")]
+    pub fn policy_set(mut self, name: impl Into<String>) -> Self {
+        self.policy().policy_set = Some(name.into());
+        self
+    }
+
     /// Retries failed attempts per `retry` (attempts, backoff, jitter, which errors, retry
     /// budget), inside the node's deadline. [`Retry::new(n)`](Retry::new) counts attempts:
     /// `Retry::new(3)` is the first attempt and at most 2 retries.
