@@ -508,3 +508,48 @@ async fn a_bulkhead_shrunk_below_its_use_admits_again_only_under_the_new_limit()
     assert!(db.reconfigure(0, ms(5)).is_err());
     assert_eq!(db.max_concurrent(), 4);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_limiter_takes_its_new_rate_from_the_next_permit() {
+    let orch = Orchestrator::new();
+    let slow = "[rate_limiters.inventory]\npermits = 10\nper = \"1s\"\nburst = 1\n";
+    orch.apply(&toml(slow).unwrap()).unwrap();
+    let limiter = orch.rate_limiter("inventory").unwrap();
+    assert_eq!(limiter.try_acquire(), Ok(()));
+    assert_eq!(limiter.try_acquire(), Err(ms(100)));
+    let fast = "rate_limiters:\n  inventory: { permits: 100, per: 1s, burst: 1, max_wait: 20ms }\n";
+    let applied = orch.apply(&yaml(fast).unwrap()).unwrap();
+    assert_eq!(applied.changes()[0].action, ConfigAction::Updated);
+    assert_eq!(limiter.rate(), (100, Duration::from_secs(1), 1));
+    assert_eq!(limiter.wait_bound(), ms(20));
+    // The slot reserved under the old rate stands; from it on, permits are 10 ms apart.
+    assert_eq!(limiter.try_acquire(), Err(ms(100)));
+    sleep(ms(100)).await;
+    assert_eq!(limiter.try_acquire(), Ok(()));
+    assert_eq!(limiter.acquire(None).await, Ok(ms(10)));
+    // An impossible rate leaves it as it was.
+    assert!(
+        limiter
+            .reconfigure(0, Duration::from_secs(1), 1, Duration::ZERO)
+            .is_err()
+    );
+    assert_eq!(limiter.rate(), (100, Duration::from_secs(1), 1));
+}
+
+#[test]
+fn a_retry_budget_with_new_settings_is_refused_not_ignored() {
+    let orch = Orchestrator::new();
+    orch.apply(&toml("[retry_budgets.r]\nratio = 0.1\n").unwrap())
+        .unwrap();
+    let same = orch
+        .apply(&toml("[retry_budgets.r]\nratio = 0.1\n").unwrap())
+        .unwrap();
+    assert_eq!(same.changes()[0].action, ConfigAction::Unchanged);
+    let e = orch
+        .apply(&json(r#"{ "retry_budgets": { "r": { "ratio": 0.3 } } }"#).unwrap())
+        .unwrap_err();
+    assert_eq!(
+        (e.path(), e.kind()),
+        ("retry_budgets.r", &ConfigErrorKind::NotInPlace)
+    );
+}
