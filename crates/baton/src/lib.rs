@@ -229,7 +229,7 @@ pub mod shared {
         BreakerMirror, SharedBreakerState, SharedFuture, SharedOutcome, SharedRecord, SharedRules,
         SharedView, Unreachable,
     };
-    pub use crate::policy::rate_limit_shared::{SharedLimit, SharedRateLimit};
+    pub use crate::policy::limit::rate_limit_shared::{SharedLimit, SharedRateLimit};
 }
 /// The execution contract, as `docs/contract.md` in the repository states it.
 ///

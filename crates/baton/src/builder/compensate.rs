@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::graph::GraphBuilder;
+use super::graph_builder::GraphBuilder;
 use super::node::NodeBuilder;
 use crate::engine::{
     CompensateFn, Compensation, CompensationCtx, CompensationTrigger, Compensations, GraphMeta,

@@ -6,14 +6,14 @@
 //! at run time.
 
 mod compensate;
-mod graph;
+mod graph_builder;
 mod node;
 mod policy;
 mod router;
 mod validate;
 
 pub use compensate::DEFAULT_COMPENSATION_TIMEOUT;
-pub use graph::GraphBuilder;
+pub use graph_builder::GraphBuilder;
 pub use node::NodeBuilder;
 pub use policy::PolicyRef;
 pub use router::{Router, RouterBuilder};

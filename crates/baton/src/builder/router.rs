@@ -7,7 +7,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use super::graph::{GraphBuilder, NewNode};
+use super::graph_builder::{GraphBuilder, NewNode};
 use super::node::NodeBuilder;
 use crate::engine::{
     AttemptFuture, Ctx, ErasedTask, Extras, FallbackFuture, FallbackScope, FetchCx, Named,
@@ -15,7 +15,7 @@ use crate::engine::{
 };
 use crate::error::NodeError;
 use crate::id::Node;
-use crate::policy::bulkhead::BulkheadPermit;
+use crate::policy::limit::bulkhead::BulkheadPermit;
 
 /// Defines a router: its upstreams, then its selector; see [`GraphBuilder::router`].
 #[must_use = "a router is added to the graph by `.select(..)`, and must then be `.finish()`ed"]

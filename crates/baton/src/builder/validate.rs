@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use std::sync::Arc;
 
-use super::graph::{NameRef, Up};
+use super::graph_builder::{NameRef, Up};
 use super::policy::{PolicyRef, PolicySpec};
 use crate::engine::{
     Extras, FailureMode, GraphInner, GraphMeta, NodeDef, NodeKind, StartMode, States, Tasks,

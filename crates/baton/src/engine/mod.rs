@@ -9,56 +9,48 @@
 //! new one). A node waiting for its upstreams holds no thread and no task, a ready node
 //! costs a queue slot rather than a tokio task, and nothing looks a node up by name or
 //! joins futures per node. On large graphs whose edges jump, what a node touches at
-//! scattered places is prefetched as soon as its address is known (`prefetch.rs`).
+//! scattered places is prefetched as soon as its address is known (`run/prefetch_sites.rs`).
 //!
 //! The graph, the erased task, `Ctx` and the run state refer to one another, so they live
-//! here together; `state.rs` writes down the run's invariants, `ready.rs` the queue's
-//! protocol, `driver/` how nodes are run.
+//! here together, one folder per concern:
+//!
+//! - `graph/`: the compiled graph, its drawings, and the spare run arrays it keeps.
+//! - `task/`: a task as the graph stores it (by type), its `Ctx`, its upstreams, its
+//!   fallback and its cancellation tokens.
+//! - `run/`: one run: the `Run` future and its options, the run state (`state.rs` writes
+//!   down the run's invariants), each node's per-run state, how a node's end spreads.
+//! - `ready/`: the run's ready queue and its protocol, and where ready nodes go.
+//! - `driver/`: the driver future, which takes ready nodes and runs them.
+//! - `paths/`: how a node's attempt runs: the fast path in the driver, the full path
+//!   through the onion, and the bookkeeping both share.
+//! - `map/` and `compensate/`: map nodes and compensations.
 
-mod admission;
-mod attempt;
 mod compensate;
-mod core;
-mod diagram;
 mod driver;
-mod fallback;
-mod finish;
-mod first_attempt;
-mod full_path;
 mod graph;
-mod host;
 mod map;
-mod node;
-mod options;
-mod prefetch;
+mod paths;
 mod ready;
 mod run;
-mod schedule;
-mod spare;
-mod start;
-mod state;
 mod task;
-mod tasks;
-mod tokens;
-mod upstreams;
 
 pub use graph::Graph;
 pub(crate) use graph::{Extras, GraphInner, GraphMeta, NodeDef, NodeKind, States};
-pub use options::{FailureMode, RunOptions};
-pub use run::{Run, RunCanceller, RunError};
+pub use run::future::{Run, RunCanceller, RunError};
+pub use run::options::{FailureMode, RunOptions};
 
 pub(crate) use compensate::{CompensateFn, Compensation, Compensations};
 pub use compensate::{CompensationCtx, CompensationTrigger};
-pub(crate) use fallback::{FallbackScope, NodeFallback};
 pub use map::ItemCtx;
 pub(crate) use map::{MapTask, Results, Values};
-pub use start::StartMode;
-pub use task::Ctx;
-pub(crate) use task::{AttemptFuture, BlockingTask, ErasedTask, FallbackFuture, TypedTask};
-pub(crate) use tasks::{TaskRef, Tasks};
+pub use run::start::StartMode;
+pub use task::ctx::Ctx;
+pub(crate) use task::ctx::{AttemptFuture, BlockingTask, ErasedTask, FallbackFuture, TypedTask};
+pub(crate) use task::node_fallback::{FallbackScope, NodeFallback};
+pub(crate) use task::storage::{TaskRef, Tasks};
 // `FetchCx` and `UpstreamRef` are named in the sealed `Upstreams` trait's hidden methods.
 #[allow(unreachable_pub)]
-pub use upstreams::{FetchCx, Inputs, Named, UpstreamRef, Upstreams};
+pub use task::upstreams::{FetchCx, Inputs, Named, UpstreamRef, Upstreams};
 
 #[cfg(test)]
 mod tests;

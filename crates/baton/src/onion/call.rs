@@ -18,8 +18,8 @@ use crate::id::RunId;
 use crate::observe::{Event, log};
 use crate::orchestrator::deliver;
 use crate::policy::breaker::BreakerState;
-use crate::policy::bulkhead::BulkheadPermit;
 use crate::policy::deadline::TimerHook;
+use crate::policy::limit::bulkhead::BulkheadPermit;
 use crate::report::{AttemptReport, Outcome};
 
 /// One attempt of a pipeline call, as its task sees it.

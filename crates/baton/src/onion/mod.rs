@@ -16,16 +16,16 @@
 //! a [`Host`]: the engine's for a graph node, the [`Pipeline`]'s for a single call. Both run
 //! this same code, so a node and a pipeline call with the same policies behave alike.
 
-mod attempt;
 mod call;
 mod fallback;
-mod hedge;
+mod hedged_attempt;
 mod pipeline;
 mod policies;
 #[cfg(feature = "serde")]
-mod policy_set;
+mod resolve_set;
 mod retry;
 mod series;
+mod single_attempt;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -39,13 +39,13 @@ pub(crate) use fallback::{Recovered, recover_async};
 pub use pipeline::{Pipeline, PipelineBuilder};
 pub(crate) use policies::{ErrorFilter, Policies};
 #[cfg(feature = "serde")]
-pub(crate) use policy_set::resolve_set;
+pub(crate) use resolve_set::resolve_set;
 pub use retry::Retry;
 
 use crate::error::{BoxError, NodeError};
 use crate::policy::breaker::{BreakerState, OwnedPermit};
-use crate::policy::bulkhead::BulkheadPermit;
 use crate::policy::deadline::{Deadline, TimerHook};
+use crate::policy::limit::bulkhead::BulkheadPermit;
 use crate::report::AttemptReport;
 
 /// The attempt log keeps at most this many attempts (a retry policy may allow millions).

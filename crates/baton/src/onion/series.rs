@@ -6,16 +6,16 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::attempt::{Waits, attempt};
-use super::hedge::{self, Gate, Race, Raced};
+use super::hedged_attempt::{self, Gate, Race, Raced};
+use super::single_attempt::{Waits, attempt};
 use super::{FirstAttempt, Host, MAX_ATTEMPT_LOG, Policies, Retry};
 use crate::error::{NodeError, UserCode};
-use crate::policy::backoff::BackoffIter;
 use crate::policy::breaker::{
     BreakerOpen, BreakerPermit, BreakerState, CircuitBreaker, OwnedPermit, Ticket,
 };
 use crate::policy::deadline::Cut;
-use crate::policy::retry::{self, Failed, Next, StopReason};
+use crate::policy::retry::backoff::BackoffIter;
+use crate::policy::retry::stop::{self, Failed, Next, StopReason};
 use crate::report::AttemptReport;
 
 /// What a series records of its attempts.
@@ -329,7 +329,8 @@ async fn step<H: Host>(
         .as_ref()
         .map_or(hedge.hedges().saturating_add(1), |r| r.max_attempts);
     let gate = || guard.hedge_gate(policies.breaker.as_ref());
-    let Raced { out, start, last } = hedge::race(host, policies, hedge, at, &gate, log).await;
+    let Raced { out, start, last } =
+        hedged_attempt::race(host, policies, hedge, at, &gate, log).await;
     log.started = last;
     (out, start, last, None)
 }
@@ -376,7 +377,7 @@ fn backoff_after<H: Host>(
     let number = failed.number;
     // The user's predicate and backoff may panic: the series ends with the panic.
     let panicked = std::cell::Cell::new(None);
-    let next = retry::after_failure(
+    let next = stop::after_failure(
         failed,
         || {
             let retryable = catch(UserCode::RetryPredicate, || retry.is_retryable(&error));

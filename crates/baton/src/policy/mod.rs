@@ -2,46 +2,46 @@
 //! task. Each can be used alone; the onion (the layer above) composes them around an
 //! attempt, for a graph node and for a single call alike.
 //!
-//! - [`backoff`]: the waits between attempts, with jitter; an iterator of delays.
+//! One folder or file per policy:
+//!
+//! - [`retry`]: when a retry series stops, and why; the waits between attempts
+//!   ([`retry::backoff`], with jitter; an iterator of delays); the retry budget
+//!   ([`retry::retry_budget`], a cap on retries as a share of calls to one downstream).
+//! - [`deadline`]: one deadline for everything: an attempt's cut, the clipped backoff, the
+//!   minimum attempt time, and the timer that enforces the cut; a deadline across a
+//!   service hop in its wire formats ([`deadline::budget`]).
 //! - [`breaker`]: a circuit breaker, shared by name, with its state machine and events.
-//! - [`bulkhead`]: a concurrency limit with a bounded wait for a permit.
+//! - [`limit`]: a concurrency limit with a bounded wait for a permit
+//!   ([`limit::bulkhead`]), and a rate limit per downstream (GCRA) with a bounded wait for
+//!   a permit, alone or shared by a fleet ([`limit::rate_limit`]).
 //! - [`hedge`]: hedged attempts: their delay (fixed, or a percentile of recent latencies).
-//! - [`rate_limit`]: a rate limit per downstream (GCRA), with a bounded wait for a permit.
-//! - [`retry_budget`]: a cap on retries as a share of calls to one downstream.
 //! - [`chaos`]: fault injection for tests: latency and errors at a rate, seeded.
 //! - [`completion`]: when a map node is done: its completion rule, and the tally of its
 //!   items that decides it.
-//! - [`deadline`]: one deadline for everything: an attempt's cut, the clipped backoff, the
-//!   minimum attempt time, and the timer that enforces the cut.
-//! - [`retry`]: when a retry series stops, and why.
+//!
+//! How the onion runs each of these around an attempt lives one layer up, in `onion`, in a
+//! file named for the step.
 //!
 //! Nothing here imports anything above the leaf utilities.
 
-pub(crate) mod backoff;
 pub(crate) mod breaker;
-pub(crate) mod budget;
-pub(crate) mod bulkhead;
 pub(crate) mod chaos;
 pub(crate) mod completion;
 pub(crate) mod deadline;
 pub(crate) mod hedge;
-pub(crate) mod rate_limit;
-#[cfg(test)]
-mod rate_limit_loom_tests;
-pub(crate) mod rate_limit_shared;
+pub(crate) mod limit;
 pub(crate) mod retry;
-pub(crate) mod retry_budget;
 mod setting;
 
-pub use backoff::{Backoff, BackoffIter, DEFAULT_MAX_DELAY, Jitter};
 pub(crate) use breaker::CircuitBreaker;
-pub use budget::{Budget, DownstreamDeadlineExceeded};
-pub use bulkhead::Bulkhead;
 pub use chaos::{Chaos, InjectedFault};
 pub use completion::{Completion, DEFAULT_MAP_CONCURRENCY, Decision};
 pub use deadline::DEFAULT_MIN_ATTEMPT_TIME;
+pub use deadline::budget::{Budget, DownstreamDeadlineExceeded};
 pub use hedge::{HEDGE_WINDOW, Hedge, MAX_HEDGES};
-pub use rate_limit::RateLimiter;
-pub use retry::StopReason;
-pub use retry_budget::RetryBudget;
+pub use limit::bulkhead::Bulkhead;
+pub use limit::rate_limit::RateLimiter;
+pub use retry::backoff::{Backoff, BackoffIter, DEFAULT_MAX_DELAY, Jitter};
+pub use retry::retry_budget::RetryBudget;
+pub use retry::stop::StopReason;
 pub use setting::InvalidSetting;

@@ -7,7 +7,7 @@
 //! The report reads a run through [`RunRecords`], a trait defined here and implemented by
 //! the engine, so that it knows nothing of the scheduler's types.
 
-mod attempt;
+mod attempt_report;
 mod chrome;
 mod compensation;
 mod items;
@@ -23,8 +23,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use attempt::AttemptReport;
-pub(crate) use attempt::winner;
+pub use attempt_report::AttemptReport;
+pub(crate) use attempt_report::winner;
 pub(crate) use compensation::{CompensationEntry, CompensationRecord};
 pub use compensation::{CompensationReport, Compensations};
 pub(crate) use items::{Detail, ItemCold, ItemRecord, MapRecord, item_name};

@@ -17,8 +17,8 @@ use tokio::time::Instant;
 use tower_service::Service;
 
 use super::axum::{body, respond};
-use super::deadline::DeadlineHeaders;
-use super::graph::{GraphService, inbound};
+use super::deadline_headers::DeadlineHeaders;
+use super::graph_service::{GraphService, inbound};
 use crate::engine::RunOptions;
 
 /// The header whose value becomes the run's idempotency key.

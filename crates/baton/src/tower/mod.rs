@@ -18,21 +18,21 @@
 #[cfg(feature = "axum")]
 mod axum;
 #[cfg(feature = "http")]
-mod deadline;
-mod graph;
+mod deadline_headers;
+mod graph_service;
 #[cfg(feature = "axum")]
 mod http_service;
-mod node;
-mod pipeline;
+mod pipeline_layer;
+mod service_node;
 
 #[cfg(feature = "http")]
-pub use deadline::{
+pub use deadline_headers::{
     BadBudgetHeader, DeadlineHeaders, DeadlineLayer, DeadlineService, RequestDeadline,
 };
-pub use graph::{GraphFuture, GraphService};
+pub use graph_service::{GraphFuture, GraphService};
 #[cfg(feature = "axum")]
 pub use http_service::HttpService;
-pub use pipeline::{PipelineLayer, PipelineService};
+pub use pipeline_layer::{PipelineLayer, PipelineService};
 
 use std::future::poll_fn;
 use std::sync::{Mutex, PoisonError};

@@ -3,12 +3,12 @@
 //!
 //! `std::sync::OnceLock::set` goes through `Once::call_once_force` (a closure, a queue of
 //! waiters it never needs here), twice per node. A node's record and value have exactly
-//! one writer (whoever finalizes the node, invariant 1 in `engine/state.rs`) and readers who never wait (they read after the node is `DONE`, or the run
+//! one writer (whoever finalizes the node, invariant 1 in `engine/run/state.rs`) and readers who never wait (they read after the node is `DONE`, or the run
 //! is over). The run's cells have one writer too (its future, when it starts); a read
 //! before the write finds nothing (`None`), as `OnceLock::get` would, and the run's readers
 //! treat that as "not started". This cell is what that needs: one compare-and-swap to claim
 //! the write, one release store to publish it, one acquire load to read it. The
-//! `loom_tests` module model-checks the claim, the publication and the drops.
+//! `once_loom_tests` module model-checks the claim, the publication and the drops.
 
 #![allow(unsafe_code)]
 
@@ -206,5 +206,4 @@ mod tests {
 }
 
 #[cfg(test)]
-#[path = "once_loom_tests.rs"]
-mod loom_tests;
+mod once_loom_tests;

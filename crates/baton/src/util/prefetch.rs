@@ -3,7 +3,7 @@
 //! Plain loads of lines at scattered places wait for each other behind the locked
 //! instructions that follow them (a reference count, a join counter); prefetch hints do
 //! not, so the misses overlap. The scheduler issues them on large, scattered graphs, as soon
-//! as an address is known (`engine/prefetch.rs`). A hint changes nothing the program can
+//! as an address is known (`engine/run/prefetch_sites.rs`). A hint changes nothing the program can
 //! observe.
 
 #![allow(unsafe_code)]

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use super::super::graph::NewNode;
+use super::super::graph_builder::NewNode;
 use super::NodeBuilder;
 use crate::engine::{ItemCtx, MapTask, NodeFallback, NodeKind, Results, Values};
 use crate::error::{BoxError, BuildError, NodeError};

@@ -1,14 +1,14 @@
 //! [`NodeBuilder`]: one node's upstreams, policies and callbacks, then its task.
 
 mod map;
-mod policies;
+mod policy_setters;
 mod subgraph;
 
 use std::fmt;
 use std::future::Future;
 
 use super::compensate::CompensateSpec;
-use super::graph::{GraphBuilder, NewNode};
+use super::graph_builder::{GraphBuilder, NewNode};
 use super::policy::PolicySpec;
 use crate::engine::{
     BlockingTask, Ctx, Extras, Named, NodeFallback, TaskRef, Tasks, TypedTask, Upstreams,

@@ -5,7 +5,7 @@
 //! dropped. The run ends (its future resolves, its observers hear `RunFinished`) once
 //! they have.
 
-mod ctx;
+mod compensation_ctx;
 
 use std::fmt;
 use std::sync::Arc;
@@ -13,10 +13,10 @@ use std::sync::Arc;
 use futures_util::future::{BoxFuture, join_all};
 use tokio::time::Instant;
 
-pub use ctx::CompensationCtx;
+pub use compensation_ctx::CompensationCtx;
 
-use super::options::FailureMode;
-use super::state::RunState;
+use super::run::options::FailureMode;
+use super::run::state::RunState;
 use crate::error::{BoxError, CancelReason};
 use crate::onion::Pipeline;
 use crate::report::{CompensationEntry, CompensationRecord, Outcome, Report, RunRecords};

@@ -1,5 +1,5 @@
 //! The driver: the tokio task that runs nodes. It takes a node from the run's ready queue
-//! (`ready.rs`), runs it, records its outcome, carries on with one downstream it made ready
+//! (`ready/mod.rs`), runs it, records its outcome, carries on with one downstream it made ready
 //! (Taskflow's continuation: a chain runs in one task, not one spawn per node), queues the
 //! others, and goes back to the queue until it is empty. A node whose attempt waits
 //! (`Pending`) keeps its driver, which then stops draining the queue and spawns a
@@ -26,7 +26,7 @@
 //! It is a hand-written future, fifteen words wide (its attempt box among them), because
 //! every spawn copies it into a new tokio task. Its poll is a loop over one step per state
 //! ([`State`]): take a node from the queue (`queue.rs`), begin it, poll its attempt
-//! (`attempt.rs`), end it and go on with a downstream it made ready (`node.rs`). A node
+//! (`poll_attempt.rs`), end it and go on with a downstream it made ready (`begin_end.rs`). A node
 //! takes one of two paths:
 //!
 //! - the **fast path**, here: one boxed attempt future, polled under `catch_unwind`; the
@@ -39,10 +39,10 @@
 //!   there only when it fails, panics or reaches its cut.
 //!
 //! Both paths count attempts, end their tokens and tell the observers through the same
-//! routines (`attempt.rs` of the engine).
+//! routines (`paths/attempt_steps.rs` of the engine).
 
-mod attempt;
-mod node;
+mod begin_end;
+mod poll_attempt;
 mod queue;
 
 use std::collections::VecDeque;
@@ -54,10 +54,10 @@ use std::task::{Context, Poll};
 
 use tokio::time::{Instant, Sleep};
 
-use super::first_attempt::Held;
+use super::paths::first_attempt::Held;
 use super::ready::Pop;
-use super::state::RunState;
-use super::task::AttemptFuture;
+use super::run::state::RunState;
+use super::task::ctx::AttemptFuture;
 use crate::error::CancelReason;
 use crate::report::Record;
 
@@ -98,7 +98,7 @@ pub(in crate::engine) struct Driver<I> {
     /// the run's start: no upstream ended later) and nothing but bookkeeping followed the
     /// end (`RunState::quiet_after`), it starts then.
     start: Option<Instant>,
-    /// Nodes it made ready and keeps for itself, run last in, first out (`ready.rs`).
+    /// Nodes it made ready and keeps for itself, run last in, first out (`ready/mod.rs`).
     local: VecDeque<u32>,
     /// The current node came from the queue (it may not be queued again this run).
     from_queue: bool,

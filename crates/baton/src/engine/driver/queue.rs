@@ -1,6 +1,6 @@
 //! How a driver shares the run's ready queue with the others: taking its next node, taking
 //! turns when it yields, handing its nodes off when it stops driving, suspending when its
-//! node waits (`ready.rs` has the queue's protocol).
+//! node waits (`ready/mod.rs` has the queue's protocol).
 
 use std::sync::Arc;
 use std::task::{Context, Poll};

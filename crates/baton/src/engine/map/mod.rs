@@ -2,9 +2,9 @@
 //! policies, polled inside the node's own attempt (a set of futures, no task per item), at
 //! most `concurrency` at once, until the node's [`Completion`] rule is decided.
 
-mod ctx;
-mod host;
-mod record;
+mod item_ctx;
+mod item_host;
+mod recorder;
 
 use std::any::TypeId;
 use std::future::Future;
@@ -17,15 +17,15 @@ use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
 use tokio::time::Instant;
 
-pub use ctx::ItemCtx;
-use host::ItemHost;
-use record::Recorder;
+pub use item_ctx::ItemCtx;
+use item_host::ItemHost;
+use recorder::Recorder;
 
-use super::fallback::FallbackScope;
 use super::graph::NodeKind;
-use super::state::RunState;
-use super::task::{AttemptFuture, Ctx, ErasedTask, FallbackFuture, put};
-use super::upstreams::{FetchCx, Upstreams};
+use super::run::state::RunState;
+use super::task::ctx::{AttemptFuture, Ctx, ErasedTask, FallbackFuture, put};
+use super::task::node_fallback::FallbackScope;
+use super::task::upstreams::{FetchCx, Upstreams};
 use crate::error::{BoxError, MapFailed, NodeError, UserCode};
 use crate::id::Node;
 use crate::onion::{self, Execution, Fallback, Policies};
@@ -118,7 +118,7 @@ where
         &self,
         ctx: Ctx<I>,
         cx: &FetchCx<'_>,
-        _permit: Option<crate::policy::bulkhead::BulkheadPermit>,
+        _permit: Option<crate::policy::limit::bulkhead::BulkheadPermit>,
         into: &mut Option<AttemptFuture>,
     ) -> bool {
         let Some(list) = <Node<L> as Upstreams>::__fetch(cx) else {
@@ -233,7 +233,7 @@ where
 }
 
 /// Runs one item through the policies; its index, attempts and what it produced.
-async fn run_item<H: onion::Host + host::Counted>(
+async fn run_item<H: onion::Host + item_host::Counted>(
     host: H,
     policies: &Policies,
     deadline: Option<Instant>,
@@ -245,7 +245,9 @@ async fn run_item<H: onion::Host + host::Counted>(
 
 /// Runs one item of a node without policies, in a run without a deadline: its task's one
 /// attempt, its panic caught, counted and told as the onion would.
-async fn fast_item<H: onion::Host + host::Counted>(host: H) -> (u32, u32, Execution<H::Value>) {
+async fn fast_item<H: onion::Host + item_host::Counted>(
+    host: H,
+) -> (u32, u32, Execution<H::Value>) {
     let result = match host.call(1, None, None) {
         Ok(attempt) => {
             host.attempt_started(1, None);

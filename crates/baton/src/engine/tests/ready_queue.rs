@@ -1,4 +1,4 @@
-//! The ready queue (`engine/ready.rs`) and its drivers under stress: nodes that compute fan
+//! The ready queue (`engine/ready/mod.rs`) and its drivers under stress: nodes that compute fan
 //! out to every worker (`StartMode::Spread`), no queued node is stranded in either start mode
 //! (random graphs mixing immediate, yielding, blocking and sleeping nodes; concurrent runs;
 //! runtimes dropped mid-run), large graphs reuse their queue, router branches are never left

@@ -158,7 +158,7 @@ fn check(r: &Registry, config: &Config) -> Result<(), ConfigError> {
             }
             b.build_settings(name)
                 .validate()
-                .map_err(|e| super::breaker::error(name, &e))?;
+                .map_err(|e| super::breaker_config::error(name, &e))?;
         }
     }
     for name in config.rate_limiters.keys() {

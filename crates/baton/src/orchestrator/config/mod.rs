@@ -28,9 +28,9 @@
 //! ```
 
 mod apply;
-mod breaker;
-mod error;
-mod limits;
+mod breaker_config;
+mod config_error;
+mod limit_configs;
 mod policy_set;
 
 use std::collections::BTreeMap;
@@ -38,9 +38,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer};
 
 pub use apply::Applied;
-pub use breaker::{BreakerConfig, FailureRateConfig, GrowthConfig, SlowCallsConfig};
-pub use error::{ConfigError, ConfigErrorKind};
-pub use limits::{BulkheadConfig, RateLimiterConfig, RetryBudgetConfig};
+pub use breaker_config::{BreakerConfig, FailureRateConfig, GrowthConfig, SlowCallsConfig};
+pub use config_error::{ConfigError, ConfigErrorKind};
+pub use limit_configs::{BulkheadConfig, RateLimiterConfig, RetryBudgetConfig};
 pub use policy_set::{BackoffConfig, HedgeConfig, PolicySet, RetryConfig};
 
 pub use crate::observe::{ConfigAction, ConfigChange};
@@ -109,7 +109,7 @@ impl Config {
         for (name, b) in &self.breakers {
             b.build_settings(name)
                 .validate()
-                .map_err(|e| breaker::error(name, &e))?;
+                .map_err(|e| breaker_config::error(name, &e))?;
         }
         for (name, b) in &self.bulkheads {
             b.check(name)?;

@@ -39,8 +39,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::breaker_error::BreakerOpen;
 use super::config::Config;
-use super::error::BreakerOpen;
 use super::events::{BreakerState, BreakerTransition, Listener, TransitionReason};
 use super::permit::{Outcome, Permit, Ticket};
 use super::window::Window;
@@ -447,23 +447,17 @@ impl<S: SyncFamily> Machine<S> {
     }
 }
 
-#[path = "results.rs"]
 mod results;
 
-#[path = "control.rs"]
 mod control;
 
-#[path = "transitions.rs"]
 mod transitions;
 
-#[path = "mirror.rs"]
 mod mirror;
 use mirror::Link;
 
 #[cfg(test)]
-#[path = "machine_tests.rs"]
-mod tests;
+mod machine_tests;
 
 #[cfg(test)]
-#[path = "loom_tests.rs"]
-mod loom_tests;
+mod breaker_loom_tests;

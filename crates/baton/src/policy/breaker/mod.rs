@@ -70,8 +70,8 @@
 //! `word` (the packed state word), `events` (states, transitions, delivery), `error`
 //! (rejection and configuration errors).
 
+mod breaker_error;
 mod config;
-mod error;
 mod events;
 mod machine;
 mod permit;
@@ -86,8 +86,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+pub use breaker_error::{BreakerConfigError, BreakerOpen};
 pub use config::{BreakerWindow, CircuitBreakerBuilder};
-pub use error::{BreakerConfigError, BreakerOpen};
 pub use events::{BreakerState, BreakerTransition, TransitionReason};
 pub use shared::{
     BreakerMirror, SharedBreakerState, SharedFuture, SharedOutcome, SharedRecord, SharedRules,

@@ -1,0 +1,285 @@
+//! The fast path of a node with policies: most attempts succeed on their first poll, and
+//! such a node should cost little more than a bare one (no boxed onion future, no extra
+//! clock read, no reference count touched).
+//!
+//! The driver prepares the first attempt here, exactly as the onion would (deadline check,
+//! breaker permit, retry-budget deposit, its cut computed), then counts and calls it and
+//! polls it as it does a bare node's attempt, holding the breaker's permit as a [`Held`]
+//! ticket. An attempt that waits (returns `Pending`) is waited for there too, as a bare
+//! node's is, under a timer that wakes the driver no later than its cut ([`wait`]; a
+//! driver keeps one timer from one such attempt to the next), as the onion's `Deadline`
+//! would. When the attempt succeeds, the node is done: the breaker is told, the record is
+//! written.
+//! Otherwise (it failed, panicked, or its cut passed) the attempt, still running or ended,
+//! is handed to the onion with the permit ([`First`]), and the series goes on there as if
+//! the onion had started it: the timeout or deadline error, retries, the breaker's verdict,
+//! the fallback.
+//!
+//! Not taken for routers, branches, nodes with a bulkhead or a rate limiter (whose permits
+//! are awaited), nodes
+//! whose deadline leaves less than the minimum attempt time, a breaker that is not closed
+//! (the onion asks it, once), or when `tracing` spans are made.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::time::{Instant, Sleep};
+
+use crate::engine::run::state::RunState;
+use crate::engine::task::ctx::{AttemptFuture, CtxCut};
+use crate::onion::{First, FirstAttempt, Policies};
+use crate::policy::CircuitBreaker;
+use crate::policy::breaker::Ticket;
+use crate::policy::deadline::poll_timer;
+use crate::report::{AttemptReport, Record};
+
+/// What the driver holds for a policy node's first attempt while it polls it: the breaker
+/// permit's ticket, when the node has a breaker, and whether the driver's timer wakes it
+/// in time for the attempt's cut. A ticket issued by a closed breaker owns nothing; a
+/// half-open probe's must be given back ([`release`]) if the attempt is abandoned.
+#[derive(Debug)]
+pub(in crate::engine) struct Held {
+    ticket: Option<Ticket>,
+    armed: Armed,
+}
+
+/// Whether the driver's timer wakes it in time for this attempt's cut ([`wait`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Armed {
+    /// The attempt has not waited yet: the timer, if the driver has one, is another
+    /// attempt's (ended, or handed to the onion), and may be running at an instant later
+    /// than this attempt's cut, or have elapsed.
+    No,
+    /// The attempt has no cut (no timeout, no deadline, no budget): it waits untimed.
+    Untimed,
+    /// The timer is set for this attempt's cut or, left there, for an earlier instant
+    /// (another attempt's cut; it is moved to this one's when it elapses there).
+    Yes,
+}
+
+/// Prepares the first attempt of a task node with `policy`, starting at `start`: takes the
+/// breaker's permit and deposits in the retry budget, and gives the attempt's cut (when it
+/// must end, for its `Ctx`: with no budget and no run deadline, its start, to which
+/// `Ctx::deadline` adds the timeout if it is asked) and what the driver holds while it
+/// runs. `None` when the node does not take this path (nothing was done). The driver then
+/// counts the node and the attempt and calls the task as for a bare node.
+#[inline]
+pub(in crate::engine) fn prepare<I: Send + Sync + 'static>(
+    run: &Arc<RunState<I>>,
+    policy: &Policies,
+    start: Instant,
+    span: &tracing::Span,
+) -> Option<(CtxCut, Held)> {
+    if !span.is_disabled() {
+        return None;
+    }
+    let run_deadline = run.core.deadline();
+    // The same deadline, check and cut as the onion's first attempt.
+    let simple = policy.simple && run_deadline.is_none();
+    let at = if simple {
+        CtxCut::TimeoutAfter(start)
+    } else {
+        if policy.onion_only {
+            return None;
+        }
+        let deadline = policy.deadline(run_deadline, start);
+        if policy.too_late(deadline, start) {
+            return None;
+        }
+        CtxCut::At(policy.cut(start, deadline).until)
+    };
+    let ticket = match &policy.breaker {
+        None => None,
+        // Only a closed breaker's: the onion asks a breaker in any other state, once.
+        Some(breaker) => Some(breaker.closed_ticket()?),
+    };
+    if !policy.simple {
+        policy.deposit();
+    }
+    Some((
+        at,
+        Held {
+            ticket,
+            armed: Armed::No,
+        },
+    ))
+}
+
+/// Node `id`'s first attempt, started at `start`, returned `Pending`: waits for its cut,
+/// as the onion's `Deadline` does after its inner future, under the driver's `timer`, which
+/// it keeps from one such attempt to the next. The timer may wake the driver before an
+/// attempt's cut, never after it:
+///
+/// - At the attempt's first wait, the cut is computed as [`prepare`] did (the same function
+///   of `start`, the policy and the run's deadline). A timer still running at an earlier
+///   instant (an ended attempt's cut: with one timeout for the graph's nodes, every later
+///   attempt's case, unless the one before was cut) is left there. Otherwise (the driver
+///   has no timer, or it elapsed, or it is set later than the cut) it is set for the cut:
+///   made, or moved ([`Sleep::reset`]).
+/// - At every wait, the timer is polled, as any future a task waits on must be (outside
+///   tokio's coop budget: `deadline::poll_timer`): a poll that returns `Pending` may not
+///   have registered the task's waker (a task dump was being taken: the task is woken to
+///   poll again), so the next wait's poll is what makes sure it is. When it is `Ready` at
+///   an instant earlier than the cut (it was left there), it is moved to the cut and
+///   polled again; at the cut, the cut has passed.
+///
+/// Against moving the timer at every attempt (for a later instant, an atomic
+/// compare-and-swap in tokio's timer entry, after a clone of the runtime's handle and the
+/// instant's conversion to the wheel's ticks), an attempt that outlives an earlier cut
+/// costs one wake-up of the driver, which polls its futures once more, as after any
+/// spurious wake-up, and one move of the elapsed timer (under the lock of tokio's timer
+/// wheel). Making a timer per attempt would allocate it and take that lock twice (to insert
+/// and, when the attempt ends, to remove it).
+///
+/// `Ready` when the cut has passed: the driver then hands the attempt, still running, to
+/// the onion, which polls it once more, then reports the timeout (or deadline) and goes on
+/// as for any cut attempt. `Pending` otherwise (also for a node without a cut).
+///
+/// # Panics
+///
+/// Tokio panics making, moving or polling a timer on a runtime built without timers (or
+/// shutting down); the driver catches it and fails the node.
+pub(in crate::engine) fn wait<I: Send + Sync + 'static>(
+    run: &RunState<I>,
+    id: u32,
+    start: Instant,
+    held: &mut Held,
+    timer: &mut Option<Pin<Box<Sleep>>>,
+    cx: &mut Context<'_>,
+) -> Poll<()> {
+    match held.armed {
+        Armed::Untimed => return Poll::Pending,
+        Armed::Yes => {}
+        Armed::No => {
+            let Some(until) = cut(run, id, start) else {
+                held.armed = Armed::Untimed;
+                return Poll::Pending;
+            };
+            held.armed = Armed::Yes;
+            match timer {
+                // Running at an earlier cut: it wakes the driver in time. (One that elapsed
+                // is moved now rather than after a poll that would say so.)
+                Some(t) if t.deadline() <= until && !t.is_elapsed() => {}
+                _ => set(run, timer, until),
+            }
+        }
+    }
+    let Some(t) = timer else {
+        return Poll::Pending;
+    };
+    if poll_timer(t.as_mut(), cx).is_pending() {
+        return Poll::Pending;
+    }
+    // Elapsed: at the attempt's cut, or at an earlier one it was left at.
+    match cut(run, id, start) {
+        Some(until) if t.deadline() < until => {
+            set(run, timer, until);
+            match timer {
+                Some(t) => poll_timer(t.as_mut(), cx),
+                None => Poll::Pending,
+            }
+        }
+        _ => Poll::Ready(()),
+    }
+}
+
+/// Sets the driver's `timer` for `until`: made if it has none, else moved.
+fn set<I: Send + Sync + 'static>(
+    run: &RunState<I>,
+    timer: &mut Option<Pin<Box<Sleep>>>,
+    until: Instant,
+) {
+    run.core.floor_timers(until);
+    match timer {
+        Some(timer) => timer.as_mut().reset(until),
+        None => *timer = Some(Box::pin(tokio::time::sleep_until(until))),
+    }
+}
+
+/// When node `id`'s first attempt, started at `start`, is cut, as [`prepare`] computed it.
+pub(in crate::engine) fn cut<I: Send + Sync + 'static>(
+    run: &RunState<I>,
+    id: u32,
+    start: Instant,
+) -> Option<Instant> {
+    cut_with(run.graph.policy(id)?, run.core.deadline(), start)
+}
+
+/// The cut of a first attempt started at `start`, as the onion computes it; with no budget
+/// and no run deadline, the timeout alone.
+#[inline]
+fn cut_with(policy: &Policies, run_deadline: Option<Instant>, start: Instant) -> Option<Instant> {
+    if policy.simple && run_deadline.is_none() {
+        policy.timeout.and_then(|t| start.checked_add(t))
+    } else {
+        let deadline = policy.deadline(run_deadline, start);
+        policy.cut(start, deadline).until
+    }
+}
+
+/// Node `id`'s first attempt, started at `start`, succeeded at `end` (on its first poll, or
+/// after waiting within its cut): tells the breaker. How long past its cut it ended, when
+/// it did.
+#[inline]
+pub(in crate::engine) fn succeeded<I: Send + Sync + 'static>(
+    run: &RunState<I>,
+    id: u32,
+    held: Held,
+    start: Option<Instant>,
+    end: Instant,
+) -> Option<Duration> {
+    let policy = run.graph.policy(id)?;
+    if let (Some(ticket), Some(breaker)) = (held.ticket, policy.breaker.as_ref()) {
+        // Only a slow-call rule reads the duration: skip the arithmetic otherwise.
+        let elapsed = match start {
+            Some(start) if breaker.times_calls() => end.saturating_duration_since(start),
+            _ => Duration::ZERO,
+        };
+        breaker.resume(ticket).success(elapsed);
+    }
+    let until = cut_with(policy, run.core.deadline(), start?)?;
+    (end > until).then(|| end.saturating_duration_since(until))
+}
+
+/// The record of node `id`, whose first attempt began at `start`, ended at `end` and
+/// overran its cut by `by` (it computed without yielding, so it could not be cut): with an
+/// attempt log saying so.
+#[cold]
+pub(in crate::engine) fn overran<I: Send + Sync + 'static>(
+    run: &RunState<I>,
+    record: Record,
+    start: Instant,
+    by: Duration,
+) -> Record {
+    let (from, to) = (run.core.offset(start), run.core.offset(record.end));
+    record.with_log(vec![AttemptReport::overran(1, from, to, by)])
+}
+
+/// Node `id`'s first attempt failed, panicked, or was cut: what the onion goes on with.
+pub(in crate::engine) fn hand_over<I: Send + Sync + 'static>(
+    run: &RunState<I>,
+    id: u32,
+    held: Held,
+    attempt: FirstAttempt<AttemptFuture>,
+) -> First<AttemptFuture> {
+    // (The driver keeps its timer for its next attempt that waits: the onion makes its own.)
+    let permit = match (held.ticket, breaker(run, id)) {
+        (Some(ticket), Some(breaker)) => Some(breaker.resume(ticket).into_owned(breaker)),
+        _ => None,
+    };
+    First { attempt, permit }
+}
+
+/// Node `id`'s first attempt is abandoned (the run was cancelled, the driver dropped): the
+/// breaker's permit is released uncounted.
+pub(in crate::engine) fn release<I: Send + Sync + 'static>(run: &RunState<I>, id: u32, held: Held) {
+    if let (Some(ticket), Some(breaker)) = (held.ticket, breaker(run, id)) {
+        drop(breaker.resume(ticket));
+    }
+}
+
+fn breaker<I: Send + Sync + 'static>(run: &RunState<I>, id: u32) -> Option<&CircuitBreaker> {
+    run.graph.policy(id)?.breaker.as_ref()
+}

@@ -1,0 +1,492 @@
+//! [`RunCore`]: the state of one run that does not depend on its input type: the per-node
+//! arrays, the ready queue, the run's lifecycle counters and flags, and what it fixed when
+//! it started. Its fields are private: the run's protocols (`live`, admission, cancellation)
+//! are methods here, each with its orderings beside it.
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Waker};
+use std::time::Duration;
+
+use futures_util::task::AtomicWaker;
+use tokio::runtime::Handle;
+use tokio::time::{Instant, Sleep};
+use tokio_util::sync::CancellationToken;
+
+use super::admission::Admission;
+use super::node_state::{NodeState, RunBuffers, Slot};
+use super::options::FailureMode;
+use crate::engine::ready::ReadyQueue;
+use crate::engine::task::tokens::Tokens;
+use crate::error::CancelReason;
+use crate::id::RunId;
+use crate::orchestrator::RunKey;
+use crate::policy::deadline::{TimerHook, poll_timer};
+use crate::util::once::WriteOnce;
+use crate::util::value::Value;
+
+/// What a run fixes when it starts.
+#[derive(Debug)]
+struct Started {
+    origin: Instant,
+    /// From its options: timeout and deadline.
+    deadline: Option<Instant>,
+    /// The runtime its drivers are spawned on.
+    handle: Handle,
+    /// The runtime's worker threads, whatever the start mode.
+    runtime_workers: usize,
+    span: tracing::Span,
+}
+
+/// Graphs of at least this many nodes prefetch what their nodes touch at scattered places
+/// (about 170 bytes per node in the run's and the graph's arrays: 4 096 nodes are some
+/// 700 KB, most of a core's second-level cache). Smaller graphs stay in the caches, where
+/// the hints would only add instructions.
+pub(in crate::engine) const PREFETCH_MIN_NODES: usize = 4096;
+
+/// See the module docs.
+#[derive(Debug)]
+pub(crate) struct RunCore {
+    nodes: Box<[NodeState]>,
+    slots: Box<[Slot]>,
+    /// The nodes' values, apart from their records: downstreams read them at random places
+    /// on large graphs, and a dense array of 24-byte cells is kinder to the cache.
+    values: Box<[WriteOnce<Value>]>,
+    /// Nodes made ready that no driver has picked up yet (`ready/mod.rs`).
+    ready: ReadyQueue,
+    /// Nodes not finalized plus drivers alive; the run ends when it reaches zero.
+    live: AtomicUsize,
+    /// The run's future, woken when the run ends.
+    done: AtomicWaker,
+    cancelled: AtomicBool,
+    reason: OnceLock<CancelReason>,
+    /// What the run fixed when it started (one cell, set once; a `WriteOnce`, whose write
+    /// is a compare-and-swap and a store, where `OnceLock::set` runs a `Once`).
+    started: WriteOnce<Started>,
+    token: OnceLock<CancellationToken>,
+    run_id: RunId,
+    mode: FailureMode,
+    /// The run starts in the task that awaits it, and schedules as on a one-worker runtime
+    /// until that task stops driving it ([`spread`](Self::spread)).
+    inline: bool,
+    /// An inline run that has not spread: every driver it spawns is polled by its future
+    /// (`RunState::spawn`), so the run uses no task but the one that awaits it. Cleared by
+    /// [`spread`](Self::spread), never set again. Written and read only by code the run's
+    /// future polls until then, hence `Relaxed`.
+    local: AtomicBool,
+    /// How many drivers at most drain the ready queue: the runtime's worker threads, or one
+    /// while an inline run is driven by its future. Read with `Relaxed`: the ready queue's
+    /// protocol holds for any count of one or more, and a driver that reads one after it
+    /// changed only shares its nodes a node later.
+    drivers: AtomicUsize,
+    /// The graph is large enough for its per-node arrays to outgrow the caches, and
+    /// scattered: the scheduler prefetches what a node touches at scattered places.
+    prefetch: bool,
+    /// The graph's set of spare arrays this run took, or would have taken, and gives its
+    /// own back to when it ends (`graph/spare.rs`).
+    home: usize,
+    admission: Admission,
+    /// Where the orchestrator keeps the run while it is in flight: set once admitted.
+    key: WriteOnce<RunKey>,
+    /// Some node's outcome was recorded before the run was marked admitted, and is not
+    /// counted yet (`RunState::report_end`).
+    uncounted: AtomicBool,
+    /// Set once the run's end has told the orchestrator and the observers.
+    ended: AtomicBool,
+    tokens: Tokens,
+    timeout: Option<Duration>,
+    fixed_deadline: Option<Instant>,
+    /// The key the run's caller gave its nodes' idempotency keys, if any.
+    caller_key: Option<Arc<str>>,
+    /// A timer at the cut of the run's first policy attempt that waited, registered with
+    /// tokio's and never polled again ([`floor_timers`](Self::floor_timers)).
+    timer_floor: WriteOnce<Pin<Box<Sleep>>>,
+}
+
+impl RunCore {
+    /// A run over `buffers` (reset for it) with these options; `prefetch` and `home` as
+    /// described on the fields. Inlined, so that the run's state is built in place.
+    #[inline(always)]
+    pub(in crate::engine) fn new(
+        buffers: RunBuffers,
+        mode: FailureMode,
+        inline: bool,
+        prefetch: bool,
+        home: usize,
+        timeout: Option<Duration>,
+        fixed_deadline: Option<Instant>,
+    ) -> Self {
+        let RunBuffers {
+            nodes,
+            slots,
+            values,
+            queue,
+        } = buffers;
+        RunCore {
+            live: AtomicUsize::new(nodes.len()),
+            values,
+            ready: ReadyQueue::new(queue),
+            nodes,
+            slots,
+            done: AtomicWaker::new(),
+            cancelled: AtomicBool::new(false),
+            reason: OnceLock::new(),
+            started: WriteOnce::new(),
+            token: OnceLock::new(),
+            run_id: RunId::next(),
+            mode,
+            inline,
+            local: AtomicBool::new(inline),
+            drivers: AtomicUsize::new(1),
+            prefetch,
+            home,
+            admission: Admission::new(),
+            key: WriteOnce::new(),
+            uncounted: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
+            tokens: Tokens::default(),
+            timeout,
+            fixed_deadline,
+            caller_key: None,
+            timer_floor: WriteOnce::new(),
+        }
+    }
+
+    /// Sets the key the run's caller gave its nodes' idempotency keys.
+    pub(in crate::engine) fn set_caller_key(&mut self, key: Option<Arc<str>>) {
+        self.caller_key = key;
+    }
+
+    /// The key the run's caller gave its nodes' idempotency keys, if any.
+    pub(in crate::engine) fn caller_key(&self) -> Option<&Arc<str>> {
+        self.caller_key.as_ref()
+    }
+
+    /// The per-node arrays, for the graph's next run (`self` is being dropped), and the
+    /// set of spare arrays they go back to.
+    #[inline]
+    pub(in crate::engine) fn take_buffers(&mut self) -> (RunBuffers, usize) {
+        let ready = std::mem::replace(&mut self.ready, ReadyQueue::new(Box::new([])));
+        let buffers = RunBuffers {
+            nodes: std::mem::take(&mut self.nodes),
+            slots: std::mem::take(&mut self.slots),
+            values: std::mem::take(&mut self.values),
+            queue: ready.into_slots(),
+        };
+        (buffers, self.home)
+    }
+
+    /// Now, on tokio's clock (paused in tests).
+    #[inline]
+    pub(in crate::engine) fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    #[inline]
+    pub(crate) fn run_id(&self) -> RunId {
+        self.run_id
+    }
+
+    #[inline]
+    pub(in crate::engine) fn mode(&self) -> FailureMode {
+        self.mode
+    }
+
+    #[inline]
+    pub(in crate::engine) fn prefetch(&self) -> bool {
+        self.prefetch
+    }
+
+    #[inline]
+    pub(in crate::engine) fn ready(&self) -> &ReadyQueue {
+        &self.ready
+    }
+
+    #[inline]
+    pub(in crate::engine) fn tokens(&self) -> &Tokens {
+        &self.tokens
+    }
+
+    #[inline]
+    pub(in crate::engine) fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    #[inline]
+    pub(in crate::engine) fn node(&self, id: u32) -> Option<&NodeState> {
+        self.nodes.get(id as usize)
+    }
+
+    #[inline]
+    pub(in crate::engine) fn slot(&self, id: u32) -> Option<&Slot> {
+        self.slots.get(id as usize)
+    }
+
+    /// Every node's state and slot, by index.
+    pub(in crate::engine) fn nodes(&self) -> impl Iterator<Item = (&NodeState, &Slot)> {
+        self.nodes.iter().zip(self.slots.iter())
+    }
+
+    /// Every node's value cell, by index.
+    #[inline]
+    pub(in crate::engine) fn values(&self) -> &[WriteOnce<Value>] {
+        &self.values
+    }
+
+    /// Node `id`'s value, once it ended with one.
+    #[inline]
+    pub(in crate::engine) fn value(&self, id: u32) -> Option<&Value> {
+        self.values.get(id as usize)?.get()
+    }
+
+    /// The cell of node `id`'s value.
+    #[inline]
+    pub(in crate::engine) fn value_cell(&self, id: u32) -> Option<&WriteOnce<Value>> {
+        self.values.get(id as usize)
+    }
+
+    /// `at` as an offset from the run's start (zero before it started).
+    pub(in crate::engine) fn offset(&self, at: Instant) -> Duration {
+        self.started
+            .get()
+            .map_or(Duration::ZERO, |s| at.saturating_duration_since(s.origin))
+    }
+
+    /// Fixes what the run fixes when it starts at `origin`: its deadline (from its options,
+    /// the earlier of its timeout and its fixed deadline), its runtime, its span, and how
+    /// many drivers it starts with. Called once, by the run's first poll.
+    #[inline]
+    pub(in crate::engine) fn fix_start(
+        &self,
+        origin: Instant,
+        handle: Handle,
+        runtime_workers: usize,
+        span: tracing::Span,
+    ) {
+        let by_timeout = self.timeout.and_then(|t| origin.checked_add(t));
+        let deadline = crate::policy::deadline::earliest(by_timeout, self.fixed_deadline);
+        let drivers = if self.inline { 1 } else { runtime_workers };
+        self.drivers.store(drivers, Ordering::Relaxed);
+        let fixed = self.started.set(Started {
+            origin,
+            deadline,
+            handle,
+            runtime_workers,
+            span,
+        });
+        debug_assert!(fixed.is_ok(), "a run starts once");
+    }
+
+    /// Whether the run's options give it a deadline (a timeout or an instant).
+    pub(in crate::engine) fn has_deadline(&self) -> bool {
+        self.timeout.is_some() || self.fixed_deadline.is_some()
+    }
+
+    /// The runtime the run's drivers are spawned on, once it started.
+    pub(in crate::engine) fn handle(&self) -> Option<&Handle> {
+        self.started.get().map(|s| &s.handle)
+    }
+
+    /// Whether the run starts in the task that awaits it ([`StartMode::Inline`]).
+    ///
+    /// [`StartMode::Inline`]: crate::engine::StartMode::Inline
+    #[inline]
+    pub(in crate::engine) fn is_inline(&self) -> bool {
+        self.inline
+    }
+
+    /// Whether the run is inline and has not spread: the drivers it spawns are polled by its
+    /// future, in the task that awaits it.
+    #[inline]
+    pub(in crate::engine) fn is_local(&self) -> bool {
+        self.local.load(Ordering::Relaxed)
+    }
+
+    /// Whether the run's runtime has more than one worker thread: while one runs the run's
+    /// nodes, another may be parked in tokio's drivers.
+    pub(in crate::engine) fn several_workers(&self) -> bool {
+        self.started.get().is_some_and(|s| s.runtime_workers > 1)
+    }
+
+    /// How many drivers at most drain the ready queue: the runtime's worker threads (one for
+    /// an inline run while its future drives it).
+    #[inline]
+    pub(in crate::engine) fn drivers(&self) -> usize {
+        self.drivers.load(Ordering::Relaxed)
+    }
+
+    /// The run spreads: an inline run that started more nodes in one poll of its future
+    /// than that poll's budget allows, on several workers (`driver/`), or a spread run whose
+    /// future stopped driving its first nodes. It is now scheduled over every worker: the
+    /// drivers it spawns from here on are tokio tasks, nodes that become ready go to the
+    /// shared queue, and drivers keeping nodes for themselves share half of them at their
+    /// next node's end.
+    pub(in crate::engine) fn spread(&self) {
+        self.local.store(false, Ordering::Relaxed);
+        if let Some(s) = self.started.get() {
+            self.drivers.store(s.runtime_workers, Ordering::Relaxed);
+        }
+    }
+
+    /// The run's deadline (from its options), once it started.
+    #[inline]
+    pub(in crate::engine) fn deadline(&self) -> Option<Instant> {
+        self.started.get().and_then(|s| s.deadline)
+    }
+
+    /// The run's span, once it started.
+    pub(in crate::engine) fn span(&self) -> Option<&tracing::Span> {
+        self.started.get().map(|s| &s.span)
+    }
+
+    /// Registers, once per run, a timer at `until` (the cut of the run's first policy
+    /// attempt that waits) that nobody waits for: it keeps tokio's timer from being woken
+    /// for each later attempt's timer. Called just before an attempt's timer is set (the
+    /// fast path's `first_attempt::wait`, and the policy path's `Deadline` through
+    /// [`TimerHook`]).
+    ///
+    /// Tokio's timer wakes the worker parked in its drivers whenever a timer is registered
+    /// that is due before any the parked worker knows of: with nothing else registered,
+    /// that is every attempt's first timer, each a wake-up of a second worker. With this
+    /// floor registered, an attempt whose cut is not earlier (with one timeout for the
+    /// graph's nodes, every later one) registers its timer without waking anyone, until the
+    /// floor's own instant passes. The floor costs one wake-up per run, fires at its cut
+    /// waking no task, and is dropped with the run. A runtime with one worker has no other
+    /// thread to wake: no floor.
+    ///
+    /// # Panics
+    ///
+    /// On a runtime built without timers, as `tokio::time::sleep_until` does: its callers
+    /// make a timer right after, which would panic the same way; the driver catches either
+    /// and fails the node.
+    pub(in crate::engine) fn floor_timers(&self, until: Instant) {
+        if self.timer_floor.get().is_some() || !self.several_workers() {
+            return;
+        }
+        let mut timer = Box::pin(tokio::time::sleep_until(until));
+        // Registered by its first poll (outside the coop budget, which the attempt may have
+        // spent: a poll inside it would register nothing, and there is no second one); the
+        // waker it keeps is a no-op.
+        let _ = poll_timer(timer.as_mut(), &mut Context::from_waker(Waker::noop()));
+        // (Another driver's, set meanwhile, does as well: this one is dropped.)
+        let _ = self.timer_floor.set(timer);
+    }
+
+    /// The run's timer floor, once set.
+    #[cfg(test)]
+    pub(in crate::engine) fn timer_floor(&self) -> Option<&Pin<Box<Sleep>>> {
+        self.timer_floor.get()
+    }
+
+    /// Counts one more party in `live`: a driver about to be spawned.
+    #[inline]
+    pub(in crate::engine) fn retain(&self) {
+        self.live.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Drops `k` parties from `live`; whether this call brought it to zero (then the caller
+    /// ends the run). AcqRel: the party that ends the run sees every record written.
+    #[inline]
+    pub(in crate::engine) fn release(&self, k: usize) -> bool {
+        k > 0 && self.live.fetch_sub(k, Ordering::AcqRel) == k
+    }
+
+    /// Every node is done and no driver is left.
+    pub(in crate::engine) fn is_over(&self) -> bool {
+        self.live.load(Ordering::Acquire) == 0
+    }
+
+    /// Where the orchestrator keeps the run: set once, when it admits the run, before the
+    /// run is marked admitted (`Admission::admit`, whose compare-and-swap publishes it).
+    #[inline]
+    pub(in crate::engine) fn keep(&self, key: RunKey) {
+        let kept = self.key.set(key).is_ok();
+        debug_assert!(kept, "a run is admitted once");
+    }
+
+    /// The run's standing with its orchestrator.
+    #[inline]
+    pub(in crate::engine) fn admission(&self) -> &Admission {
+        &self.admission
+    }
+
+    /// Where the orchestrator keeps the run, once admitted.
+    #[inline]
+    pub(in crate::engine) fn key(&self) -> Option<RunKey> {
+        self.key.get().copied()
+    }
+
+    /// Some node's outcome was recorded before the run was admitted.
+    pub(in crate::engine) fn note_uncounted(&self) {
+        self.uncounted.store(true, Ordering::Release);
+    }
+
+    /// Whether some node's outcome was recorded before the run was admitted.
+    pub(in crate::engine) fn has_uncounted(&self) -> bool {
+        self.uncounted.load(Ordering::Acquire)
+    }
+
+    /// The run's end was told to the orchestrator and the observers: its future may resolve
+    /// now, and is woken.
+    pub(in crate::engine) fn mark_ended(&self) {
+        // Release: whoever sees it ended finds the stats and the observers told.
+        self.ended.store(true, Ordering::Release);
+        self.done.wake();
+    }
+
+    /// The run is over and told so. What the run's future waits for.
+    pub(in crate::engine) fn is_ended(&self) -> bool {
+        self.ended.load(Ordering::Acquire)
+    }
+
+    /// Registers the run's future to be woken when the run ends.
+    pub(in crate::engine) fn wait_end(&self, waker: &Waker) {
+        self.done.register(waker);
+    }
+
+    /// Marks the run cancelled for `reason`, and cancels the run-wide token if one was
+    /// made; whether this call did (the first reason wins, and a run that is over is not
+    /// cancelled).
+    pub(in crate::engine) fn begin_cancel(&self, reason: CancelReason) -> bool {
+        // The reason is set before the flag: whoever sees the flag finds the reason.
+        if self.is_over() || self.reason.set(reason).is_err() {
+            return false;
+        }
+        self.cancelled.store(true, Ordering::SeqCst);
+        // Pairs with the fence in `run_token`: either it sees this flag, or we its token.
+        fence(Ordering::SeqCst);
+        if let Some(token) = self.token.get() {
+            token.cancel();
+        }
+        true
+    }
+
+    #[inline]
+    pub(in crate::engine) fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Why the run was cancelled, if it was.
+    #[inline]
+    pub(in crate::engine) fn reason(&self) -> Option<&CancelReason> {
+        self.reason.get()
+    }
+
+    /// The run-wide token, created on first use; cancelled when the run is.
+    pub(in crate::engine) fn run_token(&self) -> &CancellationToken {
+        let token = self.token.get_or_init(CancellationToken::new);
+        // Pairs with the fence in `begin_cancel`: either it sees this token, or we its flag.
+        fence(Ordering::SeqCst);
+        if self.is_cancelled() {
+            token.cancel();
+        }
+        token
+    }
+}
+
+impl TimerHook for RunCore {
+    fn timer_made(&self, until: Instant) {
+        self.floor_timers(until);
+    }
+}

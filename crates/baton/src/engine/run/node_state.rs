@@ -1,0 +1,350 @@
+//! One node's per-run state: its lifecycle and join counter ([`NodeState`], the protocol
+//! every party that starts or ends a node goes through), and the rest of its bookkeeping
+//! ([`Slot`]); and the per-run arrays of them ([`RunBuffers`]).
+//!
+//! A node's lifecycle goes `PENDING -> RUNNING -> DONE` or `PENDING -> DONE`, each step one
+//! atomic operation, so exactly one party finalizes each node: whoever moved it to
+//! `RUNNING` (and ran it), or whoever moved it straight to `DONE` (skipped, not taken,
+//! cancelled while pending). Only [`NodeState`]'s methods touch its atomics.
+
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
+
+use futures_util::task::AtomicWaker;
+
+use crate::engine::ready::ReadyQueue;
+use crate::report::Settled;
+use crate::util::once::WriteOnce;
+use crate::util::value::Value;
+
+const PENDING: u8 = 0;
+const RUNNING: u8 = 1;
+const DONE: u8 = 2;
+
+/// What the scheduler touches for every edge: a node's join counter and lifecycle state,
+/// eight bytes, in an array of their own (a million nodes' worth fits in the cache, where
+/// the records would not).
+#[derive(Debug)]
+pub(in crate::engine) struct NodeState {
+    /// Upstreams that have not ended yet.
+    pending: AtomicU32,
+    state: AtomicU8,
+}
+
+/// What [`NodeState::claim`] did.
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::engine) enum Claim {
+    /// The node was pending and is now `RUNNING`: the caller runs it (or queues it).
+    Claimed,
+    /// Someone else already started or ended it.
+    Taken,
+}
+
+/// What [`NodeState::pass_over`] did.
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::engine) enum PassOver {
+    /// The node was pending and is now `DONE` without running: the caller records it.
+    PassedOver,
+    /// Someone else already started or ended it.
+    Taken,
+}
+
+/// What [`NodeState::release_upstream`] did.
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::engine) enum Release {
+    /// This was its last upstream and the node was pending: it is now `RUNNING`, the
+    /// caller's to run (or queue).
+    Ready,
+    /// Other upstreams have not ended yet.
+    Waiting,
+    /// Its last upstream ended, but the node was already ended (skipped, cancelled).
+    Ended,
+}
+
+impl NodeState {
+    /// A pending node with `upstreams` upstreams.
+    fn new(upstreams: u32) -> Self {
+        NodeState {
+            pending: AtomicU32::new(upstreams),
+            state: AtomicU8::new(PENDING),
+        }
+    }
+
+    /// Makes it pending again with `upstreams` upstreams, for a new run.
+    fn reset(&mut self, upstreams: u32) {
+        *self.pending.get_mut() = upstreams;
+        *self.state.get_mut() = PENDING;
+    }
+
+    /// `PENDING -> RUNNING`: a root at the run's start, a branch chosen by its router.
+    #[inline]
+    pub(in crate::engine) fn claim(&self) -> Claim {
+        // Acquire on success: the node's slot and inputs, written by whoever ended its
+        // upstreams, are read next; on failure, so is the record of whoever ended it.
+        match self
+            .state
+            .compare_exchange(PENDING, RUNNING, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => Claim::Claimed,
+            Err(_) => Claim::Taken,
+        }
+    }
+
+    /// `PENDING -> DONE`: the node ends without running (skipped, not taken, cancelled).
+    #[inline]
+    pub(in crate::engine) fn pass_over(&self) -> PassOver {
+        match self
+            .state
+            .compare_exchange(PENDING, DONE, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => PassOver::PassedOver,
+            Err(_) => PassOver::Taken,
+        }
+    }
+
+    /// One upstream of the node ended: counts it down, and claims the node when it was the
+    /// last. An upstream that ends without a value passes its downstreams over before it
+    /// releases them, so whoever brings the count to zero sees the skip.
+    #[inline]
+    pub(in crate::engine) fn release_upstream(&self) -> Release {
+        // AcqRel: the last upstream to end sees every other upstream's value written.
+        if self.pending.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return Release::Waiting;
+        }
+        match self.claim() {
+            Claim::Claimed => Release::Ready,
+            Claim::Taken => Release::Ended,
+        }
+    }
+
+    /// `RUNNING -> DONE`: the caller, which claimed the node, has written its record and
+    /// value. Release: whoever sees `DONE` sees them.
+    #[inline]
+    pub(in crate::engine) fn finish(&self) {
+        debug_assert_eq!(self.state.load(Ordering::Relaxed), RUNNING);
+        self.state.store(DONE, Ordering::Release);
+    }
+
+    /// Whether some driver is running it (claimed, not finished).
+    #[inline]
+    pub(in crate::engine) fn is_running(&self) -> bool {
+        self.state.load(Ordering::Acquire) == RUNNING
+    }
+
+    /// Whether it ended.
+    #[inline]
+    pub(in crate::engine) fn is_done(&self) -> bool {
+        self.state.load(Ordering::SeqCst) == DONE
+    }
+}
+
+/// The rest of one node's per-run state: written by whoever runs the node (one party at a
+/// time), read by the report once the node ended.
+#[derive(Debug)]
+pub(in crate::engine) struct Slot {
+    attempts: AtomicU32,
+    /// Counted in the orchestrator's `nodes_in_flight` gauge (it started): uncounted when it
+    /// ends. A node cancelled or abandoned before it started was never counted.
+    counted: AtomicBool,
+    /// Its outcome is not in the orchestrator's counters yet: it was recorded before its run
+    /// was marked admitted (see `RunState::report_end`).
+    uncounted: AtomicBool,
+    /// Blocking attempts abandoned (timed out or cancelled) while their closure still ran.
+    abandoned: AtomicU32,
+    /// The driver running the node, woken when the run is cancelled.
+    waker: AtomicWaker,
+    record: WriteOnce<Settled>,
+}
+
+impl Slot {
+    /// A slot before its node runs.
+    #[allow(clippy::declare_interior_mutable_const)] // (copied, never shared)
+    const EMPTY: Slot = Slot {
+        attempts: AtomicU32::new(0),
+        counted: AtomicBool::new(false),
+        uncounted: AtomicBool::new(false),
+        abandoned: AtomicU32::new(0),
+        waker: AtomicWaker::new(),
+        record: WriteOnce::new(),
+    };
+
+    /// Counts an attempt. Only whoever runs the node counts, one attempt after the other:
+    /// a load and a store, not a locked add.
+    #[inline]
+    pub(in crate::engine) fn count_attempt(&self) {
+        let n = self.attempts.load(Ordering::Relaxed);
+        self.attempts.store(n.wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// How many attempts started.
+    #[inline]
+    pub(in crate::engine) fn attempts(&self) -> u32 {
+        self.attempts.load(Ordering::SeqCst)
+    }
+
+    /// Marks the node counted in the in-flight gauge; whether this call did (it was not).
+    /// Only whoever runs the node calls it: a load and a store do what a swap would.
+    #[inline]
+    pub(in crate::engine) fn mark_counted(&self) -> bool {
+        if self.counted.load(Ordering::Relaxed) {
+            return false;
+        }
+        self.counted.store(true, Ordering::Relaxed);
+        true
+    }
+
+    /// Whether the node is counted in the in-flight gauge.
+    #[inline]
+    pub(in crate::engine) fn is_counted(&self) -> bool {
+        self.counted.load(Ordering::Relaxed)
+    }
+
+    /// Marks the node's outcome as not counted yet (recorded before its run was admitted).
+    pub(in crate::engine) fn mark_uncounted(&self) {
+        self.uncounted.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the node's outcome was recorded before its run was admitted.
+    pub(in crate::engine) fn is_uncounted(&self) -> bool {
+        self.uncounted.load(Ordering::Relaxed)
+    }
+
+    /// Counts a blocking attempt abandoned while its closure still ran.
+    pub(in crate::engine) fn count_abandoned(&self) {
+        self.abandoned.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many blocking attempts were abandoned while their closure still ran.
+    pub(in crate::engine) fn abandoned(&self) -> u32 {
+        self.abandoned.load(Ordering::Acquire)
+    }
+
+    /// Registers the waker of the driver that waits on the node's attempt.
+    #[inline]
+    pub(in crate::engine) fn register(&self, waker: &std::task::Waker) {
+        self.waker.register(waker);
+    }
+
+    /// Wakes the driver waiting on the node's attempt, if any.
+    pub(in crate::engine) fn wake(&self) {
+        self.waker.wake();
+    }
+
+    /// The node's record, once written.
+    #[inline]
+    pub(in crate::engine) fn record(&self) -> Option<&Settled> {
+        self.record.get()
+    }
+
+    /// Writes the node's record (once: only whoever finalizes the node writes it).
+    #[inline]
+    pub(in crate::engine) fn set_record(&self, record: Settled) {
+        let written = self.record.set(record).is_ok();
+        debug_assert!(written, "a node's record is written once");
+    }
+}
+
+/// The per-run arrays of one run: node states, slots, values, ready-queue slots.
+///
+/// The graph keeps those of its ended runs, cleared (no value or record survives its run),
+/// for its next runs (`graph/spare.rs`).
+#[derive(Debug)]
+pub(in crate::engine) struct RunBuffers {
+    pub(in crate::engine) nodes: Box<[NodeState]>,
+    pub(in crate::engine) slots: Box<[Slot]>,
+    pub(in crate::engine) values: Box<[WriteOnce<Value>]>,
+    pub(in crate::engine) queue: Box<[AtomicU32]>,
+}
+
+impl RunBuffers {
+    /// Fresh arrays for a graph whose node `i` has `in_degree(i)` upstreams.
+    pub(in crate::engine) fn new(n: usize, in_degree: impl Fn(u32) -> u32) -> Self {
+        RunBuffers {
+            nodes: (0..n as u32)
+                .map(|i| NodeState::new(in_degree(i)))
+                .collect(),
+            // From a constant, not a value built on the stack: LLVM then writes each slot
+            // with a few stores instead of building it and copying it over (a
+            // store-forwarding stall per slot, the most costly part of a small run's start).
+            slots: (0..n).map(|_| Slot::EMPTY).collect(),
+            values: (0..n).map(|_| WriteOnce::new()).collect(),
+            queue: ReadyQueue::slots(n),
+        }
+    }
+
+    /// Resets arrays that [`clear`](Self::clear) emptied for a new run.
+    pub(in crate::engine) fn reset(&mut self, in_degree: impl Fn(u32) -> u32) {
+        for (i, node) in self.nodes.iter_mut().enumerate() {
+            node.reset(in_degree(i as u32));
+        }
+    }
+
+    /// Drops every record, value and waker of the run that used them, so that nothing
+    /// outlives its run, and zeroes the counters.
+    pub(in crate::engine) fn clear(&mut self) {
+        for slot in self.slots.iter_mut() {
+            *slot.attempts.get_mut() = 0;
+            *slot.counted.get_mut() = false;
+            *slot.uncounted.get_mut() = false;
+            *slot.abandoned.get_mut() = 0;
+            slot.waker = AtomicWaker::new();
+            drop(slot.record.take());
+        }
+        for value in self.values.iter_mut() {
+            drop(value.take());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_is_claimed_or_passed_over_once() {
+        let node = NodeState::new(0);
+        assert_eq!(node.claim(), Claim::Claimed);
+        assert_eq!(node.claim(), Claim::Taken);
+        assert_eq!(node.pass_over(), PassOver::Taken);
+        assert!(node.is_running() && !node.is_done());
+        node.finish();
+        assert!(node.is_done() && !node.is_running());
+        let skipped = NodeState::new(2);
+        assert_eq!(skipped.pass_over(), PassOver::PassedOver);
+        assert_eq!(skipped.claim(), Claim::Taken);
+        assert!(skipped.is_done());
+    }
+
+    #[test]
+    fn the_last_upstream_to_end_claims_a_pending_node() {
+        let node = NodeState::new(2);
+        assert_eq!(node.release_upstream(), Release::Waiting);
+        assert_eq!(node.release_upstream(), Release::Ready);
+        assert!(node.is_running());
+        let skipped = NodeState::new(2);
+        assert_eq!(skipped.pass_over(), PassOver::PassedOver);
+        assert_eq!(skipped.release_upstream(), Release::Waiting);
+        assert_eq!(skipped.release_upstream(), Release::Ended);
+    }
+
+    #[test]
+    fn a_cleared_set_of_arrays_is_pending_again() {
+        let mut buffers = RunBuffers::new(3, |i| i);
+        assert_eq!(buffers.nodes[2].release_upstream(), Release::Waiting);
+        assert_eq!(buffers.nodes[0].claim(), Claim::Claimed);
+        buffers.slots[0].count_attempt();
+        buffers.slots[0].set_record(Settled::empty(
+            crate::report::Outcome::Succeeded,
+            tokio::time::Instant::now(),
+        ));
+        buffers.clear();
+        buffers.reset(|i| i);
+        assert_eq!(buffers.slots[0].attempts(), 0);
+        assert!(buffers.slots[0].record().is_none());
+        assert_eq!(buffers.nodes[0].claim(), Claim::Claimed);
+        assert_eq!(buffers.nodes[2].release_upstream(), Release::Waiting);
+        assert_eq!(buffers.nodes[2].release_upstream(), Release::Ready);
+    }
+}

@@ -1,0 +1,442 @@
+//! [`RunState`]: one run, its graph, its input and its [`RunCore`]; how a node's end is
+//! recorded, and how the run ends and is cancelled.
+//!
+//! # Invariants
+//! 1. A node's state goes `PENDING -> RUNNING -> DONE` or `PENDING -> DONE` ([`NodeState`],
+//!    `node_state.rs`), so exactly one party finalizes each node: the driver that ran it, or the
+//!    one that skipped, passed over or cancelled it while it was pending. Finalizing
+//!    ([`record`](RunState::record)) writes the record, counts the outcome, fires the node's
+//!    callbacks and its `NodeFinished` event, in that order, exactly once.
+//! 2. `live` counts the nodes not yet finalized plus the drivers still alive (tokio tasks,
+//!    and those a run's future holds: its embedded one, and an inline run's joined ones,
+//!    in its inbox or its set, `driver/`). A record is written before `live`
+//!    is decremented for it, and a driver decrements it as its very last action; the run
+//!    ends when `live` reaches zero, so when the run future resolves every record is
+//!    readable, every callback has fired, and no driver of the run will run a node again
+//!    (one may still be returning from its last poll).
+//! 3. A node starts only when its join counter reaches zero *and* it is still `PENDING`.
+//!    An upstream that ends without a value passes its downstreams over (state to `DONE`)
+//!    *before* decrementing their counters, so whoever brings a counter to zero sees the
+//!    skip.
+//! 4. After the run is cancelled, no node starts its task: pending nodes are swept to
+//!    `Cancelled`, and drivers check the flag before and while polling a node.
+//! 5. A `RUNNING` node is, until it ends, in exactly one place: run by a driver, on one
+//!    driver's own stack (one-worker runtimes, and inline runs while their future drives
+//!    them), or in the ready queue (`ready/mod.rs`), which some driver counted active will look
+//!    at before it ends. A driver whose node waits hands its stack to the queue; a driver
+//!    dropped (its runtime shut down) ends what it holds and what is queued `Cancelled`.
+//!
+//! [`NodeState`]: super::node_state::NodeState
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::admission::{Admit, End};
+use super::core::{PREFETCH_MIN_NODES, RunCore};
+use super::node_state::RunBuffers;
+use super::options::FailureMode;
+use super::start::StartMode;
+use crate::engine::driver::Driver;
+use crate::engine::graph::GraphInner;
+use crate::error::{CancelReason, NodeError, UserCode};
+use crate::id::RunId;
+use crate::observe::Event;
+use crate::orchestrator::{InFlight, deliver};
+use crate::report::{
+    CompensationRecord, Detail, NodeReport, Outcome, Record, Report, RunRecords, Settled,
+};
+use crate::util::value::Value;
+
+/// What a run keeps beside its nodes' records when its graph has map nodes or
+/// compensations.
+#[derive(Default)]
+struct Kept {
+    /// What nodes kept beside their records (a map node's items), by node.
+    details: Mutex<Vec<(u32, Arc<Detail>)>>,
+    /// What its compensations did, once they ran.
+    compensation: OnceLock<Arc<CompensationRecord>>,
+}
+
+/// A run: the graph, the input, and the per-run core.
+pub(crate) struct RunState<I> {
+    pub(in crate::engine) graph: Arc<GraphInner<I>>,
+    pub(in crate::engine) input: I,
+    pub(in crate::engine) core: RunCore,
+    /// What only runs of map nodes or compensations keep, made on first use, so that
+    /// other runs pay one pointer for it.
+    kept: OnceLock<Box<Kept>>,
+    /// Drivers spawned by an inline run that has not spread ([`RunCore::is_local`]), for
+    /// its future to poll next (`Run::poll` moves them to the set it polls). Pushed and
+    /// taken only by code that future polls; emptied when it is dropped.
+    pub(in crate::engine) inbox: Mutex<Vec<Driver<I>>>,
+    /// The inbox has drivers: set by whoever pushes one, cleared by the future that takes
+    /// them (both polled by that future, on its thread: `Relaxed`).
+    pub(in crate::engine) inboxed: AtomicBool,
+    /// What a driver of this run does when dropped (`Driver::on_drop`), reached from
+    /// `Drop`, which cannot name the bounds the run's input has.
+    pub(in crate::engine) drop_driver: fn(&mut Driver<I>),
+    me: Weak<RunState<I>>,
+}
+
+impl<I: Send + Sync + 'static> RunState<I> {
+    pub(in crate::engine) fn new(
+        graph: Arc<GraphInner<I>>,
+        input: I,
+        mode: FailureMode,
+        start: StartMode,
+        timeout: Option<Duration>,
+        fixed_deadline: Option<Instant>,
+        key: Option<Arc<str>>,
+    ) -> Arc<Self> {
+        let meta = &graph.meta;
+        let n = meta.len();
+        let in_degree = |i| meta.in_degree(i);
+        let home = graph.spare.home();
+        let spare = graph.spare.take(home).filter(|b| b.nodes.len() == n);
+        let buffers = match spare {
+            Some(mut buffers) => {
+                buffers.reset(in_degree);
+                buffers
+            }
+            None => RunBuffers::new(n, in_degree),
+        };
+        let prefetch = n >= PREFETCH_MIN_NODES && meta.scattered;
+        let inline = start == StartMode::Inline;
+        let mut core = RunCore::new(
+            buffers,
+            mode,
+            inline,
+            prefetch,
+            home,
+            timeout,
+            fixed_deadline,
+        );
+        core.set_caller_key(key);
+        Arc::new_cyclic(|me| RunState {
+            graph,
+            input,
+            core,
+            kept: OnceLock::new(),
+            inbox: Mutex::new(Vec::new()),
+            inboxed: AtomicBool::new(false),
+            drop_driver: Driver::on_drop,
+            me: me.clone(),
+        })
+    }
+
+    /// Keeps `detail` for node `id`'s report entry.
+    pub(in crate::engine) fn put_detail(&self, id: u32, detail: Detail) {
+        let kept = self.kept.get_or_init(Box::default);
+        let mut details = kept.details.lock().unwrap_or_else(PoisonError::into_inner);
+        details.push((id, Arc::new(detail)));
+    }
+
+    /// Whether the run makes timers: its graph's policies do, or it has a deadline.
+    pub(in crate::engine) fn needs_timers(&self) -> bool {
+        self.graph.uses_timers || self.core.has_deadline()
+    }
+
+    /// Sends `event` to the orchestrator's observers. Check [`observed`](Self::observed)
+    /// first when building the event costs anything.
+    pub(in crate::engine) fn emit(&self, event: &Event<'_>) {
+        deliver(self.graph.orchestrator.observers(), event);
+    }
+
+    /// The graph's name, as events carry it.
+    #[inline]
+    pub(in crate::engine) fn graph_name(&self) -> Option<&str> {
+        self.graph.name.as_deref()
+    }
+
+    /// Whether the orchestrator has observers.
+    #[inline]
+    pub(in crate::engine) fn observed(&self) -> bool {
+        !self.graph.orchestrator.observers().is_empty()
+    }
+
+    /// Drops `k` from `live`; the one that brings it to zero ends the run.
+    #[inline]
+    pub(in crate::engine) fn release(&self, k: usize) {
+        if self.core.release(k) {
+            self.on_end();
+        }
+    }
+
+    /// Counts node `id` as started in the orchestrator's `nodes_in_flight` gauge, once
+    /// ([`record`](Self::record) uncounts it). Called only by whoever runs the node.
+    #[inline]
+    pub(in crate::engine) fn count_started(&self, id: u32) {
+        if self.core.slot(id).is_some_and(|slot| slot.mark_counted()) {
+            let counters = self.graph.orchestrator.counters();
+            counters.local().nodes_in_flight.incr();
+        }
+    }
+
+    pub(in crate::engine) fn on_end(&self) {
+        if self.graph.compensations.is_some() {
+            if let Some(me) = self.me.upgrade() {
+                if me.start_compensation(Self::end) {
+                    return;
+                }
+            }
+        }
+        Self::end(self);
+    }
+
+    /// Keeps what the run's compensations did, for its report.
+    pub(in crate::engine) fn keep_compensation(&self, record: CompensationRecord) {
+        let kept = self.kept.get_or_init(Box::default);
+        let _ = kept.compensation.set(Arc::new(record));
+    }
+
+    /// What the run's compensations did, if they ran.
+    pub(in crate::engine) fn compensation_record(&self) -> Option<&CompensationRecord> {
+        self.kept.get()?.compensation.get().map(|c| &**c)
+    }
+
+    /// The run ended: tells the orchestrator and the observers, then lets its future
+    /// resolve.
+    fn end(&self) {
+        if self.core.admission().end() == End::WasAdmitted {
+            self.report_end();
+        }
+        // Only now may the run's future resolve: whoever reads the stats or awaits an
+        // observer's `RunFinished` after the run finds them in.
+        self.core.mark_ended();
+    }
+
+    /// The orchestrator admitted the run (`start` calls this once it has fixed the run's
+    /// origin, before the first driver). If the run already ended (it was cancelled while
+    /// being admitted), says so now.
+    pub(in crate::engine) fn mark_admitted(&self) {
+        if self.core.admission().admit() == Admit::AlreadyEnded {
+            self.report_end();
+        }
+    }
+
+    /// Tells the observers and the orchestrator that the admitted run ended. Counts the
+    /// outcomes of nodes recorded before the run was marked admitted (a cancel that swept
+    /// them while it was being admitted): its nodes were submitted, so they count.
+    fn report_end(&self) {
+        let core = &self.core;
+        if core.has_uncounted() {
+            let counters = self.graph.orchestrator.counters().local();
+            for (_, slot) in core.nodes() {
+                if let Some(record) = slot.record().filter(|_| slot.is_uncounted()) {
+                    counters.outcome(record.outcome);
+                }
+            }
+        }
+        if self.observed() {
+            if let Some(me) = self.me.upgrade() {
+                let report = Report::new(me as Arc<dyn RunRecords>);
+                self.emit(&Event::RunFinished {
+                    run: core.run_id(),
+                    graph: self.graph_name(),
+                    report: &report,
+                });
+            }
+        }
+        if let Some(key) = core.key() {
+            // Ended `Cancelled` by a shutdown, as the run's future will tell its caller (a
+            // cancel that raced with the last node's end cancelled nothing: see
+            // `Run::result`). Rare: the records are read only then.
+            let by_shutdown = core.reason() == Some(&CancelReason::Shutdown)
+                && core.nodes().any(|(_, slot)| {
+                    slot.record()
+                        .is_some_and(|r| r.outcome == Outcome::Cancelled)
+                });
+            self.graph.orchestrator.run_ended(key, by_shutdown);
+        }
+    }
+
+    /// Records how node `id` ended and fires what follows from it: outcome count, callbacks,
+    /// `NodeFinished`. The caller owns the node: it moved it to `RUNNING` (`was_running`:
+    /// this moves it to `DONE`), or from `PENDING` to `DONE`. Does not release `live`.
+    pub(in crate::engine) fn record(&self, id: u32, record: Record, was_running: bool) {
+        let core = &self.core;
+        let (Some(node), Some(slot)) = (core.node(id), core.slot(id)) else {
+            debug_assert!(false, "node {id} out of range");
+            return;
+        };
+        let outcome = record.outcome;
+        let (settled, value) = record.settle();
+        if let (Some(value), Some(cell)) = (value, core.value_cell(id)) {
+            let written = cell.set(value).is_ok();
+            debug_assert!(written, "a node's value is written once");
+        }
+        slot.set_record(settled);
+        if was_running {
+            node.finish();
+        }
+        self.attempt_ended(id, u32::MAX);
+        let counters = self.graph.orchestrator.counters().local();
+        // A node that did not run, recorded before its run was marked admitted (a cancel's
+        // sweep), counts only if the run turns out admitted: `report_end` counts it then.
+        // (A run cancelled before the orchestrator saw it submitted nothing.)
+        if was_running || core.admission().counts_outcomes() {
+            counters.outcome(outcome);
+        } else {
+            slot.mark_uncounted();
+            core.note_uncounted();
+        }
+        if slot.is_counted() {
+            counters.nodes_in_flight.decr();
+        }
+        let callbacks = self.graph.callbacks(id);
+        let observed = self.observed();
+        if callbacks.is_none() && !observed {
+            return;
+        }
+        let Some(rec) = slot.record() else {
+            unreachable!("the record was written above")
+        };
+        let view = NodeReport::new(self, id, rec);
+        if let Some(callbacks) = callbacks {
+            callbacks.fire(&view, core.value(id).map(|v| &**v));
+        }
+        if observed {
+            self.emit(&Event::NodeFinished {
+                run: core.run_id(),
+                graph: self.graph_name(),
+                node: view.name(),
+                outcome,
+                duration: view.duration(),
+            });
+        }
+    }
+
+    /// Cancels the run: no node starts its task from now on; pending nodes end `Cancelled`
+    /// at once, running ones as soon as their driver is polled (it is woken here). The first
+    /// reason wins. Cancelling a run that has ended does nothing.
+    pub(in crate::engine) fn cancel(&self, reason: CancelReason) {
+        let core = &self.core;
+        if !core.begin_cancel(reason) {
+            return;
+        }
+        let now = core.now();
+        let mut swept = 0;
+        for (id, (node, slot)) in core.nodes().enumerate() {
+            if self.pass_over(id as u32, Record::empty(Outcome::Cancelled, now)) {
+                swept += 1;
+            } else if node.is_running() {
+                slot.wake();
+            }
+        }
+        self.release(swept);
+    }
+
+    /// Finalizes a node whose driver disappeared without ending it: it ends `Cancelled`,
+    /// and so does the rest of the run, which cannot go on without it, for `reason` (the
+    /// run's future was dropped with the driver it polled, or the runtime dropped the
+    /// driver's task as it shut down).
+    pub(in crate::engine) fn abandon(&self, id: u32, reason: &CancelReason) {
+        if self.core.node(id).is_some_and(|n| n.is_running()) {
+            self.cancel(reason.clone());
+            let record = Record::empty(Outcome::Cancelled, self.core.now());
+            self.record(id, record, true);
+            self.release(1);
+        }
+    }
+
+    /// Ends router branch `id` `Cancelled` and releases it, if it is still running: its
+    /// router's future was dropped while running it. Does nothing once the branch ended.
+    pub(in crate::engine) fn abandon_branch(&self, id: u32) {
+        if self.core.node(id).is_some_and(|n| n.is_running()) {
+            let record = Record::empty(Outcome::Cancelled, self.core.now());
+            self.record(id, record, true);
+            self.release(1);
+        }
+    }
+}
+
+/// Runs `f`, user code of kind `code`, catching a panic.
+pub(in crate::engine) fn catch_panic<R>(
+    code: UserCode,
+    f: impl FnOnce() -> R,
+) -> Result<R, NodeError> {
+    std::panic::catch_unwind(AssertUnwindSafe(f))
+        .map_err(|p| NodeError::from_panic(code, p.as_ref()))
+}
+
+impl<I: Send + Sync + 'static> InFlight for RunState<I> {
+    fn cancel(&self, reason: CancelReason) {
+        RunState::cancel(self, reason);
+    }
+}
+
+impl<I: Send + Sync + 'static> RunRecords for RunState<I> {
+    fn run_id(&self) -> RunId {
+        self.core.run_id()
+    }
+
+    fn graph_id(&self) -> u64 {
+        self.graph.meta.id
+    }
+
+    fn len(&self) -> usize {
+        self.graph.meta.len()
+    }
+
+    fn name(&self, id: u32) -> &str {
+        self.graph.meta.name(id)
+    }
+
+    fn find(&self, name: &str) -> Option<u32> {
+        self.graph.meta.names.find(name)
+    }
+
+    fn record(&self, id: u32) -> Option<&Settled> {
+        self.core.slot(id)?.record()
+    }
+
+    fn value(&self, id: u32) -> Option<&Value> {
+        self.core.value(id)
+    }
+
+    fn attempts(&self, id: u32) -> u32 {
+        self.core.slot(id).map_or(0, |s| s.attempts())
+    }
+
+    fn abandoned(&self, id: u32) -> u32 {
+        self.core.slot(id).map_or(0, |s| s.abandoned())
+    }
+
+    fn offset(&self, at: Instant) -> Duration {
+        self.core.offset(at)
+    }
+
+    fn cancel_reason(&self) -> Option<&CancelReason> {
+        self.core.reason()
+    }
+
+    fn compensation(&self) -> Option<Arc<CompensationRecord>> {
+        self.kept.get()?.compensation.get().cloned()
+    }
+
+    fn detail(&self, id: u32) -> Option<Arc<Detail>> {
+        let kept = self.kept.get()?;
+        let details = kept.details.lock().unwrap_or_else(PoisonError::into_inner);
+        let (_, detail) = details.iter().rev().find(|(node, _)| *node == id)?;
+        Some(Arc::clone(detail))
+    }
+}
+
+impl<I> Drop for RunState<I> {
+    /// Hands the run's per-run arrays, cleared, to the graph's next run.
+    fn drop(&mut self) {
+        if self.core.len() == 0 {
+            return;
+        }
+        let (mut buffers, home) = self.core.take_buffers();
+        buffers.clear();
+        self.graph.spare.put(home, buffers);
+    }
+}
+
+#[cfg(test)]
+mod state_tests;

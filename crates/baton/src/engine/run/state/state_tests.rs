@@ -1,0 +1,337 @@
+//! White-box tests of the run state: the timer floor, the driver cap, spare arrays,
+//! prefetching, start reuse.
+
+use std::future::{Ready, ready};
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use super::*;
+use crate::engine::run::node_state::{NodeState, Slot};
+use crate::engine::run::start::StartMode;
+use crate::util::once::WriteOnce;
+use crate::{BoxError, Ctx, Graph, Node};
+
+fn noop<V>(_ctx: Ctx<()>, _values: V) -> Ready<Result<(), BoxError>> {
+    ready(Ok(()))
+}
+
+/// A run of `graph` with the default options, not started.
+fn run_of(graph: &Graph<()>) -> Arc<RunState<()>> {
+    RunState::new(
+        Arc::clone(&graph.inner),
+        (),
+        FailureMode::default(),
+        StartMode::default(),
+        None,
+        None,
+        None,
+    )
+}
+
+/// Runs `graph` once on a runtime with `workers` worker threads (from outside it); the
+/// run's state, after its report was dropped.
+fn run_on(graph: &Graph<()>, workers: usize) -> Arc<RunState<()>> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let run = graph.run(());
+    let state = Arc::clone(&run.state);
+    let report = rt.block_on(run).expect("the run succeeds");
+    drop(report);
+    state
+}
+
+/// Whether a run of `graph` on `workers` worker threads set its timer floor.
+fn sets_a_floor(graph: &Graph<()>, workers: usize) -> bool {
+    run_on(graph, workers).core.timer_floor().is_some()
+}
+
+/// One node with `timeout` and a retry without backoff, whose attempts run
+/// `attempt(first)`.
+fn timed_graph<F, Fut>(timeout: Duration, attempt: F) -> Graph<()>
+where
+    F: Fn(bool) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
+{
+    let calls = Arc::new(AtomicU32::new(0));
+    let mut g = Graph::<()>::builder();
+    let _: Node<()> = g
+        .node("n")
+        .timeout(timeout)
+        .retry(crate::Retry::new(2).backoff(crate::Backoff::constant(Duration::ZERO)))
+        .task(move |_ctx, ()| attempt(calls.fetch_add(1, Ordering::SeqCst) == 0));
+    g.build().expect("a valid graph")
+}
+
+/// A node with a timeout whose attempts wait (yield twice), and that fails its first
+/// attempt at once when `retried`: its waiting attempt then runs on the policy path.
+/// (Twice: a run that starts inline moves an attempt to a driver of its own at its first
+/// `Pending`, and that driver sets its timer at the next.)
+fn waiting_graph(retried: bool) -> Graph<()> {
+    timed_graph(Duration::from_secs(60), move |first| async move {
+        if first && retried {
+            return Err::<(), BoxError>("refused".into());
+        }
+        tokio::task::yield_now().await;
+        tokio::task::yield_now().await;
+        Ok(())
+    })
+}
+
+/// The timer floor (`RunCore::floor_timers`) is set where a policy node's attempt waits,
+/// on the fast path and on the policy path alike, on a runtime with several workers, and
+/// not on one with a single worker, where no other thread parks.
+#[test]
+fn waiting_policy_attempts_set_the_timer_floor_on_several_workers() {
+    assert!(sets_a_floor(&waiting_graph(false), 2), "fast path");
+    assert!(sets_a_floor(&waiting_graph(true), 2), "policy path");
+    assert!(!sets_a_floor(&waiting_graph(false), 1), "one worker");
+    assert!(!sets_a_floor(&waiting_graph(true), 1), "one worker");
+}
+
+/// An inline run counts one driver while its future drives it; once the future stops
+/// (a 300-node chain: it hands off after its first nodes), every worker's. Spread runs
+/// count every worker from the start, and one worker is one either way.
+#[test]
+fn an_inline_run_spreads_once_its_future_stops_driving_it() {
+    let chain = |start: StartMode| {
+        let mut g = Graph::<()>::builder();
+        g.start_mode(start);
+        let mut prev: Node<()> = g.node("c0").task(noop);
+        for i in 1..300 {
+            prev = g.node(format!("c{i}")).after(prev).task(noop);
+        }
+        g.build().expect("a valid graph")
+    };
+    let inline = chain(StartMode::Inline);
+    let state = RunState::new(
+        Arc::clone(&inline.inner),
+        (),
+        FailureMode::default(),
+        StartMode::Inline,
+        None,
+        None,
+        None,
+    );
+    assert_eq!(state.workers(), 1, "not started");
+    assert_eq!(run_on(&inline, 2).workers(), 2, "inline, two workers");
+    assert_eq!(run_on(&inline, 1).workers(), 1, "inline, one worker");
+    assert_eq!(run_on(&chain(StartMode::Spread), 2).workers(), 2, "spread");
+}
+
+/// Holds both workers of `rt`: spawns two tasks that block their worker until `release`
+/// is set. True when both are running within 10 s; false when one worker took both (it
+/// then runs them one after the other, and they are released at once).
+fn hold_both_workers(rt: &tokio::runtime::Runtime, release: &Arc<AtomicBool>) -> bool {
+    let holding = Arc::new(AtomicU32::new(0));
+    for _ in 0..2 {
+        let (holding, release) = (Arc::clone(&holding), Arc::clone(release));
+        rt.spawn(async move {
+            holding.fetch_add(1, Ordering::SeqCst);
+            while !release.load(Ordering::SeqCst) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        });
+    }
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while holding.load(Ordering::SeqCst) < 2 {
+        if std::time::Instant::now() > give_up {
+            release.store(true, Ordering::SeqCst);
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    true
+}
+
+/// An inline run's future that hands off a run with nodes still queued gives them a
+/// driver per worker: with both workers of the runtime held (so that no spawned driver
+/// runs and leaves), the first poll of a run of 300 roots that end at once runs the
+/// first ones, then hands off, and two drivers are counted active (one without the
+/// hand-off's spawns for queued nodes, or without `spread`). The workers are held with a
+/// bounded wait, so the test fails instead of hanging when they cannot be.
+#[test]
+fn an_inline_hand_off_gives_queued_nodes_a_driver_per_worker() {
+    let mut g = Graph::<()>::builder();
+    g.start_mode(StartMode::Inline);
+    for i in 0..300 {
+        let _: Node<()> = g.node(format!("r{i}")).task(noop);
+    }
+    let graph = g.build().expect("a valid graph");
+    for _ in 0..5 {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let release = Arc::new(AtomicBool::new(false));
+        if !hold_both_workers(&rt, &release) {
+            continue;
+        }
+        let mut run = graph.run(());
+        let state = Arc::clone(&run.state);
+        rt.block_on(async {
+            assert!(futures::poll!(&mut run).is_pending(), "it handed off");
+        });
+        let queued = !state.core.ready().is_empty();
+        let active = state.core.ready().active();
+        release.store(true, Ordering::SeqCst);
+        let report = rt.block_on(run).expect("the run succeeds");
+        assert_eq!(report.len(), 300);
+        assert!(queued, "roots were left queued");
+        assert_eq!(active, 2, "a driver per worker for the queued roots");
+        return;
+    }
+    panic!("could not hold both workers of a two-worker runtime in 5 tries");
+}
+
+/// The floor is registered when the attempt that sets it spent the task's coop budget
+/// before its first `Pending` (its one poll is made outside the budget): it fires with
+/// the attempt's cut, at the same instant, before the run can end. (A 5 ms cut on a
+/// multi-thread runtime, whose clock cannot be paused; nothing is timed: the run ends
+/// after its cut whatever the machine.)
+#[test]
+fn a_floor_set_with_the_coop_budget_spent_is_registered() {
+    let graph = timed_graph(Duration::from_millis(5), |first| async move {
+        if first {
+            while tokio::task::coop::has_budget_remaining() {
+                tokio::task::coop::consume_budget().await;
+            }
+            std::future::pending::<()>().await;
+        }
+        Ok(())
+    });
+    let state = run_on(&graph, 2);
+    let floor = state.core.timer_floor().expect("a floor was set");
+    assert!(floor.is_elapsed(), "the floor was never registered");
+}
+
+/// What a node costs per run, beside its join counter (8 bytes), value cell (24) and
+/// ready-queue cell (4): about 130 bytes per node in all.
+#[cfg(target_pointer_width = "64")]
+#[test]
+fn a_slot_is_96_bytes_and_its_record_48() {
+    assert_eq!(std::mem::size_of::<Settled>(), 48);
+    assert_eq!(std::mem::size_of::<Slot>(), 96);
+    assert_eq!(std::mem::size_of::<NodeState>(), 8);
+    assert_eq!(std::mem::size_of::<WriteOnce<Value>>(), 24);
+}
+
+/// A run's arrays go back to the set of the thread that created it, not to that of the
+/// thread that drops it (a run spread over the workers often ends on another): the next
+/// run created here finds them.
+#[test]
+fn a_run_gives_its_arrays_back_to_its_home_set() {
+    let mut g = Graph::<()>::builder();
+    let _a: Node<()> = g.node("a").task(noop);
+    let graph = g.build().unwrap();
+    let home = graph.inner.spare.home();
+    let mut run = Some(run_of(&graph));
+    let mut elsewhere = None;
+    // New threads take new stripes: one of the next few is not this thread's.
+    for _ in 0..=crate::util::striped::STRIPES {
+        let Some(r) = run.take() else { break };
+        let inner = Arc::clone(&graph.inner);
+        let (back, other) = std::thread::spawn(move || {
+            let other = inner.spare.home();
+            if other == home {
+                (Some(r), None)
+            } else {
+                drop(r);
+                (None, Some(other))
+            }
+        })
+        .join()
+        .unwrap();
+        run = back;
+        elsewhere = other;
+    }
+    let other = elsewhere.expect("a thread of another stripe dropped the run");
+    assert!(graph.inner.spare.take(other).is_none(), "the dropper's set");
+    assert!(graph.inner.spare.take(home).is_some(), "the home set");
+}
+
+/// A run prefetches only on a graph that is both large (its arrays outgrow the caches)
+/// and scattered (some edge joins nodes that are not neighbours): not on a small graph,
+/// nor on a long chain or many independent nodes, whose entries the hardware streams.
+#[test]
+fn only_large_scattered_graphs_prefetch() {
+    fn prefetches(graph: &Graph<()>) -> bool {
+        run_of(graph).core.prefetch()
+    }
+    let n = PREFETCH_MIN_NODES;
+    // A chain, then one edge back to the first node (the only scattered edge).
+    let chain = |len: usize, back: bool| {
+        let mut g = Graph::<()>::builder();
+        let first: Node<()> = g.node("n0").task(noop);
+        let mut last = first;
+        for i in 1..len {
+            last = g.node(format!("n{i}")).after(last).task(noop);
+        }
+        if back {
+            g.node("back").after(first).task(noop);
+        }
+        g.build().unwrap()
+    };
+    let parallel = {
+        let mut g = Graph::<()>::builder();
+        for i in 0..n {
+            g.node(format!("n{i}")).task(noop);
+        }
+        g.build().unwrap()
+    };
+    assert!(!prefetches(&chain(n, false)), "a long chain");
+    assert!(!prefetches(&parallel), "independent nodes");
+    assert!(!prefetches(&chain(16, true)), "a small scattered graph");
+    assert!(prefetches(&chain(n, true)), "a large scattered graph");
+}
+
+/// A node continued inline reuses its upstream's end as its start only when nothing but
+/// the scheduler's bookkeeping can have run in between: no callbacks on the upstreams,
+/// at most one other downstream spawned, at most two upstreams (the other one's record
+/// written).
+#[test]
+fn a_start_is_reused_only_when_no_user_code_ran_in_between() {
+    let mut g = Graph::<()>::builder();
+    let a: Node<()> = g.node("a").task(noop);
+    let b: Node<()> = g.node("b").after(a).task(noop);
+    let c: Node<()> = g.node("c").on_success(|_: &()| {}).task(noop);
+    let d: Node<()> = g.node("d").after(c).task(noop);
+    let e: Node<()> = g.node("e").after((a, c)).task(noop);
+    let f: Node<()> = g.node("f").task(noop);
+    let fan: Vec<Node<()>> = (0..3)
+        .map(|i| g.node(format!("f{i}")).after(f).task(noop))
+        .collect();
+    let h: Node<()> = g.node("h").task(noop);
+    let k: Node<()> = g.node("k").after((b, h)).task(noop);
+    let graph = g.build().unwrap();
+    let run = run_of(&graph);
+    let t = Instant::now();
+    assert_eq!(run.ready_at(a.index, b.index, t), Some(t), "a chain");
+    assert_eq!(run.ready_at(c.index, d.index, t), None, "callbacks ran");
+    assert_eq!(
+        run.ready_at(a.index, e.index, t),
+        None,
+        "the other's callbacks"
+    );
+    assert_eq!(
+        run.ready_at(f.index, fan[0].index, t),
+        None,
+        "others spawned"
+    );
+    assert_eq!(
+        run.ready_at(b.index, k.index, t),
+        None,
+        "the other's end unknown"
+    );
+    let later = t + Duration::from_millis(5);
+    let slot = run.core.slot(h.index).expect("a slot");
+    slot.set_record(Settled::empty(Outcome::Succeeded, later));
+    assert_eq!(
+        run.ready_at(b.index, k.index, t),
+        Some(later),
+        "the later end"
+    );
+}
