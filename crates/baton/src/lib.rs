@@ -200,9 +200,7 @@ mod report;
 mod tower;
 mod util;
 
-pub use builder::{
-    DEFAULT_COMPENSATION_TIMEOUT, GraphBuilder, NodeBuilder, PolicyRef, Router, RouterBuilder,
-};
+pub use builder::{DEFAULT_COMPENSATION_TIMEOUT, GraphBuilder, NodeBuilder, Router, RouterBuilder};
 pub use engine::{
     CompensationCtx, CompensationTrigger, Ctx, FailureMode, Graph, Inputs, ItemCtx, Named, Run,
     RunCanceller, RunError, RunOptions, StartMode, Upstreams,
@@ -212,7 +210,9 @@ pub use error::{
 };
 pub use id::{IdempotencyKey, Node, RunId};
 pub use observe::{Event, Observer, Stats};
-pub use onion::{Attempt, Call, Fallback, IntoFallback, Pipeline, PipelineBuilder, Retry};
+pub use onion::{
+    Attempt, Call, Fallback, IntoFallback, Pipeline, PipelineBuilder, Policies, PolicyRef, Retry,
+};
 #[cfg(feature = "serde")]
 pub use orchestrator::config::{self, Config, ConfigError};
 pub use orchestrator::{NameTaken, Orchestrator, OrchestratorBuilder, ShutdownReport};

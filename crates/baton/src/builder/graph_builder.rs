@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::compensate::{CompensateSpec, assemble};
 use super::node::NodeBuilder;
-use super::policy::PolicySpec;
+use super::policy::Declared;
 use super::router::RouterBuilder;
 use super::validate;
 use crate::engine::CompensationTrigger;
@@ -65,7 +65,7 @@ pub(super) struct NewNode<I> {
     /// Its task, stored in the builder's [`Tasks`].
     pub(super) task: TaskRef<I>,
     /// Policies, callbacks, kind; `None` for a plain task node.
-    pub(super) extras: Option<Box<Extras<PolicySpec>>>,
+    pub(super) extras: Option<Box<Extras<Declared>>>,
 }
 
 /// Defines a graph: add nodes with [`node`](Self::node), then [`build`](Self::build) it.
@@ -93,12 +93,12 @@ pub struct GraphBuilder<I> {
     pub(super) id: u64,
     /// The nodes (each task knows the type of the value it produces), by index, with
     /// their policies as declared, one record shared by the nodes declared alike.
-    pub(super) nodes: Vec<NodeDef<I, Box<Extras<Arc<PolicySpec>>>>>,
+    pub(super) nodes: Vec<NodeDef<I, Box<Extras<Arc<Declared>>>>>,
     /// What the nodes' tasks point to (`engine/task/storage.rs`).
     pub(super) tasks: Tasks,
     /// The last few distinct declarations of policies (the most recent last), which a node
     /// declared alike shares (graphs are built in loops, node after node alike).
-    recent_policies: Vec<Arc<PolicySpec>>,
+    recent_policies: Vec<Arc<Declared>>,
     pub(super) names: Names,
     /// Node `i`'s declared upstreams are `ups[up_at[i]..up_at[i + 1]]`.
     pub(super) up_at: Vec<u32>,
@@ -515,8 +515,8 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     }
 
     /// `spec` as a record shared with the nodes declared alike among the last few distinct
-    /// declarations ([`PolicySpec::same`]), or as a new one.
-    fn share(&mut self, spec: PolicySpec) -> Arc<PolicySpec> {
+    /// declarations ([`Declared::same`]), or as a new one.
+    fn share(&mut self, spec: Declared) -> Arc<Declared> {
         /// How many distinct declarations are remembered.
         const KEEP: usize = 8;
         let recent = &mut self.recent_policies;

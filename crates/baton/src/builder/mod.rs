@@ -15,5 +15,4 @@ mod validate;
 pub use compensate::DEFAULT_COMPENSATION_TIMEOUT;
 pub use graph_builder::GraphBuilder;
 pub use node::NodeBuilder;
-pub use policy::PolicyRef;
 pub use router::{Router, RouterBuilder};

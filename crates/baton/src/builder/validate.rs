@@ -6,19 +6,19 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::graph_builder::{NameRef, Up};
-use super::policy::{PolicyRef, PolicySpec};
+use super::policy::Declared;
 use crate::engine::{
     Extras, FailureMode, GraphInner, GraphMeta, NodeDef, NodeKind, StartMode, States, Tasks,
 };
 use crate::error::BuildError;
-use crate::onion::Policies;
-use crate::orchestrator::{NameTaken, Orchestrator};
+use crate::onion::ResolvedPolicies;
+use crate::orchestrator::Orchestrator;
 use crate::util::names::Names;
 
 #[allow(clippy::too_many_arguments)]
 pub(super) fn build<I: 'static>(
     id: u64,
-    nodes: Vec<NodeDef<I, Box<Extras<Arc<PolicySpec>>>>>,
+    nodes: Vec<NodeDef<I, Box<Extras<Arc<Declared>>>>>,
     tasks: Tasks,
     names: Names,
     up_at: Vec<u32>,
@@ -50,8 +50,10 @@ pub(super) fn build<I: 'static>(
     // Nodes that share a declared record share the resolved one, and plain tasks or
     // branches with the same resolved policy and no callbacks share one extras block.
     let mut resolved = Resolved::default();
-    let mut shared: rustc_hash::FxHashMap<(*const Policies, bool), Arc<Extras<Arc<Policies>>>> =
-        rustc_hash::FxHashMap::default();
+    let mut shared: rustc_hash::FxHashMap<
+        (*const ResolvedPolicies, bool),
+        Arc<Extras<Arc<ResolvedPolicies>>>,
+    > = rustc_hash::FxHashMap::default();
     // In place: both forms of a node have the same layout.
     let nodes = nodes
         .into_iter()
@@ -110,7 +112,7 @@ pub(super) fn build<I: 'static>(
 /// Resolves the upstreams given by name to node indices, checking that each exists and
 /// produces the type its downstream expects.
 fn resolve_names<I: 'static>(
-    nodes: &[NodeDef<I, Box<Extras<Arc<PolicySpec>>>>],
+    nodes: &[NodeDef<I, Box<Extras<Arc<Declared>>>>],
     tasks: &Tasks,
     names: &Names,
     up_at: &[u32],
@@ -165,7 +167,7 @@ fn resolve_names<I: 'static>(
 struct Resolved {
     /// Keyed by the declared record's address; the record is kept alive with it, so the
     /// address stays its own.
-    by_spec: rustc_hash::FxHashMap<*const PolicySpec, (Arc<PolicySpec>, Option<Arc<Policies>>)>,
+    by_spec: rustc_hash::FxHashMap<*const Declared, (Arc<Declared>, Option<Arc<ResolvedPolicies>>)>,
 }
 
 impl Resolved {
@@ -173,9 +175,9 @@ impl Resolved {
     fn get(
         &mut self,
         node: &str,
-        spec: Arc<PolicySpec>,
+        spec: Arc<Declared>,
         orchestrator: &Orchestrator,
-    ) -> Result<Option<Arc<Policies>>, BuildError> {
+    ) -> Result<Option<Arc<ResolvedPolicies>>, BuildError> {
         if let Some((_, policy)) = self.by_spec.get(&Arc::as_ptr(&spec)) {
             return Ok(policy.clone());
         }
@@ -186,105 +188,17 @@ impl Resolved {
     }
 }
 
-/// Validates a node's policies and resolves its breaker and bulkhead through the
-/// orchestrator; `None` when the node has no policy (the scheduler's fast path).
+/// Validates a node's policies and resolves its breaker, bulkhead and rate limiter through
+/// the orchestrator; `None` when the node has no policy (the scheduler's fast path).
 fn resolve(
     node: &str,
-    spec: PolicySpec,
+    spec: Declared,
     orchestrator: &Orchestrator,
-) -> Result<Option<Policies>, BuildError> {
+) -> Result<Option<ResolvedPolicies>, BuildError> {
     if spec.is_empty() {
         return Ok(None);
     }
-    #[cfg(feature = "serde")]
-    let spec = spec.with_policy_set(node, orchestrator)?;
-    let policies = Policies::new(
-        spec.timeout,
-        spec.retry,
-        spec.budget,
-        spec.min_attempt,
-        None,
-        spec.breaker_ignore,
-        None,
-    )
-    .hedged(spec.hedge, spec.chaos);
-    policies
-        .validate()
-        .map_err(|invalid| BuildError::InvalidPolicy {
-            node: node.to_owned(),
-            policy: invalid.policy,
-            reason: invalid.reason,
-        })?;
-    if let Some(budget) = policies.retry.as_ref().and_then(|r| r.budget.as_ref()) {
-        orchestrator
-            .add_retry_budget(budget)
-            .map_err(|taken| conflict(node, taken))?;
-    }
-    let breaker = lookup(
-        node,
-        spec.breaker,
-        "circuit breaker",
-        |b| orchestrator.add_breaker(b),
-        |name| orchestrator.breaker(name),
-    )?;
-    let bulkhead = lookup(
-        node,
-        spec.bulkhead,
-        "bulkhead",
-        |b| orchestrator.add_bulkhead(b),
-        |name| orchestrator.bulkhead(name),
-    )?;
-    let rate_limit = lookup(
-        node,
-        spec.rate_limit,
-        "rate limiter",
-        |l| orchestrator.add_rate_limiter(l),
-        |name| orchestrator.rate_limiter(name),
-    )?;
-    let policies = policies.guarded_by(breaker, bulkhead, rate_limit);
-    // The bulkhead and the rate limiter may come from the orchestrator: check them now.
-    policies
-        .validate()
-        .map_err(|invalid| BuildError::InvalidPolicy {
-            node: node.to_owned(),
-            policy: invalid.policy,
-            reason: invalid.reason,
-        })?;
-    Ok(Some(policies))
-}
-
-/// The handle `declared` refers to: registered in the orchestrator (`add`) when given as a
-/// handle, looked up there (`get`) when given by name.
-fn lookup<H>(
-    node: &str,
-    declared: Option<PolicyRef<H>>,
-    kind: &'static str,
-    add: impl FnOnce(&H) -> Result<(), NameTaken>,
-    get: impl FnOnce(&str) -> Option<H>,
-) -> Result<Option<H>, BuildError> {
-    match declared {
-        None => Ok(None),
-        Some(PolicyRef::Handle(h)) => {
-            add(&h).map_err(|t| conflict(node, t))?;
-            Ok(Some(h))
-        }
-        Some(PolicyRef::Name(name)) => match get(&name) {
-            Some(h) => Ok(Some(h)),
-            None => Err(BuildError::UnknownPolicy {
-                node: node.to_owned(),
-                kind,
-                name,
-            }),
-        },
-    }
-}
-
-fn conflict(node: &str, taken: NameTaken) -> BuildError {
-    BuildError::PolicyConflict {
-        node: node.to_owned(),
-        kind: taken.kind,
-        name: taken.name,
-    }
+    spec.policies.resolve(node, Some(orchestrator)).map(Some)
 }
 
 /// Kahn's algorithm; when some nodes are never freed, walks upstream edges among them until a
@@ -377,7 +291,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use crate::builder::PolicyRef;
+    use crate::onion::PolicyRef;
     use crate::{BoxError, CircuitBreaker, Fallback, Graph, GraphBuilder, Retry};
 
     fn ok() -> Ready<Result<u32, BoxError>> {
@@ -404,7 +318,7 @@ mod tests {
     }
 
     /// The resolved policy records of `graph`'s nodes, in order (`None`: no policy).
-    fn records(graph: &Graph<()>) -> Vec<Option<*const crate::onion::Policies>> {
+    fn records(graph: &Graph<()>) -> Vec<Option<*const crate::onion::ResolvedPolicies>> {
         graph
             .inner
             .nodes
@@ -513,7 +427,11 @@ mod tests {
         for (i, node) in graph.inner.nodes.iter().enumerate() {
             let policy = node.extras.as_ref().and_then(|e| e.policy.as_ref());
             let want = Duration::from_millis(i as u64 % 20 + 1);
-            assert_eq!(policy.and_then(|p| p.timeout), Some(want), "node {i}");
+            assert_eq!(
+                policy.and_then(|p| p.declared.timeout),
+                Some(want),
+                "node {i}"
+            );
         }
     }
 }

@@ -12,7 +12,7 @@ use tokio::time::{Instant, Sleep, sleep_until};
 
 use super::series::{AttemptLog, log_entry, tell};
 use super::single_attempt::{Attempted, Waits, attempt};
-use super::{Host, Policies};
+use super::{Host, ResolvedPolicies};
 use crate::error::NodeError;
 use crate::policy::Hedge;
 use crate::policy::breaker::BreakerPermit;
@@ -58,7 +58,7 @@ enum Step<V> {
 /// its retry budget allow one). Logs every attempt, the cancelled ones too.
 pub(super) async fn race<'p, H: Host>(
     host: &H,
-    policies: &'p Policies,
+    policies: &'p ResolvedPolicies,
     hedge: &Hedge,
     race: Race,
     gate: &(dyn Fn() -> Gate<'p> + Sync),
@@ -146,7 +146,7 @@ pub(super) async fn race<'p, H: Host>(
 /// the attempt's result (or given back if the attempt is dropped).
 async fn numbered<H: Host>(
     host: &H,
-    policies: &Policies,
+    policies: &ResolvedPolicies,
     number: u32,
     deadline: Option<Instant>,
     started: Instant,
@@ -163,7 +163,7 @@ async fn numbered<H: Host>(
 /// the deadline leaves it the minimum attempt time, the breaker lets it through, and the
 /// retry budget, if any, has a retry for it. `None`: it may not.
 fn may_hedge<'p>(
-    policies: &Policies,
+    policies: &ResolvedPolicies,
     deadline: Option<Instant>,
     now: Instant,
     gate: &(dyn Fn() -> Gate<'p> + Sync),
@@ -175,7 +175,7 @@ fn may_hedge<'p>(
         return None;
     };
     // A permit taken for a hedge the budget refuses is dropped: given back, uncounted.
-    match policies.retry.as_ref().and_then(|r| r.budget.as_ref()) {
+    match policies.retry_budget() {
         Some(budget) if !budget.try_withdraw() => None,
         _ => Some(permit),
     }

@@ -17,6 +17,7 @@
 //! this same code, so a node and a pipeline call with the same policies behave alike.
 
 mod call;
+mod declared;
 mod fallback;
 mod hedged_attempt;
 mod pipeline;
@@ -34,12 +35,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 pub use call::{Attempt, Call};
+pub(crate) use declared::policy_setters;
+pub use declared::{Policies, PolicyRef};
 pub use fallback::{Fallback, IntoFallback};
 pub(crate) use fallback::{Recovered, recover_async};
 pub use pipeline::{Pipeline, PipelineBuilder};
-pub(crate) use policies::{ErrorFilter, Policies};
-#[cfg(feature = "serde")]
-pub(crate) use resolve_set::resolve_set;
+pub(crate) use policies::{ErrorFilter, ResolvedPolicies};
 pub use retry::Retry;
 
 use crate::error::{BoxError, NodeError};
@@ -165,7 +166,7 @@ pub(crate) enum FirstAttempt<A> {
 /// when the scheduler's fast path started it.
 pub(crate) async fn execute<H: Host>(
     host: &H,
-    policies: &Policies,
+    policies: &ResolvedPolicies,
     run_deadline: Option<Instant>,
     started: Instant,
     first: Option<First<H::Attempt>>,

@@ -5,18 +5,16 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::call::{Attempt, Call, CallHost};
 use super::fallback::Recovered;
-use super::{ErrorFilter, Execution, Fallback, Policies, Retry};
+use super::{Execution, Fallback, IntoFallback, Policies, ResolvedPolicies, policy_setters};
 use crate::error::{BoxError, BuildError, NodeError};
 use crate::id::RunId;
 use crate::observe::{Event, log};
-use crate::orchestrator::{NameTaken, Orchestrator};
-use crate::policy::{Bulkhead, Chaos, CircuitBreaker, Hedge, RateLimiter};
+use crate::orchestrator::Orchestrator;
 
 /// The policies of a graph node around a single call: attempt (bulkhead permit, task,
 /// per-attempt timeout) → retry inside a deadline budget → circuit breaker → fallback, in
@@ -67,7 +65,7 @@ pub struct Pipeline<T> {
 
 pub(super) struct Inner<T> {
     pub(super) name: String,
-    pub(super) policies: Policies,
+    pub(super) policies: ResolvedPolicies,
     pub(super) fallback: Option<Recover<T>>,
     pub(super) orchestrator: Option<Orchestrator>,
 }
@@ -103,29 +101,17 @@ impl<T> fmt::Debug for Pipeline<T> {
 #[must_use = "call `.build()` to get the pipeline"]
 pub struct PipelineBuilder<T> {
     name: String,
-    timeout: Option<Duration>,
-    retry: Option<Retry>,
-    budget: Option<Duration>,
-    min_attempt: Option<Duration>,
-    breaker: Option<CircuitBreaker>,
-    breaker_ignore: Option<ErrorFilter>,
-    bulkhead: Option<Bulkhead>,
-    rate_limit: Option<RateLimiter>,
-    hedge: Option<Hedge>,
-    chaos: Option<Chaos>,
+    policies: Policies,
     fallback: Option<Recover<T>>,
     orchestrator: Option<Orchestrator>,
-    #[cfg(feature = "serde")]
-    policy_set: Option<String>,
 }
 
 impl<T> fmt::Debug for PipelineBuilder<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PipelineBuilder")
             .field("name", &self.name)
-            .field("timeout", &self.timeout)
-            .field("retry", &self.retry)
-            .field("budget", &self.budget)
+            .field("policies", &self.policies)
+            .field("fallback", &self.fallback.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -135,20 +121,9 @@ impl<T: Send + Sync + 'static> Pipeline<T> {
     pub fn builder(name: impl Into<String>) -> PipelineBuilder<T> {
         PipelineBuilder {
             name: name.into(),
-            timeout: None,
-            retry: None,
-            budget: None,
-            min_attempt: None,
-            breaker: None,
-            breaker_ignore: None,
-            bulkhead: None,
-            rate_limit: None,
-            hedge: None,
-            chaos: None,
+            policies: Policies::default(),
             fallback: None,
             orchestrator: None,
-            #[cfg(feature = "serde")]
-            policy_set: None,
         }
     }
 
@@ -278,80 +253,66 @@ impl<T: Send + Sync + 'static> Pipeline<T> {
     }
 }
 
+impl<T> PipelineBuilder<T> {
+    fn policies_mut(&mut self) -> &mut Policies {
+        &mut self.policies
+    }
+
+    policy_setters!();
+}
+
 impl<T: Send + Sync + 'static> PipelineBuilder<T> {
-    /// Limits each attempt to `limit`, as [`NodeBuilder::timeout`](crate::NodeBuilder::timeout).
-    pub fn timeout(mut self, limit: Duration) -> Self {
-        self.timeout = Some(limit);
+    /// Takes `policies` as this pipeline's (given by value or by reference); setters called
+    /// after it refine them, setters called before it are replaced.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{BoxError, Pipeline, Policies, Retry};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let calls = Policies::new().retry(Retry::new(3)).timeout(Duration::from_millis(50));
+    /// let stock = Pipeline::<u32>::builder("stock")
+    ///     .policies(&calls)
+    ///     .retry(Retry::new(2)) // refines: two attempts, still 50 ms each
+    ///     .build()?;
+    /// let call = stock
+    ///     .run(|_| async {
+    ///         tokio::time::sleep(Duration::from_secs(1)).await;
+    ///         Ok::<u32, BoxError>(1)
+    ///     })
+    ///     .await;
+    /// assert_eq!(call.attempts(), 2);
+    /// assert_eq!(call.elapsed(), Duration::from_millis(200)); // 50, the 100 ms backoff, 50
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn policies(mut self, policies: impl Into<Policies>) -> Self {
+        self.policies = policies.into();
         self
     }
 
-    /// Retries failed attempts per `retry`, inside the budget.
-    pub fn retry(mut self, retry: Retry) -> Self {
-        self.retry = Some(retry);
-        self
-    }
-
-    /// Gives each call a time budget from its start: every attempt, backoff and bulkhead
-    /// wait must end by then, as [`NodeBuilder::budget`](crate::NodeBuilder::budget).
-    pub fn budget(mut self, budget: Duration) -> Self {
-        self.budget = Some(budget);
-        self
-    }
-
-    /// No first attempt starts with less than `min` left before the deadline, and backoffs
-    /// are clipped to leave it (default 10 ms).
-    pub fn min_attempt_time(mut self, min: Duration) -> Self {
-        self.min_attempt = Some(min);
-        self
-    }
-
-    /// Guards each call with `breaker`: asked once before the series, told one result.
-    pub fn breaker(mut self, breaker: &CircuitBreaker) -> Self {
-        self.breaker = Some(breaker.clone());
-        self
-    }
-
-    /// Errors for which `ignore` returns `true` do not count for or against the breaker.
-    pub fn breaker_ignore(
-        mut self,
-        ignore: impl Fn(&NodeError) -> bool + Send + Sync + 'static,
-    ) -> Self {
-        self.breaker_ignore = Some(Arc::new(ignore));
-        self
-    }
-
-    /// Takes a permit of `bulkhead` for each attempt, held until the attempt has stopped.
-    pub fn bulkhead(mut self, bulkhead: &Bulkhead) -> Self {
-        self.bulkhead = Some(bulkhead.clone());
-        self
-    }
-
-    /// Takes a permit of `limiter` for each attempt, before its bulkhead permit, as
-    /// [`NodeBuilder::rate_limit`](crate::NodeBuilder::rate_limit).
-    pub fn rate_limit(mut self, limiter: &RateLimiter) -> Self {
-        self.rate_limit = Some(limiter.clone());
-        self
-    }
-
-    /// Hedges slow attempts per `hedge`, as [`NodeBuilder::hedge`](crate::NodeBuilder::hedge).
-    pub fn hedge(mut self, hedge: Hedge) -> Self {
-        self.hedge = Some(hedge);
-        self
-    }
-
-    /// Injects faults into the attempts per `chaos`, as
-    /// [`NodeBuilder::chaos`](crate::NodeBuilder::chaos).
-    pub fn chaos(mut self, chaos: &Chaos) -> Self {
-        self.chaos = Some(chaos.clone());
-        self
-    }
-
-    /// Recovers with `fallback` when the inner layers failed. A fixed value
-    /// ([`Fallback::value`]) is cloned for each call it answers.
-    pub fn fallback(mut self, fallback: Fallback<T>) -> Self
+    /// Recovers with `fallback` when the inner layers failed, as
+    /// [`NodeBuilder::fallback`](crate::NodeBuilder::fallback): a [`Fallback<T>`] or a plain
+    /// `T`. A fixed value is cloned for each call it answers. Replaces a fallback set before.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Pipeline};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let price = Pipeline::builder("price").fallback(0_u64).build()?;
+    /// let call = price.run(|_| async { Err::<u64, _>("pricing service is down") }).await;
+    /// assert_eq!(call.value(), Some(&0));
+    /// assert_eq!(call.error().map(|e| e.kind()), Some("task"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn fallback(mut self, fallback: impl IntoFallback<T>) -> Self
     where
         T: Clone,
     {
+        let fallback = fallback.__into_fallback();
         self.fallback = Some(Arc::new(move |node: &str, error| {
             let (fallback, node) = (fallback.clone(), node.to_owned());
             Box::pin(async move {
@@ -362,6 +323,38 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
             })
         }));
         self
+    }
+
+    /// Recovers like [`fallback`](Self::fallback), with an async function of the error the
+    /// inner layers ended with: `|error| async move { .. }`, as
+    /// [`NodeBuilder::fallback_with`](crate::NodeBuilder::fallback_with) without the node's
+    /// context and upstream values, which a pipeline has not. An `Err` or a panic fails the
+    /// call with [`NodeError::FallbackFailed`]; the fallback is cut at the call's deadline.
+    /// Replaces a fallback set before.
+    ///
+    /// ```
+    /// use baton_graph::{BoxError, Pipeline};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let price = Pipeline::builder("price")
+    ///     .fallback_with(|error| async move {
+    ///         Ok::<_, BoxError>(format!("list price ({})", error.kind()))
+    ///     })
+    ///     .build()?;
+    /// let call = price.run(|_| async { Err::<String, _>("down") }).await;
+    /// assert_eq!(call.value().map(String::as_str), Some("list price (task)"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn fallback_with<F, Fut, E>(self, f: F) -> Self
+    where
+        T: Clone,
+        F: Fn(Arc<NodeError>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<T, E>> + Send + 'static,
+        E: Into<BoxError> + 'static,
+    {
+        self.fallback(Fallback::from_async(f))
     }
 
     /// Reports to `orchestrator`: its observers receive the calls' events (each call is a
@@ -390,56 +383,6 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
         self
     }
 
-    /// Takes the policies of the orchestrator's policy set `name` (from a configuration:
-    /// [`Orchestrator::apply`]) when the pipeline is built, as the set is then; a policy
-    /// also given to this builder keeps the builder's. Needs
-    /// [`orchestrator`](Self::orchestrator).
-    ///
-    /// ```
-    /// use baton_graph::{BoxError, Config, Orchestrator, Pipeline};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let text = r#"{ "policies": { "stock": { "retry": { "max_attempts": 3 } } } }"#;
-    /// let orch = Orchestrator::new();
-    /// orch.apply(&Config::from_deserializer(&mut serde_json::Deserializer::from_str(text))?)?;
-    /// let stock = Pipeline::<u32>::builder("stock").orchestrator(&orch).policy_set("stock").build()?;
-    /// let call = stock.run(|_| async { Err::<u32, BoxError>("503".into()) }).await;
-    /// assert_eq!(call.attempts(), 3);
-    /// # Ok(())
-    /// # }
-    /// ```
-    #[cfg(feature = "serde")]
-    pub fn policy_set(mut self, name: impl Into<String>) -> Self {
-        self.policy_set = Some(name.into());
-        self
-    }
-
-    /// Fills what the builder was not given from its policy set, if it has one.
-    #[cfg(feature = "serde")]
-    fn with_policy_set(mut self) -> Result<Self, BuildError> {
-        let Some(set) = self.policy_set.take() else {
-            return Ok(self);
-        };
-        let Some(orch) = &self.orchestrator else {
-            return Err(BuildError::UnknownPolicy {
-                node: self.name,
-                kind: "policy set",
-                name: set,
-            });
-        };
-        let set = super::resolve_set(orch, &set, &self.name)?;
-        self.timeout = self.timeout.or(set.timeout);
-        self.budget = self.budget.or(set.budget);
-        self.min_attempt = self.min_attempt.or(set.min_attempt);
-        self.retry = self.retry.or(set.retry);
-        self.breaker = self.breaker.or(set.breaker);
-        self.bulkhead = self.bulkhead.or(set.bulkhead);
-        self.rate_limit = self.rate_limit.or(set.rate_limit);
-        self.hedge = self.hedge.or(set.hedge);
-        Ok(self)
-    }
-
     /// Validates the policies and returns the pipeline.
     ///
     /// # Errors
@@ -448,42 +391,12 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
     /// attempt time, an invalid retry) or, with an orchestrator,
     /// [`BuildError::PolicyConflict`] (another breaker, bulkhead, rate limiter or retry
     /// budget has the name of one of these), each naming the pipeline as the node;
-    /// [`BuildError::UnknownPolicy`] for a [`policy_set`](Self::policy_set) (or a policy it
-    /// names) that the orchestrator does not have, or without an orchestrator.
     pub fn build(self) -> Result<Pipeline<T>, BuildError> {
-        #[cfg(feature = "serde")]
-        let this = self.with_policy_set()?;
-        #[cfg(not(feature = "serde"))]
-        let this = self;
-        this.build_checked()
-    }
-
-    fn build_checked(self) -> Result<Pipeline<T>, BuildError> {
-        let policies = Policies::new(
-            self.timeout,
-            self.retry,
-            self.budget,
-            self.min_attempt,
-            self.breaker,
-            self.breaker_ignore,
-            self.bulkhead,
-        )
-        .limited(self.rate_limit)
-        .hedged(self.hedge, self.chaos);
         let name = self.name;
         if name.is_empty() {
             return Err(BuildError::EmptyName { index: 0 });
         }
-        policies
-            .validate()
-            .map_err(|invalid| BuildError::InvalidPolicy {
-                node: name.clone(),
-                policy: invalid.policy,
-                reason: invalid.reason,
-            })?;
-        if let Some(orch) = &self.orchestrator {
-            register(orch, &name, &policies)?;
-        }
+        let policies = self.policies.resolve(&name, self.orchestrator.as_ref())?;
         Ok(Pipeline {
             inner: Arc::new(Inner {
                 name,
@@ -493,26 +406,4 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
             }),
         })
     }
-}
-
-/// Registers the pipeline's breaker, bulkhead, rate limiter and retry budget in `orch`.
-fn register(orch: &Orchestrator, name: &str, policies: &Policies) -> Result<(), BuildError> {
-    let conflict = |taken: NameTaken| BuildError::PolicyConflict {
-        node: name.to_owned(),
-        kind: taken.kind,
-        name: taken.name,
-    };
-    if let Some(breaker) = &policies.breaker {
-        orch.add_breaker(breaker).map_err(conflict)?;
-    }
-    if let Some(bulkhead) = &policies.bulkhead {
-        orch.add_bulkhead(bulkhead).map_err(conflict)?;
-    }
-    if let Some(limiter) = &policies.rate_limit {
-        orch.add_rate_limiter(limiter).map_err(conflict)?;
-    }
-    if let Some(budget) = policies.retry.as_ref().and_then(|r| r.budget.as_ref()) {
-        orch.add_retry_budget(budget).map_err(conflict)?;
-    }
-    Ok(())
 }

@@ -1,4 +1,5 @@
-//! [`Policies`]: the policies of one node or pipeline, validated, as the onion reads them.
+//! [`ResolvedPolicies`]: the policies of one node or pipeline, validated and resolved, as
+//! the onion and the scheduler's fast path read them.
 
 use std::fmt;
 use std::sync::Arc;
@@ -6,24 +7,23 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::retry::Retry;
-use crate::error::NodeError;
+use super::declared::Policies;
+use crate::error::{BuildError, NodeError};
 use crate::policy::deadline::{self, Cut};
-use crate::policy::{
-    Bulkhead, Chaos, CircuitBreaker, DEFAULT_MIN_ATTEMPT_TIME, Hedge, RateLimiter,
-};
+use crate::policy::{Bulkhead, CircuitBreaker, DEFAULT_MIN_ATTEMPT_TIME, RateLimiter, RetryBudget};
 use crate::util::human::Human;
 
 /// Which errors a breaker ignores (releases the permit without counting).
 pub(crate) type ErrorFilter = Arc<dyn Fn(&NodeError) -> bool + Send + Sync>;
 
-/// The policies of one node (or one pipeline), resolved. Laid out in declaration order
-/// (`repr(C)`): the fields the scheduler's fast path reads come first.
+/// The policies of one node (or one pipeline), resolved: the breaker, bulkhead and rate
+/// limiter as handles, the minimum attempt time with its default, and what the scheduler's
+/// fast path needs to know derived. Laid out in declaration order (`repr(C)`): the fields
+/// the fast path reads come first.
 #[derive(Clone)]
 #[repr(C)]
-pub(crate) struct Policies {
+pub(crate) struct ResolvedPolicies {
     pub(crate) breaker: Option<CircuitBreaker>,
-    pub(crate) timeout: Option<Duration>,
     /// No bulkhead, no budget and no retry budget: with no run deadline either, an attempt
     /// needs no permit but the breaker's, its cut is its timeout, and it deposits nothing
     /// (the scheduler's fast path skips that work).
@@ -31,41 +31,27 @@ pub(crate) struct Policies {
     /// A permit to wait for (bulkhead, rate limiter) or attempts in parallel (hedge): only
     /// the onion runs the node's attempts (the scheduler's fast path does not take it).
     pub(crate) onion_only: bool,
-    pub(crate) bulkhead: Option<Bulkhead>,
-    pub(crate) budget: Option<Duration>,
+    /// The declared settings, their breaker, bulkhead and rate limiter taken out into the
+    /// resolved handles here.
+    pub(crate) declared: Policies,
     pub(crate) min_attempt: Duration,
-    pub(crate) retry: Option<Retry>,
-    pub(crate) breaker_ignore: Option<ErrorFilter>,
+    pub(crate) bulkhead: Option<Bulkhead>,
     pub(crate) rate_limit: Option<RateLimiter>,
-    pub(crate) hedge: Option<Hedge>,
-    pub(crate) chaos: Option<Chaos>,
 }
 
-impl Default for Policies {
+impl Default for ResolvedPolicies {
     fn default() -> Self {
-        Policies {
-            timeout: None,
-            retry: None,
-            budget: None,
-            min_attempt: DEFAULT_MIN_ATTEMPT_TIME,
-            breaker: None,
-            breaker_ignore: None,
-            bulkhead: None,
-            simple: true,
-            onion_only: false,
-            rate_limit: None,
-            hedge: None,
-            chaos: None,
-        }
+        ResolvedPolicies::unguarded(Policies::default())
     }
 }
 
-impl fmt::Debug for Policies {
+impl fmt::Debug for ResolvedPolicies {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = &self.declared;
         f.debug_struct("Policies")
-            .field("timeout", &self.timeout)
-            .field("retry", &self.retry)
-            .field("budget", &self.budget)
+            .field("timeout", &d.timeout)
+            .field("retry", &d.retry)
+            .field("budget", &d.budget)
             .field("min_attempt", &self.min_attempt)
             .field("breaker", &self.breaker.as_ref().map(CircuitBreaker::name))
             .field("bulkhead", &self.bulkhead.as_ref().map(Bulkhead::name))
@@ -73,8 +59,8 @@ impl fmt::Debug for Policies {
                 "rate_limit",
                 &self.rate_limit.as_ref().map(RateLimiter::name),
             )
-            .field("hedge", &self.hedge)
-            .field("chaos", &self.chaos)
+            .field("hedge", &d.hedge)
+            .field("chaos", &d.chaos)
             .finish()
     }
 }
@@ -86,61 +72,45 @@ pub(crate) struct Invalid {
     pub(crate) reason: String,
 }
 
-impl Policies {
-    /// The policies, with `simple` derived from them.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        timeout: Option<Duration>,
-        retry: Option<Retry>,
-        budget: Option<Duration>,
-        min_attempt: Option<Duration>,
-        breaker: Option<CircuitBreaker>,
-        breaker_ignore: Option<ErrorFilter>,
-        bulkhead: Option<Bulkhead>,
-    ) -> Self {
-        Policies {
-            breaker,
-            timeout,
+impl Invalid {
+    /// The build error of node `node` with this policy.
+    pub(crate) fn for_node(self, node: &str) -> BuildError {
+        BuildError::InvalidPolicy {
+            node: node.to_owned(),
+            policy: self.policy,
+            reason: self.reason,
+        }
+    }
+}
+
+impl ResolvedPolicies {
+    /// `declared`, with no breaker, bulkhead or rate limiter (whatever it declares of them
+    /// is dropped: [`guarded_by`](Self::guarded_by) gives the resolved handles).
+    pub(crate) fn unguarded(mut declared: Policies) -> Self {
+        declared.breaker = None;
+        declared.bulkhead = None;
+        declared.rate_limit = None;
+        ResolvedPolicies {
+            breaker: None,
             simple: true,
             onion_only: false,
-            bulkhead,
-            budget,
-            min_attempt: min_attempt.unwrap_or(DEFAULT_MIN_ATTEMPT_TIME),
-            retry,
-            breaker_ignore,
+            min_attempt: declared.min_attempt.unwrap_or(DEFAULT_MIN_ATTEMPT_TIME),
+            declared,
+            bulkhead: None,
             rate_limit: None,
-            hedge: None,
-            chaos: None,
         }
         .derived()
     }
 
     /// The same policies, with `simple` and `onion_only` derived from them.
     fn derived(mut self) -> Self {
+        let d = &self.declared;
         self.onion_only = self.bulkhead.is_some()
             || self.rate_limit.is_some()
-            || self.hedge.is_some()
-            || self.chaos.is_some();
-        self.simple = !self.onion_only
-            && self.budget.is_none()
-            && self
-                .retry
-                .as_ref()
-                .is_none_or(|retry| retry.budget.is_none());
+            || d.hedge.is_some()
+            || d.chaos.is_some();
+        self.simple = !self.onion_only && d.budget.is_none() && self.retry_budget().is_none();
         self
-    }
-
-    /// The same policies, with `rate_limit` too.
-    pub(crate) fn limited(mut self, rate_limit: Option<RateLimiter>) -> Self {
-        self.rate_limit = rate_limit;
-        self.derived()
-    }
-
-    /// The same policies, with `hedge` and `chaos` too.
-    pub(crate) fn hedged(mut self, hedge: Option<Hedge>, chaos: Option<Chaos>) -> Self {
-        self.hedge = hedge;
-        self.chaos = chaos;
-        self.derived()
     }
 
     /// The same policies, guarded by `breaker`, `bulkhead` and `rate_limit` (resolved after
@@ -157,6 +127,12 @@ impl Policies {
         self.derived()
     }
 
+    /// The retry's retry budget, if it has one.
+    #[inline]
+    pub(crate) fn retry_budget(&self) -> Option<&RetryBudget> {
+        self.declared.retry.as_ref().and_then(|r| r.budget.as_ref())
+    }
+
     /// Checks that every policy can work: a timeout and a budget above zero, a budget no
     /// shorter than the minimum attempt time, a valid retry.
     ///
@@ -164,16 +140,16 @@ impl Policies {
     /// The first policy that cannot, and why.
     pub(crate) fn validate(&self) -> Result<(), Invalid> {
         let invalid = |policy: &'static str, reason: String| Err(Invalid { policy, reason });
-        if self.timeout.is_some_and(|t| t.is_zero()) {
+        if self.declared.timeout.is_some_and(|t| t.is_zero()) {
             return invalid(
                 "timeout",
                 "the per-attempt timeout must be above zero".to_owned(),
             );
         }
-        if self.budget.is_some_and(|b| b.is_zero()) {
+        if self.declared.budget.is_some_and(|b| b.is_zero()) {
             return invalid("budget", "the budget must be above zero".to_owned());
         }
-        if let Some(budget) = self.budget.filter(|b| *b < self.min_attempt) {
+        if let Some(budget) = self.declared.budget.filter(|b| *b < self.min_attempt) {
             return invalid(
                 "budget",
                 format!(
@@ -183,7 +159,7 @@ impl Policies {
                 ),
             );
         }
-        if let Some(retry) = &self.retry {
+        if let Some(retry) = &self.declared.retry {
             retry
                 .validate()
                 .or_else(|reason| invalid("retry", reason))?;
@@ -198,12 +174,12 @@ impl Policies {
                 .validate()
                 .or_else(|reason| invalid("rate limit", reason))?;
         }
-        if let Some(hedge) = &self.hedge {
+        if let Some(hedge) = &self.declared.hedge {
             hedge
                 .validate()
                 .or_else(|reason| invalid("hedge", reason))?;
         }
-        if let Some(chaos) = &self.chaos {
+        if let Some(chaos) = &self.declared.chaos {
             chaos
                 .validate()
                 .or_else(|reason| invalid("chaos", reason))?;
@@ -219,13 +195,28 @@ impl Policies {
         run_deadline: Option<Instant>,
         started: Instant,
     ) -> Option<Instant> {
-        deadline::node_deadline(run_deadline, self.budget, started)
+        deadline::node_deadline(run_deadline, self.declared.budget, started)
     }
 
-    /// The cut of an attempt starting at `now` under `deadline`.
+    /// The cut of an attempt starting at `now` in a series under `deadline`: the earlier of
+    /// its per-attempt timeout and the deadline. The one place an attempt's cut is computed:
+    /// the onion's attempts, the scheduler's fast path and [`Ctx::deadline`] all ask here.
+    ///
+    /// [`Ctx::deadline`]: crate::Ctx::deadline
     #[inline]
     pub(crate) fn cut(&self, now: Instant, deadline: Option<Instant>) -> Cut {
-        Cut::new(self.timeout, now, deadline)
+        Cut::new(self.declared.timeout, now, deadline)
+    }
+
+    /// When a series' first attempt, starting at `start` in a run whose deadline is
+    /// `run_deadline`, is cut: [`cut`](Self::cut) under the series' [`deadline`](Self::deadline).
+    #[inline]
+    pub(crate) fn first_cut(
+        &self,
+        run_deadline: Option<Instant>,
+        start: Instant,
+    ) -> Option<Instant> {
+        self.cut(start, self.deadline(run_deadline, start)).until
     }
 
     /// Whether an attempt starting at `now` would have less than the minimum attempt time
@@ -250,7 +241,7 @@ impl Policies {
     /// A series starts: it earns its share of the retry budget, if any.
     #[inline]
     pub(crate) fn deposit(&self) {
-        if let Some(budget) = self.retry.as_ref().and_then(|r| r.budget.as_ref()) {
+        if let Some(budget) = self.retry_budget() {
             budget.deposit();
         }
     }

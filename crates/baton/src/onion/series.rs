@@ -8,12 +8,11 @@ use tokio::time::Instant;
 
 use super::hedged_attempt::{self, Gate, Race, Raced};
 use super::single_attempt::{Waits, attempt};
-use super::{FirstAttempt, Host, MAX_ATTEMPT_LOG, Policies, Retry};
+use super::{FirstAttempt, Host, MAX_ATTEMPT_LOG, ResolvedPolicies, Retry};
 use crate::error::{NodeError, UserCode};
 use crate::policy::breaker::{
     BreakerOpen, BreakerPermit, BreakerState, CircuitBreaker, OwnedPermit, Ticket,
 };
-use crate::policy::deadline::Cut;
 use crate::policy::retry::backoff::BackoffIter;
 use crate::policy::retry::stop::{self, Failed, Next, StopReason};
 use crate::report::AttemptReport;
@@ -43,7 +42,7 @@ impl AttemptLog {
 /// path took for its first attempt.
 pub(super) async fn guarded<H: Host>(
     host: &H,
-    policies: &Policies,
+    policies: &ResolvedPolicies,
     deadline: Option<Instant>,
     started: Instant,
     log: &mut AttemptLog,
@@ -63,8 +62,8 @@ pub(super) async fn guarded<H: Host>(
     let acquired = match held.as_mut().and_then(OwnedPermit::take) {
         Some(permit) => Ok(permit),
         // A single attempt is cut by its timeout too; a series with retries by its deadline.
-        None if policies.retry.is_none() => {
-            breaker.try_acquire_until(|| Cut::new(policies.timeout, started, deadline).until)
+        None if policies.declared.retry.is_none() => {
+            breaker.try_acquire_until(|| policies.cut(started, deadline).until)
         }
         None => breaker.try_acquire_until(|| deadline),
     };
@@ -82,7 +81,7 @@ pub(super) async fn guarded<H: Host>(
 /// panic of the breaker's error filter.
 pub(super) fn tell<V>(
     permit: BreakerPermit<'_>,
-    policies: &Policies,
+    policies: &ResolvedPolicies,
     out: Result<V, NodeError>,
     started: Instant,
 ) -> Result<V, NodeError> {
@@ -94,7 +93,7 @@ pub(super) fn tell<V>(
         }
         Err(error) => error,
     };
-    let ignored = match &policies.breaker_ignore {
+    let ignored = match &policies.declared.breaker_ignore {
         None => false,
         // A filter that panics tells the breaker nothing (the permit is released
         // uncounted) and fails the node with its panic.
@@ -205,14 +204,14 @@ fn rejected<H: Host>(
 /// attempt when the fast path started it.
 async fn series<H: Host>(
     host: &H,
-    policies: &Policies,
+    policies: &ResolvedPolicies,
     mut guard: Guard<'_, '_>,
     deadline: Option<Instant>,
     started: Instant,
     log: &mut AttemptLog,
     mut first: Option<FirstAttempt<H::Attempt>>,
 ) -> Result<H::Value, NodeError> {
-    let retry = policies.retry.as_ref();
+    let retry = policies.declared.retry.as_ref();
     // Made on the first retry: a series that succeeds at once never needs it.
     let mut backoff: Option<BackoffIter> = None;
     if first.is_none() {
@@ -247,7 +246,7 @@ async fn series<H: Host>(
                 _ => error,
             });
         }
-        let until = || Cut::new(policies.timeout, now, deadline).until;
+        let until = || policies.cut(now, deadline).until;
         let permit = guard.attempt_permit(host, number, started, until, &mut last)?;
         let at = Race {
             first: number,
@@ -307,13 +306,13 @@ async fn series<H: Host>(
 /// (`None` for a race, which logs its attempts itself).
 async fn step<H: Host>(
     host: &H,
-    policies: &Policies,
+    policies: &ResolvedPolicies,
     guard: &Guard<'_, '_>,
     mut at: Race,
     resumed: Option<FirstAttempt<H::Attempt>>,
     log: &mut AttemptLog,
 ) -> (Result<H::Value, NodeError>, Instant, u32, Option<Waits>) {
-    let Some(hedge) = &policies.hedge else {
+    let Some(hedge) = &policies.declared.hedge else {
         log.started = at.first;
         let number = at.first;
         let a = attempt(host, policies, number, at.deadline, at.started, resumed).await;
@@ -325,6 +324,7 @@ async fn step<H: Host>(
         "a hedged node's first attempt runs in the onion"
     );
     at.max = policies
+        .declared
         .retry
         .as_ref()
         .map_or(hedge.hedges().saturating_add(1), |r| r.max_attempts);

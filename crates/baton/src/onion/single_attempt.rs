@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use tokio::time::Instant;
 
-use super::{FirstAttempt, Host, Policies};
+use super::{FirstAttempt, Host, ResolvedPolicies};
 use crate::error::{BoxError, NodeError, UserCode};
 use crate::observe::trace;
 use crate::policy::Chaos;
@@ -20,7 +20,7 @@ use crate::policy::limit::bulkhead::BulkheadPermit;
 /// `resumed`: the first attempt, which the fast path started.
 pub(super) async fn attempt<H: Host>(
     host: &H,
-    policies: &Policies,
+    policies: &ResolvedPolicies,
     number: u32,
     deadline: Option<Instant>,
     started: Instant,
@@ -81,7 +81,7 @@ impl Limits {
 /// host there.
 async fn permitted<H: Host>(
     host: &H,
-    policies: &Policies,
+    policies: &ResolvedPolicies,
     number: u32,
     limits: Limits,
     started: Instant,
@@ -129,7 +129,7 @@ async fn permitted<H: Host>(
             }
         },
     };
-    if let Some(chaos) = &policies.chaos {
+    if let Some(chaos) = &policies.declared.chaos {
         if let Err(error) = inject(host, policies, chaos, number, cut, started, &mut waits).await {
             return ended(Err(error), waits);
         }
@@ -148,7 +148,7 @@ async fn permitted<H: Host>(
 /// that replaces the task's run.
 async fn inject<H: Host>(
     host: &H,
-    policies: &Policies,
+    policies: &ResolvedPolicies,
     chaos: &Chaos,
     number: u32,
     cut: Cut,
@@ -182,7 +182,7 @@ async fn inject<H: Host>(
 /// would not have come within its maximum wait or before the attempt's `cut`).
 fn rate_permit<'a, H: Host>(
     host: &'a H,
-    policies: &'a Policies,
+    policies: &'a ResolvedPolicies,
     number: u32,
     cut: Cut,
 ) -> Option<impl std::future::Future<Output = Result<Duration, NodeError>> + 'a> {
@@ -265,7 +265,7 @@ impl<H: Host> Drop for Ended<'_, H> {
 /// the fast path started).
 async fn call<H: Host>(
     host: &H,
-    policies: &Policies,
+    policies: &ResolvedPolicies,
     number: u32,
     cut: Cut,
     started: Instant,
@@ -311,7 +311,7 @@ async fn call<H: Host>(
 /// What an attempt that ended (with `out`, or its panic) amounts to.
 fn settle<H: Host>(
     host: &H,
-    policies: &Policies,
+    policies: &ResolvedPolicies,
     number: u32,
     cut: Cut,
     started: Instant,
@@ -333,7 +333,7 @@ fn settle<H: Host>(
 /// The error of an attempt cut at `cut.until`.
 fn cut_error<H: Host>(
     host: &H,
-    policies: &Policies,
+    policies: &ResolvedPolicies,
     number: u32,
     cut: Cut,
     started: Instant,
@@ -349,7 +349,7 @@ fn cut_error<H: Host>(
         NodeError::Timeout {
             node,
             attempt: number,
-            limit: policies.timeout.unwrap_or_default(),
+            limit: policies.declared.timeout.unwrap_or_default(),
         }
     }
 }

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use baton_graph::{
-    Backoff, BoxError, Bulkhead, CircuitBreaker, Event, Fallback, NodeError, Orchestrator, Outcome,
-    Pipeline, RateLimiter, Retry, RetryBudget,
+    Backoff, BoxError, BuildError, Bulkhead, CircuitBreaker, Event, Fallback, Graph, NodeError,
+    Orchestrator, Outcome, Pipeline, Policies, RateLimiter, Retry, RetryBudget,
 };
 use tokio::time::{Instant, sleep};
 
@@ -236,7 +236,8 @@ async fn as_pipeline(spec: &Spec) -> Vec<Seen> {
         .bulkhead
         .map(|(n, wait)| Bulkhead::new("pool", n, wait));
     let calls = Arc::new(AtomicU32::new(0));
-    let mut p = Pipeline::<u32>::builder("downstream").orchestrator(&orch);
+    // One `Policies` value, given whole: the node above takes the same setters one by one.
+    let mut p = Policies::new();
     if let Some(t) = spec.timeout {
         p = p.timeout(t);
     }
@@ -261,6 +262,9 @@ async fn as_pipeline(spec: &Spec) -> Vec<Seen> {
     if let Some(l) = limiter(spec) {
         p = p.rate_limit(&l);
     }
+    let mut p = Pipeline::<u32>::builder("downstream")
+        .orchestrator(&orch)
+        .policies(p);
     if let Some(f) = spec.fallback {
         p = p.fallback(f());
     }
@@ -672,4 +676,152 @@ async fn attempts_a_full_bulkhead_refused_are_counted_and_told() {
     assert_eq!(count("failed: node `downstream` attempt"), 3);
     let error = s.error.as_deref().unwrap_or_default();
     assert!(error.contains("gave up after 3 attempt(s)"), "{error}");
+}
+
+/// One `Policies` value given to a node and to a pipeline: both run it alike; setters
+/// called after `.policies(..)` refine it for that node only, setters before it are
+/// replaced.
+#[tokio::test(start_paused = true)]
+async fn one_policies_value_serves_nodes_and_pipelines_and_setters_refine_it() {
+    let calls = Policies::new().timeout(ms(50)).retry(retry(3, 100));
+    let slow = |_: u32| async {
+        sleep(ms(1_000)).await;
+        Ok::<u32, BoxError>(1)
+    };
+    let mut g = Graph::<()>::builder();
+    let shared = g.node("shared").policies(&calls).task(move |_, ()| slow(0));
+    let refined = g
+        .node("refined")
+        .timeout(ms(500)) // replaced by the policies
+        .policies(&calls)
+        .retry(Retry::new(1))
+        .task(move |_, ()| slow(0));
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let pipeline = Pipeline::<u32>::builder("shared")
+        .policies(calls.clone())
+        .build()
+        .unwrap();
+    let call = pipeline.run(|a| slow(a.number())).await;
+    let shared = report.node(shared).unwrap();
+    assert_eq!((shared.attempts(), call.attempts()), (3, 3));
+    assert_eq!(log_of(shared.attempt_log()), log_of(call.attempt_log()));
+    assert_eq!(
+        shared.end(),
+        ms(350),
+        "three 50 ms attempts, two 100 ms backoffs"
+    );
+    let refined = report.node(refined).unwrap();
+    assert_eq!(refined.attempts(), 1);
+    assert_eq!(refined.error().map(|e| e.kind()), Some("gave_up"));
+    assert_eq!(
+        refined.end(),
+        ms(50),
+        "the policies' timeout, not the one before"
+    );
+}
+
+/// Policies compare by what they declare: settings by value, breakers, bulkheads and rate
+/// limiters by identity (or name), closures by pointer.
+#[test]
+fn policies_compare_by_value_handles_by_identity_and_closures_by_pointer() {
+    let a = CircuitBreaker::builder("inventory").build().unwrap();
+    let twin = CircuitBreaker::builder("inventory").build().unwrap();
+    let base = Policies::new().timeout(ms(300)).retry(retry(3, 100));
+    assert_eq!(base, Policies::new().timeout(ms(300)).retry(retry(3, 100)));
+    assert_ne!(base, base.clone().timeout(ms(301)));
+    assert_eq!(base.clone().breaker(&a), base.clone().breaker(a.clone()));
+    assert_ne!(
+        base.clone().breaker(&a),
+        base.clone().breaker(&twin),
+        "another handle"
+    );
+    assert_eq!(
+        base.clone().breaker("inventory"),
+        base.clone().breaker("inventory")
+    );
+    assert_ne!(base.clone().breaker("inventory"), base.clone().breaker(&a));
+    let ignore = base.clone().breaker_ignore(|_| true);
+    assert_eq!(ignore, ignore.clone(), "the same closure");
+    assert_ne!(
+        ignore,
+        base.clone().breaker_ignore(|_| true),
+        "another closure"
+    );
+    assert_eq!(Policies::new(), Policies::default());
+    let debug = format!("{:?}", base.breaker(&a));
+    assert!(
+        debug.contains("inventory") && debug.contains("300ms"),
+        "{debug}"
+    );
+}
+
+/// A pipeline's breaker, bulkhead and rate limiter may be given by name: its orchestrator
+/// has them. Without an orchestrator, or with one that lacks the name, `build()` names it.
+#[tokio::test(start_paused = true)]
+async fn a_pipeline_finds_its_policies_by_name_in_its_orchestrator() {
+    let inventory = CircuitBreaker::builder("inventory")
+        .consecutive_failures(1)
+        .build()
+        .unwrap();
+    let orch = Orchestrator::new();
+    orch.add_breaker(&inventory).unwrap();
+    let stock = Pipeline::<u32>::builder("stock")
+        .breaker("inventory")
+        .orchestrator(&orch)
+        .build()
+        .unwrap();
+    let _ = stock
+        .call(|_| async { Err::<u32, BoxError>("503".into()) })
+        .await;
+    assert!(
+        inventory.is_open(),
+        "the named breaker is the registered one"
+    );
+    for pipeline in [
+        Pipeline::<u32>::builder("stock").bulkhead("pool"),
+        Pipeline::<u32>::builder("stock")
+            .rate_limit("mail")
+            .orchestrator(&orch),
+    ] {
+        match pipeline.build() {
+            Err(BuildError::UnknownPolicy { node, kind, name }) => {
+                assert_eq!(node, "stock");
+                assert!(matches!(
+                    (kind, name.as_str()),
+                    ("bulkhead", "pool") | ("rate limiter", "mail")
+                ));
+            }
+            other => panic!("expected an unknown policy, got {other:?}"),
+        }
+    }
+}
+
+/// `fallback` takes a plain value on a pipeline as on a node, and `fallback_with` an async
+/// function of the error.
+#[tokio::test(start_paused = true)]
+async fn a_pipeline_takes_a_plain_fallback_value_or_an_async_function() {
+    let plain = Pipeline::<u32>::builder("price")
+        .fallback(0_u32)
+        .build()
+        .unwrap();
+    let call = plain
+        .run(|_| async { Err::<u32, BoxError>("down".into()) })
+        .await;
+    assert_eq!(
+        (call.outcome(), call.value()),
+        (Outcome::Recovered, Some(&0))
+    );
+    let with = Pipeline::<u32>::builder("price")
+        .fallback_with(|error| async move {
+            sleep(ms(5)).await;
+            Ok::<u32, BoxError>(error.to_string().len() as u32)
+        })
+        .build()
+        .unwrap();
+    let call = with
+        .run(|_| async { Err::<u32, BoxError>("down".into()) })
+        .await;
+    assert_eq!(call.outcome(), Outcome::Recovered);
+    assert!(call.value().is_some_and(|v| *v > 0));
+    assert_eq!(call.elapsed(), ms(5));
 }

@@ -206,7 +206,7 @@ fn an_impossible_rate_limiter_is_a_build_error() {
          permits per 1s, more than one per nanosecond"
     );
     let error = Pipeline::<()>::builder("stock")
-        .rate_limit(&RateLimiter::new("inventory", 0, second))
+        .rate_limit(RateLimiter::new("inventory", 0, second))
         .build()
         .unwrap_err();
     assert!(matches!(

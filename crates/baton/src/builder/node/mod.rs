@@ -9,13 +9,14 @@ use std::future::Future;
 
 use super::compensate::CompensateSpec;
 use super::graph_builder::{GraphBuilder, NewNode};
-use super::policy::PolicySpec;
+use super::policy::Declared;
 use crate::engine::{
     BlockingTask, Ctx, Extras, Named, NodeFallback, TaskRef, Tasks, TypedTask, Upstreams,
 };
 use crate::error::{BoxError, BuildError};
 use crate::id::Node;
 use crate::observe::NodeCallbacks;
+use crate::onion::Policies;
 use crate::report::NodeReport;
 
 /// One node being defined: its upstreams and policies, then its task.
@@ -29,7 +30,8 @@ use crate::report::NodeReport;
 /// circuit breaker, then the fallback. An attempt takes its rate-limit permit and its
 /// bulkhead permit, draws its injected faults, and runs the task under its per-attempt
 /// timeout; a hedge races further attempts against it. The
-/// [contract's rule 3](crate::contract#3-the-onion) gives the details. Without a setter
+/// [contract's rule 3](crate::contract#3-the-onion) gives the details. The setters are
+/// those of [`Policies`], which [`policies`](Self::policies) takes whole. Without a setter
 /// call, a node has:
 /// - [`timeout`](Self::timeout): no per-attempt limit; only a deadline cuts an attempt;
 /// - [`retry`](Self::retry): one attempt, never retried;
@@ -50,7 +52,7 @@ pub struct NodeBuilder<'g, I, U, T> {
     upstreams: U,
     /// Boxed on first use: most nodes have no policy and no callback, and a small builder
     /// is cheap to move through `.after(..)` and `.task(..)`.
-    extras: Option<Box<Extras<PolicySpec>>>,
+    extras: Option<Box<Extras<Declared>>>,
     fallback: Option<NodeFallback<I, T>>,
     /// For a map node: how many items run at once, when given.
     concurrency: Option<usize>,
@@ -169,11 +171,15 @@ impl<'g, I, U, T> NodeBuilder<'g, I, U, T> {
         }
     }
 
-    fn policy(&mut self) -> &mut PolicySpec {
+    fn declared(&mut self) -> &mut Declared {
         self.extras
             .get_or_insert_with(Box::default)
             .policy
-            .get_or_insert_with(PolicySpec::default)
+            .get_or_insert_with(Declared::default)
+    }
+
+    fn policies_mut(&mut self) -> &mut Policies {
+        &mut self.declared().policies
     }
 
     fn callbacks(&mut self) -> &mut NodeCallbacks {

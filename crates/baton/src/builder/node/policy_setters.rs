@@ -1,360 +1,52 @@
-//! A node's policies: timeout, retry, budget, breaker, bulkhead and fallback.
+//! A node's policies: the setters it shares with [`Policies`], `policies(..)`, and its
+//! fallback.
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::NodeBuilder;
-use crate::builder::policy::PolicyRef;
 use crate::engine::{Ctx, NodeFallback, Upstreams};
 use crate::error::{BoxError, NodeError};
-use crate::onion::{IntoFallback, Retry};
-use crate::policy::{Bulkhead, Chaos, CircuitBreaker, Hedge, RateLimiter};
+use crate::onion::{IntoFallback, Policies, policy_setters};
 
 impl<I, U, T> NodeBuilder<'_, I, U, T> {
-    /// Limits each attempt to `limit`; an attempt that runs longer is dropped (it stops at
-    /// its next `.await`) and fails with [`NodeError::Timeout`] naming the node, the
-    /// attempt and the limit. The effective limit is `min(limit, time left before the
-    /// deadline)`. A zero limit is rejected by `build()`
-    /// ([`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy)).
+    policy_setters!();
+
+    /// Takes `policies` as this node's (given by value or by reference); setters called
+    /// after it refine them for this node, setters called before it are replaced. Nodes
+    /// given equal policies share one record of them in the graph.
     ///
     /// ```
     /// use std::time::Duration;
-    /// use baton_graph::{BoxError, Graph, Outcome};
-    /// use tokio::time::sleep;
+    /// use baton_graph::{BoxError, Graph, Policies, Retry};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), BoxError> {
+    /// let calls = Policies::new().retry(Retry::new(3)).timeout(Duration::from_millis(50));
     /// let mut g = Graph::<()>::builder();
-    /// let slow = g.node("slow").timeout(Duration::from_millis(50)).task(|_ctx, ()| async {
-    ///     sleep(Duration::from_secs(1)).await;
-    ///     Ok::<_, BoxError>(())
-    /// });
-    /// let report = g.build()?.run(()).await?;
-    /// let slow = report.node(slow).unwrap();
-    /// assert_eq!(slow.outcome(), Outcome::Failed);
-    /// assert_eq!(slow.error().map(|e| e.kind()), Some("timeout"));
-    /// assert_eq!(slow.end(), Duration::from_millis(50));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn timeout(mut self, limit: Duration) -> Self {
-        self.policy().timeout = Some(limit);
-        self
-    }
-
-    /// Takes the policies of the orchestrator's policy set `name` (from a configuration:
-    /// [`Orchestrator::apply`](crate::Orchestrator::apply)) when the graph is built, as
-    /// the set is then; a policy also given to this node keeps the node's. A set the
-    /// orchestrator does not have fails `build()`
-    /// ([`BuildError::UnknownPolicy`](crate::BuildError::UnknownPolicy)).
-    ///
-    /// ```
-    /// use baton_graph::{BoxError, Config, Orchestrator};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let text = r#"{ "policies": { "stock": { "timeout": "50ms" } } }"#;
-    /// let orch = Orchestrator::new();
-    /// orch.apply(&Config::from_deserializer(&mut serde_json::Deserializer::from_str(text))?)?;
-    /// let mut g = orch.graph::<()>();
-    /// let stock = g.node("stock").policy_set("stock").task(|_ctx, ()| async {
-    ///     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    ///     Ok::<_, BoxError>(())
-    /// });
-    /// let report = g.build()?.run(()).await?;
-    /// assert_eq!(report.node(stock).unwrap().error().map(|e| e.kind()), Some("timeout"));
-    /// # Ok(())
-    /// # }
-    /// ```
-    #[cfg(feature = "serde")]
-    pub fn policy_set(mut self, name: impl Into<String>) -> Self {
-        self.policy().policy_set = Some(name.into());
-        self
-    }
-
-    /// Retries failed attempts per `retry` (attempts, backoff, jitter, which errors, retry
-    /// budget), inside the node's deadline. [`Retry::new(n)`](Retry::new) counts attempts:
-    /// `Retry::new(3)` is the first attempt and at most 2 retries.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use baton_graph::{Backoff, BoxError, Graph, Retry};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), BoxError> {
-    /// let mut g = Graph::<()>::builder();
-    /// let stock = g
-    ///     .node("stock")
-    ///     .retry(Retry::new(3).backoff(Backoff::constant(Duration::from_millis(100))))
+    /// let user = g
+    ///     .node("user")
+    ///     .policies(&calls)
     ///     .task(|_ctx, ()| async { Err::<u32, BoxError>("503".into()) });
-    /// let report = g.build()?.run(()).await?;
-    /// let stock = report.node(stock).unwrap();
-    /// assert_eq!(stock.attempts(), 3); // the first attempt and two retries
-    /// assert_eq!(stock.error().map(|e| e.kind()), Some("gave_up"));
-    /// assert_eq!(stock.end(), Duration::from_millis(200)); // two backoffs of 100 ms
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn retry(mut self, retry: Retry) -> Self {
-        self.policy().retry = Some(retry);
-        self
-    }
-
-    /// Gives the node a time budget from its start: every attempt, backoff and bulkhead wait
-    /// must end by then (and by the run's deadline, if earlier). When it runs out mid-attempt
-    /// the attempt is cut at the deadline, and the node fails with
-    /// [`NodeError::DeadlineExceeded`] (or [`NodeError::GaveUp`] saying how many attempts
-    /// ran and how long the series took).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use baton_graph::{Backoff, BoxError, Graph, Retry};
-    /// use tokio::time::sleep;
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), BoxError> {
-    /// let mut g = Graph::<()>::builder();
-    /// let quote = g
-    ///     .node("quote")
-    ///     .timeout(Duration::from_millis(100))
-    ///     .retry(Retry::new(10).backoff(Backoff::constant(Duration::from_millis(50))))
-    ///     .budget(Duration::from_millis(300)) // all attempts and backoffs together
+    /// let sku = g
+    ///     .node("sku")
+    ///     .timeout(Duration::from_secs(1)) // replaced by the policies below
+    ///     .policies(&calls)
+    ///     .retry(Retry::new(1)) // refines them: no retry for this node
     ///     .task(|_ctx, ()| async {
-    ///         sleep(Duration::from_secs(1)).await; // every attempt times out
-    ///         Ok::<_, BoxError>(())
+    ///         tokio::time::sleep(Duration::from_millis(200)).await;
+    ///         Ok::<u32, BoxError>(7)
     ///     });
     /// let report = g.build()?.run(()).await?;
-    /// let quote = report.node(quote).unwrap();
-    /// assert_eq!(quote.end(), Duration::from_millis(300));
-    /// assert_eq!(quote.attempts(), 3);
-    /// assert_eq!(quote.error().map(|e| e.kind()), Some("gave_up"));
-    /// let starts: Vec<_> = quote.attempt_log().iter().map(|a| a.start.as_millis()).collect();
-    /// // The last backoff is clipped to leave the minimum attempt time (10 ms).
-    /// assert_eq!(starts, [0, 150, 290]);
+    /// assert_eq!(report.node(user).map(|n| n.attempts()), Some(3));
+    /// let sku = report.node(sku).unwrap();
+    /// assert_eq!(sku.end(), Duration::from_millis(50)); // cut by the policies' timeout
+    /// assert_eq!(sku.attempts(), 1);
     /// # Ok(())
     /// # }
     /// ```
-    pub fn budget(mut self, budget: Duration) -> Self {
-        self.policy().budget = Some(budget);
-        self
-    }
-
-    /// No first attempt starts with less than `min` left before the deadline, and backoffs
-    /// are clipped to leave it (default 10 ms). A retry whose backoff timer fired late
-    /// starts with whatever is left, as the series' last.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use baton_graph::{BoxError, Graph, RunOptions};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), BoxError> {
-    /// let mut g = Graph::<()>::builder();
-    /// let quote = g
-    ///     .node("quote")
-    ///     .min_attempt_time(Duration::from_millis(100)) // a call takes at least this long
-    ///     .task(|_ctx, ()| async { Ok::<_, BoxError>(1_u32) });
-    /// let options = RunOptions::new().timeout(Duration::from_millis(50));
-    /// let report = g.build()?.run_with((), options).await?;
-    /// let quote = report.node(quote).unwrap();
-    /// assert_eq!(quote.attempts(), 0); // 50 ms left: not worth starting
-    /// assert_eq!(quote.error().map(|e| e.kind()), Some("deadline_exceeded"));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn min_attempt_time(mut self, min: Duration) -> Self {
-        self.policy().min_attempt = Some(min);
-        self
-    }
-
-    /// Guards the node with a circuit breaker: a handle, or the name of one registered in
-    /// the graph's [`Orchestrator`](crate::Orchestrator). It is asked once before the retry series (when open,
-    /// the task does not run and the node fails with [`NodeError::BreakerOpen`]) and told
-    /// one result per series.
-    ///
-    /// ```
-    /// use baton_graph::{BoxError, CircuitBreaker, Graph};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let inventory = CircuitBreaker::builder("inventory").consecutive_failures(2).build()?;
-    /// let mut g = Graph::<()>::builder();
-    /// let stock = g
-    ///     .node("stock")
-    ///     .breaker(&inventory)
-    ///     .task(|_ctx, ()| async { Err::<u32, BoxError>("503".into()) });
-    /// let graph = g.build()?;
-    /// graph.run(()).await?;
-    /// graph.run(()).await?; // the second failure in a row opens it
-    /// assert!(inventory.is_open());
-    /// let report = graph.run(()).await?;
-    /// let stock = report.node(stock).unwrap();
-    /// assert_eq!(stock.error().map(|e| e.kind()), Some("breaker_open"));
-    /// assert_eq!(stock.attempts(), 0); // the task did not run
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn breaker(mut self, breaker: impl Into<PolicyRef<CircuitBreaker>>) -> Self {
-        self.policy().breaker = Some(breaker.into());
-        self
-    }
-
-    /// Errors for which `ignore` returns `true` do not count for or against the node's
-    /// breaker (the permit is released uncounted), like resilience4j's `ignoreExceptions`.
-    ///
-    /// ```
-    /// use baton_graph::{BoxError, CircuitBreaker, Graph, NodeError};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let users = CircuitBreaker::builder("users").consecutive_failures(1).build()?;
-    /// let mut g = Graph::<()>::builder();
-    /// g.node("user")
-    ///     .breaker(&users)
-    ///     // A "404 not found" is the caller's problem, not the service's.
-    ///     .breaker_ignore(|e: &NodeError| e.to_string().contains("404"))
-    ///     .task(|_ctx, ()| async { Err::<u32, BoxError>("404 not found".into()) });
-    /// g.build()?.run(()).await?;
-    /// assert!(!users.is_open());
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn breaker_ignore(
-        mut self,
-        ignore: impl Fn(&NodeError) -> bool + Send + Sync + 'static,
-    ) -> Self {
-        self.policy().breaker_ignore = Some(Arc::new(ignore));
-        self
-    }
-
-    /// Takes a permit of `bulkhead` (a handle, or the name of one registered in the graph's
-    /// [`Orchestrator`](crate::Orchestrator)) for each attempt, and holds it until the
-    /// attempt has really stopped. Permits go first come, first served, as tokio's semaphore
-    /// gives them: a retry asks again, behind the attempts already waiting.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use baton_graph::{BoxError, Bulkhead, Graph};
-    /// use tokio::time::sleep;
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), BoxError> {
-    /// let db = Bulkhead::new("db", 1, Duration::from_secs(1)); // one query at a time
-    /// let mut g = Graph::<()>::builder();
-    /// for name in ["orders", "invoices"] {
-    ///     g.node(name).bulkhead(&db).task(|_ctx, ()| async {
-    ///         sleep(Duration::from_millis(100)).await;
-    ///         Ok::<_, BoxError>(())
-    ///     });
-    /// }
-    /// let report = g.build()?.run(()).await?;
-    /// assert_eq!(report.makespan(), Duration::from_millis(200)); // one after the other
-    /// let second = report.by_name("invoices").unwrap();
-    /// assert_eq!(second.attempt_log()[0].permit_wait, Duration::from_millis(100));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn bulkhead(mut self, bulkhead: impl Into<PolicyRef<Bulkhead>>) -> Self {
-        self.policy().bulkhead = Some(bulkhead.into());
-        self
-    }
-
-    /// Takes a permit of `limiter` (a handle, or the name of one registered in the graph's
-    /// [`Orchestrator`](crate::Orchestrator)) for each attempt, before its bulkhead permit.
-    /// The wait for it counts toward the attempt's timeout; an attempt whose permit would
-    /// not come within the limiter's maximum wait, or before its cut, fails at once with
-    /// [`NodeError::RateLimited`] (retried by default). A limiter that could never grant a
-    /// permit is rejected by `build()` ([`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy)).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use baton_graph::{BoxError, Graph, RateLimiter};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), BoxError> {
-    /// // 2 calls per second to the mail service, each waiting up to 1 s for its turn.
-    /// let mail = RateLimiter::new("mail", 2, Duration::from_secs(1))
-    ///     .burst(1)
-    ///     .max_wait(Duration::from_secs(1));
-    /// let mut g = Graph::<()>::builder();
-    /// for to in ["ann", "bob", "eve"] {
-    ///     let _ = g.node(to).rate_limit(&mail).task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
-    /// }
-    /// let report = g.build()?.run(()).await?;
-    /// let ends: Vec<_> = report.nodes().map(|n| n.end().as_millis()).collect();
-    /// assert_eq!(ends, [0, 500, 1_000]);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn rate_limit(mut self, limiter: impl Into<PolicyRef<RateLimiter>>) -> Self {
-        self.policy().rate_limit = Some(limiter.into());
-        self
-    }
-
-    /// Hedges slow attempts: when an attempt has not ended after `hedge`'s delay, another
-    /// starts in parallel, and the first to succeed wins while the others are dropped
-    /// (see [`Hedge`] for how hedges count against the retry, its budget, the deadline
-    /// and the breaker). The attempt log marks each hedge and each cancelled loser; the
-    /// report's [`NodeReport::winner`](crate::NodeReport::winner) is the attempt that won.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use baton_graph::{BoxError, Graph, Hedge};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), BoxError> {
-    /// let mut g = Graph::<()>::builder();
-    /// let price = g
-    ///     .node("price")
-    ///     .hedge(Hedge::new(Duration::from_millis(20)))
-    ///     .task(|ctx, ()| async move {
-    ///         // The first call is stuck; the hedge, 20 ms later, answers in 5 ms.
-    ///         let took = if ctx.attempt() == 1 { 1_000 } else { 5 };
-    ///         tokio::time::sleep(Duration::from_millis(took)).await;
-    ///         Ok::<_, BoxError>(ctx.attempt())
-    ///     });
-    /// let report = g.build()?.run(()).await?;
-    /// assert_eq!(report.get(price), Some(&2));
-    /// let node = report.node(price).unwrap();
-    /// assert_eq!((node.winner(), node.end()), (Some(2), Duration::from_millis(25)));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn hedge(mut self, hedge: Hedge) -> Self {
-        self.policy().hedge = Some(hedge);
-        self
-    }
-
-    /// Injects faults into the node's attempts per `chaos` (latency before the task, an
-    /// error instead of it, at configured rates, from a seeded generator): for testing a
-    /// graph's resilience on the paused clock. The injected latency counts toward the
-    /// attempt's timeout; the attempt log records what was injected.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use baton_graph::{BoxError, Chaos, Graph, Retry};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), BoxError> {
-    /// // Every attempt fails: the node's own retry cannot recover.
-    /// let chaos = Chaos::new(1).error(1.0);
-    /// let mut g = Graph::<()>::builder();
-    /// let price = g
-    ///     .node("price")
-    ///     .chaos(&chaos)
-    ///     .retry(Retry::new(2))
-    ///     .task(|ctx, ()| async move { Ok::<_, BoxError>(ctx.attempt()) });
-    /// let graph = g.build()?;
-    /// let report = graph.run(()).await?;
-    /// assert_eq!(report.get(price), None, "both attempts were failed by chaos");
-    /// chaos.set_enabled(false);
-    /// assert_eq!(graph.run(()).await?.get(price), Some(&1));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn chaos(mut self, chaos: &Chaos) -> Self {
-        self.policy().chaos = Some(chaos.clone());
+    pub fn policies(mut self, policies: impl Into<Policies>) -> Self {
+        *self.policies_mut() = policies.into();
         self
     }
 
@@ -405,7 +97,7 @@ impl<I, U, T> NodeBuilder<'_, I, U, T> {
     /// ```
     pub fn fallback(mut self, fallback: impl IntoFallback<T>) -> Self {
         self.fallback = Some(NodeFallback::Plain(fallback.__into_fallback()));
-        self.policy().has_fallback = true;
+        self.declared().has_fallback = true;
         self
     }
 }
@@ -454,7 +146,7 @@ where
         E: Into<BoxError> + 'static,
     {
         self.fallback = Some(NodeFallback::with_ctx::<U, _, _, _>(f));
-        self.policy().has_fallback = true;
+        self.declared().has_fallback = true;
         self
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::{Graph, GraphInner, NodeKind};
 use crate::observe::diagram::{Diagram, DiagramEdge, DiagramNode, Shape};
-use crate::onion::Policies;
+use crate::onion::ResolvedPolicies;
 use crate::util::human::Human;
 
 impl<I: 'static> Graph<I> {
@@ -163,9 +163,9 @@ fn short(d: Duration) -> String {
 }
 
 /// A node's policies in short labels, in the onion's order from the attempt outward.
-fn policy_labels(p: &Policies) -> Vec<String> {
+fn policy_labels(p: &ResolvedPolicies) -> Vec<String> {
     let mut labels = Vec::new();
-    if let Some(timeout) = p.timeout {
+    if let Some(timeout) = p.declared.timeout {
         labels.push(format!("timeout {}", short(timeout)));
     }
     if let Some(limiter) = &p.rate_limit {
@@ -178,16 +178,16 @@ fn policy_labels(p: &Policies) -> Vec<String> {
             bulkhead.max_concurrent()
         ));
     }
-    if p.chaos.is_some() {
+    if p.declared.chaos.is_some() {
         labels.push("chaos".to_owned());
     }
-    if p.hedge.is_some() {
+    if p.declared.hedge.is_some() {
         labels.push("hedge".to_owned());
     }
-    if let Some(retry) = &p.retry {
+    if let Some(retry) = &p.declared.retry {
         labels.push(format!("retry {}", retry.max_attempts));
     }
-    if let Some(budget) = p.budget {
+    if let Some(budget) = p.declared.budget {
         labels.push(format!("budget {}", short(budget)));
     }
     if let Some(breaker) = &p.breaker {

@@ -20,7 +20,7 @@ use super::run::start::StartMode;
 use super::task::ctx::ErasedTask;
 use super::task::storage::{TaskRef, Tasks};
 use crate::observe::NodeCallbacks;
-use crate::onion::Policies;
+use crate::onion::ResolvedPolicies;
 use crate::orchestrator::Orchestrator;
 use crate::policy::Completion;
 use crate::util::names::Names;
@@ -195,7 +195,7 @@ pub(crate) enum NodeKind {
 /// `E` is what only some nodes have: as declared, in a box of the node's own, in the
 /// builder; as resolved, in a block shared by the nodes that have the same (the graph).
 /// Both forms have the same layout, so `build()` converts the builder's nodes in place.
-pub(crate) struct NodeDef<I, E = Arc<Extras<Arc<Policies>>>> {
+pub(crate) struct NodeDef<I, E = Arc<Extras<Arc<ResolvedPolicies>>>> {
     /// Valid while the [`Tasks`] next to it are: the builder's, then the graph's.
     pub(crate) task: TaskRef<I>,
     /// `None` for a plain task node: no policy, no callbacks, not a router or a branch.
@@ -203,7 +203,7 @@ pub(crate) struct NodeDef<I, E = Arc<Extras<Arc<Policies>>>> {
 }
 
 /// What only some nodes have. `P` is the policy as declared (the builder's `PolicySpec`) or
-/// as resolved ([`Policies`] in the graph), in an `Arc` shared by the nodes declared alike
+/// as resolved ([`ResolvedPolicies`] in the graph), in an `Arc` shared by the nodes declared alike
 /// (`PolicySpec::same`), so that a graph
 /// of many nodes calling one downstream holds their policies once, and reads them from the
 /// cache.
@@ -301,9 +301,9 @@ impl<I> GraphInner<I> {
         let uses_timers = nodes.iter().any(|node| {
             let policy = node.extras.as_deref().and_then(|e| e.policy.as_deref());
             policy.is_some_and(|p| {
-                p.timeout.is_some()
-                    || p.budget.is_some()
-                    || p.retry.is_some()
+                p.declared.timeout.is_some()
+                    || p.declared.budget.is_some()
+                    || p.declared.retry.is_some()
                     || p.bulkhead.is_some()
             })
         });
@@ -322,7 +322,7 @@ impl<I> GraphInner<I> {
         }
     }
 
-    fn extras(&self, id: u32) -> Option<&Extras<Arc<Policies>>> {
+    fn extras(&self, id: u32) -> Option<&Extras<Arc<ResolvedPolicies>>> {
         self.nodes.get(id as usize)?.extras.as_deref()
     }
 
@@ -343,7 +343,7 @@ impl<I> GraphInner<I> {
     }
 
     /// Node `id`'s policies, if it has any (a map node's apply to its items: none here).
-    pub(crate) fn policy(&self, id: u32) -> Option<&Policies> {
+    pub(crate) fn policy(&self, id: u32) -> Option<&ResolvedPolicies> {
         let extras = self.extras(id)?;
         match extras.kind {
             NodeKind::Map { .. } => None,
@@ -352,7 +352,7 @@ impl<I> GraphInner<I> {
     }
 
     /// The policies of map node `id`'s items, if it has any.
-    pub(crate) fn item_policy(&self, id: u32) -> Option<&Policies> {
+    pub(crate) fn item_policy(&self, id: u32) -> Option<&ResolvedPolicies> {
         let extras = self.extras(id)?;
         match extras.kind {
             NodeKind::Map { .. } => extras.policy.as_deref(),
@@ -379,7 +379,7 @@ impl<I> GraphInner<I> {
     /// (the scheduler's fast path), `None` for a router or a branch, or out of range. One
     /// look at the node, for the scheduler to choose its path.
     #[inline]
-    pub(crate) fn task_policy(&self, id: u32) -> Option<Option<&Policies>> {
+    pub(crate) fn task_policy(&self, id: u32) -> Option<Option<&ResolvedPolicies>> {
         match self.nodes.get(id as usize)?.extras.as_deref() {
             None => Some(None),
             Some(e) => match e.kind {

@@ -28,7 +28,7 @@ use super::task::node_fallback::FallbackScope;
 use super::task::upstreams::{FetchCx, Upstreams};
 use crate::error::{BoxError, MapFailed, NodeError, UserCode};
 use crate::id::Node;
-use crate::onion::{self, Execution, Fallback, Policies};
+use crate::onion::{self, Execution, Fallback, ResolvedPolicies};
 use crate::policy::completion::{Tally, Verdict};
 use crate::policy::{Completion, DEFAULT_MAP_CONCURRENCY};
 use crate::util::value::{Value, into_value};
@@ -141,9 +141,9 @@ where
 }
 
 /// The policies of an item whose node has none.
-fn no_policies() -> &'static Policies {
-    static NONE: OnceLock<Policies> = OnceLock::new();
-    NONE.get_or_init(Policies::default)
+fn no_policies() -> &'static ResolvedPolicies {
+    static NONE: OnceLock<ResolvedPolicies> = OnceLock::new();
+    NONE.get_or_init(ResolvedPolicies::default)
 }
 
 /// Runs the items of map node `node`: at most the node's concurrency at once, until its
@@ -174,7 +174,7 @@ where
     let deadline = run.core.deadline();
     // Without policies and without a deadline, an item is its task's one attempt.
     let fast = run.graph.item_policy(node).is_none() && deadline.is_none();
-    let policies: &Policies = match run.graph.item_policy(node) {
+    let policies: &ResolvedPolicies = match run.graph.item_policy(node) {
         Some(policies) => policies,
         None => no_policies(),
     };
@@ -235,7 +235,7 @@ where
 /// Runs one item through the policies; its index, attempts and what it produced.
 async fn run_item<H: onion::Host + item_host::Counted>(
     host: H,
-    policies: &Policies,
+    policies: &ResolvedPolicies,
     deadline: Option<Instant>,
 ) -> (u32, u32, Execution<H::Value>) {
     let started = Instant::now();

@@ -29,7 +29,7 @@ use tokio::time::{Instant, Sleep};
 
 use crate::engine::run::state::RunState;
 use crate::engine::task::ctx::{AttemptFuture, CtxCut};
-use crate::onion::{First, FirstAttempt, Policies};
+use crate::onion::{First, FirstAttempt, ResolvedPolicies};
 use crate::policy::CircuitBreaker;
 use crate::policy::breaker::Ticket;
 use crate::policy::deadline::poll_timer;
@@ -68,7 +68,7 @@ enum Armed {
 #[inline]
 pub(in crate::engine) fn prepare<I: Send + Sync + 'static>(
     run: &Arc<RunState<I>>,
-    policy: &Policies,
+    policy: &ResolvedPolicies,
     start: Instant,
     span: &tracing::Span,
 ) -> Option<(CtxCut, Held)> {
@@ -198,25 +198,14 @@ fn set<I: Send + Sync + 'static>(
     }
 }
 
-/// When node `id`'s first attempt, started at `start`, is cut, as [`prepare`] computed it.
+/// When node `id`'s first attempt, started at `start`, is cut, as [`prepare`] computed it
+/// (or would have, had it been asked: [`CtxCut::TimeoutAfter`]).
 pub(in crate::engine) fn cut<I: Send + Sync + 'static>(
     run: &RunState<I>,
     id: u32,
     start: Instant,
 ) -> Option<Instant> {
-    cut_with(run.graph.policy(id)?, run.core.deadline(), start)
-}
-
-/// The cut of a first attempt started at `start`, as the onion computes it; with no budget
-/// and no run deadline, the timeout alone.
-#[inline]
-fn cut_with(policy: &Policies, run_deadline: Option<Instant>, start: Instant) -> Option<Instant> {
-    if policy.simple && run_deadline.is_none() {
-        policy.timeout.and_then(|t| start.checked_add(t))
-    } else {
-        let deadline = policy.deadline(run_deadline, start);
-        policy.cut(start, deadline).until
-    }
+    run.graph.policy(id)?.first_cut(run.core.deadline(), start)
 }
 
 /// Node `id`'s first attempt, started at `start`, succeeded at `end` (on its first poll, or
@@ -239,7 +228,7 @@ pub(in crate::engine) fn succeeded<I: Send + Sync + 'static>(
         };
         breaker.resume(ticket).success(elapsed);
     }
-    let until = cut_with(policy, run.core.deadline(), start?)?;
+    let until = policy.first_cut(run.core.deadline(), start?)?;
     (end > until).then(|| end.saturating_duration_since(until))
 }
 

@@ -21,7 +21,7 @@ use crate::engine::task::tokens::AttemptGuard;
 use crate::engine::task::upstreams::FetchCx;
 use crate::error::{NodeError, UserCode};
 use crate::observe::{Event, log, trace};
-use crate::onion::{self, Execution, First, Policies};
+use crate::onion::{self, Execution, First, ResolvedPolicies};
 use crate::report::{Outcome, Record};
 use crate::util::value::Value;
 
@@ -99,7 +99,7 @@ async fn execute<I: Send + Sync + 'static>(
             let policy = match policy {
                 Some(p) => p,
                 None => {
-                    default = Policies::default();
+                    default = ResolvedPolicies::default();
                     &default
                 }
             };

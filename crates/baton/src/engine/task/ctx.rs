@@ -343,8 +343,10 @@ impl<I> Ctx<I> {
         match self.cut {
             CtxCut::At(at) | CtxCut::Fallback(at) => at,
             CtxCut::TimeoutAfter(start) => {
-                let timeout = self.run.graph.policy(self.node)?.timeout?;
-                start.checked_add(timeout)
+                let run = &self.run;
+                run.graph
+                    .policy(self.node)?
+                    .first_cut(run.core.deadline(), start)
             }
         }
     }

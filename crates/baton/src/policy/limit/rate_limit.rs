@@ -215,6 +215,7 @@ impl RateLimiter {
     ///
     /// # Errors
     /// The setting at fault (`permits`, `per` or `burst`), and why.
+    #[cfg(feature = "serde")]
     pub(crate) fn check(
         name: &str,
         permits: u32,

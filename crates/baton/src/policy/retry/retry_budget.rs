@@ -151,6 +151,7 @@ impl RetryBudget {
     }
 
     /// Its settings: `(ttl, min_per_sec, ratio)`, as given.
+    #[cfg(feature = "serde")]
     pub(crate) fn settings(&self) -> (Duration, u32, f64) {
         let i = &self.inner;
         (i.ttl, i.min_per_sec, i.ratio)

@@ -268,7 +268,7 @@ async fn a_panic_names_the_code_that_panicked() {
     let call = predicate.run(move |_| failing()).await;
     assert_eq!(code_of(call.error()), Some(UserCode::RetryPredicate));
     let filter = Pipeline::<u32>::builder("p")
-        .breaker(&breaker())
+        .breaker(breaker())
         .breaker_ignore(|_| panic!("in the filter"))
         .build()
         .unwrap();
