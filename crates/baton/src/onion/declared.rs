@@ -489,7 +489,10 @@ macro_rules! policy_setters {
         ///
         /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
         /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-        /// let text = r#"{ "policies": { "stock": { "timeout": "50ms", "retry": { "max_attempts": 3 } } } }"#;
+        /// let text = r#"{ "policies": { "stock": {
+        ///     "timeout": "50ms",
+        ///     "retry": { "max_attempts": 3, "backoff": { "constant": "10ms" } }
+        /// } } }"#;
         /// let orch = Orchestrator::new();
         /// orch.apply(&Config::from_deserializer(&mut serde_json::Deserializer::from_str(text))?)?;
         ///
@@ -500,7 +503,8 @@ macro_rules! policy_setters {
         /// });
         /// let report = g.build()?.run(()).await?;
         /// let stock = report.node(stock).unwrap();
-        /// assert_eq!((stock.attempts(), stock.end()), (3, Duration::from_millis(150)));
+        /// // Three attempts of 50 ms, 10 ms apart.
+        /// assert_eq!((stock.attempts(), stock.end()), (3, Duration::from_millis(170)));
         ///
         /// let call = Pipeline::<u32>::builder("stock").orchestrator(&orch).policy_set("stock");
         /// let call = call.build()?.run(|_| async { Err::<u32, BoxError>("503".into()) }).await;

@@ -21,7 +21,9 @@
 //! assert!(orch.breaker("inventory").is_some());
 //! assert!(orch.policy_set("checkout").is_some());
 //!
-//! let bad = r#"{ "breakers": { "inventory": { "failure_rate": { "threshold": 1.5 } } } }"#;
+//! let bad = r#"{ "breakers": { "inventory": {
+//!     "failure_rate": { "threshold": 1.5, "window": 20, "min_calls": 10 }
+//! } } }"#;
 //! let err = Config::from_deserializer(&mut serde_json::Deserializer::from_str(bad)).unwrap_err();
 //! assert_eq!(err.path(), "breakers.inventory.failure_rate.threshold");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
