@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::time::Instant;
 
 use crate::policy::InvalidSetting;
@@ -57,10 +57,12 @@ struct Inner {
     max_concurrent: AtomicUsize,
     /// The maximum wait in nanoseconds (`u64::MAX`: no bound).
     max_wait: AtomicU64,
-    semaphore: Arc<Semaphore>,
+    /// The free permits. A permit taken is forgotten at once and given back by
+    /// `BulkheadPermit`'s drop, so that a permit is one `Arc` of the bulkhead.
+    semaphore: Semaphore,
     waiting: AtomicUsize,
     /// Permits still to take out of use after a shrink below the permits in use: each one
-    /// released while this is above zero is forgotten instead of given back.
+    /// released while this is above zero is not given back.
     owed: AtomicUsize,
     /// Serializes changes of the limit.
     resize: Mutex<()>,
@@ -90,11 +92,10 @@ impl fmt::Debug for Bulkhead {
     }
 }
 
-/// A permit of a [`Bulkhead`], released on drop (or taken out of use, when the bulkhead
+/// A permit of a [`Bulkhead`], given back on drop (or taken out of use, when the bulkhead
 /// was shrunk below the permits in use).
 #[derive(Debug)]
 pub(crate) struct BulkheadPermit {
-    permit: Option<OwnedSemaphorePermit>,
     inner: Arc<Inner>,
 }
 
@@ -107,14 +108,12 @@ impl fmt::Debug for Inner {
 impl Drop for BulkheadPermit {
     fn drop(&mut self) {
         let owed = &self.inner.owed;
-        if owed.load(Ordering::Relaxed) == 0 {
-            return;
-        }
-        let paid = owed
-            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| n.checked_sub(1))
-            .is_ok();
-        if let (true, Some(permit)) = (paid, self.permit.take()) {
-            permit.forget();
+        let paid = owed.load(Ordering::Relaxed) != 0
+            && owed
+                .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok();
+        if !paid {
+            self.inner.semaphore.add_permits(1);
         }
     }
 }
@@ -144,7 +143,7 @@ impl Bulkhead {
                 name: name.into(),
                 max_concurrent: AtomicUsize::new(max_concurrent),
                 max_wait: AtomicU64::new(nanos(max_wait)),
-                semaphore: Arc::new(Semaphore::new(max_concurrent.min(Self::MAX_CONCURRENT))),
+                semaphore: Semaphore::new(max_concurrent.min(Self::MAX_CONCURRENT)),
                 waiting: AtomicUsize::new(0),
                 owed: AtomicUsize::new(0),
                 resize: Mutex::new(()),
@@ -277,11 +276,13 @@ impl Bulkhead {
         &self,
         until: Option<Instant>,
     ) -> Result<(BulkheadPermit, Duration), Refused> {
-        let permit = |p| BulkheadPermit {
-            permit: Some(p),
-            inner: Arc::clone(&self.inner),
+        let permit = |p: SemaphorePermit<'_>| {
+            p.forget();
+            BulkheadPermit {
+                inner: Arc::clone(&self.inner),
+            }
         };
-        if let Ok(p) = Arc::clone(&self.inner.semaphore).try_acquire_owned() {
+        if let Ok(p) = self.inner.semaphore.try_acquire() {
             return Ok((permit(p), Duration::ZERO));
         }
         let started = Instant::now();
@@ -296,7 +297,7 @@ impl Bulkhead {
         let refused = |waited| Refused { waited, cut };
         let Some(limit) = limit else {
             let _waiting = WaitingGuard::new(&self.inner.waiting);
-            return match Arc::clone(&self.inner.semaphore).acquire_owned().await {
+            return match self.inner.semaphore.acquire().await {
                 Ok(p) => Ok((permit(p), waited())),
                 Err(_) => Err(refused(waited())),
             };
@@ -305,7 +306,7 @@ impl Bulkhead {
             return Err(refused(Duration::ZERO));
         }
         let _waiting = WaitingGuard::new(&self.inner.waiting);
-        let acquire = Arc::clone(&self.inner.semaphore).acquire_owned();
+        let acquire = self.inner.semaphore.acquire();
         match tokio::time::timeout_at(limit, acquire).await {
             Ok(Ok(p)) => Ok((permit(p), waited())),
             // The semaphore is never closed; treat it like a timeout if it were.
