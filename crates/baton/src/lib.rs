@@ -310,8 +310,9 @@ pub mod breaker {
 pub mod limit {
     //! Limits on the calls to one downstream, shared by name: a [`Bulkhead`] caps how many
     //! run at once, a [`RateLimiter`] how many start per period. Both wait a bounded time
-    //! for a permit, then reject the attempt.
-    pub use crate::policy::{Bulkhead, RateLimiter};
+    //! for a permit, then reject the attempt. Both change their settings in place
+    //! (`reconfigure`), and refuse an impossible one with [`InvalidSetting`].
+    pub use crate::policy::{Bulkhead, InvalidSetting, RateLimiter};
 }
 
 pub mod hedge {
@@ -360,6 +361,8 @@ pub mod shared {
 ///
 #[doc = include_str!("../contract.md")]
 pub mod contract {}
+#[cfg(feature = "serde")]
+pub use orchestrator::config;
 
 pub use builder::{GraphBuilder, NodeBuilder};
 pub use engine::{Ctx, FailureMode, Graph, Inputs, Run, RunError, RunOptions, Upstreams};

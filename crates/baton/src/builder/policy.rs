@@ -9,6 +9,9 @@ pub(crate) struct Declared {
     pub(crate) policies: Policies,
     /// The fallback itself is typed and lives with the task; the policy path must run it.
     pub(crate) has_fallback: bool,
+    /// The orchestrator's named policy set that fills what the node was not given.
+    #[cfg(feature = "serde")]
+    pub(crate) policy_set: Option<String>,
 }
 
 impl Declared {

@@ -182,6 +182,17 @@ impl fmt::Display for Event<'_> {
                 ..
             } => write!(f, "`{node}` rejected by breaker `{breaker}` ({state})"),
             Event::BreakerTransition(t) => write!(f, "{t}"),
+            Event::ConfigApplied { changes } => {
+                let changed = changes
+                    .iter()
+                    .filter(|c| c.action != super::ConfigAction::Unchanged)
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>();
+                match changed.is_empty() {
+                    true => write!(f, "configuration applied: nothing changed"),
+                    false => write!(f, "configuration applied: {}", changed.join(", ")),
+                }
+            }
             Event::FallbackUsed { node, error, .. } => {
                 write!(f, "`{node}` fell back after: {error}")
             }

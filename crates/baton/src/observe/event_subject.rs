@@ -20,13 +20,14 @@ macro_rules! rename {
 
 impl<'a> Event<'a> {
     /// The node (or map item, `node[index]`) the event is about; `None` for a run's start
-    /// and end and for a breaker's transition.
+    /// and end, a breaker's transition and an applied configuration.
     #[must_use]
     pub fn node(&self) -> Option<&'a str> {
         match *self {
-            Event::RunStarted { .. } | Event::RunFinished { .. } | Event::BreakerTransition(_) => {
-                None
-            }
+            Event::RunStarted { .. }
+            | Event::RunFinished { .. }
+            | Event::BreakerTransition(_)
+            | Event::ConfigApplied { .. } => None,
             Event::NodeStarted { node, .. }
             | Event::AttemptStarted { node, .. }
             | Event::AttemptFailed { node, .. }

@@ -3,7 +3,7 @@
 
 use metrics::{Label, counter, gauge, histogram};
 
-use super::{Event, Observer};
+use super::{ConfigAction, ConfigChange, Event, Observer};
 use crate::policy::breaker::{BreakerState, BreakerTransition, TransitionReason};
 
 /// Records run events as `metrics` counters, gauges and histograms (feature `metrics`).
@@ -37,6 +37,7 @@ use crate::policy::breaker::{BreakerState, BreakerTransition, TransitionReason};
 /// | `baton_breaker_transitions_total` | counter | `breaker`, `from`, `to` | breaker state changes |
 /// | `baton_breaker_state` | gauge | `breaker` | the breaker's state: 0 closed, 1 half-open, 2 open, 3 recovering, 4 isolated, 5 forced closed |
 /// | `baton_breaker_shared_state_reached` | gauge | `breaker` | a shared breaker: 0 while its store cannot be reached (it judges alone), 1 once it follows the shared state again |
+/// | `baton_config_changes_total` | counter | `kind` | policies a configuration added or updated (`Orchestrator::apply`) |
 ///
 /// `graph` is the graph's name ([`GraphBuilder::name`](crate::GraphBuilder::name)); a graph
 /// without one, and a [`Pipeline`](crate::Pipeline) call (whose `node` is the pipeline's
@@ -261,6 +262,7 @@ impl Observer for MetricsObserver {
                 ];
                 counter!("baton_compensations_total", labels(graph, at)).increment(1);
             }
+            Event::ConfigApplied { changes } => config_applied(changes),
             Event::NodeFinished {
                 node,
                 outcome,
@@ -276,5 +278,15 @@ impl Observer for MetricsObserver {
                 histogram!("baton_node_duration_seconds", at).record(duration.as_secs_f64());
             }
         }
+    }
+}
+
+/// Counts the policies a configuration added or updated, by kind.
+fn config_applied(changes: &[ConfigChange]) {
+    for c in changes
+        .iter()
+        .filter(|c| c.action != ConfigAction::Unchanged)
+    {
+        counter!("baton_config_changes_total", "kind" => c.kind).increment(1);
     }
 }

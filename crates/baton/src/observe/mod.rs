@@ -51,6 +51,7 @@
 //! WARN, to half-open, recovering or closed at INFO (with `breaker`, `from`, `to`, `reason`).
 
 mod callbacks;
+mod change;
 pub(crate) mod diagram;
 mod display;
 mod event_subject;
@@ -64,6 +65,7 @@ pub(crate) mod trace;
 use std::time::Duration;
 
 pub(crate) use callbacks::NodeCallbacks;
+pub use change::{ConfigAction, ConfigChange};
 #[cfg(feature = "metrics")]
 pub use metrics::MetricsObserver;
 pub use stats::{RuntimeStats, Stats};
@@ -345,6 +347,12 @@ pub enum Event<'a> {
     },
     /// A circuit breaker changed state (from any node, graph or run of the orchestrator).
     BreakerTransition(&'a BreakerTransition),
+    /// The orchestrator applied a configuration (`Orchestrator::apply`, feature `serde`):
+    /// every policy it named, and what it did to each, in the configuration's order.
+    ConfigApplied {
+        /// The policies, and what happened to each.
+        changes: &'a [ConfigChange],
+    },
     /// A node's fallback ran because its inner layers failed with `error`.
     FallbackUsed {
         /// The run.
@@ -403,8 +411,8 @@ pub enum Event<'a> {
 
 impl<'a> Event<'a> {
     /// The name of the graph whose run the event belongs to, if the graph has one
-    /// ([`GraphBuilder::name`](crate::GraphBuilder::name)); `None` for a pipeline's call
-    /// and for a breaker's transition, which belongs to no run.
+    /// ([`GraphBuilder::name`](crate::GraphBuilder::name)); `None` for a pipeline's call,
+    /// and for a breaker's transition and an applied configuration, which belong to no run.
     #[must_use]
     pub fn graph(&self) -> Option<&'a str> {
         match *self {
@@ -424,7 +432,7 @@ impl<'a> Event<'a> {
             | Event::CompensationStarted { graph, .. }
             | Event::CompensationFinished { graph, .. }
             | Event::NodeFinished { graph, .. } => graph,
-            Event::BreakerTransition(_) => None,
+            Event::BreakerTransition(_) | Event::ConfigApplied { .. } => None,
         }
     }
 }

@@ -142,6 +142,9 @@ pub struct Policies {
     pub(crate) rate_limit: Option<PolicyRef<RateLimiter>>,
     pub(crate) hedge: Option<Hedge>,
     pub(crate) chaos: Option<Chaos>,
+    /// The orchestrator's named policy set that fills what these do not set.
+    #[cfg(feature = "serde")]
+    pub(crate) policy_set: Option<String>,
 }
 
 /// The per-policy setters of [`Policies`], [`NodeBuilder`](crate::NodeBuilder) and
@@ -473,6 +476,47 @@ macro_rules! policy_setters {
             self.policies_mut().chaos = Some(chaos.clone());
             self
         }
+
+        /// Takes the policies of the orchestrator's policy set `name` (from a configuration:
+        /// [`Orchestrator::apply`](crate::Orchestrator::apply)) when the graph or pipeline is
+        /// built, as the set is then. A policy set here too keeps its own value, whether set
+        /// before or after. A set the orchestrator does not have (or no orchestrator) fails
+        /// the build ([`BuildError::UnknownPolicy`](crate::BuildError::UnknownPolicy)).
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use baton_graph::{BoxError, Orchestrator, Pipeline, config::Config};
+        ///
+        /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+        /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+        /// let text = r#"{ "policies": { "stock": {
+        ///     "timeout": "50ms",
+        ///     "retry": { "max_attempts": 3, "backoff": { "constant": "10ms" } }
+        /// } } }"#;
+        /// let orch = Orchestrator::new();
+        /// orch.apply(&Config::from_deserializer(&mut serde_json::Deserializer::from_str(text))?)?;
+        ///
+        /// let mut g = orch.graph::<()>();
+        /// let stock = g.node("stock").policy_set("stock").task(|_ctx, ()| async {
+        ///     tokio::time::sleep(Duration::from_secs(1)).await;
+        ///     Ok::<_, BoxError>(())
+        /// });
+        /// let report = g.build()?.run(()).await?;
+        /// let stock = report.node(stock).unwrap();
+        /// // Three attempts of 50 ms, 10 ms apart.
+        /// assert_eq!((stock.attempts(), stock.end()), (3, Duration::from_millis(170)));
+        ///
+        /// let call = Pipeline::<u32>::builder("stock").orchestrator(&orch).policy_set("stock");
+        /// let call = call.build()?.run(|_| async { Err::<u32, BoxError>("503".into()) }).await;
+        /// assert_eq!(call.attempts(), 3);
+        /// # Ok(())
+        /// # }
+        /// ```
+        #[cfg(feature = "serde")]
+        pub fn policy_set(mut self, name: impl Into<String>) -> Self {
+            self.policies_mut().policy_set = Some(name.into());
+            self
+        }
     };
 }
 pub(crate) use policy_setters;
@@ -508,6 +552,12 @@ impl Policies {
         node: &str,
         orchestrator: Option<&Orchestrator>,
     ) -> Result<ResolvedPolicies, BuildError> {
+        #[cfg(feature = "serde")]
+        if self.policy_set.is_some() {
+            return self
+                .with_policy_set(node, orchestrator)?
+                .resolve(node, orchestrator);
+        }
         let (breaker, bulkhead, rate_limit) = (
             self.breaker.take(),
             self.bulkhead.take(),
@@ -618,6 +668,15 @@ impl PartialEq for Policies {
             })
             && same_opt(&self.hedge, &other.hedge, Hedge::same_as)
             && same_opt(&self.chaos, &other.chaos, Chaos::same_as)
+            && self.same_set(other)
+    }
+}
+
+impl Policies {
+    /// Whether both name the same policy set (or none).
+    #[cfg(not(feature = "serde"))]
+    fn same_set(&self, _: &Self) -> bool {
+        true
     }
 }
 

@@ -22,6 +22,8 @@ mod fallback;
 mod hedged_attempt;
 mod pipeline;
 mod policies;
+#[cfg(feature = "serde")]
+mod resolve_set;
 mod retry;
 mod series;
 mod single_attempt;

@@ -390,7 +390,7 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
     /// timeout or budget, a budget below the minimum
     /// attempt time, an invalid retry) or, with an orchestrator,
     /// [`BuildError::PolicyConflict`] (another breaker, bulkhead, rate limiter or retry
-    /// budget has the name of one of these), each naming the pipeline as the node.
+    /// budget has the name of one of these), each naming the pipeline as the node;
     pub fn build(self) -> Result<Pipeline<T>, BuildError> {
         let name = self.name;
         if name.is_empty() {

@@ -6,6 +6,8 @@
 //! any run, that names the breaker `inventory` uses the same breaker, so its state reflects
 //! every call to the inventory service: one guard per downstream.
 
+#[cfg(feature = "serde")]
+pub mod config;
 mod registry;
 mod runs;
 

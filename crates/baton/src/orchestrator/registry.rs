@@ -14,6 +14,23 @@ pub(super) struct Registry {
     pub(super) bulkheads: HashMap<String, Bulkhead>,
     pub(super) budgets: HashMap<String, RetryBudget>,
     pub(super) limiters: HashMap<String, RateLimiter>,
+    /// Named policy sets, from configuration.
+    #[cfg(feature = "serde")]
+    pub(super) policy_sets: HashMap<String, Arc<super::config::PolicySet>>,
+}
+
+impl Registry {
+    /// Whether a `kind` (as [`NameTaken`] spells it) named `name` is registered.
+    #[cfg(feature = "serde")]
+    pub(super) fn has(&self, kind: &str, name: &str) -> bool {
+        match kind {
+            "circuit breaker" => self.breakers.contains_key(name),
+            "bulkhead" => self.bulkheads.contains_key(name),
+            "rate limiter" => self.limiters.contains_key(name),
+            "retry budget" => self.budgets.contains_key(name),
+            _ => false,
+        }
+    }
 }
 
 /// A registry entry was already taken by a different object with the same name.

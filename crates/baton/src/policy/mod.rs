@@ -31,6 +31,7 @@ pub(crate) mod deadline;
 pub(crate) mod hedge;
 pub(crate) mod limit;
 pub(crate) mod retry;
+mod setting;
 
 pub(crate) use breaker::CircuitBreaker;
 pub use chaos::{Chaos, InjectedFault};
@@ -43,3 +44,4 @@ pub use limit::rate_limit::RateLimiter;
 pub use retry::backoff::{Backoff, Jitter};
 pub use retry::retry_budget::RetryBudget;
 pub use retry::stop::StopReason;
+pub use setting::InvalidSetting;

@@ -9,6 +9,8 @@ mod breaker_shared;
 mod bulkhead;
 mod chaos;
 mod compensation;
+#[cfg(feature = "serde")]
+mod config;
 #[cfg(feature = "axum")]
 mod deadlines;
 mod export;

@@ -166,6 +166,15 @@ pub enum BreakerConfigError {
         /// The setting, e.g. `slow_calls` or `failure_rate.window` (a count window).
         setting: &'static str,
     },
+    /// A shared breaker's rules are kept in its shared store with the fleet's other
+    /// processes: they cannot change in place in one of them.
+    #[error(
+        "circuit breaker `{breaker}`: its rules are shared with other processes and cannot change in place"
+    )]
+    SharedRules {
+        /// The breaker's name.
+        breaker: String,
+    },
 }
 
 impl BreakerConfigError {
@@ -180,7 +189,8 @@ impl BreakerConfigError {
             | BreakerConfigError::GrowthCapBelowOpenDuration { breaker, .. }
             | BreakerConfigError::MinCallsExceedWindow { breaker, .. }
             | BreakerConfigError::TooLarge { breaker, .. }
-            | BreakerConfigError::NotShareable { breaker, .. } => Some(breaker),
+            | BreakerConfigError::NotShareable { breaker, .. }
+            | BreakerConfigError::SharedRules { breaker } => Some(breaker),
         }
     }
 }

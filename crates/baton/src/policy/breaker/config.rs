@@ -300,6 +300,17 @@ impl CircuitBreakerBuilder {
         Ok(CircuitBreaker::from_machine(machine))
     }
 
+    /// The same settings for the breaker `name`.
+    pub(crate) fn named(mut self, name: &str) -> Self {
+        name.clone_into(&mut self.name);
+        self
+    }
+
+    /// Whether a shared-state backend is set.
+    pub(crate) fn is_shared(&self) -> bool {
+        self.shared.is_some()
+    }
+
     pub(crate) fn validate(self) -> Result<Config, BreakerConfigError> {
         if self.name.is_empty() {
             return Err(BreakerConfigError::EmptyName);
@@ -440,14 +451,14 @@ impl CircuitBreakerBuilder {
 }
 
 /// The slow-call rule.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct SlowRule {
     pub(crate) slower_than: Duration,
     pub(crate) rate: f64,
 }
 
 /// The window-based rules.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct RateRules {
     pub(crate) window: BreakerWindow,
     pub(crate) min_calls: u32,
@@ -456,7 +467,7 @@ pub(crate) struct RateRules {
 }
 
 /// A validated configuration.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Config {
     pub(crate) consecutive_failures: Option<u32>,
     pub(crate) rates: Option<RateRules>,

@@ -34,7 +34,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Acquire;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -79,6 +79,12 @@ struct Core {
     /// the backend is yet to hear of the trip.
     alone: bool,
     report_trip: bool,
+    /// The rules; replaced in place by [`Machine::reconfigure`].
+    config: Config,
+    /// The probes of the current half-open period, and the ramp of the current recovery:
+    /// fixed when the period begins, so a reconfiguration applies from the next one.
+    probes: u32,
+    ramp: Duration,
 }
 
 /// Why a call is rejected: the state, and how long until the next probe (when open).
@@ -94,10 +100,32 @@ fn ramp_share(elapsed: Duration, ramp: Duration) -> f64 {
 /// The share of calls admitted when a recovery ramp begins.
 const RAMP_START: f64 = 0.1;
 
+/// Rule bits the lock-free paths read: a slow-call rule, every attempt counted, a rate
+/// window.
+const RULE_TIMES_CALLS: u64 = 1;
+const RULE_EVERY_ATTEMPT: u64 = 2;
+const RULE_RATES: u64 = 4;
+
+fn rule_bits(c: &Config) -> u64 {
+    let mut bits = 0;
+    if c.rates.is_some_and(|r| r.slow.is_some()) {
+        bits |= RULE_TIMES_CALLS;
+    }
+    if c.count_every_attempt {
+        bits |= RULE_EVERY_ATTEMPT;
+    }
+    if c.rates.is_some() {
+        bits |= RULE_RATES;
+    }
+    bits
+}
+
 /// The breaker's state machine, generic over its sync primitives (std or loom).
 pub(crate) struct Machine<S: SyncFamily> {
     name: Arc<str>,
-    config: Config,
+    /// What the lock-free paths need of the rules (the `RULE_*` bits), kept in step with
+    /// `Core::config`.
+    rules: S::Atomic,
     origin: Instant,
     word: S::Atomic,
     consecutive: S::Atomic,
@@ -140,10 +168,13 @@ impl<S: SyncFamily> Machine<S> {
             listeners: Vec::new(),
             alone: false,
             report_trip: false,
+            probes: config.half_open_probes,
+            ramp: config.recovery_ramp.unwrap_or_default(),
+            config,
         };
         Machine {
             name,
-            config,
+            rules: S::Atomic::new(rule_bits(&core.config)),
             origin,
             word: S::Atomic::new(pack(CLOSED, 0, 0)),
             consecutive: S::Atomic::new(0),
@@ -160,11 +191,11 @@ impl<S: SyncFamily> Machine<S> {
     /// Whether a call's duration matters to this breaker (a slow-call rule is configured);
     /// when it does not, callers may skip measuring it.
     pub(crate) fn times_calls(&self) -> bool {
-        self.config.rates.is_some_and(|r| r.slow.is_some())
+        self.rules.load(Relaxed) & RULE_TIMES_CALLS != 0
     }
 
     pub(crate) fn counts_every_attempt(&self) -> bool {
-        self.config.count_every_attempt
+        self.rules.load(Relaxed) & RULE_EVERY_ATTEMPT != 0
     }
 
     /// The current state; never moves time-based transitions forward.
@@ -271,7 +302,7 @@ impl<S: SyncFamily> Machine<S> {
             }
             RECOVERING => self.admit_recovering(c, now),
             _ if c.outstanding > 0 && now >= c.probe_deadline => {
-                let waited = self.config.half_open_max_wait;
+                let waited = c.config.half_open_max_wait;
                 self.transition(c, OPEN, TransitionReason::ProbeTimedOut { waited }, now);
                 let retry = c.open_until.saturating_duration_since(now);
                 (Err((BreakerState::Open, Some(retry))), true)
@@ -293,9 +324,7 @@ impl<S: SyncFamily> Machine<S> {
     /// A call while recovering: closes the breaker once the ramp has elapsed, else admits
     /// the ramp's share of calls.
     fn admit_recovering(&self, c: &mut Core, now: Instant) -> (Result<Ticket, Rejected>, bool) {
-        let Some(ramp) = self.config.recovery_ramp else {
-            unreachable!("a breaker without a recovery ramp never recovers")
-        };
+        let ramp = c.ramp;
         let elapsed = now.saturating_duration_since(c.ramp_start);
         if elapsed >= ramp {
             self.transition(c, CLOSED, TransitionReason::RampCompleted { ramp }, now);
@@ -326,7 +355,7 @@ impl<S: SyncFamily> Machine<S> {
                 Outcome::Released => return,
                 Outcome::Success(_)
                     if class_of(word) == CLOSED
-                        && self.config.rates.is_none()
+                        && self.rules.load(Relaxed) & RULE_RATES == 0
                         && self.consecutive.load(Acquire) == 0 =>
                 {
                     return;
@@ -383,7 +412,7 @@ impl<S: SyncFamily> Machine<S> {
     /// Takes a free half-open slot (caller checked `c.free > 0`).
     fn issue_probe(&self, c: &mut Core, now: Instant) -> Ticket {
         if c.outstanding == 0 {
-            c.probe_deadline = add(now, self.config.half_open_max_wait);
+            c.probe_deadline = add(now, c.config.half_open_max_wait);
         }
         c.free -= 1;
         c.outstanding += 1;

@@ -288,6 +288,41 @@ impl CircuitBreaker {
         self.control(ManualControl::Reset).await;
     }
 
+    /// Changes the breaker's rules in place to `settings` (their name is not used: the
+    /// breaker keeps its own), so that every node, graph and run that holds it sees them.
+    /// Returns whether anything changed. Not a transition: the state, its generation and
+    /// the counts stay, and no event is sent. A window of another kind or size starts
+    /// empty; an open breaker keeps the cooldown it has, and the new open duration applies
+    /// from the next trip; a half-open period keeps its probe count and a recovery its
+    /// ramp. The next result is judged by the new rules.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::{CircuitBreaker, breaker::BreakerState};
+    ///
+    /// let ms = Duration::from_millis;
+    /// let breaker = CircuitBreaker::builder("inventory").consecutive_failures(5).build()?;
+    /// breaker.try_acquire()?.failure(ms(5));
+    /// assert!(breaker.reconfigure(CircuitBreaker::builder("inventory").consecutive_failures(2))?);
+    /// breaker.try_acquire()?.failure(ms(5)); // the second in a row, by the new rule
+    /// assert_eq!(breaker.state(), BreakerState::Open);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// What [`CircuitBreakerBuilder::build`] rejects, and
+    /// [`BreakerConfigError::SharedRules`] for a breaker whose state is shared (or
+    /// `settings` with a shared backend); the breaker is then unchanged.
+    pub fn reconfigure(&self, settings: CircuitBreakerBuilder) -> Result<bool, BreakerConfigError> {
+        if self.is_shared() || settings.is_shared() {
+            return Err(BreakerConfigError::SharedRules {
+                breaker: self.name().to_owned(),
+            });
+        }
+        let config = settings.named(self.name()).validate()?;
+        Ok(self.machine.reconfigure(config))
+    }
+
     /// Makes the manual transition `op`: in the shared state if there is one and it can
     /// be reached, else locally.
     async fn control(&self, op: ManualControl) {

@@ -10,11 +10,14 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::time::Instant;
+
+use crate::policy::InvalidSetting;
 
 /// A named concurrency limit; cheap to clone, shared by every node given it.
 ///
@@ -50,28 +53,69 @@ pub struct Bulkhead {
 
 struct Inner {
     name: String,
-    max_concurrent: usize,
-    max_wait: Duration,
-    semaphore: Arc<Semaphore>,
+    /// The limit; written under `resize`, read lock-free.
+    max_concurrent: AtomicUsize,
+    /// The maximum wait in nanoseconds (`u64::MAX`: no bound).
+    max_wait: AtomicU64,
+    /// The free permits. A permit taken is forgotten at once and given back by
+    /// `BulkheadPermit`'s drop, so that a permit is one `Arc` of the bulkhead.
+    semaphore: Semaphore,
     waiting: AtomicUsize,
+    /// Permits still to take out of use after a shrink below the permits in use: each one
+    /// released while this is above zero is not given back.
+    owed: AtomicUsize,
+    /// Serializes changes of the limit.
+    resize: Mutex<()>,
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn from_nanos(n: u64) -> Duration {
+    if n == u64::MAX {
+        Duration::MAX
+    } else {
+        Duration::from_nanos(n)
+    }
 }
 
 impl fmt::Debug for Bulkhead {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Bulkhead")
             .field("name", &self.inner.name)
-            .field("max_concurrent", &self.inner.max_concurrent)
-            .field("max_wait", &self.inner.max_wait)
+            .field("max_concurrent", &self.max_concurrent())
+            .field("max_wait", &self.max_wait())
             .field("available", &self.inner.semaphore.available_permits())
             .field("waiting", &self.waiting())
             .finish()
     }
 }
 
-/// A permit of a [`Bulkhead`], released on drop.
+/// A permit of a [`Bulkhead`], given back on drop (or taken out of use, when the bulkhead
+/// was shrunk below the permits in use).
 #[derive(Debug)]
 pub(crate) struct BulkheadPermit {
-    _permit: OwnedSemaphorePermit,
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Inner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+impl Drop for BulkheadPermit {
+    fn drop(&mut self) {
+        let owed = &self.inner.owed;
+        let paid = owed.load(Ordering::Relaxed) != 0
+            && owed
+                .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok();
+        if !paid {
+            self.inner.semaphore.add_permits(1);
+        }
+    }
 }
 
 impl Bulkhead {
@@ -97,10 +141,12 @@ impl Bulkhead {
         Bulkhead {
             inner: Arc::new(Inner {
                 name: name.into(),
-                max_concurrent,
-                max_wait,
-                semaphore: Arc::new(Semaphore::new(max_concurrent.min(Self::MAX_CONCURRENT))),
+                max_concurrent: AtomicUsize::new(max_concurrent),
+                max_wait: AtomicU64::new(nanos(max_wait)),
+                semaphore: Semaphore::new(max_concurrent.min(Self::MAX_CONCURRENT)),
                 waiting: AtomicUsize::new(0),
+                owed: AtomicUsize::new(0),
+                resize: Mutex::new(()),
             }),
         }
     }
@@ -113,7 +159,11 @@ impl Bulkhead {
     /// # Errors
     /// Why it cannot: no permit, or more than [`MAX_CONCURRENT`](Self::MAX_CONCURRENT).
     pub(crate) fn validate(&self) -> Result<(), String> {
-        let (name, n) = (&self.inner.name, self.inner.max_concurrent);
+        Self::check(&self.inner.name, self.max_concurrent())
+    }
+
+    /// [`validate`](Self::validate) for a bulkhead `name` of `n` permits, before it exists.
+    pub(crate) fn check(name: &str, n: usize) -> Result<(), String> {
         if n == 0 {
             return Err(format!(
                 "bulkhead `{name}` has 0 permits: no attempt could ever run"
@@ -137,7 +187,67 @@ impl Bulkhead {
     /// Its limit.
     #[must_use]
     pub fn max_concurrent(&self) -> usize {
-        self.inner.max_concurrent
+        self.inner.max_concurrent.load(Ordering::Relaxed)
+    }
+
+    /// How long an attempt waits at most for a permit.
+    #[must_use]
+    pub fn max_wait(&self) -> Duration {
+        from_nanos(self.inner.max_wait.load(Ordering::Relaxed))
+    }
+
+    /// Changes the limit and the maximum wait in place, for every node, graph and run that
+    /// holds the bulkhead; returns whether anything changed.
+    ///
+    /// Attempts running keep their permits: a bulkhead shrunk below the permits in use
+    /// takes the surplus out of use as they are released, so new attempts are admitted
+    /// only once fewer than the new limit run. Raised, the new permits are free at once,
+    /// to the attempts waiting first. Waits under way keep the bound they started with.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::Bulkhead;
+    ///
+    /// let db = Bulkhead::new("db", 4, Duration::ZERO);
+    /// assert!(db.reconfigure(2, Duration::from_millis(50))?);
+    /// assert_eq!((db.available(), db.max_wait()), (2, Duration::from_millis(50)));
+    /// # Ok::<(), baton_graph::limit::InvalidSetting>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`InvalidSetting`] for a limit of 0 or above [`MAX_CONCURRENT`](Self::MAX_CONCURRENT);
+    /// the bulkhead is then unchanged.
+    pub fn reconfigure(
+        &self,
+        max_concurrent: usize,
+        max_wait: Duration,
+    ) -> Result<bool, InvalidSetting> {
+        let i = &self.inner;
+        Self::check(&i.name, max_concurrent).map_err(InvalidSetting::new)?;
+        let _resize = i.resize.lock().unwrap_or_else(PoisonError::into_inner);
+        let wait = i.max_wait.swap(nanos(max_wait), Ordering::Relaxed) != nanos(max_wait);
+        // The semaphore holds at most `MAX_CONCURRENT` of an (invalid) larger limit.
+        let old = i
+            .max_concurrent
+            .swap(max_concurrent, Ordering::Relaxed)
+            .min(Self::MAX_CONCURRENT);
+        if max_concurrent > old {
+            let mut add = max_concurrent - old;
+            // Cancel a debt first: those permits are still in use.
+            let _ = i
+                .owed
+                .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |owed| {
+                    let paid = owed.min(max_concurrent - old);
+                    add = max_concurrent - old - paid;
+                    Some(owed - paid)
+                });
+            i.semaphore.add_permits(add);
+        } else if max_concurrent < old {
+            let cut = old - max_concurrent;
+            let forgotten = i.semaphore.forget_permits(cut);
+            i.owed.fetch_add(cut - forgotten, Ordering::AcqRel);
+        }
+        Ok(wait || old != max_concurrent)
     }
 
     /// How many permits are free right now.
@@ -166,13 +276,19 @@ impl Bulkhead {
         &self,
         until: Option<Instant>,
     ) -> Result<(BulkheadPermit, Duration), Refused> {
-        if let Ok(permit) = Arc::clone(&self.inner.semaphore).try_acquire_owned() {
-            return Ok((BulkheadPermit { _permit: permit }, Duration::ZERO));
+        let permit = |p: SemaphorePermit<'_>| {
+            p.forget();
+            BulkheadPermit {
+                inner: Arc::clone(&self.inner),
+            }
+        };
+        if let Ok(p) = self.inner.semaphore.try_acquire() {
+            return Ok((permit(p), Duration::ZERO));
         }
         let started = Instant::now();
         let waited = || Instant::now().saturating_duration_since(started);
         // An unrepresentable instant (`Duration::MAX`) means "no bound" from that side.
-        let by_wait = started.checked_add(self.inner.max_wait);
+        let by_wait = started.checked_add(self.max_wait());
         let (limit, cut) = match (by_wait, until) {
             (Some(w), Some(u)) if u <= w => (Some(u), true),
             (Some(w), _) => (Some(w), false),
@@ -181,8 +297,8 @@ impl Bulkhead {
         let refused = |waited| Refused { waited, cut };
         let Some(limit) = limit else {
             let _waiting = WaitingGuard::new(&self.inner.waiting);
-            return match Arc::clone(&self.inner.semaphore).acquire_owned().await {
-                Ok(permit) => Ok((BulkheadPermit { _permit: permit }, waited())),
+            return match self.inner.semaphore.acquire().await {
+                Ok(p) => Ok((permit(p), waited())),
                 Err(_) => Err(refused(waited())),
             };
         };
@@ -190,9 +306,9 @@ impl Bulkhead {
             return Err(refused(Duration::ZERO));
         }
         let _waiting = WaitingGuard::new(&self.inner.waiting);
-        let acquire = Arc::clone(&self.inner.semaphore).acquire_owned();
+        let acquire = self.inner.semaphore.acquire();
         match tokio::time::timeout_at(limit, acquire).await {
-            Ok(Ok(permit)) => Ok((BulkheadPermit { _permit: permit }, waited())),
+            Ok(Ok(p)) => Ok((permit(p), waited())),
             // The semaphore is never closed; treat it like a timeout if it were.
             Ok(Err(_)) | Err(_) => Err(refused(waited())),
         }

@@ -20,13 +20,14 @@
 //! the [`SyncFamily`] so that a loom model checks it (`rate_limit_loom_tests.rs`).
 
 use std::fmt;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::rate_limit_shared::{SharedLimit, SharedRateLimit};
+use crate::policy::InvalidSetting;
 use crate::util::sync::{AtomicInt, StdSync, SyncFamily};
 
 /// A rate limit on calls to one downstream: at most `permits` attempts per `per`, with
@@ -67,10 +68,10 @@ pub struct RateLimiter {
 
 struct Inner {
     name: String,
-    permits: u32,
-    per: Duration,
-    burst: u32,
-    max_wait: Duration,
+    /// The rate as configured; the GCRA holds it as it uses it.
+    limit: Mutex<Limit>,
+    /// The maximum wait, in nanoseconds.
+    max_wait: AtomicU64,
     gcra: Gcra,
     /// The instant the TAT counts from.
     origin: Instant,
@@ -78,14 +79,23 @@ struct Inner {
     shared: Option<Arc<dyn SharedRateLimit>>,
 }
 
+/// A limiter's rate: `permits` per `per`, `burst` at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Limit {
+    permits: u32,
+    per: Duration,
+    burst: u32,
+}
+
 impl fmt::Debug for RateLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let l = self.limit();
         f.debug_struct("RateLimiter")
             .field("name", &self.inner.name)
-            .field("permits", &self.inner.permits)
-            .field("per", &self.inner.per)
-            .field("burst", &self.inner.burst)
-            .field("max_wait", &self.inner.max_wait)
+            .field("permits", &l.permits)
+            .field("per", &l.per)
+            .field("burst", &l.burst)
+            .field("max_wait", &self.wait_bound())
             .field("shared", &self.inner.shared)
             .finish()
     }
@@ -119,10 +129,12 @@ impl RateLimiter {
             inner: Arc::new(Inner {
                 gcra: Gcra::new(interval(permits, per), burst),
                 name,
-                permits,
-                per,
-                burst,
-                max_wait,
+                limit: Mutex::new(Limit {
+                    permits,
+                    per,
+                    burst,
+                }),
+                max_wait: AtomicU64::new(nanos(max_wait)),
                 origin: Instant::now(),
                 shared,
             }),
@@ -133,13 +145,13 @@ impl RateLimiter {
     /// before sharing the handle.
     #[must_use]
     pub fn burst(self, burst: u32) -> Self {
-        let i = &self.inner;
+        let (i, l) = (&self.inner, self.limit());
         Self::with(
             i.name.clone(),
-            i.permits,
-            i.per,
+            l.permits,
+            l.per,
             burst,
-            i.max_wait,
+            self.wait_bound(),
             i.shared.clone(),
         )
     }
@@ -149,12 +161,12 @@ impl RateLimiter {
     /// it before sharing the handle.
     #[must_use]
     pub fn max_wait(self, max_wait: Duration) -> Self {
-        let i = &self.inner;
+        let (i, l) = (&self.inner, self.limit());
         Self::with(
             i.name.clone(),
-            i.permits,
-            i.per,
-            i.burst,
+            l.permits,
+            l.per,
+            l.burst,
             max_wait,
             i.shared.clone(),
         )
@@ -162,13 +174,13 @@ impl RateLimiter {
 
     /// The same limiter with `shared` as its backend.
     pub(in crate::policy) fn with_backend(self, shared: Option<Arc<dyn SharedRateLimit>>) -> Self {
-        let i = &self.inner;
+        let (i, l) = (&self.inner, self.limit());
         Self::with(
             i.name.clone(),
-            i.permits,
-            i.per,
-            i.burst,
-            i.max_wait,
+            l.permits,
+            l.per,
+            l.burst,
+            self.wait_bound(),
             shared,
         )
     }
@@ -195,31 +207,111 @@ impl RateLimiter {
     /// Why it cannot: zero permits, a zero period, a zero burst, or more than one permit
     /// per nanosecond.
     pub(crate) fn validate(&self) -> Result<(), String> {
+        check(&self.inner.name, self.limit()).map_err(|(_, reason)| reason)
+    }
+
+    /// [`validate`](Self::validate) for a limiter `name` of `permits` per `per`, `burst`
+    /// at once, before it exists.
+    ///
+    /// # Errors
+    /// The setting at fault (`permits`, `per` or `burst`), and why.
+    #[cfg(feature = "serde")]
+    pub(crate) fn check(
+        name: &str,
+        permits: u32,
+        per: Duration,
+        burst: u32,
+    ) -> Result<(), (&'static str, String)> {
+        check(
+            name,
+            Limit {
+                permits,
+                per,
+                burst,
+            },
+        )
+    }
+
+    fn limit(&self) -> Limit {
+        *self
+            .inner
+            .limit
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How long an attempt waits at most for a permit (set by
+    /// [`max_wait`](Self::max_wait) or [`reconfigure`](Self::reconfigure)).
+    #[must_use]
+    pub fn wait_bound(&self) -> Duration {
+        Duration::from_nanos(self.inner.max_wait.load(Ordering::Relaxed))
+    }
+
+    /// The rate: `(permits, per, burst)`.
+    #[must_use]
+    pub fn rate(&self) -> (u32, Duration, u32) {
+        let l = self.limit();
+        (l.permits, l.per, l.burst)
+    }
+
+    /// Changes the rate and the maximum wait in place, for every node, graph and run that
+    /// holds the limiter; returns whether anything changed.
+    ///
+    /// Permits already granted or reserved stand (a waiter keeps its instant); the next
+    /// permit is spaced by the new rate from the last one reserved, so a lowered rate
+    /// holds from at most one old interval on, and a raised one at once. A request made
+    /// during the change conforms by the old rate or the new one.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use baton_graph::RateLimiter;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), baton_graph::limit::InvalidSetting> {
+    /// let inventory = RateLimiter::new("inventory", 10, Duration::from_secs(1)).burst(1);
+    /// assert_eq!(inventory.try_acquire(), Ok(()));
+    /// assert_eq!(inventory.try_acquire(), Err(Duration::from_millis(100)));
+    /// inventory.reconfigure(100, Duration::from_secs(1), 1, Duration::ZERO)?;
+    /// // The slot already reserved stands; from it on, permits are 10 ms apart.
+    /// tokio::time::advance(Duration::from_millis(100)).await;
+    /// assert_eq!(inventory.try_acquire(), Ok(()));
+    /// assert_eq!(inventory.try_acquire(), Err(Duration::from_millis(10)));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`InvalidSetting`] for a rate that could never grant a permit (as `build()` checks)
+    /// and for a limiter whose permits come from a store shared by the fleet; the limiter
+    /// is then unchanged.
+    pub fn reconfigure(
+        &self,
+        permits: u32,
+        per: Duration,
+        burst: u32,
+        max_wait: Duration,
+    ) -> Result<bool, InvalidSetting> {
         let i = &self.inner;
-        let name = &i.name;
-        if i.permits == 0 {
-            return Err(format!(
-                "rate limiter `{name}` grants 0 permits: no attempt could ever run"
-            ));
+        if i.shared.is_some() {
+            return Err(InvalidSetting::new(format!(
+                "rate limiter `{}` takes its permits from a store shared by the fleet: its rate cannot change in place",
+                i.name
+            )));
         }
-        if i.per.is_zero() {
-            return Err(format!(
-                "rate limiter `{name}` has a period of zero: give the rate per a period above zero"
-            ));
+        let new = Limit {
+            permits,
+            per,
+            burst,
+        };
+        check(&i.name, new).map_err(|(_, reason)| InvalidSetting::new(reason))?;
+        let wait = i.max_wait.swap(nanos(max_wait), Ordering::Relaxed) != nanos(max_wait);
+        let mut limit = i.limit.lock().unwrap_or_else(PoisonError::into_inner);
+        let changed = *limit != new;
+        if changed {
+            *limit = new;
+            i.gcra.set(interval(permits, per), burst);
         }
-        if i.burst == 0 {
-            return Err(format!(
-                "rate limiter `{name}` has a burst of 0: no attempt could ever run"
-            ));
-        }
-        // Permits are spaced in whole nanoseconds: a faster rate cannot be kept.
-        if u128::from(i.permits) > i.per.as_nanos() {
-            return Err(format!(
-                "rate limiter `{name}` grants {} permits per {:?}, more than one per nanosecond",
-                i.permits, i.per
-            ));
-        }
-        Ok(())
+        Ok(changed || wait)
     }
 
     /// Takes a permit now if one is free; otherwise how long until one would be.
@@ -254,7 +346,7 @@ impl RateLimiter {
     pub async fn acquire(&self, until: Option<Instant>) -> Result<Duration, Duration> {
         let started = Instant::now();
         let now = self.nanos(started);
-        let max_wait = self.inner.max_wait.as_nanos().min(u128::from(u64::MAX)) as u64;
+        let max_wait = self.inner.max_wait.load(Ordering::Relaxed);
         // A wait must end strictly before the attempt's cut.
         let bound = match until {
             Some(u) => max_wait.min(
@@ -294,6 +386,45 @@ impl RateLimiter {
     }
 }
 
+/// Checks that a limiter `name` of rate `i` can ever grant a permit.
+fn check(name: &str, i: Limit) -> Result<(), (&'static str, String)> {
+    if i.permits == 0 {
+        return Err((
+            "permits",
+            format!("rate limiter `{name}` grants 0 permits: no attempt could ever run"),
+        ));
+    }
+    if i.per.is_zero() {
+        return Err((
+            "per",
+            format!(
+                "rate limiter `{name}` has a period of zero: give the rate per a period above zero"
+            ),
+        ));
+    }
+    if i.burst == 0 {
+        return Err((
+            "burst",
+            format!("rate limiter `{name}` has a burst of 0: no attempt could ever run"),
+        ));
+    }
+    // Permits are spaced in whole nanoseconds: a faster rate cannot be kept.
+    if u128::from(i.permits) > i.per.as_nanos() {
+        return Err((
+            "permits",
+            format!(
+                "rate limiter `{name}` grants {} permits per {:?}, more than one per nanosecond",
+                i.permits, i.per
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// Gives a reservation back when the wait for it is dropped.
 struct GiveBack<'a> {
     gcra: &'a Gcra,
@@ -329,39 +460,54 @@ pub(crate) struct Reserved {
 /// The GCRA state: the theoretical arrival time, in nanoseconds from an origin.
 pub(crate) struct Gcra<S: SyncFamily = StdSync> {
     tat: S::AtomicU64,
-    /// The emission interval, in nanoseconds.
-    interval: u64,
+    /// The emission interval, in nanoseconds; `u64::MAX`: the limiter never grants a
+    /// permit.
+    interval: S::AtomicU64,
     /// How far ahead of now the TAT may be for a request to conform: `(burst − 1)·T`.
-    tolerance: u64,
-    /// The limiter never grants a permit.
-    never: bool,
+    tolerance: S::AtomicU64,
 }
 
 impl<S: SyncFamily> Gcra<S> {
     /// A bucket that grants one permit per `interval` nanoseconds, `burst` at once.
     pub(crate) fn new(interval: u64, burst: u32) -> Self {
+        let (interval, tolerance) = Self::spacing(interval, burst);
         Gcra {
             tat: S::AtomicU64::new(0),
-            interval,
-            tolerance: interval.saturating_mul(u64::from(burst.saturating_sub(1))),
-            never: interval == u64::MAX || burst == 0,
+            interval: S::AtomicU64::new(interval),
+            tolerance: S::AtomicU64::new(tolerance),
         }
+    }
+
+    /// The interval and tolerance of `interval`, `burst`.
+    fn spacing(interval: u64, burst: u32) -> (u64, u64) {
+        let interval = if burst == 0 { u64::MAX } else { interval };
+        let tolerance = interval.saturating_mul(u64::from(burst.saturating_sub(1)));
+        (interval, tolerance)
+    }
+
+    /// Changes the rate in place; the TAT stays.
+    pub(crate) fn set(&self, interval: u64, burst: u32) {
+        let (interval, tolerance) = Self::spacing(interval, burst);
+        self.tolerance.store(tolerance, Ordering::Relaxed);
+        self.interval.store(interval, Ordering::Relaxed);
     }
 
     /// Reserves the next permit for a request at `now`, if it conforms within `max_wait`
     /// nanoseconds; otherwise how long until it would conform (and nothing is taken).
     pub(crate) fn reserve(&self, now: u64, max_wait: u64) -> Result<Reserved, u64> {
-        if self.never {
+        let interval = self.interval.load(Ordering::Relaxed);
+        if interval == u64::MAX {
             return Err(u64::MAX);
         }
+        let tolerance = self.tolerance.load(Ordering::Relaxed);
         let mut tat = self.tat.load(Ordering::Acquire);
         loop {
             let from = tat.max(now);
-            let wait = from.saturating_sub(self.tolerance).saturating_sub(now);
+            let wait = from.saturating_sub(tolerance).saturating_sub(now);
             if wait > max_wait {
                 return Err(wait);
             }
-            let next = from.saturating_add(self.interval);
+            let next = from.saturating_add(interval);
             match self
                 .tat
                 .compare_exchange_weak(tat, next, Ordering::AcqRel, Ordering::Acquire)
@@ -374,7 +520,7 @@ impl<S: SyncFamily> Gcra<S> {
 
     /// Gives back the reservation that moved the TAT to `tat`, if no later one moved it on.
     pub(crate) fn give_back(&self, tat: u64) {
-        let back = tat.saturating_sub(self.interval);
+        let back = tat.saturating_sub(self.interval.load(Ordering::Relaxed));
         let _ = self
             .tat
             .compare_exchange(tat, back, Ordering::AcqRel, Ordering::Relaxed);

@@ -272,6 +272,11 @@ impl Backoff {
 /// assert!(equal.iter().take(100).all(|delay| delay >= d / 2 && delay <= d));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(rename_all = "lowercase")
+)]
 #[non_exhaustive]
 pub enum Jitter {
     /// No randomisation (the default).

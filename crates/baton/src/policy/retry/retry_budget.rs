@@ -121,18 +121,40 @@ impl RetryBudget {
     /// # Errors
     /// Which setting is out of its range, and its range.
     pub(crate) fn validate(&self) -> Result<(), String> {
-        let (name, ttl, ratio) = (&self.inner.name, self.inner.ttl, self.inner.ratio);
+        let i = &self.inner;
+        Self::check(&i.name, i.ttl, i.ratio).map_err(|(_, reason)| reason)
+    }
+
+    /// [`validate`](Self::validate) for a budget `name` of `ttl` and `ratio`, before it
+    /// exists.
+    ///
+    /// # Errors
+    /// The setting at fault (`ttl` or `ratio`), and why.
+    pub(crate) fn check(
+        name: &str,
+        ttl: Duration,
+        ratio: f64,
+    ) -> Result<(), (&'static str, String)> {
         if !(MIN_TTL..=MAX_TTL).contains(&ttl) {
-            return Err(format!(
-                "retry budget `{name}`: a ttl of {ttl:?} is outside 1 s to 1 hour"
+            return Err((
+                "ttl",
+                format!("retry budget `{name}`: a ttl of {ttl:?} is outside 1 s to 1 hour"),
             ));
         }
         if !(0.0..=MAX_RATIO).contains(&ratio) {
-            return Err(format!(
-                "retry budget `{name}`: a ratio of {ratio} is outside 0 to {MAX_RATIO}"
+            return Err((
+                "ratio",
+                format!("retry budget `{name}`: a ratio of {ratio} is outside 0 to {MAX_RATIO}"),
             ));
         }
         Ok(())
+    }
+
+    /// Its settings: `(ttl, min_per_sec, ratio)`, as given.
+    #[cfg(feature = "serde")]
+    pub(crate) fn settings(&self) -> (Duration, u32, f64) {
+        let i = &self.inner;
+        (i.ttl, i.min_per_sec, i.ratio)
     }
 
     /// The budget's name.

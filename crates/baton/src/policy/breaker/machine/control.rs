@@ -1,4 +1,5 @@
-//! Manual control (isolate, force closed, reset) and the read-only snapshot.
+//! Manual control (isolate, force closed, reset), rules changed in place, and the
+//! read-only snapshot.
 //!
 //! A manual transition is a transition like any other: made under the mutex, numbered,
 //! queued and delivered outside the lock; it bumps the generation, so results of calls
@@ -9,10 +10,31 @@ use tokio::time::Instant;
 use super::super::events::TransitionReason;
 use super::super::snapshot::{BreakerSnapshot, ManualControl, WindowCounts};
 use super::super::word::{CLOSED, FORCED_CLOSED, GEN_MASK, HALF_OPEN, ISOLATED, OPEN, state_of};
-use super::{Core, Machine};
-use crate::util::sync::{Lock, SyncFamily};
+use super::{Core, Machine, rule_bits};
+use crate::policy::breaker::config::Config;
+use crate::util::sync::{Atomic, Lock, SyncFamily};
 
 impl<S: SyncFamily> Machine<S> {
+    /// Replaces the rules in place, under the mutex; whether they changed. The state, its
+    /// generation and the counts stay; a window of another kind or size starts empty. A
+    /// half-open period keeps its probe count and a recovery its ramp; the new ones apply
+    /// from the next period. The next result is judged by the new rules (a call in flight
+    /// on a lock-free path may still be judged by the old ones).
+    pub(crate) fn reconfigure(&self, config: Config) -> bool {
+        self.core.with(|c| {
+            if c.config == config {
+                return false;
+            }
+            if c.config.rates.map(|r| r.window) != config.rates.map(|r| r.window) {
+                c.window = config.new_window();
+            }
+            self.rules
+                .store(rule_bits(&config), std::sync::atomic::Ordering::Release);
+            c.config = config;
+            true
+        })
+    }
+
     /// Makes the manual transition `op` at `now`. Isolating an isolated breaker, or forcing
     /// a forced-closed one closed, does nothing; a reset always transitions (it clears the
     /// counts even of a closed breaker). Whether it transitioned.

@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::super::breaker_error::BreakerConfigError;
-use super::super::config::{BreakerWindow, MAX_PROBES};
+use super::super::config::{BreakerWindow, Config, MAX_PROBES};
 use super::super::events::{BreakerState, TransitionReason};
 use super::super::permit::{Outcome, Ticket};
 use super::super::shared::{
@@ -67,23 +67,7 @@ impl<S: SyncFamily> Machine<S> {
 
     /// The rules, as a backend sees them.
     pub(crate) fn shared_rules(&self) -> SharedRules {
-        let c = &self.config;
-        SharedRules {
-            consecutive_failures: c.consecutive_failures,
-            failure_rate: c.rates.and_then(|r| {
-                let window = match r.window {
-                    BreakerWindow::Time(d) => Some(d),
-                    BreakerWindow::Count(_) => None,
-                };
-                r.failure_rate.map(|t| (t, window, r.min_calls))
-            }),
-            slow_calls: c.rates.is_some_and(|r| r.slow.is_some()),
-            recovery_ramp: c.recovery_ramp.is_some(),
-            open_duration: c.open_duration,
-            growth: c.growth,
-            half_open_probes: c.half_open_probes,
-            half_open_max_wait: c.half_open_max_wait,
-        }
+        self.core.with(|c| shared_rules(&c.config))
     }
 
     pub(crate) fn backend(&self) -> Option<&Arc<dyn SharedBreakerState>> {
@@ -201,7 +185,7 @@ impl<S: SyncFamily> Machine<S> {
                 return false;
             }
             if c.outstanding == 0 {
-                c.probe_deadline = add(now, self.config.half_open_max_wait);
+                c.probe_deadline = add(now, c.config.half_open_max_wait);
             }
             c.free = free;
             self.publish(c);
@@ -273,5 +257,25 @@ fn kind(state: BreakerState) -> u64 {
         BreakerState::Recovering => RECOVERING,
         BreakerState::ForcedClosed => FORCED_CLOSED,
         BreakerState::Isolated => ISOLATED,
+    }
+}
+
+/// The rules `c`, as a backend sees them.
+fn shared_rules(c: &Config) -> SharedRules {
+    SharedRules {
+        consecutive_failures: c.consecutive_failures,
+        failure_rate: c.rates.and_then(|r| {
+            let window = match r.window {
+                BreakerWindow::Time(d) => Some(d),
+                BreakerWindow::Count(_) => None,
+            };
+            r.failure_rate.map(|t| (t, window, r.min_calls))
+        }),
+        slow_calls: c.rates.is_some_and(|r| r.slow.is_some()),
+        recovery_ramp: c.recovery_ramp.is_some(),
+        open_duration: c.open_duration,
+        growth: c.growth,
+        half_open_probes: c.half_open_probes,
+        half_open_max_wait: c.half_open_max_wait,
     }
 }

@@ -35,7 +35,7 @@ impl<S: SyncFamily> Machine<S> {
             Some(Window::Time(_)) => self.nanos(now.get()),
             _ => 0,
         };
-        let slow = self.config.is_slow(elapsed);
+        let slow = c.config.is_slow(elapsed);
         if let Some(w) = c.window.as_mut() {
             w.record(now_ns, failed, slow);
         }
@@ -54,14 +54,14 @@ impl<S: SyncFamily> Machine<S> {
 
     fn trip_reason(&self, c: &Core, now_ns: u64) -> Option<TransitionReason> {
         // (No `let` chains: the crate's minimum Rust is 1.86.)
-        if let Some(n) = self
+        if let Some(n) = c
             .config
             .consecutive_failures
             .filter(|&n| c.consecutive >= n)
         {
             return Some(TransitionReason::ConsecutiveFailures { count: n });
         }
-        let rules = self.config.rates?;
+        let rules = c.config.rates?;
         let totals = c.window.as_ref()?.totals(now_ns);
         if totals.calls < rules.min_calls || totals.calls == 0 {
             return None;
@@ -102,9 +102,9 @@ impl<S: SyncFamily> Machine<S> {
             Outcome::Success(d) => d,
             Outcome::Released => return false,
         };
-        let probes = self.config.half_open_probes;
+        let probes = c.probes;
         c.outstanding -= 1;
-        if let Some(slow) = self
+        if let Some(slow) = c
             .config
             .rates
             .and_then(|r| r.slow)
@@ -124,7 +124,7 @@ impl<S: SyncFamily> Machine<S> {
         c.succeeded += 1;
         if c.succeeded == probes {
             let reason = TransitionReason::ProbesSucceeded { probes };
-            let to = match self.config.recovery_ramp {
+            let to = match c.config.recovery_ramp {
                 Some(_) => RECOVERING,
                 None => CLOSED,
             };

@@ -29,12 +29,16 @@ impl<S: SyncFamily> Machine<S> {
         c.slow_probes = 0;
         match to {
             OPEN => {
-                c.open_until = add(now, self.config.cooldown(c.trips));
+                c.open_until = add(now, c.config.cooldown(c.trips));
                 c.trips = c.trips.saturating_add(1);
                 c.trips_total = c.trips_total.saturating_add(1);
             }
-            HALF_OPEN => c.free = self.config.half_open_probes,
+            HALF_OPEN => {
+                c.probes = c.config.half_open_probes;
+                c.free = c.probes;
+            }
             RECOVERING => {
+                c.ramp = c.config.recovery_ramp.unwrap_or_default();
                 c.ramp_start = now;
                 // The first call of the ramp is admitted.
                 c.ramp_credit = 1.0;
