@@ -182,17 +182,7 @@ impl fmt::Display for Event<'_> {
                 ..
             } => write!(f, "`{node}` rejected by breaker `{breaker}` ({state})"),
             Event::BreakerTransition(t) => write!(f, "{t}"),
-            Event::ConfigApplied { changes } => {
-                let changed = changes
-                    .iter()
-                    .filter(|c| c.action != super::ConfigAction::Unchanged)
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>();
-                match changed.is_empty() {
-                    true => write!(f, "configuration applied: nothing changed"),
-                    false => write!(f, "configuration applied: {}", changed.join(", ")),
-                }
-            }
+            Event::ConfigApplied { changes } => config_applied(f, changes),
             Event::FallbackUsed { node, error, .. } => {
                 write!(f, "`{node}` fell back after: {error}")
             }
@@ -206,6 +196,19 @@ impl fmt::Display for Event<'_> {
                 ..
             } => write!(f, "`{node}` {outcome} after {}", Human(*duration)),
         }
+    }
+}
+
+/// What an applied configuration changed: the policies it added or updated.
+fn config_applied(f: &mut fmt::Formatter<'_>, changes: &[super::ConfigChange]) -> fmt::Result {
+    let changed = changes
+        .iter()
+        .filter(|c| c.action != super::ConfigAction::Unchanged)
+        .map(ToString::to_string)
+        .collect::<Vec<_>>();
+    match changed.is_empty() {
+        true => write!(f, "configuration applied: nothing changed"),
+        false => write!(f, "configuration applied: {}", changed.join(", ")),
     }
 }
 
