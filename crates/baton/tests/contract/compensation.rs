@@ -202,6 +202,39 @@ async fn the_trigger_is_the_users_choice() {
     assert!(undone.load(Ordering::SeqCst));
 }
 
+/// `reserve` (compensated), then a router choosing `shortage` over `ship`.
+fn reserve_then_route(undone: &Arc<AtomicBool>) -> Graph<()> {
+    let mut g = Graph::<()>::builder();
+    g.compensate_when(CompensationTrigger::nodes_failed(["ship"]));
+    let undone = Arc::clone(undone);
+    let reserve = g
+        .node("reserve")
+        .compensate(move |_ctx, _: Arc<u32>| {
+            let undone = Arc::clone(&undone);
+            async move {
+                undone.store(true, Ordering::SeqCst);
+                Ok::<_, BoxError>(())
+            }
+        })
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(0_u32) });
+    g.router("dispatch")
+        .after(reserve)
+        .select(|_input, left| if **left > 0 { "ship" } else { "shortage" })
+        .branch("ship", |b| b.task(|_ctx, _| async { Ok::<_, BoxError>(()) }))
+        .branch("shortage", |b| b.task(|_ctx, _| async { Ok::<_, BoxError>(()) }))
+        .finish();
+    g.build().unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_branch_its_router_did_not_choose_has_not_failed() {
+    let undone = Arc::new(AtomicBool::new(false));
+    let report = reserve_then_route(&undone).run(()).await.unwrap();
+    assert_eq!(report.by_name("ship").unwrap().outcome(), Outcome::NotTaken);
+    assert!(report.compensation().is_none());
+    assert!(!undone.load(Ordering::SeqCst));
+}
+
 #[tokio::test(start_paused = true)]
 async fn compensations_run_after_a_spent_deadline_a_cancel_and_a_dropped_run() {
     let undone = Arc::new(AtomicU32::new(0));

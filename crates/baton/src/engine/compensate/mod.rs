@@ -55,14 +55,16 @@ pub enum CompensationTrigger {
     /// preserve-partial, only a cancelled run is an error.
     #[default]
     RunFailed,
-    /// When any of these nodes ended without a value (failed, skipped or cancelled).
+    /// When any of these nodes failed, was skipped or was cancelled. A router's branch
+    /// that the router did not choose (`NotTaken`) has not failed.
     NodesFailed(Vec<String>),
     /// When the predicate, given the run's report, says so.
     When(Arc<dyn Fn(&Report) -> bool + Send + Sync>),
 }
 
 impl CompensationTrigger {
-    /// When any of `nodes` ended without a value.
+    /// When any of `nodes` failed, was skipped or was cancelled; a branch its router did
+    /// not choose does not count.
     pub fn nodes_failed(nodes: impl IntoIterator<Item = impl Into<String>>) -> Self {
         CompensationTrigger::NodesFailed(nodes.into_iter().map(Into::into).collect())
     }
@@ -93,7 +95,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
             CompensationTrigger::RunFailed => self.is_error(&report),
             CompensationTrigger::NodesFailed(nodes) => nodes.iter().any(|name| {
                 report.by_name(name).is_some_and(|n| {
-                    !matches!(n.outcome(), Outcome::Succeeded | Outcome::Recovered)
+                    matches!(
+                        n.outcome(),
+                        Outcome::Failed | Outcome::Skipped | Outcome::Cancelled
+                    )
                 })
             }),
             CompensationTrigger::When(predicate) => {
