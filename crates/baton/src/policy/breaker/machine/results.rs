@@ -31,7 +31,7 @@ impl<S: SyncFamily> Machine<S> {
             0
         };
         self.consecutive.store(u64::from(c.consecutive), Release);
-        // Only a time window needs the clock; a count window reads none.
+        // Only a time window needs the clock; a count window's success reads none.
         let now_ns = match c.window {
             Some(Window::Time(_)) => self.nanos(now.get()),
             _ => 0,
