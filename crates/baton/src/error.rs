@@ -1,8 +1,8 @@
 //! Error types: what `build()` rejects, why a node produced no value, and why a run is an
 //! error.
 //!
-//! Every error names its culprit (the node, the upstream, the cycle path) so that the
-//! message alone tells the reader where to look.
+//! Every error names its culprit, such as the node, the upstream or the cycle path, so
+//! that the message alone tells the reader where to look.
 
 use std::fmt;
 use std::sync::Arc;
@@ -44,8 +44,8 @@ pub type TaskResult<T> = Result<T, BoxError>;
 /// `Ok(value)` as a [`TaskResult`]: ends a task's `async` block so that `?` inside it
 /// knows the error type.
 ///
-/// Without it, `async move { let n = s.parse::<u32>()?; Ok(n) }` does not compile ("type
-/// annotations needed"): nothing says what `?` converts the error into. With `ok(n)` as
+/// Without it, `async move { let n = s.parse::<u32>()?; Ok(n) }` does not compile: "type
+/// annotations needed". Nothing says what `?` converts the error into. With `ok(n)` as
 /// the block's last expression, the error type is [`BoxError`].
 ///
 /// ```
@@ -70,8 +70,8 @@ pub fn ok<T>(value: T) -> TaskResult<T> {
 /// A graph definition that [`GraphBuilder::build`](crate::GraphBuilder::build) rejected.
 ///
 /// `build()` reports one problem: the first, in declaration order, of the first check that
-/// finds any (see [`GraphBuilder::build`](crate::GraphBuilder::build)). Nothing runs until every
-/// problem is fixed, so a bad graph never hangs or panics at run time.
+/// finds any; see [`GraphBuilder::build`](crate::GraphBuilder::build). Nothing runs until
+/// every problem is fixed, so a bad graph never hangs or panics at run time.
 ///
 /// ```
 /// use baton_graph::{BoxError, BuildError, Graph};
@@ -91,11 +91,11 @@ pub fn ok<T>(value: T) -> TaskResult<T> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BuildError {
-    /// A node (or a pipeline) was given an empty name: it could not be told apart in the
+    /// A node or a pipeline was given an empty name: it could not be told apart in the
     /// report, the timeline, errors and events.
     #[error("node #{index} has an empty name: every node needs a name")]
     EmptyName {
-        /// The node's position in declaration order, from 0 (0 for a pipeline).
+        /// The node's position in declaration order, from 0; 0 for a pipeline.
         index: usize,
     },
     /// Two nodes were given the same name.
@@ -120,12 +120,12 @@ pub enum BuildError {
     ForeignHandle {
         /// The node that declared the upstream.
         node: String,
-        /// The foreign node's name, as its own builder knows it (`#index` when unknown).
+        /// The foreign node's name, as its own builder knows it, or `#index` when unknown.
         upstream: String,
     },
     /// The dependencies form a cycle, so no node on it could ever start.
     ///
-    /// `path` lists the cycle in flow direction (upstream before downstream) and repeats its
+    /// `path` lists the cycle in flow direction, upstream before downstream, and repeats its
     /// first node at the end: `["a", "b", "c", "a"]` prints as `a -> b -> c -> a`.
     #[error("dependency cycle: {}", path.join(" -> "))]
     Cycle {
@@ -146,7 +146,7 @@ pub enum BuildError {
         /// The type the upstream produces.
         found: &'static str,
     },
-    /// A node's policy is misconfigured (zero attempts, a backoff multiplier below 1, …).
+    /// A node's policy is misconfigured, such as zero attempts or a backoff multiplier below 1.
     #[error("node `{node}`: invalid {policy} policy: {reason}")]
     InvalidPolicy {
         /// The node.
@@ -158,7 +158,7 @@ pub enum BuildError {
     },
     /// A router is misdefined: it has no branch, a branch was not defined by the builder it
     /// was given, a branch declares upstreams of its own, or the router was never finished
-    /// ([`Router::finish`](crate::graph::Router::finish) not called).
+    /// because [`Router::finish`](crate::graph::Router::finish) was not called.
     #[error("router `{router}` is invalid: {reason}")]
     InvalidRouter {
         /// The router.
@@ -177,7 +177,7 @@ pub enum BuildError {
         /// The name it used.
         name: String,
     },
-    /// Two different circuit breakers (bulkheads, rate limiters, retry budgets) share a
+    /// Two different circuit breakers, bulkheads, rate limiters or retry budgets share a
     /// name in one orchestrator; names identify downstreams, so each must be unique.
     #[error(
         "node `{node}` uses a {kind} named `{name}`, but the orchestrator already has a different {kind} with that name"
@@ -192,10 +192,10 @@ pub enum BuildError {
     },
 }
 
-/// Why a node produced no value (or, for a `Recovered` node, what the fallback recovered
-/// from).
+/// Why a node produced no value or, for a `Recovered` node, what the fallback recovered
+/// from.
 ///
-/// The task's own error is kept as it was returned ([`NodeError::Task`]), so its
+/// The task's own error is kept as it was returned, as [`NodeError::Task`], so its
 /// [`source`](std::error::Error::source) chain is intact and it can be downcast; see
 /// [`NodeError::task_error`]. Errors that come from a policy name the node, the attempt and
 /// the limit involved.
@@ -226,7 +226,7 @@ pub enum NodeError {
     /// The task returned an error.
     #[error(transparent)]
     Task(BoxError),
-    /// User code panicked (the task, or a closure of its policies); the panic was caught
+    /// User code panicked, in the task or a closure of its policies; the panic was caught
     /// and the run went on.
     #[error("{code} panicked: {message}")]
     #[non_exhaustive]
@@ -236,9 +236,9 @@ pub enum NodeError {
         /// The panic payload, when it was a string; `"<non-string panic payload>"` otherwise.
         message: String,
     },
-    /// An attempt ran longer than the node's per-attempt timeout and was dropped (it stopped
-    /// at its next `.await`; a blocking attempt was abandoned, see
-    /// [`NodeReport::abandoned`](crate::NodeReport::abandoned)).
+    /// An attempt ran longer than the node's per-attempt timeout and was dropped: it stopped
+    /// at its next `.await`. A blocking attempt is abandoned instead; see
+    /// [`NodeReport::abandoned`](crate::NodeReport::abandoned).
     #[error("node `{node}` attempt {attempt} timed out after {}", Human(*.limit))]
     Timeout {
         /// The node.
@@ -248,9 +248,9 @@ pub enum NodeError {
         /// The per-attempt timeout.
         limit: Duration,
     },
-    /// The node's deadline (its budget, or the run's deadline) passed: either an attempt was
-    /// cut at the deadline, or too little time was left to start one (less than the
-    /// node's minimum attempt time).
+    /// The node's deadline, its budget or the run's deadline, passed: either an attempt was
+    /// cut at the deadline, or too little time was left to start one, less than the
+    /// node's minimum attempt time.
     #[error(
         "node `{node}` ran out of its deadline after {attempts} attempt(s) in {}",
         Human(*.elapsed)
@@ -263,7 +263,7 @@ pub enum NodeError {
         /// Time from the node's start to the end of the series.
         elapsed: Duration,
     },
-    /// The node's circuit breaker was open (or half-open with every probe taken): the task
+    /// The node's circuit breaker was open, or half-open with every probe taken: the task
     /// did not run. Never retried.
     #[error("node `{node}` rejected: circuit breaker `{breaker}` is {}", .state.as_str().replace('_', "-"))]
     BreakerOpen {
@@ -276,8 +276,8 @@ pub enum NodeError {
         /// When the breaker will let a probe through, if known.
         retry_after: Option<Duration>,
     },
-    /// No permit of the node's bulkhead came free within its maximum wait (or before the
-    /// node's deadline).
+    /// No permit of the node's bulkhead came free within its maximum wait, or before the
+    /// node's deadline.
     #[error(
         "node `{node}` attempt {attempt}: bulkhead `{bulkhead}` full after waiting {}",
         Human(*.waited)
@@ -292,8 +292,8 @@ pub enum NodeError {
         /// How long the attempt waited for a permit.
         waited: Duration,
     },
-    /// The node's rate limiter had no permit for the attempt within its maximum wait (or
-    /// before the attempt's cut): the task did not run. Retryable by default.
+    /// The node's rate limiter had no permit for the attempt within its maximum wait, or
+    /// before the attempt's cut: the task did not run. Retryable by default.
     #[error(
         "node `{node}` attempt {attempt}: rate limiter `{limiter}` has no permit for {}",
         Human(*.retry_after)
@@ -305,8 +305,8 @@ pub enum NodeError {
         attempt: u32,
         /// The rate limiter's name.
         limiter: String,
-        /// How long until a permit would have been free (`Duration::MAX` for a limiter
-        /// that never grants one).
+        /// How long until a permit would have been free; `Duration::MAX` for a limiter
+        /// that never grants one.
         retry_after: Duration,
     },
     /// A retrying node stopped retrying; `last` is the last attempt's error.
@@ -327,7 +327,7 @@ pub enum NodeError {
         #[source]
         last: Box<NodeError>,
     },
-    /// The fallback itself failed (returned an error or panicked); `original` is what it
+    /// The fallback itself failed: it returned an error or panicked. `original` is what it
     /// tried to recover from.
     #[error("node `{node}` fallback failed: {error}; it was recovering from: {original}")]
     FallbackFailed {
@@ -349,7 +349,7 @@ pub enum NodeError {
         /// Its branches' keys, in declaration order.
         known: Vec<String>,
     },
-    /// The branch a router chose failed (or was skipped); `error` is the branch's own error.
+    /// The branch a router chose failed or was skipped; `error` is the branch's own error.
     #[error("router `{router}`: branch `{branch}` failed")]
     BranchFailed {
         /// The router.
@@ -361,8 +361,8 @@ pub enum NodeError {
         error: Option<Arc<NodeError>>,
     },
     /// An item of a map node was cancelled, before it started or while it ran, because
-    /// the node's completion rule was decided (it is the result such an item has in
-    /// [`NodeBuilder::map_settled`](crate::NodeBuilder::map_settled)'s value).
+    /// the node's completion rule was decided. It is the result such an item has in
+    /// [`NodeBuilder::map_settled`](crate::NodeBuilder::map_settled)'s value.
     #[error("an item of map node `{node}` was cancelled: its completion rule was decided")]
     ItemCancelled {
         /// The map node.
@@ -370,8 +370,8 @@ pub enum NodeError {
     },
 }
 
-/// Why a map node failed: its completion rule was not met. It is the node's task error
-/// ([`NodeError::task_error`] downcasts to it); its source is the first item's error.
+/// Why a map node failed: its completion rule was not met. It is the node's task error,
+/// which [`NodeError::task_error`] downcasts to; its source is the first item's error.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("map node `{node}`: completion rule \"{completion}\" not met ({decision})")]
 pub struct MapFailed {
@@ -390,8 +390,8 @@ pub struct MapFailed {
 
 impl NodeError {
     /// The task's own error, looking through retry and fallback wrappers to the last
-    /// attempt; `None` when the last attempt did not end with an error of the task (a
-    /// timeout, a rejection, a panic).
+    /// attempt. `None` when the last attempt did not end with an error of the task, as for
+    /// a timeout, a rejection or a panic.
     ///
     /// Use it to downcast to your error type:
     /// `err.task_error().and_then(|e| e.downcast_ref::<MyError>())`.
@@ -445,9 +445,9 @@ impl NodeError {
         )
     }
 
-    /// The error this one wraps: a retry series' last attempt's ([`NodeError::GaveUp`]),
-    /// a failed fallback's own ([`NodeError::FallbackFailed`]), a router's chosen branch's
-    /// ([`NodeError::BranchFailed`]); `None` for an error that wraps none.
+    /// The error this one wraps: a retry series' last attempt's for [`NodeError::GaveUp`],
+    /// a failed fallback's own for [`NodeError::FallbackFailed`], a router's chosen branch's
+    /// for [`NodeError::BranchFailed`]. `None` for an error that wraps none.
     #[must_use]
     pub fn wrapped(&self) -> Option<&NodeError> {
         match self {
@@ -492,7 +492,7 @@ impl NodeError {
 
     /// How long the error says to wait before trying again, when it says: a rate
     /// limiter's time until its next permit, or an open breaker's until it admits a probe.
-    /// Looks through every error that wraps another ([`root_cause`](Self::root_cause)):
+    /// Looks through every error that wraps another, as [`root_cause`](Self::root_cause) does:
     /// retries, fallbacks and routers. A retry can take its delay from it:
     /// `Retry::new(3).delay_from(NodeError::retry_after)`.
     #[must_use]

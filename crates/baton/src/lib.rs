@@ -53,8 +53,8 @@
 //!
 //! ## Policies, routing, observing
 //! Each node can carry a per-attempt timeout, a retry policy inside a deadline budget, a
-//! circuit breaker shared by name, a bulkhead and a fallback, composed in a fixed onion
-//! (attempt → retry → breaker → fallback). A router picks one of its branches at run time.
+//! circuit breaker shared by name, a bulkhead and a fallback, composed in a fixed onion:
+//! attempt → retry → breaker → fallback. A router picks one of its branches at run time.
 //!
 //! ```
 //! use std::time::Duration;
@@ -100,10 +100,10 @@
 //! A task is `|ctx, values| async move { .. }`, whose future resolves to `Result<T, E>`
 //! with `E: Into<BoxError>`. It is called once per attempt, so its future must own what it
 //! uses: clone a captured value inside the closure, before `async move`, or give it to the
-//! graph once ([`GraphBuilder::state`]) and read it with [`Ctx::state`].
+//! graph once with [`GraphBuilder::state`] and read it with [`Ctx::state`].
 //!
 //! `?` inside an `async` block needs the block's error type. End the block with
-//! [`ok(value)`](ok) (or `Ok::<_, BoxError>(value)`), or write the task as an `async fn`
+//! [`ok(value)`](ok) or `Ok::<_, BoxError>(value)`, or write the task as an `async fn`
 //! returning [`TaskResult<T>`], or as an async closure that captures nothing,
 //! `async |ctx, ()| -> TaskResult<T> { .. }`.
 //!
@@ -113,8 +113,8 @@
 //!   block's `Ok(..)`: a `?` in the block, and nothing names the error type. End the block
 //!   with `ok(..)`.
 //! - "`Fallback<&str>` is not a fallback for this node, whose task returns `User`": the
-//!   task sets the node's value type, and the fallback produces another
-//!   ([`NodeBuilder::fallback`]).
+//!   task sets the node's value type, and the fallback produces another. See
+//!   [`NodeBuilder::fallback`].
 //! - "type annotations needed for `Node<_>` … multiple `impl`s satisfying
 //!   `Fallback<u64>: IntoFallback<_>`": a task that only fails, after a `Fallback`, names
 //!   no value type. Write `Err::<u64, _>(..)`.
@@ -123,7 +123,7 @@
 //!   `A`, or the task's block does not end in `Ok(..)`.
 //! - "type mismatch in closure arguments … expected closure signature
 //!   `fn(Ctx<_>, (Arc<A>, Arc<B>)) -> _`": the task's second argument receives the
-//!   upstreams' values in the shape of `.after(..)` ([`Upstreams`]).
+//!   upstreams' values in the shape of `.after(..)`; see [`Upstreams`].
 //! - "`[Node<u32>; 2]` cannot be a node's upstreams": use a tuple or a `Vec` of handles.
 //! - "type annotations needed for `Inputs<_>`", at `after_names`: write
 //!   `after_names::<V>([..])`.
@@ -133,8 +133,8 @@
 //! - "async closure does not implement `Fn` because it captures state": write
 //!   `|ctx, values| async move { .. }` instead.
 //! - "future cannot be sent between threads safely": the task holds a value that is not
-//!   `Send` (an `Rc`, a `std::sync::MutexGuard`) across an `.await`. Drop it before the
-//!   `.await`.
+//!   `Send`, such as an `Rc` or a `std::sync::MutexGuard`, across an `.await`. Drop it
+//!   before the `.await`.
 //! - "`Result<..>` is not a future": `task` takes an async closure; a synchronous one goes
 //!   to [`NodeBuilder::blocking_task`], which in turn says "expected `Result<_, _>`, found
 //!   `async` block" when given an async one.
@@ -145,16 +145,18 @@
 //! - Every node ends with exactly one [`Outcome`]. A node whose upstream produced no value
 //!   is `Skipped`, naming that upstream and the root cause; nothing is silently absent.
 //! - A panic in a task becomes that node's `Failed` outcome; the run goes on.
-//! - Dropping a [`Run`] cancels every node of it; a [`RunCanceller`](run::RunCanceller) cancels it from
-//!   elsewhere; when a run resolves, no node of it is still running (a blocking closure
-//!   abandoned after its timeout excepted: a thread cannot be stopped from outside).
+//! - Dropping a [`Run`] cancels every node of it; a [`RunCanceller`](run::RunCanceller)
+//!   cancels it from elsewhere. When a run resolves, no node of it is still running. The
+//!   one exception is a blocking closure abandoned after its timeout: a thread cannot be
+//!   stopped from outside.
 //! - The [`FailureMode`] decides whether failures make the run an error; the report is kept
 //!   either way.
-//! - The [`StartMode`](run::StartMode) decides where nodes run on a multi-thread runtime: in the task that
-//!   awaits the run, as `tokio::join!` would (`Inline`, the default: no task is spawned,
-//!   nodes that wait included, unless the run spreads past one poll's budget of nodes on
-//!   several workers), or in tasks of the run's own, spread over the workers (`Spread`:
-//!   nodes that compute run in parallel).
+//! - The [`StartMode`](run::StartMode) decides where nodes run on a multi-thread runtime.
+//!   With `Inline`, the default, they run in the task that awaits the run, as
+//!   `tokio::join!` would: no task is spawned, nodes that wait included, unless the run
+//!   spreads past one poll's budget of nodes on several workers. With `Spread`, they run in
+//!   tasks of the run's own, spread over the workers, so nodes that compute run in
+//!   parallel.
 //!
 //! The execution contract, rule by rule with the tests that check each, is the
 //! [`contract`] module.
@@ -165,20 +167,28 @@
 //!
 //! ## Layout
 //! The crate root holds what a first graph, a first pipeline and a first report need. The
-//! rest is in a module per concept, each opening with a short guide: [`graph`] and [`run`]
-//! (building and running a graph), [`pipeline`] (one call with policies), [`retry`],
-//! [`deadline`], [`breaker`], [`limit`] (bulkheads and rate limiters), [`hedge`],
-//! [`chaos`], [`map`] (map nodes), [`compensate`] (compensations), [`error`], [`report`],
-//! [`orchestrator`], [`observe`] (callbacks, observers, stats, tracing spans and metrics),
-//! `tower` (feature `tower`: services and layers, with `http` the deadline headers),
-//! [`shared`] (what a shared-state backend implements) and [`contract`] (the execution
-//! contract). Inside, the modules form layers, each using only those below it: leaf
-//! utilities, identifiers, policy primitives, errors, the report, observing, the
-//! orchestrator, the onion (and the pipeline), the engine (compiled graph, run state,
-//! drivers), the builder. `docs/architecture.md` in the repository is the map.
+//! rest is in a module per concept, each opening with a short guide:
+//!
+//! - [`graph`] and [`run`] for building and running a graph;
+//! - [`pipeline`] for one call with policies;
+//! - [`retry`], [`deadline`], [`breaker`], [`hedge`] and [`chaos`];
+//! - [`limit`] for bulkheads and rate limiters;
+//! - [`map`] for map nodes;
+//! - [`compensate`] for compensations;
+//! - [`error`], [`report`] and [`orchestrator`];
+//! - [`observe`] for callbacks, observers, stats, tracing spans and metrics;
+//! - `tower`, with feature `tower`, for services and layers, and with `http` the deadline
+//!   headers;
+//! - [`shared`] for what a shared-state backend implements;
+//! - [`contract`] for the execution contract.
+//!
+//! Inside, the modules form layers, each using only those below it: leaf utilities,
+//! identifiers, policy primitives, errors, the report, observing, the orchestrator, the
+//! onion with the pipeline, the engine with the compiled graph, run state and drivers, and
+//! the builder. `docs/architecture.md` in the repository is the map.
 //!
 //! ## Features
-//! - `tracing` (default): spans per run, node and attempt.
+//! - `tracing`, on by default: spans per run, node and attempt.
 //! - `serde`: `Serialize` for [`Report`] and [`Stats`](observe::Stats).
 //! - `metrics`: `observe::MetricsObserver`, an observer that records runs, nodes,
 //!   attempts, breakers and bulkheads as counters, gauges and histograms with the `metrics`
@@ -206,10 +216,10 @@ pub mod tower;
 mod util;
 
 pub mod graph {
-    //! Building a graph: a [`GraphBuilder`] adds nodes ([`NodeBuilder`]) and routers
-    //! ([`RouterBuilder`]), each node gets a typed handle ([`Node`]) that later nodes name
-    //! as upstreams ([`Upstreams`]), and `build()` validates and compiles it into a
-    //! [`Graph`] that runs any number of times.
+    //! Building a graph: a [`GraphBuilder`] adds nodes with [`NodeBuilder`] and routers with
+    //! [`RouterBuilder`]. Each node gets a typed handle, a [`Node`], that later nodes name as
+    //! [`Upstreams`]. `build()` validates and compiles it into a [`Graph`] that runs any
+    //! number of times.
     //!
     //! ```
     //! use baton_graph::{BoxError, Graph};
@@ -245,9 +255,9 @@ pub mod run {
 
 pub mod pipeline {
     //! The policies of a node around a single call, without a graph: a [`Pipeline`] is
-    //! built once ([`PipelineBuilder`]) and called many times; each call's task sees its
+    //! built once with [`PipelineBuilder`] and called many times. Each call's task sees its
     //! [`Attempt`], and the call returns a [`Call`] with the value or the error and the
-    //! attempt log. A [`Fallback`] (anything that is [`IntoFallback`]) serves a value when
+    //! attempt log. A [`Fallback`], or anything that is [`IntoFallback`], serves a value when
     //! every attempt failed. [`Policies`] is one value of a node's or a call's policies,
     //! given to a node or a pipeline with `.policies(p)`; a breaker, bulkhead or rate
     //! limiter in it is a [`PolicyRef`]: a handle, or a name the orchestrator resolves.
@@ -257,8 +267,8 @@ pub mod pipeline {
 }
 
 pub mod retry {
-    //! Retrying: a [`Retry`] runs a failed attempt again after a [`Backoff`] (with
-    //! [`Jitter`]), inside the node's deadline; the series ends with a [`StopReason`]. A
+    //! Retrying: a [`Retry`] runs a failed attempt again after a [`Backoff`] with
+    //! [`Jitter`], inside the node's deadline; the series ends with a [`StopReason`]. A
     //! [`RetryBudget`] caps the retries of every caller of one downstream as a share of
     //! their first attempts.
     //!
@@ -278,18 +288,18 @@ pub mod deadline {
     //! Deadlines: every node's attempts share the run's deadline and their node's timeout;
     //! an attempt is cut at the earlier of the two, and is not started with less than
     //! [`DEFAULT_MIN_ATTEMPT_TIME`] left. A [`Budget`] carries the time left across a
-    //! service hop (in the two wire formats peers use); a callee that has none left
+    //! service hop, in the two wire formats peers use; a callee that has none left
     //! answers with [`DownstreamDeadlineExceeded`].
     pub use crate::policy::{Budget, DEFAULT_MIN_ATTEMPT_TIME, DownstreamDeadlineExceeded};
 }
 
 pub mod breaker {
     //! Circuit breakers: a [`CircuitBreaker`] is shared by every node and run that calls
-    //! one downstream. It moves closed → open → half-open ([`BreakerState`],
-    //! [`BreakerTransition`], [`TransitionReason`]) by the rules its builder sets
-    //! ([`CircuitBreakerBuilder`], with a [`BreakerWindow`]); while open it rejects calls
-    //! with [`BreakerOpen`]. An operator reads it ([`BreakerSnapshot`]) and forces it
-    //! ([`ManualControl`]); a call outside a graph asks it for a [`BreakerPermit`].
+    //! one downstream. It moves closed → open → half-open by the rules that
+    //! [`CircuitBreakerBuilder`] sets, with a [`BreakerWindow`]. [`BreakerState`],
+    //! [`BreakerTransition`] and [`TransitionReason`] describe its moves. While open it rejects
+    //! calls with [`BreakerOpen`]. An operator reads it as a [`BreakerSnapshot`] and forces it
+    //! with [`ManualControl`]; a call outside a graph asks it for a [`BreakerPermit`].
     //!
     //! ```
     //! use baton_graph::breaker::{BreakerState, CircuitBreaker};
@@ -311,7 +321,7 @@ pub mod limit {
     //! Limits on the calls to one downstream, shared by name: a [`Bulkhead`] caps how many
     //! run at once, a [`RateLimiter`] how many start per period. Both wait a bounded time
     //! for a permit, then reject the attempt. Both change their settings in place
-    //! (`reconfigure`), and refuse an impossible one with [`InvalidSetting`].
+    //! with `reconfigure`, and refuse an impossible one with [`InvalidSetting`].
     pub use crate::policy::{Bulkhead, InvalidSetting, RateLimiter};
 }
 
@@ -322,8 +332,8 @@ pub mod hedge {
 }
 
 pub mod chaos {
-    //! Fault injection for tests: a node's [`Chaos`] injects latency and errors
-    //! ([`InjectedFault`]) into its attempts at configured rates, from a seed.
+    //! Fault injection for tests: a node's [`Chaos`] injects latency and errors, such as
+    //! [`InjectedFault`], into its attempts at configured rates, from a seed.
     pub use crate::policy::{Chaos, InjectedFault};
 }
 
@@ -331,7 +341,7 @@ pub mod map {
     //! Map nodes: one item per element of an upstream's list, each through the node's
     //! policies, at most [`DEFAULT_MAP_CONCURRENCY`] at once unless the node says
     //! otherwise. An item's task sees an [`ItemCtx`]. A [`Completion`] rule decides when
-    //! the node is done ([`Decision`]); a node that fails by it fails with [`MapFailed`].
+    //! the node is done, as a [`Decision`]; a node that fails by it fails with [`MapFailed`].
     pub use crate::engine::ItemCtx;
     pub use crate::error::MapFailed;
     pub use crate::policy::{Completion, DEFAULT_MAP_CONCURRENCY, Decision};
@@ -340,16 +350,16 @@ pub mod map {
 pub mod compensate {
     //! Compensations: a node may declare how to undo what it did. When a run fails by the
     //! graph's [`CompensationTrigger`], the compensations of the nodes that succeeded run,
-    //! each seeing a [`CompensationCtx`] and bounded by its timeout
-    //! ([`DEFAULT_COMPENSATION_TIMEOUT`] unless set). The report says what ran
-    //! ([`CompensationReport`](crate::report::CompensationReport)).
+    //! each seeing a [`CompensationCtx`] and bounded by its timeout, which is
+    //! [`DEFAULT_COMPENSATION_TIMEOUT`] unless set. The report says what ran, in
+    //! [`CompensationReport`](crate::report::CompensationReport)s.
     pub use crate::builder::DEFAULT_COMPENSATION_TIMEOUT;
     pub use crate::engine::{CompensationCtx, CompensationTrigger};
 }
 
-/// What a shared-state backend for [`CircuitBreaker`] implements and uses
-/// ([`CircuitBreakerBuilder::shared`](breaker::CircuitBreakerBuilder::shared)), and one for
-/// [`RateLimiter`] ([`RateLimiter::shared`]).
+/// What a shared-state backend for [`CircuitBreaker`] implements and uses, as given to
+/// [`CircuitBreakerBuilder::shared`](breaker::CircuitBreakerBuilder::shared), and one for
+/// [`RateLimiter`], as given to [`RateLimiter::shared`].
 pub mod shared {
     pub use crate::policy::breaker::{
         BreakerMirror, SharedBreakerState, SharedFuture, SharedOutcome, SharedRecord, SharedRules,

@@ -1,27 +1,28 @@
-//! [`UserCode`] (which code panicked) and [`CancelReason`] (why a run was cancelled).
+//! [`UserCode`] says which code panicked, and [`CancelReason`] why a run was cancelled.
 
 use std::fmt;
 
-/// Which code a caught panic came from ([`NodeError::Panicked`](super::NodeError::Panicked)).
+/// Which code a caught panic came from, as carried by
+/// [`NodeError::Panicked`](super::NodeError::Panicked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum UserCode {
-    /// The node's task (calling it, or polling the future it returned).
+    /// The node's task: calling it, or polling the future it returned.
     Task,
     /// The node's fallback.
     Fallback,
     /// A router's selector.
     Selector,
-    /// The retry predicate (`Retry::retry_if`).
+    /// The retry predicate, `Retry::retry_if`.
     RetryPredicate,
-    /// The breaker's error filter (`breaker_ignore`).
+    /// The breaker's error filter, `breaker_ignore`.
     BreakerFilter,
     /// A custom backoff's sequence of delays.
     Backoff,
-    /// The closure that reads a retry's delay from the error (`Retry::delay_from`).
+    /// The closure that reads a retry's delay from the error, `Retry::delay_from`.
     RetryDelay,
-    /// None of the above: code the scheduler called around them (a `tracing` subscriber),
-    /// or a bug in baton; please report it with the message.
+    /// None of the above: code the scheduler called around them, such as a `tracing`
+    /// subscriber, or a bug in baton. Please report it with the message.
     Scheduler,
 }
 
@@ -65,8 +66,8 @@ pub enum CancelReason {
     /// [`Orchestrator::shutdown`](crate::Orchestrator::shutdown)'s grace period ended before
     /// the run did.
     Shutdown,
-    /// The tokio runtime that ran the run's nodes shut down (it dropped their tasks) while
-    /// the run's future was still awaited, e.g. from another runtime.
+    /// The tokio runtime that ran the run's nodes shut down and dropped their tasks while the
+    /// run's future was still awaited, for example from another runtime.
     RuntimeShutdown,
 }
 

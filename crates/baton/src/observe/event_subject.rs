@@ -19,7 +19,7 @@ macro_rules! rename {
 }
 
 impl<'a> Event<'a> {
-    /// The node (or map item, `node[index]`) the event is about; `None` for a run's start
+    /// The node or map item, `node[index]`, the event is about. `None` for a run's start
     /// and end, a breaker's transition and an applied configuration.
     #[must_use]
     pub fn node(&self) -> Option<&'a str> {
@@ -63,8 +63,8 @@ impl<'a> Event<'a> {
         }
     }
 
-    /// The event as one of run `run` of graph `graph`, about node `node`; `None` for the
-    /// events that belong to no node (a run's start and end, a breaker's transition).
+    /// The event as one of run `run` of graph `graph`, about node `node`. `None` for the
+    /// events that belong to no node: a run's start and end, a breaker's transition.
     /// Every other field is kept.
     pub(crate) fn renamed<'b>(
         self,

@@ -1,15 +1,15 @@
 //! `tracing` events for what went wrong in a run, logged with or without the `tracing`
-//! feature (which only adds spans). Without a subscriber each is one atomic load, and they
+//! feature, which only adds spans. Without a subscriber each is one atomic load, and they
 //! sit on failure paths only.
 //!
 //! | message | level | fields |
 //! |---|---|---|
 //! | `attempt failed`, `attempt timed out` | DEBUG | `node`, `attempt`, `error.type`, `error` |
-//! | `retry scheduled` | DEBUG | `node`, `attempt` (the one that failed), `delay`, `error` |
-//! | `node recovered` | INFO | `node`, `error.type`, `error` (what the fallback recovered from) |
+//! | `retry scheduled` | DEBUG | `node`, `attempt` that failed, `delay`, `error` |
+//! | `node recovered` | INFO | `node`, `error.type`, `error` that the fallback recovered from |
 //! | `node failed` | WARN | `node`, `error.type`, `error` |
 //!
-//! Circuit breakers log their transitions themselves (`policy::breaker`): WARN when one
+//! Circuit breakers log their transitions themselves, in `policy::breaker`: WARN when one
 //! opens, INFO otherwise. `error` is the error's message followed by its sources;
 //! `error.type` is [`NodeError::kind`]. Inside spans, each event lands in the span of its
 //! attempt or node. No event is logged at ERROR: OpenTelemetry bridges mark a span failed
@@ -25,8 +25,8 @@ fn guarded(log: impl FnOnce()) {
     let _ = catch_unwind(AssertUnwindSafe(log));
 }
 
-/// Attempt `attempt` of `node` failed with `error` (DEBUG): whether it is retried is logged
-/// next (`retry scheduled`), or the node's end.
+/// Attempt `attempt` of `node` failed with `error`, at DEBUG. Next comes either
+/// `retry scheduled` or the node's end.
 #[cold]
 pub(crate) fn attempt_failed(node: &str, attempt: u32, error: &NodeError) {
     guarded(|| {
@@ -40,8 +40,8 @@ pub(crate) fn attempt_failed(node: &str, attempt: u32, error: &NodeError) {
     });
 }
 
-/// `node` ended with `outcome`: logs a failure (WARN) or a recovery by the fallback (INFO),
-/// with its error; nothing for the other outcomes.
+/// `node` ended with `outcome`: logs a failure at WARN or a recovery by the fallback at
+/// INFO, with its error. Logs nothing for the other outcomes.
 #[inline]
 pub(crate) fn node_ended(node: &str, outcome: Outcome, error: Option<&NodeError>) {
     if let (Outcome::Failed | Outcome::Recovered, Some(error)) = (outcome, error) {

@@ -1,23 +1,23 @@
 //! `MetricsObserver`: run events as counters, gauges and histograms through the `metrics`
-//! facade (feature `metrics`). See the observer's docs for the metrics it records.
+//! facade, with feature `metrics`. See the observer's docs for the metrics it records.
 
 use metrics::{Label, counter, gauge, histogram};
 
 use super::{ConfigAction, ConfigChange, Event, Observer};
 use crate::policy::breaker::{BreakerState, BreakerTransition, TransitionReason};
 
-/// Records run events as `metrics` counters, gauges and histograms (feature `metrics`).
-/// Install any `metrics` recorder (Prometheus exporter, statsd, …) and give the observer to
-/// [`Orchestrator::builder`](crate::Orchestrator::builder).
+/// Records run events as `metrics` counters, gauges and histograms, with feature `metrics`.
+/// Install any `metrics` recorder, such as a Prometheus exporter or statsd, and give the
+/// observer to [`Orchestrator::builder`](crate::Orchestrator::builder).
 ///
 /// # Metric names
-/// Names follow Prometheus's conventions: snake case, a `baton_` prefix, base units
-/// (seconds), `_total` for counters, a unit suffix for histograms.
+/// Names follow Prometheus's conventions: snake case, a `baton_` prefix, base units such
+/// as seconds, `_total` for counters, a unit suffix for histograms.
 ///
 /// | name | kind | labels | what |
 /// |---|---|---|---|
 /// | `baton_runs_started_total` | counter | `graph` | runs started |
-/// | `baton_runs_finished_total` | counter | `graph`, `clean` (`true`/`false`) | runs finished |
+/// | `baton_runs_finished_total` | counter | `graph`, `clean` = `true`/`false` | runs finished |
 /// | `baton_run_makespan_seconds` | histogram | `graph` | a run's makespan |
 /// | `baton_nodes_finished_total` | counter | `graph`, `node`, `outcome` | nodes ended, by outcome |
 /// | `baton_node_duration_seconds` | histogram | `graph`, `node`, `outcome` | a node's start to end |
@@ -33,23 +33,24 @@ use crate::policy::breaker::{BreakerState, BreakerTransition, TransitionReason};
 /// | `baton_hedges_total` | counter | `graph`, `node` | hedges started |
 /// | `baton_faults_injected_total` | counter | `graph`, `node` | attempts fault injection changed |
 /// | `baton_breaker_rejections_total` | counter | `graph`, `node`, `breaker` | series a circuit breaker rejected |
-/// | `baton_compensations_total` | counter | `graph`, `node`, `outcome` (`succeeded`/`failed`) | compensations ended, by outcome |
+/// | `baton_compensations_total` | counter | `graph`, `node`, `outcome` = `succeeded`/`failed` | compensations ended, by outcome |
 /// | `baton_breaker_transitions_total` | counter | `breaker`, `from`, `to` | breaker state changes |
 /// | `baton_breaker_state` | gauge | `breaker` | the breaker's state: 0 closed, 1 half-open, 2 open, 3 recovering, 4 isolated, 5 forced closed |
-/// | `baton_breaker_shared_state_reached` | gauge | `breaker` | a shared breaker: 0 while its store cannot be reached (it judges alone), 1 once it follows the shared state again |
-/// | `baton_config_changes_total` | counter | `kind` | policies a configuration added or updated (`Orchestrator::apply`) |
+/// | `baton_breaker_shared_state_reached` | gauge | `breaker` | a shared breaker: 0 while its store cannot be reached and it judges alone, 1 once it follows the shared state again |
+/// | `baton_config_changes_total` | counter | `kind` | policies a configuration added or updated with `Orchestrator::apply` |
 ///
-/// `graph` is the graph's name ([`GraphBuilder::name`](crate::GraphBuilder::name)); a graph
-/// without one, and a [`Pipeline`](crate::Pipeline) call (whose `node` is the pipeline's
-/// name), has no `graph` label. A breaker is shared by graphs, so its transitions and state
-/// have none either. `baton_breaker_state` is set at each transition: a breaker that never
-/// changed state has no value, and is closed.
+/// `graph` is the graph's name, set by [`GraphBuilder::name`](crate::GraphBuilder::name).
+/// A graph without one has no `graph` label, and neither has a
+/// [`Pipeline`](crate::Pipeline) call, whose `node` is the pipeline's name. A breaker is
+/// shared by graphs, so its transitions and state have none either. `baton_breaker_state`
+/// is set at each transition: a breaker that never changed state has no value, and is
+/// closed.
 ///
-/// Label values are graph, node, bulkhead, rate limiter and breaker names and fixed words, so their
-/// number is bounded by the graphs' definitions; no label carries a run's id. The events of
-/// a map node's items name the item (`prices[3]`, with its index in `item`); their metrics
-/// carry the node's name (`node="prices"`), however long the list, and a node whose name
-/// ends in brackets (`x[3]`) keeps it whole.
+/// Label values are graph, node, bulkhead, rate limiter and breaker names and fixed words,
+/// so their number is bounded by the graphs' definitions; no label carries a run's id. The
+/// events of a map node's items name the item, as `prices[3]` with its index in `item`.
+/// Their metrics carry the node's name, as `node="prices"`, however long the list. A node
+/// whose name ends in brackets, such as `x[3]`, keeps it whole.
 ///
 /// ```
 /// # #[cfg(feature = "metrics")] {
@@ -126,9 +127,9 @@ fn rate_limit_waited(
     }
 }
 
-/// The `node` label of an event about `node`: its node's name. An item of a map node
-/// (`prices[3]`, `item` 3) is labelled with its node's name (`prices`), so the label's
-/// values stay as many as the graph's nodes however long the list.
+/// The `node` label of an event about `node`: its node's name. An item of a map node,
+/// such as `prices[3]` with `item` 3, is labelled with its node's name, `prices`, so the
+/// label's values stay as many as the graph's nodes however long the list.
 fn node_label(node: &str, item: Option<usize>) -> Label {
     Label::new("node", node_of(node, item).to_owned())
 }

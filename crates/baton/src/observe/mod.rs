@@ -8,31 +8,39 @@
 //! [`on_failure`](crate::NodeBuilder::on_failure) and
 //! [`on_complete`](crate::NodeBuilder::on_complete) stack: several per node, kept in
 //! registration order. Each fires exactly once per run per node, on the thread that ends the
-//! node, right after its outcome is recorded: `on_success` (with the value) or `on_failure`
-//! (for `Failed` and `Skipped`, with the node's report entry, which names the error or the
-//! skip's cause) first, then `on_complete` (every outcome). A panicking callback is caught
-//! and logged with the node's name; it changes no outcome and no other callback.
+//! node, right after its outcome is recorded. First comes `on_success`, with the value, or
+//! `on_failure`, for `Failed` and `Skipped`, with the node's report entry, which names the
+//! error or the skip's cause. Then comes `on_complete`, for every outcome. A panicking
+//! callback is caught and logged with the node's name; it changes no outcome and no other
+//! callback.
 //!
 //! # Events
 //! An [`Observer`] given to [`Orchestrator::builder`](crate::Orchestrator::builder) receives
 //! every [`Event`] of every run of that orchestrator, synchronously, on the thread where it
-//! happens. Per node the order is: `NodeStarted`, then `BreakerRejected` if its breaker
-//! rejected it, or for each attempt `AttemptStarted`, `RateLimitWaited` (with a rate
-//! limiter), `BulkheadWaited` (with a bulkhead) and, if it failed, `Timeout` (when it was cut) and `AttemptFailed`, then
-//! `RetryScheduled` before the next attempt; `FallbackUsed` when the fallback ran, and
-//! `NodeFinished` last. Nodes that never start (skipped, not taken, cancelled while
-//! pending) get only `NodeFinished`. When a run's compensations run, each has
+//! happens. Per node the order is:
+//!
+//! 1. `NodeStarted`;
+//! 2. `BreakerRejected` if its breaker rejected it, or else for each attempt:
+//!    `AttemptStarted`, `RateLimitWaited` with a rate limiter, `BulkheadWaited` with a
+//!    bulkhead and, if it failed, `Timeout` when it was cut and `AttemptFailed`, then
+//!    `RetryScheduled` before the next attempt;
+//! 3. `FallbackUsed` when the fallback ran;
+//! 4. `NodeFinished` last.
+//!
+//! Nodes that never start, because they were skipped, not taken or cancelled while
+//! pending, get only `NodeFinished`. When a run's compensations run, each has
 //! `CompensationStarted` and `CompensationFinished`, after every node's `NodeFinished` and
 //! before the run's `RunFinished`.
 //!
-//! A run of a graph that is a node of another
-//! ([`NodeBuilder::subgraph`](crate::NodeBuilder::subgraph)) reports to the outer run's
-//! observers too: its events reach them with the outer run's id and graph name, and its
-//! nodes named after the outer node, a slash and their own name (`profile/name`, an item
-//! `profile/prices[3]`); its `RunStarted` and `RunFinished` do not (the outer node's
-//! `NodeStarted` and `NodeFinished` frame it). Its own graph's orchestrator's observers
-//! get its events as those of a run of its own, unless they are the outer run's observers
-//! (both graphs built from one orchestrator): each observer receives each event once.
+//! A run of a graph that is a node of another, through
+//! [`NodeBuilder::subgraph`](crate::NodeBuilder::subgraph), reports to the outer run's
+//! observers too. Its events reach them with the outer run's id and graph name, and its
+//! nodes are named after the outer node, a slash and their own name: `profile/name`, or
+//! for an item `profile/prices[3]`. Its `RunStarted` and `RunFinished` do not reach them:
+//! the outer node's `NodeStarted` and `NodeFinished` frame it. Its own graph's
+//! orchestrator's observers get its events as those of a run of its own, unless they are
+//! the outer run's observers because both graphs were built from one orchestrator. Each
+//! observer receives each event once.
 //!
 //! Observers must be quick and must not block: they run on the scheduler's threads.
 //!
@@ -42,13 +50,14 @@
 //! [`RunOptions::detached_span`](crate::RunOptions::detached_span) makes it a root, with a
 //! `node` span per node and an `attempt` span per attempt, entered around the futures they
 //! describe. A failed attempt's span and a `Failed` node's end with `otel.status_code`
-//! `ERROR`, `otel.status_message` and `error.type` ([`NodeError::kind`]); an attempt or a
-//! node that produced a value (a `Recovered` one included) ends `OK`.
+//! `ERROR`, `otel.status_message` and `error.type`, the [`NodeError::kind`]. An attempt or
+//! a node that produced a value, a `Recovered` one included, ends `OK`.
 //!
 //! With or without the feature, failures are logged as `tracing` events: `attempt failed`
-//! and `attempt timed out` at DEBUG, `node recovered` at INFO, `node failed` at WARN (each
-//! with `node`, `error.type` and `error`), and a circuit breaker's transitions: to open at
-//! WARN, to half-open, recovering or closed at INFO (with `breaker`, `from`, `to`, `reason`).
+//! and `attempt timed out` at DEBUG, `node recovered` at INFO, `node failed` at WARN, each
+//! with `node`, `error.type` and `error`. A circuit breaker's transitions are logged too,
+//! with `breaker`, `from`, `to` and `reason`: to open at WARN, and to half-open,
+//! recovering or closed at INFO.
 
 mod callbacks;
 mod change;
@@ -149,7 +158,7 @@ impl<F: Fn(&Event<'_>) + Send + Sync + 'static> Observer for F {
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub enum Event<'a> {
-    /// A run started (it was first polled and the orchestrator accepted it). Comes before
+    /// A run started: it was first polled and the orchestrator accepted it. Comes before
     /// the run's `RunFinished`, once per admitted run.
     RunStarted {
         /// The run.
@@ -159,14 +168,14 @@ pub enum Event<'a> {
         /// How many nodes its graph has.
         nodes: usize,
     },
-    /// Every node of a run ended and its tasks exited. Delivered (and the run counted in the
-    /// stats) before the run's future resolves.
+    /// Every node of a run ended and its tasks exited. Delivered, and the run counted in the
+    /// stats, before the run's future resolves.
     RunFinished {
         /// The run.
         run: RunId,
         /// Its graph's name, if the graph has one; `None` for a pipeline's call.
         graph: Option<&'a str>,
-        /// Its report (outcome counts, makespan, every node).
+        /// Its report, with outcome counts, makespan and every node.
         report: &'a Report,
     },
     /// A node's upstreams all produced values and its execution began.
@@ -186,12 +195,12 @@ pub enum Event<'a> {
         graph: Option<&'a str>,
         /// The node.
         node: &'a str,
-        /// The item's index when the event is a map item's (`node` then names the item,
-        /// `node[index]`); `None` for a node's.
+        /// The item's index when the event is a map item's, whose `node` names the item as
+        /// `node[index]`; `None` for a node's.
         item: Option<usize>,
         /// The attempt, from 1.
         attempt: u32,
-        /// The time the attempt has before it is cut (its timeout or deadline), if any.
+        /// The time the attempt has before it is cut by its timeout or deadline, if any.
         budget: Option<Duration>,
     },
     /// An attempt ended with an error.
@@ -202,8 +211,8 @@ pub enum Event<'a> {
         graph: Option<&'a str>,
         /// The node.
         node: &'a str,
-        /// The item's index when the event is a map item's (`node` then names the item,
-        /// `node[index]`); `None` for a node's.
+        /// The item's index when the event is a map item's, whose `node` names the item as
+        /// `node[index]`; `None` for a node's.
         item: Option<usize>,
         /// The attempt, from 1.
         attempt: u32,
@@ -218,8 +227,8 @@ pub enum Event<'a> {
         graph: Option<&'a str>,
         /// The node.
         node: &'a str,
-        /// The item's index when the event is a map item's (`node` then names the item,
-        /// `node[index]`); `None` for a node's.
+        /// The item's index when the event is a map item's, whose `node` names the item as
+        /// `node[index]`; `None` for a node's.
         item: Option<usize>,
         /// The attempt, from 1.
         attempt: u32,
@@ -234,19 +243,19 @@ pub enum Event<'a> {
         graph: Option<&'a str>,
         /// The node.
         node: &'a str,
-        /// The item's index when the event is a map item's (`node` then names the item,
-        /// `node[index]`); `None` for a node's.
+        /// The item's index when the event is a map item's, whose `node` names the item as
+        /// `node[index]`; `None` for a node's.
         item: Option<usize>,
         /// The attempt that will run after the delay.
         attempt: u32,
-        /// The backoff (after jitter and clipping to the deadline).
+        /// The backoff, after jitter and clipping to the deadline.
         delay: Duration,
-        /// The time left before the node's deadline when the retry was scheduled (before
-        /// the backoff), if the node has a deadline.
+        /// The time left before the node's deadline when the retry was scheduled, before
+        /// the backoff, if the node has a deadline.
         remaining: Option<Duration>,
     },
-    /// An attempt of a node with a bulkhead got its permit, or gave up waiting for one (its
-    /// maximum wait or its cut came first); comes after the attempt's `AttemptStarted`.
+    /// An attempt of a node with a bulkhead got its permit, or gave up waiting for one when
+    /// its maximum wait or its cut came first. Comes after the attempt's `AttemptStarted`.
     BulkheadWaited {
         /// The run.
         run: RunId,
@@ -254,21 +263,21 @@ pub enum Event<'a> {
         graph: Option<&'a str>,
         /// The node.
         node: &'a str,
-        /// The item's index when the event is a map item's (`node` then names the item,
-        /// `node[index]`); `None` for a node's.
+        /// The item's index when the event is a map item's, whose `node` names the item as
+        /// `node[index]`; `None` for a node's.
         item: Option<usize>,
         /// The attempt, from 1.
         attempt: u32,
         /// The bulkhead's name.
         bulkhead: &'a str,
-        /// How long the attempt waited (zero when a permit was free).
+        /// How long the attempt waited; zero when a permit was free.
         waited: Duration,
         /// Whether it got a permit.
         acquired: bool,
     },
     /// An attempt of a node with a rate limiter got its permit after waiting `wait`, or
-    /// was refused one that would have come only after `wait` (past the limiter's maximum
-    /// wait or the attempt's cut); comes after the attempt's `AttemptStarted`, before its
+    /// was refused one that would have come only after `wait`, past the limiter's maximum
+    /// wait or the attempt's cut. Comes after the attempt's `AttemptStarted`, before its
     /// `BulkheadWaited`.
     RateLimitWaited {
         /// The run.
@@ -277,20 +286,20 @@ pub enum Event<'a> {
         graph: Option<&'a str>,
         /// The node.
         node: &'a str,
-        /// The item's index when the event is a map item's (`node` then names the item,
-        /// `node[index]`); `None` for a node's.
+        /// The item's index when the event is a map item's, whose `node` names the item as
+        /// `node[index]`; `None` for a node's.
         item: Option<usize>,
         /// The attempt, from 1.
         attempt: u32,
         /// The rate limiter's name.
         limiter: &'a str,
-        /// How long the attempt waited (zero when a permit was free), or, refused, how
-        /// long until a permit would have been free.
+        /// How long the attempt waited, zero when a permit was free. When refused, how long
+        /// until a permit would have been free.
         wait: Duration,
         /// Whether it got a permit.
         admitted: bool,
     },
-    /// Fault injection ([`Chaos`](crate::chaos::Chaos)) drew faults for an attempt, after its
+    /// Fault injection, [`Chaos`](crate::chaos::Chaos), drew faults for an attempt, after its
     /// permits and before its task: a latency it sleeps first, and an error that replaces
     /// the task's run.
     FaultInjected {
@@ -300,12 +309,12 @@ pub enum Event<'a> {
         graph: Option<&'a str>,
         /// The node.
         node: &'a str,
-        /// The item's index when the event is a map item's (`node` then names the item,
-        /// `node[index]`); `None` for a node's.
+        /// The item's index when the event is a map item's, whose `node` names the item as
+        /// `node[index]`; `None` for a node's.
         item: Option<usize>,
         /// The attempt, from 1.
         attempt: u32,
-        /// The injected latency (zero: none).
+        /// The injected latency; zero for none.
         latency: Duration,
         /// Whether an error replaces the task's run.
         error: bool,
@@ -320,16 +329,16 @@ pub enum Event<'a> {
         graph: Option<&'a str>,
         /// The node.
         node: &'a str,
-        /// The item's index when the event is a map item's (`node` then names the item,
-        /// `node[index]`); `None` for a node's.
+        /// The item's index when the event is a map item's, whose `node` names the item as
+        /// `node[index]`; `None` for a node's.
         item: Option<usize>,
         /// The hedge's attempt number.
         attempt: u32,
         /// The hedge delay it waited.
         after: Duration,
     },
-    /// A node's circuit breaker rejected its series: no attempt ran (it comes after
-    /// `NodeStarted`, and before `FallbackUsed` if the node has a fallback).
+    /// A node's circuit breaker rejected its series: no attempt ran. It comes after
+    /// `NodeStarted`, and before `FallbackUsed` if the node has a fallback.
     BreakerRejected {
         /// The run.
         run: RunId,
@@ -337,18 +346,18 @@ pub enum Event<'a> {
         graph: Option<&'a str>,
         /// The node.
         node: &'a str,
-        /// The item's index when the event is a map item's (`node` then names the item,
-        /// `node[index]`); `None` for a node's.
+        /// The item's index when the event is a map item's, whose `node` names the item as
+        /// `node[index]`; `None` for a node's.
         item: Option<usize>,
         /// The breaker's name.
         breaker: &'a str,
         /// Its state: open, half-open with every probe taken, or recovering.
         state: BreakerState,
     },
-    /// A circuit breaker changed state (from any node, graph or run of the orchestrator).
+    /// A circuit breaker changed state, from any node, graph or run of the orchestrator.
     BreakerTransition(&'a BreakerTransition),
-    /// The orchestrator applied a configuration (`Orchestrator::apply`, feature `serde`):
-    /// every policy it named, and what it did to each, in the configuration's order.
+    /// The orchestrator applied a configuration with `Orchestrator::apply`, with feature
+    /// `serde`: every policy it named, and what it did to each, in the configuration's order.
     ConfigApplied {
         /// The policies, and what happened to each.
         changes: &'a [ConfigChange],
@@ -361,14 +370,14 @@ pub enum Event<'a> {
         graph: Option<&'a str>,
         /// The node.
         node: &'a str,
-        /// The item's index when the event is a map item's (`node` then names the item,
-        /// `node[index]`); `None` for a node's.
+        /// The item's index when the event is a map item's, whose `node` names the item as
+        /// `node[index]`; `None` for a node's.
         item: Option<usize>,
-        /// What it recovered from (or tried to).
+        /// What it recovered from, or tried to.
         error: &'a NodeError,
     },
     /// A node's compensation started: the run's nodes all ended and its compensation
-    /// trigger fired (see [`NodeBuilder::compensate`](crate::NodeBuilder::compensate)).
+    /// trigger fired; see [`NodeBuilder::compensate`](crate::NodeBuilder::compensate).
     /// Comes after the run's last `NodeFinished` and before its `RunFinished`.
     CompensationStarted {
         /// The run.
@@ -378,8 +387,8 @@ pub enum Event<'a> {
         /// The node whose value is being compensated.
         node: &'a str,
     },
-    /// A node's compensation ended: `Succeeded`, or `Failed` once its attempts were spent
-    /// (the report's compensation section has its error).
+    /// A node's compensation ended: `Succeeded`, or `Failed` once its attempts were spent.
+    /// The report's compensation section has its error.
     CompensationFinished {
         /// The run.
         run: RunId,
@@ -404,14 +413,14 @@ pub enum Event<'a> {
         node: &'a str,
         /// How.
         outcome: Outcome,
-        /// From its start to its end (zero if it never started).
+        /// From its start to its end; zero if it never started.
         duration: Duration,
     },
 }
 
 impl<'a> Event<'a> {
-    /// The name of the graph whose run the event belongs to, if the graph has one
-    /// ([`GraphBuilder::name`](crate::GraphBuilder::name)); `None` for a pipeline's call,
+    /// The name of the graph whose run the event belongs to, if the graph has one through
+    /// [`GraphBuilder::name`](crate::GraphBuilder::name). `None` for a pipeline's call,
     /// and for a breaker's transition and an applied configuration, which belong to no run.
     #[must_use]
     pub fn graph(&self) -> Option<&'a str> {

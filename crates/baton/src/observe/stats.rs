@@ -1,10 +1,10 @@
-//! Orchestrator-wide statistics: atomic counters and gauges, read as an immutable snapshot
-//! (with tokio's runtime metrics where a thread pool's would be).
+//! Orchestrator-wide statistics: atomic counters and gauges, read as an immutable snapshot.
+//! The snapshot carries tokio's runtime metrics where a thread pool's would be.
 //!
 //! Counters are striped per thread, so counting costs a few nanoseconds and no contention;
 //! a snapshot sums the stripes. A snapshot taken while runs are in flight is not atomic
-//! across fields (each field is exact, the set is not a single instant); one taken when no
-//! run is in flight is exact.
+//! across fields: each field is exact, but the set is not a single instant. One taken when
+//! no run is in flight is exact.
 
 use std::fmt;
 
@@ -105,7 +105,7 @@ impl Counters {
         &self.stripes[stripe() % STRIPES].0
     }
 
-    /// Zeroes the counters; the gauges (`runs_in_flight`, `nodes_in_flight`) are kept.
+    /// Zeroes the counters; the gauges `runs_in_flight` and `nodes_in_flight` are kept.
     pub(crate) fn reset(&self) {
         for s in &self.stripes {
             let s = &s.0;
@@ -200,7 +200,7 @@ impl Counters {
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Stats {
-    /// Runs that started (were first polled and accepted).
+    /// Runs that started, that is were first polled and accepted.
     pub runs_started: u64,
     /// Runs whose every node ended and whose tasks all exited.
     pub runs_finished: u64,
@@ -224,22 +224,22 @@ pub struct Stats {
     pub items_started: u64,
     /// Items of map nodes that ended `Succeeded`.
     pub items_succeeded: u64,
-    /// Items of map nodes that ended `Recovered` (their fallback answered).
+    /// Items of map nodes that ended `Recovered`, because their fallback answered.
     pub items_recovered: u64,
     /// Items of map nodes that ended `Failed`.
     pub items_failed: u64,
     /// Items of map nodes that ended `Cancelled`: the completion rule was decided while
     /// they ran or before they started.
     pub items_cancelled: u64,
-    /// Compensations that ended `Succeeded`
-    /// ([`NodeBuilder::compensate`](crate::NodeBuilder::compensate)).
+    /// Compensations that ended `Succeeded`; see
+    /// [`NodeBuilder::compensate`](crate::NodeBuilder::compensate).
     pub compensations_succeeded: u64,
-    /// Compensations that ended `Failed`, their attempts spent. (A compensation that did
-    /// not run, its runtime gone, is in neither count.)
+    /// Compensations that ended `Failed`, their attempts spent. A compensation that did not
+    /// run, its runtime gone, is in neither count.
     pub compensations_failed: u64,
-    /// Attempts started (an item's attempts included).
+    /// Attempts started, an item's attempts included.
     pub attempts: u64,
-    /// Attempts that were retries (attempt number 2 or more).
+    /// Attempts that were retries, with attempt number 2 or more.
     pub retries: u64,
     /// Attempts cut by a per-attempt timeout or a deadline.
     pub timeouts: u64,
@@ -247,17 +247,18 @@ pub struct Stats {
     pub breaker_rejections: u64,
     /// Fallbacks that ran.
     pub fallbacks: u64,
-    /// Attempts a rate limiter refused (no permit within its maximum wait or the
-    /// attempt's cut).
+    /// Attempts a rate limiter refused: no permit came within its maximum wait or the
+    /// attempt's cut.
     pub rate_limited: u64,
-    /// Hedges started (attempts started in parallel with a slow one); each is counted in
-    /// `attempts` and `retries` too.
+    /// Hedges started, that is attempts started in parallel with a slow one. Each is counted
+    /// in `attempts` and `retries` too.
     pub hedges: u64,
-    /// Attempts fault injection ([`Chaos`](crate::chaos::Chaos)) added a latency or an error to.
+    /// Attempts to which fault injection, [`Chaos`](crate::chaos::Chaos), added a latency or an
+    /// error.
     pub faults_injected: u64,
     /// Gauge: runs started and not finished.
     pub runs_in_flight: u64,
-    /// Gauge: nodes whose task is running (or whose retry series is in a backoff).
+    /// Gauge: nodes whose task is running or whose retry series is in a backoff.
     pub nodes_in_flight: u64,
     /// Gauge: attempts waiting for a bulkhead permit, over the orchestrator's bulkheads.
     pub bulkhead_waiters: u64,
@@ -265,14 +266,14 @@ pub struct Stats {
     pub runtime: Option<RuntimeStats>,
 }
 
-/// What the tokio runtime exposes about itself (stable `RuntimeMetrics`).
+/// What the tokio runtime exposes about itself in its stable `RuntimeMetrics`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct RuntimeStats {
     /// Worker threads.
     pub workers: usize,
-    /// Tasks alive on the runtime (all of them, not only baton's).
+    /// Tasks alive on the runtime: all of them, not only baton's.
     pub alive_tasks: usize,
     /// Tasks waiting in the global queue.
     pub global_queue_depth: usize,

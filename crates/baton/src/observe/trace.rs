@@ -1,19 +1,20 @@
-//! `tracing` spans: one per run, per node (child of the run) and per attempt (child of the
-//! node), with the fields the events carry. Behind the `tracing` feature (on by default).
+//! `tracing` spans: one per run, one per node as a child of the run, and one per attempt as
+//! a child of the node, with the fields the events carry. Behind the `tracing` feature,
+//! which is on by default.
 //!
 //! Spans are entered around the futures they describe, so whatever the task itself logs is
 //! attributed to its attempt, its node and its run. That is why they are made by the
 //! scheduler rather than by an [`Observer`](super::Observer): an observer sees events, but
 //! cannot enter a span around a future it does not own.
 //!
-//! The run's span is a child of the span current where the run is first polled (the
-//! awaiting task's: a request handler's span, say), unless the run's options detach it.
-//! Node and attempt spans say how they ended in the fields OpenTelemetry bridges read
-//! (`tracing-opentelemetry`): `otel.status_code` is `OK` for an attempt that produced a
-//! value and for a node that ended `Succeeded` or `Recovered` (a failure that a retry or a
-//! fallback handled is not the node's), `ERROR` for a failed attempt and a `Failed` node,
-//! which also get `otel.status_message` (the error and its sources) and `error.type`
-//! ([`NodeError::kind`]). A `Cancelled` node's span has no status.
+//! The run's span is a child of the span current where the run is first polled, such as
+//! the awaiting request handler's span, unless the run's options detach it.
+//! Node and attempt spans say how they ended in the fields that OpenTelemetry bridges such
+//! as `tracing-opentelemetry` read. `otel.status_code` is `OK` for an attempt that produced
+//! a value and for a node that ended `Succeeded` or `Recovered`: a failure that a retry or
+//! a fallback handled is not the node's. It is `ERROR` for a failed attempt and a `Failed`
+//! node, which also get `otel.status_message`, the error and its sources, and
+//! `error.type`, the [`NodeError::kind`]. A `Cancelled` node's span has no status.
 
 use std::time::Duration;
 
@@ -24,16 +25,16 @@ use crate::error::{Chain, NodeError};
 use crate::id::RunId;
 use crate::report::Outcome;
 
-/// Whether spans are worth making: the feature is on and a subscriber was ever installed
-/// (globally or for a scope). One atomic load; without it, even a disabled span costs a
+/// Whether spans are worth making: the feature is on and a subscriber was ever installed,
+/// globally or for a scope. One atomic load; without it, even a disabled span costs a
 /// callsite check per node.
 #[inline]
 fn on() -> bool {
     cfg!(feature = "tracing") && tracing::dispatcher::has_been_set()
 }
 
-/// The span of a run: `run{run_id, nodes, graph}` (`graph` when the graph has a name), a
-/// child of the current span, or of none when `detached`.
+/// The span of a run: `run{run_id, nodes, graph}`, with `graph` only when the graph has a
+/// name. It is a child of the current span, or of none when `detached`.
 pub(crate) fn run_span(run: RunId, nodes: usize, graph: Option<&str>, detached: bool) -> Span {
     if !on() {
         Span::none()
@@ -44,9 +45,9 @@ pub(crate) fn run_span(run: RunId, nodes: usize, graph: Option<&str>, detached: 
     }
 }
 
-/// The span of a node: `node{node, outcome, attempts}` and its status (module docs), child
-/// of its run's span (`run`, `None` before the run started). Inlined: without a subscriber
-/// it is one load on every node's path.
+/// The span of a node: `node{node, outcome, attempts}` and its status, as the module docs
+/// say. It is a child of its run's span `run`, which is `None` before the run started.
+/// Inlined: without a subscriber it is one load on every node's path.
 #[inline]
 pub(crate) fn node_span<'a>(
     run: impl FnOnce() -> Option<&'a Span>,
@@ -75,9 +76,9 @@ fn make_node_span(run: Option<&Span>, node: &str) -> Span {
     }
 }
 
-/// The span of an attempt: `attempt{node, attempt, budget_ms}` and its status (module
-/// docs), child of the current (node) span. It covers the attempt from the moment it asks
-/// for its bulkhead permit.
+/// The span of an attempt: `attempt{node, attempt, budget_ms}` and its status, as the
+/// module docs say. It is a child of the current span, the node's. It covers the attempt
+/// from the moment it asks for its bulkhead permit.
 pub(crate) fn attempt_span(node: &str, attempt: u32, budget: Option<Duration>) -> Span {
     if !on() {
         return Span::none();
@@ -94,8 +95,8 @@ pub(crate) fn attempt_span(node: &str, attempt: u32, budget: Option<Duration>) -
     )
 }
 
-/// Records how the node ended on its span: its outcome, how many attempts its log has (at
-/// least one), and its status, with `error` when it failed.
+/// Records how the node ended on its span: its outcome, how many attempts its log has, at
+/// least one, and its status, with `error` when it failed.
 pub(crate) fn record_outcome(
     span: &Span,
     outcome: Outcome,
@@ -138,8 +139,8 @@ fn record_status(span: &Span, status: Result<(), Option<&NodeError>>) {
 }
 
 pin_project_lite::pin_project! {
-    /// `fut` polled inside a span, or plainly when the span is disabled (no subscriber wants
-    /// it, or the `tracing` feature is off): the wrapper then costs one branch. A combinator
+    /// `fut` polled inside a span, or plainly when the span is disabled because no subscriber
+    /// wants it or the `tracing` feature is off. The wrapper then costs one branch. A combinator
     /// rather than an `async fn`, so that the future is stored once, not twice.
     #[project = WithinProj]
     pub(crate) enum Within<F> {
@@ -148,7 +149,7 @@ pin_project_lite::pin_project! {
     }
 }
 
-/// Polls `fut` inside `span` (see [`Within`]).
+/// Polls `fut` inside `span`; see [`Within`].
 pub(crate) fn within<F: std::future::Future>(span: Span, fut: F) -> Within<F> {
     use tracing::Instrument;
     if span.is_disabled() {

@@ -7,26 +7,26 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-/// A task's error, as [`BoxError`](crate::BoxError) (the error layer is above this one).
+/// A task's error, as [`BoxError`](crate::BoxError). The error layer is above this one.
 type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Makes the error an injected fault fails an attempt with, given the attempt's number.
 type MakeError = Arc<dyn Fn(u32) -> BoxError + Send + Sync>;
 
-/// Fault injection (chaos) for a node or a pipeline: before each attempt's task, with
-/// probability `rate`, a latency is injected (the attempt sleeps first, and the sleep
-/// counts toward its timeout), and, with its own probability, an error replaces the
-/// task's run (the task is not called; the attempt fails with a task error, retryable
-/// and counted by the breaker like a downstream's).
+/// Fault injection, or chaos, for a node or a pipeline. Before each attempt's task, with
+/// probability `rate`, a latency is injected: the attempt sleeps first, and the sleep
+/// counts toward its timeout. With its own probability, an error replaces the task's run:
+/// the task is not called, and the attempt fails with a task error, retryable and counted
+/// by the breaker like a downstream's.
 ///
 /// Draws come from one generator seeded with `seed`, in the order attempts ask: the same
 /// seed and the same order of attempts give the same faults, as on a current-thread
 /// runtime with the paused clock. Clones share the generator. A chaos policy can be turned
-/// off and on while the graph runs ([`set_enabled`](Self::set_enabled)); when off, no draw
-/// is made.
+/// off and on while the graph runs with [`set_enabled`](Self::set_enabled); when off, no
+/// draw is made.
 ///
-/// Rates outside `[0, 1]` are a build error
-/// ([`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy), policy `chaos`).
+/// Rates outside `[0, 1]` are a build error:
+/// [`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy) with policy `chaos`.
 ///
 /// ```
 /// use std::time::Duration;
@@ -72,7 +72,7 @@ impl fmt::Debug for Chaos {
 /// The faults drawn for one attempt.
 #[derive(Default)]
 pub(crate) struct Fault {
-    /// Latency to inject before the task (zero: none).
+    /// Latency to inject before the task; zero for none.
     pub(crate) latency: Duration,
     /// The error that replaces the task's run, if one was drawn.
     pub(crate) error: Option<BoxError>,
@@ -87,8 +87,8 @@ pub struct InjectedFault {
 }
 
 impl Chaos {
-    /// No fault yet (add them with [`latency`](Self::latency) and
-    /// [`error`](Self::error)), drawn from a generator seeded with `seed`; enabled.
+    /// No fault yet, drawn from a generator seeded with `seed`; enabled. Add faults with
+    /// [`latency`](Self::latency) and [`error`](Self::error).
     #[must_use]
     pub fn new(seed: u64) -> Self {
         Self::from_config(Config {
@@ -108,7 +108,7 @@ impl Chaos {
         }
     }
 
-    /// Injects `delay` before the task of a share `rate` (in `[0, 1]`) of attempts.
+    /// Injects `delay` before the task of a share `rate` of attempts, in `[0, 1]`.
     /// Returns a new handle, with a fresh generator.
     #[must_use]
     pub fn latency(self, rate: f64, delay: Duration) -> Self {
@@ -117,7 +117,7 @@ impl Chaos {
         Self::from_config(config)
     }
 
-    /// Fails a share `rate` (in `[0, 1]`) of attempts with [`InjectedFault`], without
+    /// Fails a share `rate` of attempts, in `[0, 1]`, with [`InjectedFault`], without
     /// calling the task. Returns a new handle, with a fresh generator.
     #[must_use]
     pub fn error(self, rate: f64) -> Self {
@@ -127,8 +127,8 @@ impl Chaos {
     }
 
     /// Fails a share `rate` of attempts with the error `make` returns for the attempt's
-    /// number (an outcome of the user's choosing: an HTTP 503 with a `Retry-After`, say),
-    /// without calling the task. Returns a new handle, with a fresh generator.
+    /// number, without calling the task. The outcome is the user's choice, say an HTTP 503
+    /// with a `Retry-After`. Returns a new handle, with a fresh generator.
     #[must_use]
     pub fn error_with(
         self,

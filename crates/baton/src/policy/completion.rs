@@ -3,16 +3,16 @@
 
 use std::fmt;
 
-/// How many items of a map node run at once when its builder does not say
-/// ([`NodeBuilder::concurrency`](crate::NodeBuilder::concurrency)).
+/// How many items of a map node run at once when its builder does not say, through
+/// [`NodeBuilder::concurrency`](crate::NodeBuilder::concurrency).
 pub const DEFAULT_MAP_CONCURRENCY: usize = 16;
 
-/// How many items of a map node must succeed (a recovered item counts as a success) for
-/// the node to succeed, and when the node stops running items.
+/// How many items of a map node must succeed for the node to succeed, and when the node
+/// stops running items. A recovered item counts as a success.
 ///
-/// A rule is decided as soon as its result cannot change: a rule that can no longer be met
-/// fails the node at once, and the items still in flight are cancelled (dropped, so they
-/// stop at their next `.await`) and the items not started never start. A rule that is met
+/// A rule is decided as soon as its result cannot change. A rule that can no longer be met
+/// fails the node at once: the items still in flight are cancelled, that is dropped, so
+/// they stop at their next `.await`, and the items not started never start. A rule that is met
 /// lets the other items run to their end, except [`FirstSuccess`](Self::FirstSuccess),
 /// which cancels them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -29,7 +29,7 @@ pub enum Completion {
     AtLeast(usize),
     /// At most this many items may fail.
     AtMostFailed(usize),
-    /// At most this percentage (0 to 100) of the items may fail.
+    /// At most this percentage of the items may fail, from 0 to 100.
     AtMostFailedPercent(u8),
     /// The first item to succeed wins: the node succeeds at once and the other items are
     /// cancelled. The node fails when every item failed.
@@ -50,7 +50,7 @@ impl fmt::Display for Completion {
 }
 
 impl Completion {
-    /// The rule as a short machine-readable name (`all_succeed`, `at_least`, …).
+    /// The rule as a short machine-readable name, such as `all_succeed` or `at_least`.
     #[must_use]
     pub fn as_str(&self) -> &'static str {
         match self {
@@ -89,15 +89,15 @@ impl Completion {
 /// What a rule decided, and the counts it decided on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Decision {
-    /// Whether the rule was met (the node succeeded).
+    /// Whether the rule was met, so the node succeeded.
     pub met: bool,
     /// How many items the list had.
     pub total: usize,
-    /// Items that ended with a value (from their task or their fallback).
+    /// Items that ended with a value, from their task or their fallback.
     pub succeeded: usize,
     /// Items that ended without one.
     pub failed: usize,
-    /// Items cancelled (in flight, or never started) once the rule was decided.
+    /// Items cancelled once the rule was decided, in flight or never started.
     pub cancelled: usize,
 }
 
@@ -164,7 +164,7 @@ impl Tally {
         Verdict::Open
     }
 
-    /// The decision once every item ended or was cancelled (`cancelled` of them).
+    /// The decision once every item ended or was cancelled; `cancelled` of them were.
     pub(crate) fn decide(&self, cancelled: usize) -> Decision {
         let met = self.failed <= self.rule.tolerated(self.total)
             && match self.rule {

@@ -1,8 +1,8 @@
 //! Hedging: when an attempt is slow, start another in parallel; the first success wins.
 //!
 //! The policy is the hedge's configuration and its delay: a fixed delay, or a percentile
-//! of the latencies of recent successful attempts (kept in a small window shared by every
-//! clone of the handle). The race itself, with its cancelled losers, is the onion's.
+//! of the latencies of recent successful attempts, kept in a small window shared by every
+//! clone of the handle. The race itself, with its cancelled losers, is the onion's.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -12,31 +12,32 @@ use std::time::Duration;
 /// How many recent latencies a percentile hedge delay is computed from.
 pub(crate) const HEDGE_WINDOW: usize = 128;
 
-/// The most hedges one attempt may have ([`Hedge::max_hedges`]): every hedge of an attempt
-/// may be in flight at once, each a call to the same downstream, so past this a hedge
-/// multiplies the load it means to spare.
+/// The most hedges one attempt may have, as set by [`Hedge::max_hedges`]. Every hedge of
+/// an attempt may be in flight at once, each a call to the same downstream, so past this a
+/// hedge multiplies the load it means to spare.
 pub const MAX_HEDGES: u32 = 100;
 
 /// Hedged attempts: when an attempt has not ended after a delay, another one starts in
-/// parallel, and the first to succeed wins; the others are cancelled (dropped).
+/// parallel, and the first to succeed wins; the others are cancelled, that is dropped.
 ///
-/// Each hedge is an attempt of the series: it counts toward the retry's maximum attempts
-/// (or, without a retry, toward `1 + max_hedges`), draws from the retry budget like a
+/// Each hedge is an attempt of the series: it counts toward the retry's maximum attempts,
+/// or without a retry toward `1 + max_hedges`. It draws from the retry budget like a
 /// retry, starts only when the deadline leaves it the minimum attempt time and the
 /// circuit breaker has not opened, and is cut like any attempt. The breaker is told one
 /// result for the race. A hedge is a call: while the breaker is half-open it needs a
-/// probe permit of its own, and does not start without one. An attempt that fails while others run does not end the race;
-/// when all of them failed, the retry policy decides what comes next.
+/// probe permit of its own, and does not start without one. An attempt that fails while
+/// others run does not end the race; when all of them failed, the retry policy decides
+/// what comes next.
 ///
 /// # Defaults
-/// - `max_hedges`: 1 (at most two attempts in flight);
+/// - `max_hedges`: 1, so at most two attempts are in flight;
 /// - the delay: fixed, as given to [`new`](Self::new).
 ///
-/// A zero delay from [`new`](Self::new) (use [`all_at_once`](Self::all_at_once) to start
-/// every attempt at once), `max_hedges` of zero or above [`MAX_HEDGES`], a percentile
-/// outside `(0, 100)` or a percentile on an all-at-once hedge is a build error
-/// ([`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy), policy `hedge`),
-/// naming the value.
+/// A zero delay from [`new`](Self::new), `max_hedges` of zero or above [`MAX_HEDGES`], a
+/// percentile outside `(0, 100)` or a percentile on an all-at-once hedge is a build error:
+/// [`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy) with policy `hedge`,
+/// naming the value. To start every attempt at once, use
+/// [`all_at_once`](Self::all_at_once).
 ///
 /// ```
 /// use std::time::Duration;
@@ -73,9 +74,9 @@ impl fmt::Debug for Hedge {
 }
 
 impl Hedge {
-    /// Hedges an attempt that has not ended after `delay`, which must be above zero (a
+    /// Hedges an attempt that has not ended after `delay`, which must be above zero. A
     /// zero delay is a build error: to start every attempt at once, say so with
-    /// [`all_at_once`](Self::all_at_once)).
+    /// [`all_at_once`](Self::all_at_once).
     #[must_use]
     pub fn new(delay: Duration) -> Self {
         Self::with(delay, false, 1, None)
@@ -114,15 +115,15 @@ impl Hedge {
         }
     }
 
-    /// Starts at most `max` hedges per attempt (each after the delay since the one
-    /// before), `max` in `1..=MAX_HEDGES`. Returns a new handle.
+    /// Starts at most `max` hedges per attempt, each after the delay since the one
+    /// before, with `max` in `1..=MAX_HEDGES`. Returns a new handle.
     #[must_use]
     pub fn max_hedges(self, max: u32) -> Self {
         let i = &self.inner;
         Self::with(i.delay, i.at_once, max, i.percentile)
     }
 
-    /// Once `min_samples` attempts succeeded, hedges after the `percentile` (in `(0, 100)`)
+    /// Once `min_samples` attempts succeeded, hedges after the `percentile`, in `(0, 100)`,
     /// of the last 128 successful attempts' latencies instead of the fixed
     /// delay. `min_samples` must be in `1..=128`. Returns a new handle, with an
     /// empty window.
@@ -161,7 +162,7 @@ impl Hedge {
         sorted[rank.clamp(1, sorted.len()) - 1]
     }
 
-    /// Records the latency of a successful attempt (only a percentile hedge keeps it).
+    /// Records the latency of a successful attempt. Only a percentile hedge keeps it.
     pub(crate) fn record(&self, latency: Duration) {
         if self.inner.percentile.is_none() {
             return;

@@ -1,20 +1,20 @@
 //! Policy primitives: the parts of resilience that know nothing of a graph, a run or a
-//! task. Each can be used alone; the onion (the layer above) composes them around an
+//! task. Each can be used alone. The onion, the layer above, composes them around an
 //! attempt, for a graph node and for a single call alike.
 //!
 //! One folder or file per policy:
 //!
-//! - [`retry`]: when a retry series stops, and why; the waits between attempts
-//!   ([`retry::backoff`], with jitter; an iterator of delays); the retry budget
-//!   ([`retry::retry_budget`], a cap on retries as a share of calls to one downstream).
+//! - [`retry`]: when a retry series stops, and why. [`retry::backoff`] gives the waits
+//!   between attempts, with jitter, as an iterator of delays. [`retry::retry_budget`] caps
+//!   retries as a share of calls to one downstream.
 //! - [`deadline`]: one deadline for everything: an attempt's cut, the clipped backoff, the
-//!   minimum attempt time, and the timer that enforces the cut; a deadline across a
-//!   service hop in its wire formats ([`deadline::budget`]).
+//!   minimum attempt time, and the timer that enforces the cut. [`deadline::budget`]
+//!   carries a deadline across a service hop in its wire formats.
 //! - [`breaker`]: a circuit breaker, shared by name, with its state machine and events.
-//! - [`limit`]: a concurrency limit with a bounded wait for a permit
-//!   ([`limit::bulkhead`]), and a rate limit per downstream (GCRA) with a bounded wait for
-//!   a permit, alone or shared by a fleet ([`limit::rate_limit`]).
-//! - [`hedge`]: hedged attempts: their delay (fixed, or a percentile of recent latencies).
+//! - [`limit`]: [`limit::bulkhead`] is a concurrency limit with a bounded wait for a
+//!   permit. [`limit::rate_limit`] is a GCRA rate limit per downstream with a bounded wait
+//!   for a permit, alone or shared by a fleet.
+//! - [`hedge`]: hedged attempts and their delay, fixed or a percentile of recent latencies.
 //! - [`chaos`]: fault injection for tests: latency and errors at a rate, seeded.
 //! - [`completion`]: when a map node is done: its completion rule, and the tally of its
 //!   items that decides it.

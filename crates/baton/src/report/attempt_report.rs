@@ -13,8 +13,8 @@ use super::json;
 pub struct AttemptReport {
     /// The attempt number, from 1.
     pub number: u32,
-    /// When it started (asked for its first permit, if it has a rate limiter or a
-    /// bulkhead), from the run's start.
+    /// When it started, from the run's start. With a rate limiter or a bulkhead, it starts
+    /// when it asks for its first permit.
     #[cfg_attr(
         feature = "serde",
         serde(rename = "start_ms", serialize_with = "json::ms")
@@ -26,29 +26,29 @@ pub struct AttemptReport {
         serde(rename = "end_ms", serialize_with = "json::ms")
     )]
     pub end: Duration,
-    /// How long it waited for its bulkhead permit (zero without a bulkhead, or when a
-    /// permit was free). The wait counts toward the attempt's timeout.
+    /// How long it waited for its bulkhead permit. Zero without a bulkhead, or when a permit
+    /// was free. The wait counts toward the attempt's timeout.
     #[cfg_attr(
         feature = "serde",
         serde(rename = "permit_wait_ms", serialize_with = "json::ms")
     )]
     pub permit_wait: Duration,
-    /// How long it waited for its rate-limit permit (zero without a rate limiter, or when
-    /// a permit was free). The wait counts toward the attempt's timeout.
+    /// How long it waited for its rate-limit permit. Zero without a rate limiter, or when a
+    /// permit was free. The wait counts toward the attempt's timeout.
     #[cfg_attr(
         feature = "serde",
         serde(rename = "rate_limit_wait_ms", serialize_with = "json::ms")
     )]
     pub rate_limit_wait: Duration,
-    /// The backoff waited before it (zero for the first attempt).
+    /// The backoff waited before it. Zero for the first attempt.
     #[cfg_attr(
         feature = "serde",
         serde(rename = "delay_before_ms", serialize_with = "json::ms")
     )]
     pub delay_before: Duration,
-    /// Its error, as text; `None` when it succeeded (or was cancelled).
+    /// Its error, as text; `None` when it succeeded or was cancelled.
     pub error: Option<String>,
-    /// The latency fault injection added before its task (zero without one).
+    /// The latency fault injection added before its task. Zero without one.
     #[cfg_attr(
         feature = "serde",
         serde(rename = "injected_latency_ms", serialize_with = "json::ms")
@@ -58,9 +58,9 @@ pub struct AttemptReport {
     pub injected_error: bool,
     /// It was a hedge: started in parallel with a slower attempt.
     pub hedge: bool,
-    /// It was cancelled (dropped) because a parallel attempt won; its `end` is when.
+    /// It was cancelled, that is dropped, because a parallel attempt won; its `end` is when.
     pub cancelled: bool,
-    /// How long past its cut (its timeout or deadline) it ended, having succeeded: an
+    /// How long past its cut, its timeout or deadline, it ended, having succeeded: an
     /// async task that computes without reaching an `.await` cannot be cut until it
     /// yields, and keeps the value it returns. Zero for an attempt that ended in time.
     #[cfg_attr(
@@ -92,7 +92,7 @@ impl AttemptReport {
 }
 
 /// The attempt whose value a series has, from its attempt `log`: its successful entry, or
-/// attempt 1 when `succeeded` with an empty log (a first attempt that succeeded at once).
+/// attempt 1 when `succeeded` with an empty log, as when a first attempt succeeded at once.
 pub(crate) fn winner(log: &[AttemptReport], succeeded: bool) -> Option<u32> {
     if !succeeded {
         return None;

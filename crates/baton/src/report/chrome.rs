@@ -1,5 +1,5 @@
 //! A report as a Chrome trace: the Trace Event Format's JSON object form, which Perfetto
-//! (<https://ui.perfetto.dev>) and `chrome://tracing` open.
+//! at <https://ui.perfetto.dev> and `chrome://tracing` open.
 //!
 //! One process is the run. Its first track, `run`, holds one slice from the run's start to
 //! its makespan. Each node has a track of its own, named after it and sorted in
@@ -9,8 +9,8 @@
 //! that overlap, hedges and the attempts they race, go to extra tracks named after the
 //! node with a lane number, since slices on one track must nest.
 //!
-//! A map node's items are slices nested in the node's slice, each named after its item
-//! (`prices[3]`) with its attempts nested in it; items that run at once go to the node's
+//! A map node's items are slices nested in the node's slice, each named after its item,
+//! such as `prices[3]`, with its attempts nested in it. Items that run at once go to the node's
 //! lanes. Compensations, when they ran, are on a track named `compensation` after the
 //! nodes': one slice per compensation, named after its node, with its attempts.
 
@@ -23,17 +23,17 @@ use super::{AttemptReport, NodeReport, Outcome, Report};
 const PID: u32 = 1;
 
 impl Report {
-    /// The run as a Chrome trace (JSON text in the Trace Event Format), to save as a
+    /// The run as a Chrome trace, JSON text in the Trace Event Format, to save as a
     /// `.json` file and open in Perfetto or `chrome://tracing`.
     ///
-    /// The object has `traceEvents` and `displayTimeUnit`. Slices are complete events
-    /// (`"ph": "X"`) with `ts` and `dur` in microseconds from the run's start, a `pid`
-    /// (the run) and a `tid` (the track); `cat` is `run`, `node`, `item`, `attempt`,
+    /// The object has `traceEvents` and `displayTimeUnit`. Slices are complete events,
+    /// `"ph": "X"`, with `ts` and `dur` in microseconds from the run's start, a `pid` for
+    /// the run and a `tid` for the track. `cat` is `run`, `node`, `item`, `attempt`,
     /// `backoff`, `fallback` or `compensation`, and `args` carries the outcome, the attempt
     /// number, the item's index and the error. Tracks are named by `thread_name` metadata
-    /// events (`"ph": "M"`). Node `i` is on track `i + 1`; overlapping attempts (hedges)
-    /// and items are on lanes, tracks after the last node's, as is the `compensation`
-    /// track.
+    /// events, `"ph": "M"`. Node `i` is on track `i + 1`. Overlapping attempts, such as
+    /// hedges, and items are on lanes, tracks after the last node's, as is the
+    /// `compensation` track.
     ///
     /// ```
     /// use baton_graph::{BoxError, Graph, Retry};
@@ -109,7 +109,7 @@ fn sort_index(node: usize, lane: usize) -> u64 {
     (node as u64 + 1) * 1_000 + lane as u64
 }
 
-/// The tracks of one node (or of the compensations): its own, then lanes for slices that
+/// The tracks of one node or of the compensations: its own, then lanes for slices that
 /// overlap. Each lane records when it is free again.
 struct Lanes<'a> {
     name: &'a str,
@@ -236,7 +236,7 @@ fn piece_slice(trace: &mut Trace, piece: &Piece<'_>, tid: u64) -> bool {
 }
 
 /// The events of `piece` on track `tid`: its slice, then its attempts, the backoff before
-/// each retry and its fallback nested in it. Attempts that overlap (hedges) take lanes.
+/// each retry and its fallback nested in it. Attempts that overlap, as hedges do, take lanes.
 fn piece_events(
     trace: &mut Trace,
     piece: &Piece<'_>,

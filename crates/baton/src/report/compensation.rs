@@ -1,5 +1,5 @@
-//! The compensation section of a report: what ran to undo the nodes that succeeded in a
-//! run that failed ([`Compensations`]).
+//! The compensation section of a report, [`Compensations`]: what ran to undo the nodes
+//! that succeeded in a run that failed.
 
 use std::fmt;
 use std::sync::Arc;
@@ -15,7 +15,7 @@ pub(crate) struct CompensationRecord {
     pub(crate) entries: Vec<CompensationEntry>,
     /// Nodes that succeeded and have no compensation.
     pub(crate) not_compensated: Vec<u32>,
-    /// Compensations that could not run (no tokio runtime to run them on).
+    /// Compensations that could not run, for want of a tokio runtime to run them on.
     pub(crate) not_run: Vec<u32>,
 }
 
@@ -41,10 +41,10 @@ impl CompensationRecord {
 }
 
 impl Report {
-    /// The run's compensations, when they ran: the run failed by the graph's trigger
-    /// ([`GraphBuilder::compensate_when`](crate::GraphBuilder::compensate_when)) and
-    /// some node that succeeded has a compensation
-    /// ([`NodeBuilder::compensate`](crate::NodeBuilder::compensate)). `None` otherwise.
+    /// The run's compensations, when they ran: the run failed by the graph's trigger, set
+    /// with [`GraphBuilder::compensate_when`](crate::GraphBuilder::compensate_when), and
+    /// some node that succeeded has a compensation, set with
+    /// [`NodeBuilder::compensate`](crate::NodeBuilder::compensate). `None` otherwise.
     #[must_use]
     pub fn compensation(&self) -> Option<Compensations> {
         let record = self.run.compensation()?;
@@ -55,7 +55,7 @@ impl Report {
     }
 }
 
-/// The compensation section of a [`Report`] ([`Report::compensation`]).
+/// The compensation section of a [`Report`], from [`Report::compensation`].
 #[derive(Clone)]
 pub struct Compensations {
     report: Report,

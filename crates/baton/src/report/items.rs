@@ -1,5 +1,5 @@
-//! The items of a map node in a report: one [`ItemReport`] per element of its list, and
-//! what its [`Completion`] rule decided ([`Items`]).
+//! The items of a map node in a report, [`Items`]: one [`ItemReport`] per element of its
+//! list, and what its [`Completion`] rule decided.
 
 use std::fmt;
 use std::sync::Arc;
@@ -117,10 +117,10 @@ impl super::NodeReport<'_> {
 }
 
 impl Report {
-    /// The inner run of subgraph node `node`
-    /// ([`NodeBuilder::subgraph`](crate::NodeBuilder::subgraph)): the report of its last
-    /// attempt's run. `None` for another node, or when no inner run ended (the node's
-    /// timeout cut it).
+    /// The inner run of subgraph node `node`, made with
+    /// [`NodeBuilder::subgraph`](crate::NodeBuilder::subgraph): the report of its last
+    /// attempt's run. `None` for another node, or when no inner run ended because the
+    /// node's timeout cut it.
     #[must_use]
     pub fn inner<T>(&self, node: Node<T>) -> Option<Report> {
         if !self.owns(node) {
@@ -138,7 +138,7 @@ impl Report {
     }
 }
 
-/// A map node's items in a [`Report`] ([`Report::items`]).
+/// A map node's items in a [`Report`], from [`Report::items`].
 #[derive(Clone)]
 pub struct Items {
     node: Arc<str>,
@@ -177,7 +177,7 @@ impl Items {
         self.map().items.is_empty()
     }
 
-    /// Item `index` (its position in the list).
+    /// Item `index`, its position in the list.
     #[must_use]
     pub fn get(&self, index: usize) -> Option<ItemReport<'_>> {
         let record = self.map().items.get(index)?;
@@ -229,8 +229,8 @@ impl<'r> ItemReport<'r> {
         item_name(self.node, self.record.index)
     }
 
-    /// How the item ended: `Succeeded`, `Recovered` (its fallback answered), `Failed`, or
-    /// `Cancelled` (the rule was decided while it ran, or before it started).
+    /// How the item ended: `Succeeded`; `Recovered` when its fallback answered; `Failed`; or
+    /// `Cancelled` when the rule was decided while it ran or before it started.
     #[must_use]
     pub fn outcome(&self) -> Outcome {
         self.record.outcome

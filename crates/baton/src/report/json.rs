@@ -1,4 +1,4 @@
-//! JSON form of a report (feature `serde`).
+//! JSON form of a report, with feature `serde`.
 //!
 //! # Schema
 //! ```json

@@ -59,7 +59,7 @@ impl MissingValue {
         }
     }
 
-    /// The node's name (`#index` for a handle of another graph).
+    /// The node's name, or `#index` for a handle of another graph.
     #[must_use]
     pub fn node(&self) -> &str {
         &self.node
@@ -72,8 +72,8 @@ impl MissingValue {
         self.outcome
     }
 
-    /// The error behind it: the node's own (it failed), or the root cause's (it was
-    /// skipped because an upstream failed).
+    /// The error behind it: the node's own when it failed, or the root cause's when it was
+    /// skipped because an upstream failed.
     #[must_use]
     pub fn cause(&self) -> Option<&NodeError> {
         self.cause.as_deref()

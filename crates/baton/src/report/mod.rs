@@ -2,13 +2,13 @@
 //!
 //! Every node of the graph appears in the report with exactly one [`Outcome`]: a node
 //! skipped because an upstream produced no value is recorded too, with that upstream and
-//! the root cause ([rule 2 of the contract](crate::contract#2-exactly-one-outcome-per-node)).
+//! the root cause. This is [rule 2 of the contract](crate::contract#2-exactly-one-outcome-per-node).
 //!
-//! A [`Report`] holds one [`NodeReport`] per node: its value ([`Report::get`], or
-//! [`Report::require`] with a [`MissingValue`] saying why there is none), its attempts
-//! ([`AttemptReport`]), a map node's items ([`ItemReport`]), and the run's
-//! compensations ([`CompensationReport`]); [`Counts`] tallies the outcomes. It prints as
-//! a timeline, one line per node.
+//! A [`Report`] holds one [`NodeReport`] per node. [`Report::get`] reads its value, and
+//! [`Report::require`] gives a [`MissingValue`] saying why there is none. The report also
+//! holds each node's attempts as [`AttemptReport`]s, a map node's items as
+//! [`ItemReport`]s, and the run's compensations as [`CompensationReport`]s. [`Counts`]
+//! tallies the outcomes. It prints as a timeline, one line per node.
 
 mod attempt_report;
 mod chrome;
@@ -46,7 +46,7 @@ use crate::util::value::Value;
 pub(crate) trait RunRecords: Send + Sync + 'static {
     /// The run's id.
     fn run_id(&self) -> RunId;
-    /// The id of the graph the run belongs to (what a [`Node`] handle names).
+    /// The id of the graph the run belongs to, which a [`Node`] handle names.
     fn graph_id(&self) -> u64;
     /// How many nodes the graph has.
     fn len(&self) -> usize;
@@ -62,11 +62,11 @@ pub(crate) trait RunRecords: Send + Sync + 'static {
     fn attempts(&self, id: u32) -> u32;
     /// How many blocking attempts of node `id` were abandoned still running.
     fn abandoned(&self, id: u32) -> u32;
-    /// `at` as an offset from the run's start (zero before it started).
+    /// `at` as an offset from the run's start; zero before it started.
     fn offset(&self, at: Instant) -> Duration;
     /// Why the run was cancelled, if it was.
     fn cancel_reason(&self) -> Option<&CancelReason>;
-    /// What node `id` kept beside its record (a map node's items), if anything.
+    /// What node `id` kept beside its record, such as a map node's items, if anything.
     fn detail(&self, _id: u32) -> Option<Arc<Detail>> {
         None
     }
@@ -79,11 +79,11 @@ pub(crate) trait RunRecords: Send + Sync + 'static {
 /// What a run produced: every node of the graph with exactly one [`Outcome`], its value,
 /// error, attempts and timing.
 ///
-/// Cheap to clone (an `Arc` of the run's state, which it keeps alive — the run input
-/// included — as long as it lives). `Display` prints a text timeline: one line per node with
+/// Cheap to clone: it is an `Arc` of the run's state, which it keeps alive as long as it
+/// lives, the run input included. `Display` prints a text timeline: one line per node with
 /// its outcome, a bar from its start to its end scaled to the makespan, its attempts, and its
-/// error. With the `serde` feature it serializes to JSON; the fields are listed in the README
-/// ("The report").
+/// error. With the `serde` feature it serializes to JSON; the README's section "The report"
+/// lists the fields.
 ///
 /// ```
 /// use baton_graph::{BoxError, Graph, Outcome};
@@ -111,8 +111,8 @@ pub struct Report {
     run: Arc<dyn RunRecords>,
 }
 
-/// What a node with no record would read as (it cannot happen: every node is recorded
-/// before a report exists).
+/// What a node with no record would read as. It cannot happen: every node is recorded
+/// before a report exists.
 fn missing() -> &'static Settled {
     static MISSING: std::sync::OnceLock<Settled> = std::sync::OnceLock::new();
     MISSING.get_or_init(|| Settled::empty(Outcome::Cancelled, tokio::time::Instant::now()))
@@ -142,8 +142,8 @@ impl Report {
         self.run.run_id()
     }
 
-    /// The value `node` produced (`Succeeded` or `Recovered`), typed; `None` when it produced
-    /// none, or when `node` belongs to another graph.
+    /// The value `node` produced, typed, when it `Succeeded` or `Recovered`. `None` when it
+    /// produced none, or when `node` belongs to another graph.
     #[must_use]
     pub fn get<T: Send + Sync + 'static>(&self, node: Node<T>) -> Option<&T> {
         if !self.owns(node) {
@@ -175,9 +175,9 @@ impl Report {
     /// ```
     ///
     /// # Errors
-    /// [`MissingValue`], naming the node, its outcome and why: its error (failed), the
-    /// upstream and root cause (skipped), the cancel reason (cancelled), or that it is a
-    /// branch not taken; also for a handle of another graph.
+    /// [`MissingValue`], naming the node, its outcome and why: its error when failed, the
+    /// upstream and root cause when skipped, the cancel reason when cancelled, or that it is
+    /// a branch not taken. Also for a handle of another graph.
     pub fn require<T: Send + Sync + 'static>(&self, node: Node<T>) -> Result<&T, MissingValue> {
         if let Some(value) = self.get(node) {
             return Ok(value);
@@ -244,8 +244,8 @@ impl Report {
 
     /// Everything the report knows about the node called `name`, if there is one.
     ///
-    /// O(1); the graph's first lookup by name builds its name table (O(nodes), once per
-    /// graph). Prefer [`node`](Self::node) with a handle where you have one.
+    /// O(1). The graph's first lookup by name builds its name table, once per graph, in
+    /// O(nodes). Prefer [`node`](Self::node) with a handle where you have one.
     #[must_use]
     pub fn by_name(&self, name: &str) -> Option<NodeReport<'_>> {
         let id = self.run.find(name)?;
@@ -262,7 +262,7 @@ impl Report {
         NodeReport::new(&*self.run, id, self.record(id))
     }
 
-    /// How many nodes the graph has (the report has one entry per node).
+    /// How many nodes the graph has. The report has one entry per node.
     #[must_use]
     pub fn len(&self) -> usize {
         self.run.len()
@@ -274,8 +274,8 @@ impl Report {
         self.len() == 0
     }
 
-    /// The time from the run's start to the end of its last node (`Duration::ZERO` for an
-    /// empty graph). On tokio's paused clock with sleeping tasks this is exactly the
+    /// The time from the run's start to the end of its last node; `Duration::ZERO` for an
+    /// empty graph. On tokio's paused clock with sleeping tasks this is exactly the
     /// critical path.
     #[must_use]
     pub fn makespan(&self) -> Duration {
@@ -312,8 +312,8 @@ impl Report {
         counts
     }
 
-    /// Whether every node produced a value or was a branch not taken (no node failed, was
-    /// skipped or was cancelled).
+    /// Whether every node produced a value or was a branch not taken, so that no node
+    /// failed, was skipped or was cancelled.
     #[must_use]
     pub fn is_clean(&self) -> bool {
         self.counts().without_value() == 0
@@ -343,8 +343,8 @@ fn record_of(run: &dyn RunRecords, id: u32) -> &Settled {
     }
 }
 
-/// One node's entry in a [`Report`] (also what `on_failure` and `on_complete` callbacks
-/// receive).
+/// One node's entry in a [`Report`]. It is also what `on_failure` and `on_complete`
+/// callbacks receive.
 #[derive(Clone, Copy)]
 pub struct NodeReport<'r> {
     run: &'r dyn RunRecords,
@@ -367,7 +367,7 @@ impl<'r> NodeReport<'r> {
         self.run.name(self.id)
     }
 
-    /// The node's position in the graph (order of addition, from 0).
+    /// The node's position in the graph, in order of addition, from 0.
     #[must_use]
     pub fn index(&self) -> usize {
         self.id as usize
@@ -379,22 +379,22 @@ impl<'r> NodeReport<'r> {
         self.record.outcome
     }
 
-    /// How many attempts of its task started (0 when it never started).
+    /// How many attempts of its task started; 0 when it never started.
     #[must_use]
     pub fn attempts(&self) -> u32 {
         self.run.attempts(self.id)
     }
 
     /// Whether its shared circuit breaker judged it alone, by the local machine: the shared
-    /// state could not be reached (or, in a quorum mode, the breaker had tripped by its
-    /// own counts). `false` for a breaker of this process alone, and for a node without a
+    /// state could not be reached or, in a quorum mode, the breaker had tripped by its own
+    /// counts. `false` for a breaker of this process alone, and for a node without a
     /// breaker. Decided when the node first asked its breaker.
     #[must_use]
     pub fn breaker_local(&self) -> bool {
         self.record.breaker_local()
     }
 
-    /// Blocking attempts that timed out (or were cancelled) while their closure kept running
+    /// Blocking attempts that timed out or were cancelled while their closure kept running
     /// on the blocking pool: the node moved on without them.
     #[must_use]
     pub fn abandoned(&self) -> u32 {
@@ -439,8 +439,8 @@ impl<'r> NodeReport<'r> {
         winner(self.attempt_log(), self.outcome() == Outcome::Succeeded)
     }
 
-    /// When the node started, from the run's start; `None` if it never started (skipped,
-    /// cancelled while pending).
+    /// When the node started, from the run's start; `None` if it never started, as when
+    /// skipped or cancelled while pending.
     #[must_use]
     pub fn start(&self) -> Option<Duration> {
         self.record.start.map(|s| self.run.offset(s))
@@ -461,8 +461,8 @@ impl<'r> NodeReport<'r> {
     }
 
     /// The node's own error: why it `Failed`, or what a `Recovered` node's fallback recovered
-    /// from. `None` for the other outcomes (see [`root_cause`](Self::root_cause) for
-    /// `Skipped`).
+    /// from. `None` for the other outcomes; for `Skipped`, see
+    /// [`root_cause`](Self::root_cause).
     #[must_use]
     pub fn error(&self) -> Option<&'r NodeError> {
         self.record.error().map(|e| &**e)
@@ -502,7 +502,7 @@ impl<'r> NodeReport<'r> {
     }
 
     /// For a router that ran a branch: the branch it chose, whose attempts, attempt log and
-    /// outcome say what the router did (the router itself makes no attempt). `None` for
+    /// outcome say what the router did. The router itself makes no attempt. `None` for
     /// any other node, and for a router that chose none.
     #[must_use]
     pub fn branch(&self) -> Option<NodeReport<'r>> {
@@ -534,7 +534,7 @@ impl<'r> NodeReport<'r> {
         self.record.because().map(|id| self.entry(id))
     }
 
-    /// For a `Skipped` node: the node whose failure (or cancellation) caused the skip,
+    /// For a `Skipped` node: the node whose failure or cancellation caused the skip,
     /// following skipped upstreams back to the first node that did not skip.
     #[must_use]
     pub fn root_cause(&self) -> Option<NodeReport<'r>> {

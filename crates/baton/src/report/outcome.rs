@@ -35,8 +35,8 @@ pub enum Outcome {
     Skipped,
     /// A router's branch that the router did not choose.
     NotTaken,
-    /// The run was cancelled (through its handle, by dropping it, or by fail-fast) before
-    /// the node ended.
+    /// The run was cancelled before the node ended: through its handle, by dropping it, or
+    /// by fail-fast.
     Cancelled,
 }
 
@@ -55,7 +55,7 @@ impl Outcome {
         }
     }
 
-    /// Whether the node has a value (`Succeeded` or `Recovered`).
+    /// Whether the node has a value, as when `Succeeded` or `Recovered`.
     #[must_use]
     pub fn has_value(self) -> bool {
         matches!(self, Outcome::Succeeded | Outcome::Recovered)
@@ -100,7 +100,7 @@ impl Counts {
     }
 
     /// Nodes that produced no value although they were meant to run: failed, skipped or
-    /// cancelled (branches not taken excluded).
+    /// cancelled. Branches not taken are excluded.
     #[must_use]
     pub fn without_value(&self) -> usize {
         self.failed + self.skipped + self.cancelled

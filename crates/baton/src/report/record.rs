@@ -9,8 +9,8 @@ use super::{AttemptReport, Outcome};
 use crate::error::NodeError;
 use crate::util::value::Value;
 
-/// What a node ended with. What only nodes that did not simply succeed have (an error, a
-/// skip's cause, an attempt log) is boxed apart, so that the record a million succeeding
+/// What a node ended with. What only nodes that did not simply succeed have is boxed
+/// apart: an error, a skip's cause, an attempt log. So the record a million succeeding
 /// nodes write stays small.
 #[derive(Debug)]
 pub(crate) struct Record {
@@ -30,10 +30,10 @@ struct Cold {
     error: Option<Arc<NodeError>>,
     /// For `Skipped`: the upstream that produced no value.
     because: Option<u32>,
-    /// For `Skipped`: the first node up the chain of skips that did not skip (its failure,
-    /// or cancellation, is the root cause). Kept so that reading it is O(1).
+    /// For `Skipped`: the first node up the chain of skips that did not skip. Its failure or
+    /// cancellation is the root cause. Kept so that reading it is O(1).
     root: Option<u32>,
-    /// One entry per attempt, for nodes that retried or failed (empty otherwise).
+    /// One entry per attempt, for nodes that retried or failed; empty otherwise.
     attempt_log: Vec<AttemptReport>,
     /// Its shared circuit breaker judged it alone.
     breaker_local: bool,
@@ -78,7 +78,7 @@ impl Record {
         self
     }
 
-    /// Sets the error (nothing to store for `None`).
+    /// Sets the error. Nothing is stored for `None`.
     pub(crate) fn with_error(mut self, error: Option<Arc<NodeError>>) -> Self {
         if error.is_some() {
             self.cold().error = error;
@@ -94,7 +94,7 @@ impl Record {
         self
     }
 
-    /// Sets the attempt log (nothing to store when it is empty).
+    /// Sets the attempt log. Nothing is stored when it is empty.
     pub(crate) fn with_log(mut self, log: Vec<AttemptReport>) -> Self {
         if !log.is_empty() {
             self.cold().attempt_log = log;
@@ -108,7 +108,7 @@ impl Record {
         self
     }
 
-    /// Marks it judged alone by its shared breaker (nothing to store for `false`).
+    /// Marks it judged alone by its shared breaker. Nothing is stored for `false`.
     pub(crate) fn with_breaker_local(mut self, judged_alone: bool) -> Self {
         if judged_alone {
             self.cold().breaker_local = true;
@@ -137,8 +137,8 @@ impl Record {
     }
 }
 
-/// A node's record as its slot keeps it (48 bytes, where the [`Record`] in transit is 64):
-/// without the value, which the run's value array has. Its times stay `Instant`s:
+/// A node's record as its slot keeps it, without the value, which the run's value array
+/// has. It is 48 bytes, where the [`Record`] in transit is 64. Its times stay `Instant`s:
 /// converting them to offsets from the run's start when writing would cost more than the
 /// 16 bytes it saves.
 #[derive(Debug)]

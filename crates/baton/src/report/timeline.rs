@@ -8,12 +8,13 @@
 //! stock   succeeded  |            █████████                 |  201.0 →  351.6      1
 //! ```
 //!
-//! Bars are scaled to the makespan (40 columns). A node that never started shows a `·` where
+//! Bars are scaled to the makespan, over 40 columns. A node that never started shows a `·` where
 //! it ended. The last column is the node's error, skip cause or cancel reason.
 //!
 //! Names and messages are written as text a terminal shows on one line: control characters
-//! are escaped (`\n`, `\r`, `\t`, `\u{1b}`), and columns are padded by display width, so
-//! that a wide (CJK) or emoji name keeps the columns aligned. The JSON keeps them exact.
+//! such as `\n`, `\r`, `\t` and `\u{1b}` are escaped, and columns are padded by display
+//! width, so that a wide CJK or emoji name keeps the columns aligned. The JSON keeps them
+//! exact.
 
 use std::borrow::Cow;
 use std::fmt::{self, Write as _};
@@ -73,7 +74,7 @@ fn bar(start: Option<Duration>, end: Duration, span: Duration) -> String {
     cells.iter().collect()
 }
 
-/// One row's columns: name, outcome, start and end (from the run's start), attempts.
+/// One row's columns: name, outcome, start and end from the run's start, and attempts.
 struct Row<'a> {
     name: Cow<'a, str>,
     outcome: &'static str,

@@ -1,25 +1,35 @@
 //! Feature `axum`: run errors as HTTP responses.
 //!
-//! The status says whose fault it was, read from the error of the node that failed: 504
-//! Gateway Timeout when time ran out (a per-attempt timeout, the node's or the run's
-//! deadline, a downstream's [`DownstreamDeadlineExceeded`]), 503 Service Unavailable when baton refused to call (a circuit breaker open, a
-//! bulkhead full, a rate limiter's refusal, the orchestrator shutting down), 502 Bad Gateway when the downstream call
-//! itself failed (the task's error), 500 Internal Server Error otherwise (a panic, a
-//! router's unknown branch, a run that could not start). An error that wraps another (a
-//! retry series that gave up, a failed fallback, a router's failed branch) answers as the
-//! error under it, found by one walk of the chain.
+//! The status says whose fault it was, read from the error of the node that failed:
+//!
+//! - 504 Gateway Timeout when time ran out: a per-attempt timeout, the node's or the run's
+//!   deadline, or a downstream's [`DownstreamDeadlineExceeded`].
+//! - 503 Service Unavailable when baton refused to call: a circuit breaker open, a
+//!   bulkhead full, a rate limiter's refusal, or the orchestrator shutting down.
+//! - 502 Bad Gateway when the downstream call itself failed with the task's error.
+//! - 500 Internal Server Error otherwise: a panic, a router's unknown branch, or a run that
+//!   could not start.
+//!
+//! An error that wraps another answers as the error under it, found by one walk of the
+//! chain. Such errors are a retry series that gave up, a failed fallback and a router's
+//! failed branch.
 //!
 //! The body is a small JSON object: `{"error": KIND, "node": NAME, "message": TEXT,
-//! "cause": {"node": ROOT, "error": ROOT_KIND}}`, where `KIND` is [`NodeError::kind`] (or
-//! the run error's kind: `cancelled`, `shutting_down`, `no_runtime`, `no_timers`), `NAME`
-//! the node the answer is about (the failing node, or the node a handler required; `null`
-//! when none), `TEXT` what failed, in baton's words, and `cause` the root cause: the node
-//! whose error started it (an upstream that failed, a router's branch) and the kind of the
-//! error at the end of the chain (`null` when there is none). The error's own text (a
-//! downstream's answer, a panic's message) is not sent to the client, it is in the report
-//! and the logs. When the error knows when to try again (a rate limiter, an open breaker,
-//! under any retry, fallback or router), the response has a `Retry-After` header, in whole
-//! seconds.
+//! "cause": {"node": ROOT, "error": ROOT_KIND}}`, where:
+//!
+//! - `KIND` is [`NodeError::kind`], or the run error's kind: `cancelled`,
+//!   `shutting_down`, `no_runtime` or `no_timers`.
+//! - `NAME` is the node the answer is about: the failing node, or the node a handler
+//!   required. It is `null` when there is none.
+//! - `TEXT` says what failed, in baton's words.
+//! - `cause` is the root cause: the node whose error started it, such as an upstream that
+//!   failed or a router's branch, and the kind of the error at the end of the chain. It is
+//!   `null` when there is none.
+//!
+//! The error's own text, such as a downstream's answer or a panic's message, is not sent
+//! to the client; it is in the report and the logs. When the error knows when to try
+//! again, the response has a `Retry-After` header, in whole seconds. Rate limiters and open
+//! breakers know, even under a retry, a fallback or a router.
 
 use std::fmt::Write as _;
 
@@ -33,7 +43,7 @@ use crate::policy::DownstreamDeadlineExceeded;
 use crate::report::{MissingValue, Outcome};
 
 /// The status for a node that failed with `error`: walks the chain of wrapped errors
-/// once ([`NodeError::wrapped`]), as [`NodeError::retry_after`] does, so that a retry
+/// once with [`NodeError::wrapped`], as [`NodeError::retry_after`] does, so that a retry
 /// series, a failed fallback and a router's failed branch answer as the error under them.
 /// A series stopped because its breaker opened is 503 whatever its last attempt's error.
 fn status_of(error: &NodeError) -> StatusCode {
@@ -68,7 +78,7 @@ fn status_of(error: &NodeError) -> StatusCode {
 }
 
 /// The root cause of `error`, failed at `node`: the node whose error is at the end of the
-/// chain (a router's chosen branch, or `node` itself) and that error's kind.
+/// chain, and that error's kind. That node is a router's chosen branch, or `node` itself.
 fn cause_of<'a>(node: &'a str, error: &'a NodeError) -> (&'a str, &'static str) {
     let mut node = node;
     let mut error = error;
@@ -134,7 +144,7 @@ fn json_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
-/// A JSON response; with a `Retry-After` header (whole seconds, rounded up) when the
+/// A JSON response. It has a `Retry-After` header, in whole seconds rounded up, when the
 /// error that failed the node knows when to try again.
 pub(super) fn respond(status: StatusCode, body: String, error: Option<&NodeError>) -> Response {
     let mut response = Response::new(Body::from(body));
@@ -151,9 +161,9 @@ pub(super) fn respond(status: StatusCode, body: String, error: Option<&NodeError
     response
 }
 
-/// The response for a run that failed (feature `axum`): its status from the error of the
-/// node that failed first (see [`RunError::status`]), its body a JSON object naming that
-/// node and the error's kind and message.
+/// The response for a run that failed, with feature `axum`. Its status comes from the
+/// error of the node that failed first, as [`RunError::status`] says. Its body is a JSON
+/// object naming that node and the error's kind and message.
 impl IntoResponse for RunError {
     fn into_response(self) -> Response {
         let status = self.status();
@@ -163,8 +173,8 @@ impl IntoResponse for RunError {
                 .and_then(|n| n.error().map(|e| (n.name(), e))),
             _ => None,
         };
-        // The error's own text (a downstream's answer, a panic's message) stays in the
-        // server's logs and the report: it is not for the client.
+        // The error's own text, such as a downstream's answer or a panic's message, stays
+        // in the server's logs and the report: it is not for the client.
         let message = self.to_string();
         let (node, kind) = match (&self, failed) {
             (_, Some((node, error))) => (Some(node), error.kind()),
@@ -184,12 +194,13 @@ impl IntoResponse for RunError {
 }
 
 impl RunError {
-    /// The HTTP status that says whose fault the failure was (feature `axum`): the status
-    /// of the error of the node that failed first (504 for a timeout or an exhausted
-    /// deadline, 503 for an open breaker, a full bulkhead or a rate limiter's refusal, 502
-    /// for the task's own error, 500 otherwise), 503 for a run refused or cancelled by a
-    /// shutdown or by [`Orchestrator::cancel_all`](crate::Orchestrator::cancel_all), 500 for
-    /// the rest.
+    /// The HTTP status that says whose fault the failure was, with feature `axum`.
+    ///
+    /// For a failed node it is the status of the error of the node that failed first: 504
+    /// for a timeout or an exhausted deadline, 503 for an open breaker, a full bulkhead or a
+    /// rate limiter's refusal, 502 for the task's own error, and 500 otherwise. It is 503 for
+    /// a run refused or cancelled by a shutdown or by
+    /// [`Orchestrator::cancel_all`](crate::Orchestrator::cancel_all), and 500 for the rest.
     #[must_use]
     pub fn status(&self) -> StatusCode {
         match self {
@@ -208,9 +219,10 @@ impl RunError {
     }
 }
 
-/// The response for a value that a handler required and a node did not produce (feature
-/// `axum`): the status of the error behind it, as for a [`RunError`] (500 for a branch not
-/// taken or a cancelled node), and a JSON body naming the node.
+/// The response for a value that a handler required and a node did not produce, with
+/// feature `axum`. Its status is that of the error behind it, as for a [`RunError`]; a
+/// branch not taken or a cancelled node gives 500. Its body is a JSON object naming the
+/// node.
 impl IntoResponse for MissingValue {
     fn into_response(self) -> Response {
         let status = match (self.outcome(), self.cause()) {

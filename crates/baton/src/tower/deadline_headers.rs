@@ -20,10 +20,10 @@ use crate::policy::Budget;
 /// The gRPC header of the caller's budget.
 const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 
-/// The headers that carry a deadline across a hop (feature `http`): `grpc-timeout` (gRPC's
-/// wire format, 1 to 8 digits and a unit `H M S m u n`) and one header in whole
-/// milliseconds, by default [`MILLIS_HEADER`](Self::MILLIS_HEADER) (`x-envoy-expected-rq-timeout-ms`,
-/// which Envoy and Istio set on the requests they forward).
+/// The headers that carry a deadline across a hop, with feature `http`. One is
+/// `grpc-timeout`, gRPC's wire format of 1 to 8 digits and a unit `H M S m u n`. The other
+/// is one header in whole milliseconds, by default [`MILLIS_HEADER`](Self::MILLIS_HEADER),
+/// `x-envoy-expected-rq-timeout-ms`, which Envoy and Istio set on the requests they forward.
 ///
 /// Inbound, the caller's budget is the smaller of the two when both are present. Outbound,
 /// both are written with the time left less the [`margin`](Self::margin).
@@ -75,8 +75,8 @@ impl DeadlineHeaders {
         }
     }
 
-    /// Reads and writes the budget in milliseconds in `name` instead (e.g.
-    /// `request-timeout-ms`).
+    /// Reads and writes the budget in milliseconds in `name` instead, for example
+    /// `request-timeout-ms`.
     #[must_use]
     pub fn millis_header(mut self, name: HeaderName) -> Self {
         self.millis = name;
@@ -124,9 +124,10 @@ impl DeadlineHeaders {
         }
     }
 
-    /// The headers to send for a call that must end by `deadline` (`Ctx::deadline`,
-    /// `Attempt::deadline`): empty when there is none. For a client without middleware,
-    /// such as `reqwest`: `client.post(url).headers(headers.outbound(ctx.deadline()))`.
+    /// The headers to send for a call that must end by `deadline`, as given by
+    /// `Ctx::deadline` or `Attempt::deadline`; empty when there is none. For a client without
+    /// middleware, such as `reqwest`:
+    /// `client.post(url).headers(headers.outbound(ctx.deadline()))`.
     #[must_use]
     pub fn outbound(&self, deadline: Option<Instant>) -> HeaderMap {
         let mut headers = HeaderMap::new();
@@ -170,13 +171,13 @@ impl<B> ReadBudget<http::Request<B>> for DeadlineHeaders {
 }
 
 /// The deadline an outbound request must meet, as a request extension that
-/// [`DeadlineLayer`] turns into headers (feature `http`). Insert `ctx.deadline()` into it
+/// [`DeadlineLayer`] turns into headers, with feature `http`. Insert `ctx.deadline()` into it
 /// when the task builds the request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequestDeadline(pub Instant);
 
 /// A [`tower::Layer`](tower_layer::Layer) for HTTP clients that writes each request's
-/// budget into its headers (feature `http`): the time left before the request's
+/// budget into its headers, with feature `http`: the time left before the request's
 /// [`RequestDeadline`] extension, less the margin, as [`DeadlineHeaders::write`] does. A
 /// request without the extension goes out as it is.
 ///

@@ -17,13 +17,13 @@ type MapReport<R> = Arc<dyn Fn(Report) -> R + Send + Sync>;
 /// What makes a call's run options of its input and the service's options.
 type PerCall<I> = Arc<dyn Fn(&I, RunOptions) -> RunOptions + Send + Sync>;
 
-/// A built [`Graph`] as a [`tower::Service`](tower_service::Service) of its run input
-/// (feature `tower`): each call is one run, and its response is the run's [`Report`], or
-/// what [`map_report`](Self::map_report) makes of it. From [`Graph::into_service`].
+/// A built [`Graph`] as a [`tower::Service`](tower_service::Service) of its run input,
+/// with feature `tower`. Each call is one run, and its response is the run's [`Report`],
+/// or what [`map_report`](Self::map_report) makes of it. From [`Graph::into_service`].
 ///
-/// Cheap to clone (two `Arc`s and the run options), `Send + Sync`: clone it into every
-/// connection, or hand it to `axum::Router::route_service` through
-/// [`http`](Self::http) (feature `axum`). It is always ready: `poll_ready` returns
+/// Cheap to clone, as two `Arc`s and the run options, and `Send + Sync`: clone it into
+/// every connection, or hand it to `axum::Router::route_service` through
+/// [`http`](Self::http), with feature `axum`. It is always ready: `poll_ready` returns
 /// `Ready(Ok(()))`, and each call starts a run of its own, as [`Graph::run`] does.
 ///
 /// The error is the run's [`RunError`]. In the graph's default failure mode,
@@ -74,7 +74,7 @@ impl<I, R> fmt::Debug for GraphService<I, R> {
 
 impl<I: Send + Sync + 'static> Graph<I> {
     /// The graph as a [`tower::Service`](tower_service::Service) of its run input, whose
-    /// response is the run's [`Report`] (feature `tower`). See [`GraphService`].
+    /// response is the run's [`Report`], with feature `tower`. See [`GraphService`].
     #[must_use]
     pub fn into_service(self) -> GraphService<I> {
         GraphService {
@@ -87,7 +87,7 @@ impl<I: Send + Sync + 'static> Graph<I> {
 }
 
 impl<I: Send + Sync + 'static, R: 'static> GraphService<I, R> {
-    /// Runs every call with `options` (cloned for each run), e.g. a
+    /// Runs every call with `options`, cloned for each run, for example a
     /// [`timeout`](RunOptions::timeout) counted from each run's start. An absolute
     /// [`deadline`](RunOptions::deadline) or an
     /// [`idempotency_key`](RunOptions::idempotency_key) given here applies to every run
@@ -98,9 +98,9 @@ impl<I: Send + Sync + 'static, R: 'static> GraphService<I, R> {
         self
     }
 
-    /// Makes each call's run options with `f`, given the call's input and the options it
-    /// would run with (the service's, changed by any `options_from` set before): a
-    /// deadline, an idempotency key or a failure mode read from the request.
+    /// Makes each call's run options with `f`, such as a deadline, an idempotency key or a
+    /// failure mode read from the request. `f` is given the call's input and the options it
+    /// would run with: the service's, changed by any `options_from` set before.
     ///
     /// ```
     /// use baton_graph::{BoxError, FailureMode, Graph, RunOptions};
@@ -186,8 +186,8 @@ impl<I: Send + Sync + 'static, R: 'static> GraphService<I, R> {
 
 #[cfg(feature = "http")]
 impl<B: Send + Sync + 'static, R: 'static> GraphService<http::Request<B>, R> {
-    /// Runs each request under its caller's deadline too (feature `http`): the budget
-    /// `headers` read from the request (`grpc-timeout`, or the millisecond header), so
+    /// Runs each request under its caller's deadline too, with feature `http`: `headers`
+    /// reads the budget from the request, in `grpc-timeout` or the millisecond header, so
     /// the run's deadline is the earlier of the service's own and the caller's. A request
     /// whose caller has no time left runs with a deadline that has passed: every node
     /// ends `DeadlineExceeded` at once and no task runs. A malformed header is logged and

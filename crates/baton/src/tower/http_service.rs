@@ -27,31 +27,32 @@ const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 /// What makes a request's run options of its head and the options read so far.
 type OptionsHook = Arc<dyn Fn(&Parts, RunOptions) -> RunOptions + Send + Sync>;
 
-/// A [`GraphService`] serving HTTP (feature `axum`): each request is extracted into `X`
-/// with axum's [`FromRequest`] (`Json<Order>`, `Query<..>`, `String`, …), turned into the
-/// run input by the closure given to [`GraphService::http`], and run; the response is the
-/// mapped report's, a run error's ([`RunError`](crate::RunError)'s `IntoResponse`), or the
-/// extractor's rejection.
+/// A [`GraphService`] serving HTTP, with feature `axum`. Each request is extracted into
+/// `X` with axum's [`FromRequest`], such as `Json<Order>`, `Query<..>` or `String`. The
+/// closure given to [`GraphService::http`] turns it into the run input, and the graph
+/// runs. The response is the mapped report's, a run error's through
+/// [`RunError`](crate::RunError)'s `IntoResponse`, or the extractor's rejection.
 ///
 /// `Clone + Send + Sync`, with `Error = Infallible`. It answers every method: serve it
-/// with `axum::routing::post_service` (or `get_service`, …) so that other methods get
+/// with `axum::routing::post_service`, `get_service` and the like, so that other methods get
 /// 405 Method Not Allowed, not the extractor's rejection.
 ///
 /// Each request's run options are the service's, then:
-/// - the caller's deadline: the budget in `grpc-timeout` or the millisecond header
-///   ([`DeadlineHeaders`], see [`deadline_headers`](Self::deadline_headers)) makes the
-///   run's deadline the earlier of its own and the caller's. A request whose caller has
-///   no time left is answered at once with 504 Gateway Timeout (or
-///   [`expired_status`](Self::expired_status)): its body is not read and no user code
+/// - the caller's deadline: the budget in `grpc-timeout` or the millisecond header makes
+///   the run's deadline the earlier of its own and the caller's. [`DeadlineHeaders`] reads
+///   it; see [`deadline_headers`](Self::deadline_headers). A request whose caller has no
+///   time left is answered at once with 504 Gateway Timeout, or with
+///   [`expired_status`](Self::expired_status): its body is not read and no user code
 ///   runs. A malformed budget header is answered 400 Bad Request, naming the header;
 /// - the `Idempotency-Key` header, when present, as the run's
 ///   [idempotency key](RunOptions::idempotency_key);
 /// - what [`run_options`](Self::run_options)' hook makes of them.
 ///
 /// The extractor runs before the run, so the run's own timeout does not cover reading
-/// the body: only the caller's deadline cuts it (answered as an expired request). Bound
-/// slow clients in front of the service: a request timeout layer (tower-http's
-/// `TimeoutLayer`, `RequestBodyTimeoutLayer`) and a header read timeout on the server.
+/// the body. Only the caller's deadline cuts it, answered as an expired request. Bound
+/// slow clients in front of the service with a request timeout layer, such as
+/// tower-http's `TimeoutLayer` or `RequestBodyTimeoutLayer`, and a header read timeout on
+/// the server.
 ///
 /// ```
 /// use axum::{Json, Router, routing::post_service};
@@ -104,8 +105,8 @@ impl<I, R, X, M, F> fmt::Debug for HttpService<I, R, X, M, F> {
 }
 
 impl<I: Send + Sync + 'static, R: 'static> GraphService<I, R> {
-    /// Serves HTTP (feature `axum`): each request is extracted into `X` (any axum
-    /// extractor with state `()`), `extract` makes the run input of it, and the response
+    /// Serves HTTP, with feature `axum`. Each request is extracted into `X`, which may be any
+    /// axum extractor with state `()`. `extract` makes the run input of it, and the response
     /// is the mapped report's `IntoResponse`. The caller's deadline is read from the
     /// default [`DeadlineHeaders`]. See [`HttpService`].
     #[must_use]
@@ -126,24 +127,25 @@ impl<I: Send + Sync + 'static, R: 'static> GraphService<I, R> {
 }
 
 impl<I, R, X, M, F> HttpService<I, R, X, M, F> {
-    /// Reads the caller's budget with `headers` (another millisecond header's name);
-    /// `None`: reads no budget from requests.
+    /// Reads the caller's budget with `headers`, for example another millisecond header's
+    /// name. With `None`, reads no budget from requests.
     #[must_use]
     pub fn deadline_headers(mut self, headers: Option<DeadlineHeaders>) -> Self {
         self.deadline = headers;
         self
     }
 
-    /// The status for a request whose caller has no time left (504 by default).
+    /// The status for a request whose caller has no time left. 504 by default.
     #[must_use]
     pub fn expired_status(mut self, status: StatusCode) -> Self {
         self.expired = status;
         self
     }
 
-    /// Makes each request's run options with `f`, given the request's head (method, URI,
-    /// headers) and the options read so far (the service's, with the caller's deadline and
-    /// idempotency key): e.g. a failure mode from a header. Runs before the body is read.
+    /// Makes each request's run options with `f`, for example a failure mode from a header.
+    /// `f` is given the request's head, that is its method, URI and headers, and the options
+    /// read so far: the service's, with the caller's deadline and idempotency key. Runs
+    /// before the body is read.
     ///
     /// ```
     /// use axum::{Json, http::request::Parts};

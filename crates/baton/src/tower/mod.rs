@@ -1,17 +1,22 @@
-//! tower, both ways (feature `tower`): a [`tower::Service`] as a node's task
-//! ([`NodeBuilder::service`](crate::NodeBuilder::service)), a built graph as a
-//! `tower::Service` ([`GraphService`]), and the single-call [`Pipeline`](crate::Pipeline)
-//! as a [`tower::Layer`] ([`PipelineLayer`]). With feature `http`, deadlines cross service
-//! hops: the caller's budget read from a request's headers, this attempt's written on an
-//! outbound one (`DeadlineHeaders`, `DeadlineLayer`). With feature `axum`, a run's errors
-//! convert into HTTP responses and a graph serves a route (`HttpService`).
+//! tower, both ways, with feature `tower`:
+//!
+//! - [`NodeBuilder::service`](crate::NodeBuilder::service) makes a [`tower::Service`] a
+//!   node's task;
+//! - [`GraphService`] makes a built graph a `tower::Service`;
+//! - [`PipelineLayer`] makes the single-call [`Pipeline`](crate::Pipeline) a
+//!   [`tower::Layer`].
+//!
+//! With feature `http`, deadlines cross service hops through `DeadlineHeaders` and
+//! `DeadlineLayer`: the caller's budget is read from a request's headers, and this
+//! attempt's is written on an outbound one. With feature `axum`, a run's errors convert
+//! into HTTP responses and `HttpService` makes a graph serve a route.
 //!
 //! The traits are those of the `tower-service` and `tower-layer` crates, which `tower`
 //! re-exports: the same `Service` and `Layer`.
 //!
 //! A caller's remaining time enters a run or a pipeline call as its deadline, so their
-//! attempts are cut at the caller's deadline; [`ReadBudget`] says how a request carries it
-//! ([`NoBudget`]: it carries none).
+//! attempts are cut at the caller's deadline. [`ReadBudget`] says how a request carries it;
+//! with [`NoBudget`] it carries none.
 //!
 //! [`tower::Service`]: tower_service::Service
 //! [`tower::Layer`]: tower_layer::Layer
@@ -43,9 +48,9 @@ use tower_service::Service;
 
 use crate::error::BoxError;
 
-/// What reads the caller's remaining budget from a request (feature `tower`):
-/// [`DeadlineHeaders`] for an `http::Request` (feature `http`), [`NoBudget`] for requests
-/// that carry none. [`PipelineLayer::budget_from`] takes one.
+/// What reads the caller's remaining budget from a request, with feature `tower`.
+/// [`DeadlineHeaders`] reads an `http::Request`, with feature `http`; [`NoBudget`] serves
+/// requests that carry none. [`PipelineLayer::budget_from`] takes one.
 pub trait ReadBudget<Req> {
     /// The time the caller has left for `request`; `None` when it says nothing.
     fn budget(&self, request: &Req) -> Option<Duration>;
@@ -61,8 +66,8 @@ impl<Req> ReadBudget<Req> for NoBudget {
     }
 }
 
-/// A value kept behind a lock so that a closure that must be `Sync` can hold a service (or
-/// a request) that is only `Send`, and clone it for each attempt.
+/// A value kept behind a lock so that a closure that must be `Sync` can hold a service or
+/// a request that is only `Send`, and clone it for each attempt.
 struct Shared<T>(Mutex<T>);
 
 impl<T: Clone> Shared<T> {

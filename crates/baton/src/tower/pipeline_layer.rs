@@ -14,20 +14,22 @@ use super::{NoBudget, ReadBudget, Shared, ready_call};
 use crate::error::{BoxError, NodeError};
 use crate::onion::Pipeline;
 
-/// A [`Pipeline`] as a [`tower::Layer`](tower_layer::Layer) (feature `tower`): the
-/// service it wraps is called through the pipeline's policies (attempt with bulkhead
-/// permit and per-attempt timeout → retry inside the budget → circuit breaker → fallback),
-/// with the pipeline's errors, events and statistics. `T` is the inner service's response.
+/// A [`Pipeline`] as a [`tower::Layer`](tower_layer::Layer), with feature `tower`. The
+/// service it wraps is called through the pipeline's policies, with the pipeline's errors,
+/// events and statistics. From the inside out these are: the attempt with its bulkhead
+/// permit and per-attempt timeout, then retry inside the budget, then the circuit
+/// breaker, then the fallback. `T` is the inner service's response.
 ///
 /// Each attempt calls a clone of the inner service with a clone of the request, after
 /// waiting until that clone is ready, inside the attempt's timeout. So the request must be
-/// `Clone`, as for tower's own `Retry`, even when the pipeline does not retry; a request
-/// that cannot be cloned (a streaming body) is buffered into one that can by a layer
-/// outside this one.
+/// `Clone`, as for tower's own `Retry`, even when the pipeline does not retry. A request
+/// that cannot be cloned, such as a streaming body, is buffered into one that can by a
+/// layer outside this one.
 ///
-/// One policy alone is a pipeline with only that policy: `Pipeline::builder("inventory")
-/// .breaker(&breaker).build()?.layer()` is a circuit breaker layer, asked once per call and
-/// told one result, shared with every graph and pipeline that holds the same breaker.
+/// One policy alone is a pipeline with only that policy. For example,
+/// `Pipeline::builder("inventory").breaker(&breaker).build()?.layer()` is a circuit breaker
+/// layer, asked once per call and told one result, shared with every graph and pipeline
+/// that holds the same breaker.
 ///
 /// ```
 /// use std::time::Duration;
@@ -92,9 +94,9 @@ impl<T> PipelineLayer<T> {
 }
 
 impl<T, D> PipelineLayer<T, D> {
-    /// Reads the caller's remaining budget from each request with `budget` (e.g.
-    /// [`DeadlineHeaders`](crate::tower::DeadlineHeaders) for `http::Request`s, feature `http`):
-    /// the call's deadline is the earlier of the pipeline's budget and the caller's. A
+    /// Reads the caller's remaining budget from each request with `budget`, for example
+    /// [`DeadlineHeaders`](crate::tower::DeadlineHeaders) for `http::Request`s with feature
+    /// `http`. The call's deadline is the earlier of the pipeline's budget and the caller's. A
     /// request whose caller has no time left fails at once with
     /// [`NodeError::DeadlineExceeded`], without calling the inner service.
     #[must_use]
@@ -107,7 +109,7 @@ impl<T, D> PipelineLayer<T, D> {
 }
 
 impl<T: Send + Sync + 'static> Pipeline<T> {
-    /// The pipeline as a [`tower::Layer`](tower_layer::Layer) (feature `tower`); see
+    /// The pipeline as a [`tower::Layer`](tower_layer::Layer), with feature `tower`; see
     /// [`PipelineLayer`].
     #[must_use]
     pub fn layer(&self) -> PipelineLayer<T> {
@@ -129,12 +131,12 @@ impl<S, T, D: Clone> Layer<S> for PipelineLayer<T, D> {
 
 /// A service called through a [`Pipeline`]; from [`PipelineLayer`].
 ///
-/// Its response is the inner service's (or the fallback's); its error the pipeline's final
-/// [`NodeError`], shared (`Arc`): [`NodeError::GaveUp`], [`NodeError::Timeout`],
-/// [`NodeError::BreakerOpen`], … name the pipeline as the node; the inner service's own
-/// error, when no policy wrapped it, is [`NodeError::Task`] as it is. `Arc<NodeError>` is
-/// an error, so it converts into [`BoxError`] for the layers outside (downcast it to
-/// `Arc<NodeError>` there, not to `NodeError`).
+/// Its response is the inner service's or the fallback's. Its error is the pipeline's
+/// final [`NodeError`], shared in an `Arc`. [`NodeError::GaveUp`], [`NodeError::Timeout`],
+/// [`NodeError::BreakerOpen`] and the rest name the pipeline as the node. The inner
+/// service's own error, when no policy wrapped it, is [`NodeError::Task`] as it is.
+/// `Arc<NodeError>` is an error, so it converts into [`BoxError`] for the layers outside.
+/// Downcast it to `Arc<NodeError>` there, not to `NodeError`.
 ///
 /// Always ready: `poll_ready` returns `Ready(Ok(()))`, and the inner service's readiness is
 /// awaited in each attempt, on a clone of it.

@@ -15,14 +15,14 @@ where
     T: Send + Sync + 'static,
 {
     /// Sets a [`tower::Service`](tower_service::Service) as the node's task, adds the node
-    /// and returns its handle; the node's value is the service's response (feature
-    /// `tower`).
+    /// and returns its handle; the node's value is the service's response. Needs feature
+    /// `tower`.
     ///
-    /// Each attempt builds its request with `request`, given the attempt's [`Ctx`] (the run
-    /// input, [`remaining`](Ctx::remaining) time, the [idempotency
-    /// key](Ctx::idempotency_key)) and the upstreams' values as a task receives them. It
-    /// then calls a clone of `service`, as tower recommends: it waits until the clone is
-    /// ready (`poll_ready`), then calls it. The wait for readiness is part of the attempt,
+    /// Each attempt builds its request with `request`, given the attempt's [`Ctx`] and the
+    /// upstreams' values as a task receives them. The [`Ctx`] holds the run input, the
+    /// [`remaining`](Ctx::remaining) time and the [idempotency key](Ctx::idempotency_key).
+    /// It then calls a clone of `service`, as tower recommends: it waits until the clone is
+    /// ready with `poll_ready`, then calls it. The wait for readiness is part of the attempt,
     /// so the per-attempt timeout and the deadline cut it, and a retry clones the service
     /// afresh.
     ///
@@ -32,8 +32,8 @@ where
     /// [`NodeError::task_error`](crate::NodeError::task_error) can downcast it.
     ///
     /// The service need only be `Send`: the node keeps it behind a lock, held while it is
-    /// cloned. Shape its response with tower's combinators (`map_response`,
-    /// `map_err`) before handing it over.
+    /// cloned. Shape its response with tower's combinators, such as `map_response` and
+    /// `map_err`, before handing it over.
     ///
     /// ```
     /// use std::sync::Arc;

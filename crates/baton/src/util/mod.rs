@@ -1,7 +1,8 @@
 //! Leaf utilities: what every layer above may use, and which uses nothing of the crate.
 //!
-//! - [`once`]: a write-once cell for what a run writes once per node (`unsafe`, fenced here).
-//! - [`prefetch`]: cache prefetch hints (`unsafe`, fenced here).
+//! - [`once`]: a write-once cell for what a run writes once per node. Its `unsafe` is
+//!   fenced here.
+//! - [`prefetch`]: cache prefetch hints. Their `unsafe` is fenced here.
 //! - [`striped`]: counters split over cache-padded stripes, one per thread.
 //! - [`sync`]: the synchronization primitives concurrent code is written against, so that
 //!   loom can model-check it under a plain `cargo test`.

@@ -1,10 +1,10 @@
 //! Node names: one text arena for all of a graph's names and a hash table of node indices,
 //! so that a graph of a million nodes costs no allocation per name.
 //!
-//! The hash table is built on the first lookup by name, not while the graph is built:
-//! `build()` checks that names are unique by sorting their hashes (a sequential pass,
-//! cheaper than a million random inserts), and graphs that are never searched by name
-//! never pay for the table.
+//! The hash table is built on the first lookup by name, not while the graph is built.
+//! `build()` checks that names are unique by sorting their hashes, a sequential pass that
+//! is cheaper than a million random inserts. Graphs that are never searched by name never
+//! pay for the table.
 
 use std::fmt;
 use std::hash::BuildHasher;
@@ -20,7 +20,7 @@ use rustc_hash::FxBuildHasher;
 #[derive(Default)]
 pub(crate) struct Names {
     text: String,
-    /// `text[ends[i - 1]..ends[i]]` is node `i`'s name (`ends[-1]` being 0).
+    /// `text[ends[i - 1]..ends[i]]` is node `i`'s name, where `ends[-1]` is taken as 0.
     ends: Vec<u32>,
     /// The first node with each name; built on first use.
     index: OnceLock<HashTable<u32>>,
@@ -45,7 +45,7 @@ impl Names {
         self.ends.is_empty()
     }
 
-    /// Node `id`'s name (`"<unknown>"` out of range).
+    /// Node `id`'s name, or `"<unknown>"` when `id` is out of range.
     pub(crate) fn get(&self, id: u32) -> &str {
         let i = id as usize;
         let end = match self.ends.get(i) {
@@ -63,19 +63,19 @@ impl Names {
         (0..self.len() as u32).map(|i| self.get(i))
     }
 
-    /// Starts the next node's name: `name` goes after the last node's, replacing the
-    /// pending name a builder dropped before it finished left there (pending names are the
-    /// only text ever removed, here and by [`check_unique`](Self::check_unique)).
+    /// Starts the next node's name: `name` goes after the last node's. It replaces any
+    /// pending name that a builder dropped before it finished. Pending names are the only
+    /// text ever removed, here and by [`check_unique`](Self::check_unique).
     /// [`commit`](Self::commit) makes it the next node's. No lookup table is kept up to date
     /// meanwhile: [`build_index`](Self::build_index) builds one when needed, sized for all of
-    /// them (one pass instead of a table that rehashes as it grows).
+    /// them, in one pass instead of a table that rehashes as it grows.
     pub(crate) fn begin(&mut self, name: &str) {
         let committed = self.committed();
         self.text.truncate(committed);
         self.text.push_str(name);
     }
 
-    /// The name [`begin`](Self::begin) started (empty if none).
+    /// The name [`begin`](Self::begin) started, or an empty name if none.
     pub(crate) fn pending(&self) -> &str {
         self.text.get(self.committed()..).unwrap_or("")
     }
@@ -90,7 +90,7 @@ impl Names {
         self.ends.last().map_or(0, |&e| e as usize)
     }
 
-    /// Frees spare capacity and returns the first node (in declaration order) whose name
+    /// Frees spare capacity and returns the first node, in declaration order, whose name
     /// an earlier node already has. Lookups find the earlier node.
     pub(crate) fn check_unique(&mut self) -> Option<u32> {
         let committed = self.committed();
@@ -102,7 +102,7 @@ impl Names {
         if hashes.windows(2).all(|w| w[0] != w[1]) {
             return None;
         }
-        // Two names hash alike: a duplicate (or, rarely, a collision); compare them exactly.
+        // Two names hash alike: a duplicate or, rarely, a collision. Compare them exactly.
         let (_, duplicate) = self.build_index();
         duplicate
     }
@@ -125,8 +125,8 @@ impl Names {
         (index, duplicate)
     }
 
-    /// The index of the (first) node called `name`. The first call builds the lookup table
-    /// (O(n)); later calls are O(1).
+    /// The index of the first node called `name`. The first call builds the lookup table in
+    /// O(n); later calls are O(1).
     pub(crate) fn find(&self, name: &str) -> Option<u32> {
         let index = self.index.get_or_init(|| self.build_index().0);
         index.find(hash(name), |&j| self.get(j) == name).copied()

@@ -1,12 +1,13 @@
 //! A write-once cell for what a run writes once: each node's record and value, and the run's
-//! own start (`Started`) and orchestrator key.
+//! own start, `Started`, and orchestrator key.
 //!
-//! `std::sync::OnceLock::set` goes through `Once::call_once_force` (a closure, a queue of
-//! waiters it never needs here), twice per node. A node's record and value have exactly
-//! one writer (whoever finalizes the node, invariant 1 in `engine/run/state.rs`) and readers who never wait (they read after the node is `DONE`, or the run
-//! is over). The run's cells have one writer too (its future, when it starts); a read
-//! before the write finds nothing (`None`), as `OnceLock::get` would, and the run's readers
-//! treat that as "not started". This cell is what that needs: one compare-and-swap to claim
+//! `std::sync::OnceLock::set` goes through `Once::call_once_force`, twice per node, with a
+//! closure and a queue of waiters it never needs here. A node's record and value have
+//! exactly one writer: whoever finalizes the node, as invariant 1 in `engine/run/state.rs`
+//! says. Their readers never wait: they read after the node is `DONE`, or after the run is
+//! over. The run's cells have one writer too: its future, when it starts. A read before
+//! the write finds `None`, as `OnceLock::get` would, and the run's readers treat that as
+//! "not started". This cell is what that needs: one compare-and-swap to claim
 //! the write, one release store to publish it, one acquire load to read it. The
 //! `once_loom_tests` module model-checks the claim, the publication and the drops.
 
@@ -24,20 +25,20 @@ const WRITING: u8 = 1;
 const READY: u8 = 2;
 
 /// A cell written at most once; readers see nothing until the write is complete. Generic
-/// over its atomic and cell (std's, or loom's in the model-checking tests).
+/// over its atomic and cell: std's, or loom's in the model-checking tests.
 pub(crate) struct WriteOnce<T, S: SyncFamily = StdSync> {
     state: S::AtomicU8,
     value: S::UnsafeCell<MaybeUninit<T>>,
 }
 
-// SAFETY: a shared `WriteOnce<T>` hands out only `&T` (so `T: Sync` is needed), and the one
-// write moves a `T` in from whichever thread won the claim (so `T: Send` is needed). The
+// SAFETY: a shared `WriteOnce<T>` hands out only `&T`, so `T: Sync` is needed. The one
+// write moves a `T` in from whichever thread won the claim, so `T: Send` is needed. The
 // write happens before the `READY` release store and every read after an acquire load of
 // `READY`, so no read overlaps the write; `take` and `Drop` need `&mut self`.
 unsafe impl<T: Send + Sync, S: SyncFamily> Sync for WriteOnce<T, S> {}
 
 impl<T> WriteOnce<T> {
-    /// An empty cell (a constant, so that arrays of cells are built without copies).
+    /// An empty cell. It is a constant, so that arrays of cells are built without copies.
     pub(crate) const fn new() -> Self {
         WriteOnce {
             state: AtomicU8::new(EMPTY),
@@ -47,8 +48,8 @@ impl<T> WriteOnce<T> {
 }
 
 impl<T, S: SyncFamily> WriteOnce<T, S> {
-    /// Stores `value`; gives it back when the cell was already written (or is being written
-    /// by another thread).
+    /// Stores `value`. Gives it back when the cell was already written, or is being written by
+    /// another thread.
     pub(crate) fn set(&self, value: T) -> Result<(), T> {
         if self
             .state
@@ -67,7 +68,7 @@ impl<T, S: SyncFamily> WriteOnce<T, S> {
     /// The value, once its write is complete.
     pub(crate) fn get(&self) -> Option<&T> {
         if self.state.load(Ordering::Acquire) == READY {
-            // SAFETY: `READY` was stored (release) after the value was written, and only
+            // SAFETY: `READY` was stored with release ordering after the value was written, and only
             // `take` and `Drop`, which hold `&mut self`, ever leave `READY`.
             Some(self.value.with(|cell| unsafe { (*cell).assume_init_ref() }))
         } else {
@@ -75,7 +76,7 @@ impl<T, S: SyncFamily> WriteOnce<T, S> {
         }
     }
 
-    /// Moves the value out, leaving the cell empty (to be written again).
+    /// Moves the value out, leaving the cell empty so it can be written again.
     pub(crate) fn take(&mut self) -> Option<T> {
         let was_ready = self.state.with_mut(|state| {
             if *state != READY {

@@ -1,15 +1,15 @@
-//! Counters split over cache-padded stripes, one stripe per thread (modulo the stripe count),
+//! Counters split over cache-padded stripes, one stripe per thread modulo the stripe count,
 //! so that threads counting at once do not fight over one cache line. A thread finds its
-//! stripe once per call site (one thread-local read) and bumps any fields of it; a read sums
-//! the stripes.
+//! stripe once per call site, with one thread-local read, and bumps any fields of it. A read
+//! sums the stripes.
 
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
 /// How many stripes.
 pub(crate) const STRIPES: usize = 8;
 
-/// One signed counter of a stripe (signed, so that gauges can go up on one stripe and down
-/// on another).
+/// One signed counter of a stripe. It is signed so that gauges can go up on one stripe and
+/// down on another.
 #[derive(Debug, Default)]
 pub(crate) struct Count(AtomicI64);
 
@@ -40,8 +40,9 @@ impl Count {
 #[derive(Debug, Default)]
 pub(crate) struct Padded<T>(pub(crate) T);
 
-/// This thread's stripe index. A const-initialized thread-local (no lazy-init state to
-/// check on each read: this is on every node's path), assigned on the thread's first call.
+/// This thread's stripe index, assigned on the thread's first call. It is a
+/// const-initialized thread-local, so no lazy-init state is checked on each read: this is
+/// on every node's path.
 #[inline]
 pub(crate) fn stripe() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);

@@ -4,19 +4,22 @@
 //! over a [`SyncFamily`]: [`StdSync`] in the library, and, in this crate's own tests, a
 //! family backed by the [loom](https://docs.rs/loom) model checker. Loom replaces the
 //! atomics, the mutex and the unsafe cell with instrumented versions and explores every
-//! interleaving of a small test, so the properties these types promise (exactly N half-open
-//! probes, no ready node stranded, one write per cell) are checked, not hoped for. Because
+//! interleaving of a small test, so the properties these types promise are checked, not
+//! hoped for: exactly N half-open probes, no ready node stranded, one write per cell. Because
 //! the swap happens through this trait rather than `--cfg loom`, the loom tests run under a
 //! plain `cargo test` and tokio is left alone. The std family is each type's default
 //! parameter, so the library names them without it.
 //!
-//! The surface is deliberately small: a 64-bit atomic with `load`/`store` (the breaker does
-//! every read-modify-write under its mutex); 8-, 32-, 64-bit and pointer-sized atomics with
-//! the few read-modify-writes the ready queue, the write-once cell and the rate limiter
-//! use; a mutex used through
-//! a closure, so that no guard can be held across an `.await` or leak out of a critical
-//! section; and an unsafe cell reached through closures, as loom's is, so that loom sees
-//! each access begin and end.
+//! The surface is deliberately small:
+//!
+//! - a 64-bit atomic with `load`/`store`, as the breaker does every read-modify-write
+//!   under its mutex;
+//! - 8-, 32-, 64-bit and pointer-sized atomics with the few read-modify-writes the ready
+//!   queue, the write-once cell and the rate limiter use;
+//! - a mutex used through a closure, so that no guard can be held across an `.await` or
+//!   leak out of a critical section;
+//! - an unsafe cell reached through closures, as loom's is, so that loom sees each access
+//!   begin and end.
 
 use std::fmt;
 use std::sync::PoisonError;
@@ -52,9 +55,9 @@ pub(crate) trait AtomicInt: Send + Sync + fmt::Debug {
     fn load(&self, order: Ordering) -> Self::Int;
     /// Writes the cell.
     fn store(&self, v: Self::Int, order: Ordering);
-    /// Adds `v` (wrapping); returns the previous value.
+    /// Adds `v`, wrapping; returns the previous value.
     fn fetch_add(&self, v: Self::Int, order: Ordering) -> Self::Int;
-    /// Subtracts `v` (wrapping); returns the previous value.
+    /// Subtracts `v`, wrapping; returns the previous value.
     fn fetch_sub(&self, v: Self::Int, order: Ordering) -> Self::Int;
     /// Writes `new` if the cell holds `current`; the previous value, `Ok` if it was written.
     fn compare_exchange(

@@ -7,9 +7,9 @@ use std::sync::Arc;
 pub(crate) type Value = Arc<dyn Any + Send + Sync>;
 
 /// Wraps a task's output as a [`Value`]. `()`, the value of side-effect nodes, shares one
-/// `Arc` per thread instead of allocating one per node and run. (Per thread, not per
+/// `Arc` per thread instead of allocating one per node and run. It is per thread, not per
 /// process: the reference count of an `Arc` that every worker clones and drops is a cache
-/// line the workers would fight over.)
+/// line the workers would fight over.
 pub(crate) fn into_value<T: Send + Sync + 'static>(value: T) -> Value {
     thread_local! {
         static UNIT: Value = Arc::new(());

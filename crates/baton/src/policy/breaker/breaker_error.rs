@@ -58,8 +58,8 @@ impl BreakerOpen {
     }
 
     /// How long until the open duration elapses and the next caller may probe, when the
-    /// breaker is open (`None` when it is half-open: the wait depends on the probes in
-    /// flight). Rounded down to the microsecond when the rejection took the lock-free path.
+    /// breaker is open. `None` when it is half-open: the wait depends on the probes in
+    /// flight. Rounded down to the microsecond when the rejection took the lock-free path.
     #[must_use]
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after
@@ -102,7 +102,7 @@ pub enum BreakerConfigError {
         /// The setter and argument, e.g. `half_open_probes` or `failure_rate.window`.
         field: &'static str,
     },
-    /// A rate is not in `(0, 1]` (or is NaN).
+    /// A rate is not in `(0, 1]`, or is NaN.
     #[error("circuit breaker `{breaker}`: `{field}` must be in (0, 1], got {value}")]
     RateOutOfRange {
         /// The breaker's name.
@@ -163,7 +163,7 @@ pub enum BreakerConfigError {
     NotShareable {
         /// The breaker's name.
         breaker: String,
-        /// The setting, e.g. `slow_calls` or `failure_rate.window` (a count window).
+        /// The setting, such as `slow_calls`, or `failure_rate.window` for a count window.
         setting: &'static str,
     },
     /// A shared breaker's rules are kept in its shared store with the fleet's other
@@ -178,7 +178,7 @@ pub enum BreakerConfigError {
 }
 
 impl BreakerConfigError {
-    /// The breaker's name (`None` for [`EmptyName`](Self::EmptyName)).
+    /// The breaker's name; `None` for [`EmptyName`](Self::EmptyName).
     #[must_use]
     pub fn breaker(&self) -> Option<&str> {
         match self {

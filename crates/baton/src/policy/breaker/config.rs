@@ -8,20 +8,20 @@ use tokio::time::Instant;
 use super::window::{CountWindow, TimeWindow, Window};
 use super::{BreakerConfigError, CircuitBreaker, SharedBreakerState, machine::Machine};
 
-/// The sliding window the rate rules look at (resilience4j's sliding window types).
+/// The sliding window the rate rules look at, as resilience4j's sliding window types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BreakerWindow {
-    /// The last N calls (`COUNT_BASED`). N ≥ 1 and ≤ 1,000,000 (one byte per call).
+    /// The last N calls, as `COUNT_BASED`. N ≥ 1 and ≤ 1,000,000; it costs one byte per call.
     Count(u32),
-    /// The calls that ended in the last T (`TIME_BASED`), kept in 10 buckets of T/10:
+    /// The calls that ended in the last T, as `TIME_BASED`, kept in 10 buckets of T/10:
     /// a call counts for at least 0.9 T and at most T. T > 0.
     Time(Duration),
 }
 
-/// The largest count window (one byte of memory per call).
+/// The largest count window. It costs one byte of memory per call.
 pub(crate) const MAX_COUNT_WINDOW: u32 = 1_000_000;
-/// The largest number of half-open probes (the free-probe count lives in 16 bits of the
-/// state word).
+/// The largest number of half-open probes: the free-probe count lives in 16 bits of the
+/// state word.
 pub(crate) const MAX_PROBES: u32 = 0xFFFF;
 
 /// The window used when only [`slow_calls`](CircuitBreakerBuilder::slow_calls) is set:
@@ -37,15 +37,16 @@ const DEFAULT_MIN_CALLS: u32 = 100;
 /// # Defaults
 /// - trip rule: [`consecutive_failures(5)`](Self::consecutive_failures), only when neither
 ///   [`failure_rate`](Self::failure_rate) nor [`slow_calls`](Self::slow_calls) is set;
-/// - [`open_duration`](Self::open_duration): 5 s (Polly's default break duration; long
-///   enough to shed load, short enough to notice a recovery);
-/// - [`open_duration_growth`](Self::open_duration_growth): none (every trip waits
-///   `open_duration`);
-/// - [`half_open_probes`](Self::half_open_probes): 1 (one trial call);
+/// - [`open_duration`](Self::open_duration): 5 s, Polly's default break duration. It is
+///   long enough to shed load and short enough to notice a recovery;
+/// - [`open_duration_growth`](Self::open_duration_growth): none, so every trip waits
+///   `open_duration`;
+/// - [`half_open_probes`](Self::half_open_probes): 1, a single trial call;
 /// - [`half_open_max_wait`](Self::half_open_max_wait): 30 s;
-/// - [`recovery_ramp`](Self::recovery_ramp): none (closes as soon as the probes succeed);
-/// - [`count_every_attempt`](Self::count_every_attempt): `false` (a node's breaker is told
-///   one result per retry series);
+/// - [`recovery_ramp`](Self::recovery_ramp): none, so it closes as soon as the probes
+///   succeed;
+/// - [`count_every_attempt`](Self::count_every_attempt): `false`, so a node's breaker is
+///   told one result per retry series;
 /// - the window for `slow_calls` without `failure_rate`: the last 100 calls, 100 minimum.
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until `.build()`"]
@@ -80,14 +81,14 @@ impl CircuitBreakerBuilder {
         }
     }
 
-    /// Trip (closed → open) after `n` failures in a row; a success resets the count and an
+    /// Trip from closed to open after `n` failures in a row; a success resets the count and an
     /// ignored or cancelled call leaves it alone.
     ///
     /// A node's breaker records one result per retry series, so `n` counts failed
     /// *requests*, not attempts: a threshold above the retry's attempts is only needed when
     /// a breaker is told about every attempt.
     ///
-    /// Combines with the rate rules (whichever fires first trips). `n` ≥ 1, else
+    /// Combines with the rate rules: whichever fires first trips. `n` ≥ 1, else
     /// [`BreakerConfigError::Zero`].
     ///
     /// ```
@@ -110,10 +111,10 @@ impl CircuitBreakerBuilder {
     }
 
     /// Trip when failed calls / calls in `window` ≥ `threshold`, evaluated once the window
-    /// holds at least `min_calls` calls (resilience4j's `failureRateThreshold`,
-    /// `slidingWindow`, `minimumNumberOfCalls`).
+    /// holds at least `min_calls` calls. These are resilience4j's `failureRateThreshold`,
+    /// `slidingWindow` and `minimumNumberOfCalls`.
     ///
-    /// `threshold` in `(0, 1]` (`0.5` = 50 %), `min_calls` ≥ 1 and, for a
+    /// `threshold` in `(0, 1]`, where `0.5` is 50 %; `min_calls` ≥ 1 and, for a
     /// [`BreakerWindow::Count`], ≤ the window's size; else [`BreakerConfigError`].
     ///
     /// ```
@@ -138,10 +139,10 @@ impl CircuitBreakerBuilder {
     }
 
     /// Count a call that took at least `slower_than` as slow, whether it succeeded or
-    /// failed, and trip when slow calls / calls ≥ `rate` over the same window (and
-    /// `min_calls`) as [`failure_rate`](Self::failure_rate), or the default window when
-    /// that is not set (resilience4j's `slowCallDurationThreshold`,
-    /// `slowCallRateThreshold`).
+    /// failed, and trip when slow calls / calls ≥ `rate`. The window and `min_calls` are
+    /// those of [`failure_rate`](Self::failure_rate), or the default window when that is not
+    /// set. These are resilience4j's `slowCallDurationThreshold` and
+    /// `slowCallRateThreshold`.
     ///
     /// In half-open, probes at least `slower_than` long count against the same `rate`
     /// over the configured probes: with one probe, a slow probe re-opens the breaker.
@@ -152,17 +153,18 @@ impl CircuitBreakerBuilder {
         self
     }
 
-    /// How long an open breaker rejects calls before the next caller may probe
-    /// (resilience4j's `waitDurationInOpenState`). Zero is allowed: the
+    /// How long an open breaker rejects calls before the next caller may probe, as
+    /// resilience4j's `waitDurationInOpenState`. Zero is allowed: the
     /// next call after a trip is a probe. Default 5 s.
     pub fn open_duration(mut self, d: Duration) -> Self {
         self.open_duration = d;
         self
     }
 
-    /// Lengthen the open duration on repeated trips without a close in between: the k-th
-    /// consecutive trip (k = 0, 1, …) waits `min(open_duration × multiplier^k, max)`; a
-    /// close resets k (failsafe-rs's and resilience4j's exponential wait in open state).
+    /// Lengthen the open duration on repeated trips without a close in between, like the
+    /// exponential wait in open state of failsafe-rs and resilience4j. The k-th consecutive
+    /// trip, counting k from 0, waits `min(open_duration × multiplier^k, max)`; a close
+    /// resets k.
     ///
     /// `multiplier` finite and ≥ 1, `max` ≥ `open_duration`, else [`BreakerConfigError`].
     pub fn open_duration_growth(mut self, multiplier: f64, max: Duration) -> Self {
@@ -170,9 +172,9 @@ impl CircuitBreakerBuilder {
         self
     }
 
-    /// How many probe calls a half-open breaker admits, under any concurrency; all must
-    /// succeed to close it, any failure re-opens it (resilience4j's
-    /// `permittedNumberOfCallsInHalfOpenState`). 1 ..= 65535, default 1.
+    /// How many probe calls a half-open breaker admits, under any concurrency, as
+    /// resilience4j's `permittedNumberOfCallsInHalfOpenState`. All must succeed to close it;
+    /// any failure re-opens it. 1 ..= 65535, default 1.
     ///
     /// ```
     /// use std::time::Duration;
@@ -203,10 +205,10 @@ impl CircuitBreakerBuilder {
         self
     }
 
-    /// How long half-open probes may stay unanswered (neither a result nor dropped) before
-    /// that counts as a failure: the next caller re-opens the breaker with a fresh cooldown
-    /// (resilience4j's `maxWaitDurationInHalfOpenState`). Measured from the admission of
-    /// the first probe that is still outstanding. > 0, default 30 s.
+    /// How long half-open probes may stay unanswered, with neither a result nor a drop,
+    /// before that counts as a failure, as resilience4j's `maxWaitDurationInHalfOpenState`.
+    /// The next caller then re-opens the breaker with a fresh cooldown. Measured from the
+    /// admission of the first probe that is still outstanding. > 0, default 30 s.
     pub fn half_open_max_wait(mut self, d: Duration) -> Self {
         self.half_open_max_wait = d;
         self
@@ -215,8 +217,8 @@ impl CircuitBreakerBuilder {
     /// After the half-open probes succeed, bring traffic back over `ramp` instead of all at
     /// once: the breaker is [`Recovering`](super::BreakerState::Recovering) and admits a
     /// share of calls rising linearly from 10 % to 100 % over `ramp`, then closes. The rest
-    /// are rejected with [`BreakerOpen`](super::BreakerOpen) (a node's fallback serves
-    /// them). Failures while recovering count against the trip rules as when closed; a trip
+    /// are rejected with [`BreakerOpen`](super::BreakerOpen), and a node's fallback serves
+    /// them. Failures while recovering count against the trip rules as when closed; a trip
     /// re-opens the breaker with the grown cooldown. The share is kept exactly, not drawn
     /// at random: of the calls asking during the ramp, the admitted count follows the
     /// share to within one call. `ramp` > 0, else [`BreakerConfigError::Zero`].
@@ -237,11 +239,11 @@ impl CircuitBreakerBuilder {
     }
 
     /// Tell the breaker the result of every attempt, not one per retry series. Each attempt
-    /// of a node (or [`Pipeline`](crate::Pipeline) call) guarded by it asks for a permit
-    /// and reports at once: a dead downstream trips the breaker after `n` failed attempts
-    /// instead of `n` failed series, and series already under way stop before their next
-    /// attempt once it is open ([`NodeError::GaveUp`](crate::NodeError::GaveUp), reason
-    /// `BreakerOpened`), going to their fallback. Half-open probes are single attempts.
+    /// of a node or [`Pipeline`](crate::Pipeline) call guarded by it asks for a permit
+    /// and reports at once. A dead downstream trips the breaker after `n` failed attempts
+    /// instead of `n` failed series. Series already under way stop before their next
+    /// attempt once it is open, with [`NodeError::GaveUp`](crate::NodeError::GaveUp) and
+    /// reason `BreakerOpened`, and go to their fallback. Half-open probes are single attempts.
     /// Default `false`.
     ///
     /// ```
@@ -278,8 +280,8 @@ impl CircuitBreakerBuilder {
     /// Validates the configuration and returns the breaker, closed.
     ///
     /// # Errors
-    /// A [`BreakerConfigError`] naming the breaker and the first bad setting (or one a
-    /// [`shared`](Self::shared) backend cannot keep). Never panics.
+    /// A [`BreakerConfigError`] naming the breaker and the first bad setting, or a setting
+    /// that a [`shared`](Self::shared) backend cannot keep. Never panics.
     ///
     /// ```
     /// use baton_graph::{CircuitBreaker, breaker::BreakerConfigError};
@@ -345,7 +347,7 @@ impl CircuitBreakerBuilder {
         }
     }
 
-    /// The error for a rate `field` outside `(0, 1]`, if `value` is (NaN included).
+    /// The error for a rate `field` outside `(0, 1]`, if `value` is; NaN is outside.
     fn rate(&self, field: &'static str, value: f64) -> Result<(), BreakerConfigError> {
         if value > 0.0 && value <= 1.0 {
             return Ok(());
@@ -495,7 +497,7 @@ impl Config {
             .is_some_and(|s| elapsed >= s.slower_than)
     }
 
-    /// The open duration of the `trips`-th trip since the last close (0-based); saturates
+    /// The open duration of the `trips`-th trip since the last close, counted from 0; saturates
     /// at the growth cap, never panics.
     pub(crate) fn cooldown(&self, trips: u32) -> Duration {
         let Some((multiplier, max)) = self.growth else {

@@ -3,20 +3,21 @@
 //! # Delivery: exactly once, in order, outside the lock
 //!
 //! A transition is decided and numbered under the breaker's mutex: its `seq` is the
-//! breaker's generation after the change (1 for the first transition, then 2, 3, … with no
-//! gaps), and it is appended to an outbox in the same critical section, so the outbox is
+//! breaker's generation after the change. That is 1 for the first transition, then 2, 3, …
+//! with no gaps. It is appended to an outbox in the same critical section, so the outbox is
 //! always in `seq` order. After releasing the mutex, the thread that made a transition
 //! becomes the *deliverer* unless another thread already is: it takes the whole outbox,
 //! calls every listener for each transition in order with no lock held, and loops until
 //! the outbox is empty under the mutex before giving up the role. Hence:
 //!
-//! - each transition is delivered exactly once (it leaves the outbox exactly once);
-//! - in transition order (one deliverer at a time, outbox in `seq` order);
-//! - nothing is lost when two threads transition at once (the late one finds a deliverer at
-//!   work, which sees its transition before stepping down);
+//! - each transition is delivered exactly once, as it leaves the outbox exactly once;
+//! - in transition order, as there is one deliverer at a time and the outbox is in `seq`
+//!   order;
+//! - nothing is lost when two threads transition at once: the late one finds a deliverer
+//!   at work, which sees its transition before stepping down;
 //! - listener code never runs under the state lock, and a listener may call back into the
-//!   breaker (`state()`, `try_acquire()`): a transition it causes is queued and delivered
-//!   right after it returns, on the same thread, not deadlocked.
+//!   breaker, with `state()` or `try_acquire()`: a transition it causes is queued and
+//!   delivered right after it returns, on the same thread, not deadlocked.
 //!
 //! A listener that panics is caught, logged with `tracing::error!`, and changes nothing:
 //! the other listeners and later transitions are still delivered.
@@ -46,7 +47,7 @@ use tokio::time::Instant;
 pub enum BreakerState {
     /// Calls pass; failures are counted against the trip rules.
     Closed,
-    /// Calls are rejected until the open duration (cooldown) has elapsed.
+    /// Calls are rejected until the open duration, the cooldown, has elapsed.
     Open,
     /// A limited number of probe calls pass; their results decide between closed and open.
     HalfOpen,
@@ -54,13 +55,13 @@ pub enum BreakerState {
     /// succeeded, and a share of calls rising over the ramp passes while the rest are
     /// rejected. Failures are counted against the trip rules, as when closed.
     Recovering,
-    /// Open by hand ([`CircuitBreaker::isolate`](super::CircuitBreaker::isolate)): every
+    /// Open by hand with [`CircuitBreaker::isolate`](super::CircuitBreaker::isolate): every
     /// call is rejected, and no cooldown ends it; only
-    /// [`reset`](super::CircuitBreaker::reset) (or `force_closed`) does.
+    /// [`reset`](super::CircuitBreaker::reset) or `force_closed` does.
     Isolated,
-    /// Closed by hand ([`CircuitBreaker::force_closed`](super::CircuitBreaker::force_closed)):
+    /// Closed by hand with [`CircuitBreaker::force_closed`](super::CircuitBreaker::force_closed):
     /// every call passes, no result is counted, nothing trips it until
-    /// [`reset`](super::CircuitBreaker::reset) (or `isolate`).
+    /// [`reset`](super::CircuitBreaker::reset) or `isolate`.
     ForcedClosed,
 }
 
@@ -88,28 +89,29 @@ impl fmt::Display for BreakerState {
 
 /// Why a breaker changed state.
 ///
-/// Rates are fractions in `[0, 1]` (`0.5` = 50 %).
+/// Rates are fractions in `[0, 1]`, where `0.5` is 50 %.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub enum TransitionReason {
     /// Closed → open: `count` failures in a row.
     ConsecutiveFailures {
-        /// The number of consecutive failures that tripped it (the configured threshold).
+        /// The number of consecutive failures that tripped it: the configured threshold.
         count: u32,
     },
-    /// Closed → open: the failure rate over the sliding window reached its threshold
-    /// (resilience4j's `failureRateThreshold`).
+    /// Closed → open: the failure rate over the sliding window reached its threshold, as
+    /// resilience4j's `failureRateThreshold`.
     FailureRate {
         /// Failed calls / calls in the window.
         rate: f64,
-        /// Calls in the window when it tripped (at least `min_calls`).
+        /// Calls in the window when it tripped; at least `min_calls`.
         calls: u32,
     },
     /// Closed → open: the share of slow calls over the window reached its threshold; or
-    /// half-open → open: the share of slow probes did (resilience4j's
-    /// `slowCallRateThreshold`).
+    /// half-open → open: the share of slow probes did. As resilience4j's
+    /// `slowCallRateThreshold`.
     SlowCallRate {
-        /// Slow calls / calls (closed: calls in the window; half-open: configured probes).
+        /// Slow calls / calls. Calls are those in the window when closed, and the configured
+        /// probes when half-open.
         rate: f64,
         /// The denominator of `rate`.
         calls: u32,
@@ -119,14 +121,14 @@ pub enum TransitionReason {
     CooldownElapsed,
     /// Half-open → open: a probe failed. The cooldown starts afresh.
     ProbeFailed,
-    /// Half-open → closed (or → recovering, with a recovery ramp): every probe of the
+    /// Half-open → closed, or → recovering with a recovery ramp: every probe of the
     /// half-open period succeeded.
     ProbesSucceeded {
-        /// How many probes succeeded (the configured `half_open_probes`).
+        /// How many probes succeeded: the configured `half_open_probes`.
         probes: u32,
     },
     /// Half-open → open: probes stayed unanswered for `half_open_max_wait`; counted as a
-    /// failure (resilience4j's `maxWaitDurationInHalfOpenState`).
+    /// failure, as resilience4j's `maxWaitDurationInHalfOpenState`.
     ProbeTimedOut {
         /// The configured `half_open_max_wait`.
         waited: Duration,
@@ -144,9 +146,9 @@ pub enum TransitionReason {
     /// Any state → closed, every count and the cooldown's growth cleared:
     /// [`CircuitBreaker::reset`](super::CircuitBreaker::reset).
     Reset,
-    /// A shared breaker lost its shared state (the store is down or slow) and judges
-    /// alone, or admits or rejects everything, as configured
-    /// ([`Unreachable`](super::Unreachable)). `to` may equal `from`.
+    /// A shared breaker lost its shared state because the store is down or slow. It judges
+    /// alone, or admits or rejects everything, as its [`Unreachable`](super::Unreachable)
+    /// setting says. `to` may equal `from`.
     SharedStateLost,
     /// A shared breaker reached its shared state again and follows it. `to` may equal
     /// `from`.
@@ -154,7 +156,7 @@ pub enum TransitionReason {
     /// Closed → open: a shared breaker in a quorum mode opened fleet-wide because this
     /// many replicas tripped by their own counts within the quorum's window.
     ReplicasTripped {
-        /// The replicas that had tripped (at least the quorum).
+        /// The replicas that had tripped; at least the quorum.
         replicas: u32,
     },
 }
@@ -245,7 +247,7 @@ impl BreakerTransition {
         self.to
     }
 
-    /// When it happened, on tokio's clock (so tests on a paused clock see exact times).
+    /// When it happened, on tokio's clock, so tests on a paused clock see exact times.
     #[must_use]
     pub fn at(&self) -> Instant {
         self.at
@@ -277,9 +279,10 @@ impl fmt::Display for BreakerTransition {
     }
 }
 
-/// Logs `t` as a `tracing` event with fields `breaker`, `seq`, `from`, `to` and `reason`:
-/// at WARN when the breaker opens or is isolated (calls are being rejected) or forced closed
-/// (nothing protects the downstream), at INFO when it goes half-open, recovering or closed.
+/// Logs `t` as a `tracing` event with fields `breaker`, `seq`, `from`, `to` and `reason`.
+/// It logs at WARN when the breaker opens or is isolated, as calls are being rejected, or
+/// is forced closed, as nothing then protects the downstream. It logs at INFO when the
+/// breaker goes half-open, recovering or closed.
 fn log(t: &BreakerTransition) {
     macro_rules! transition {
         ($level:ident, $message:literal) => {

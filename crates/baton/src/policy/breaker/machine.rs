@@ -2,34 +2,36 @@
 //! changes it.
 //!
 //! # Invariants
-//! 1. Every transition happens under `core`'s mutex and increments the generation (`seq`)
-//!    by exactly one; the transition is appended to the outbox in the same critical
-//!    section (so the outbox is in `seq` order, see [`events`](super::events)).
+//! 1. Every transition happens under `core`'s mutex and increments the generation, `seq`,
+//!    by exactly one. The transition is appended to the outbox in the same critical
+//!    section, so the outbox is in `seq` order; see [`events`](super::events).
 //! 2. `word` = `generation (45 bits) | kind (3 bits) | free probe slots (16 bits)` is only
-//!    stored under the mutex, after the fields it summarizes (and after `deadline`), with
-//!    `Release`; lock-free readers `Acquire` it. So a reader that sees a state also sees
+//!    stored under the mutex, with `Release`, after the fields it summarizes and after
+//!    `deadline`. Lock-free readers `Acquire` it. So a reader that sees a state also sees
 //!    that state's deadline and consecutive-failure count.
 //! 3. A permit remembers the generation it was issued in. Its result is applied only if
 //!    the generation is unchanged; otherwise it belongs to a state that no longer exists
-//!    and is ignored (Polly #217/#218's "overhanging" calls).
+//!    and is ignored. These are the "overhanging" calls of Polly #217 and #218.
 //! 4. Half-open: `free + outstanding + succeeded == half_open_probes`. Slots are taken and
 //!    given back only under the mutex, so at most `half_open_probes` permits exist per
 //!    half-open period, whatever the concurrency. The caller that moves open → half-open
 //!    takes the first slot in the same critical section.
-//! 5. No user code (listeners, tracing subscribers) runs under the mutex.
+//! 5. No user code, such as listeners or tracing subscribers, runs under the mutex.
 //!
-//! # Fast paths (no lock, no shared write)
-//! - closed `try_acquire` (forced closed too: the kind's class is tested): one load of `word`;
-//! - closed success with no rate rule: one load of `word` (generation check) and one of
-//!   `consecutive` (nonzero → the lock, to reset it);
+//! # Fast paths
+//! These take no lock and make no shared write.
+//! - closed `try_acquire`, forced closed too since the kind's class is tested: one load of
+//!   `word`;
+//! - closed success with no rate rule: one load of `word` to check the generation, and one
+//!   of `consecutive`. A nonzero count takes the lock, to reset it;
 //! - cancelled or ignored closed call: nothing at all;
 //! - rejection while open before the cooldown, or while half-open with no free slot before
-//!   the probe deadline: loads of `word` and `deadline` (a `(µs since origin) << 16 |
-//!   generation & 0xFFFF` pair; a tag mismatch falls back to the lock). These only ever
-//!   reject, and only when the locked path would reject too;
-//! - rejection while isolated: one load of `word` (only a manual transition leaves it).
+//!   the probe deadline: loads of `word` and `deadline`. `deadline` is a
+//!   `(µs since origin) << 16 | generation & 0xFFFF` pair; a tag mismatch falls back to
+//!   the lock. These only ever reject, and only when the locked path would reject too;
+//! - rejection while isolated: one load of `word`. Only a manual transition leaves it.
 //!
-//! Time is a parameter (`now`), called at most once and only off the closed fast path, so
+//! Time is a parameter, `now`, called at most once and only off the closed fast path, so
 //! tests drive it explicitly and the closed path never reads a clock.
 
 use std::collections::VecDeque;
@@ -54,11 +56,11 @@ use super::word::{
 /// The fields behind the mutex.
 struct Core {
     kind: u64,
-    /// The generation: number of transitions so far (not masked).
+    /// The generation: the number of transitions so far, not masked.
     seq: u64,
     consecutive: u32,
     window: Option<Window>,
-    /// Trips since the last close (for the growing cooldown).
+    /// Trips since the last close, for the growing cooldown.
     trips: u32,
     /// Trips in the breaker's lifetime: never reset.
     trips_total: u64,
@@ -68,8 +70,8 @@ struct Core {
     succeeded: u32,
     slow_probes: u32,
     probe_deadline: Instant,
-    /// Recovering: when the ramp began, and the admission credit (each call adds the
-    /// ramp's current share; a call is admitted when the credit reaches 1, which it spends).
+    /// Recovering: when the ramp began, and the admission credit. Each call adds the ramp's
+    /// current share; a call is admitted when the credit reaches 1, which it spends.
     ramp_start: Instant,
     ramp_credit: f64,
     outbox: VecDeque<BreakerTransition>,
@@ -87,7 +89,7 @@ struct Core {
     ramp: Duration,
 }
 
-/// Why a call is rejected: the state, and how long until the next probe (when open).
+/// Why a call is rejected: the state and, when open, how long until the next probe.
 type Rejected = (BreakerState, Option<Duration>);
 
 /// The share of calls a recovering breaker admits `elapsed` into its `ramp`: from
@@ -120,10 +122,10 @@ fn rule_bits(c: &Config) -> u64 {
     bits
 }
 
-/// The breaker's state machine, generic over its sync primitives (std or loom).
+/// The breaker's state machine, generic over its sync primitives: std's or loom's.
 pub(crate) struct Machine<S: SyncFamily> {
     name: Arc<str>,
-    /// What the lock-free paths need of the rules (the `RULE_*` bits), kept in step with
+    /// What the lock-free paths need of the rules, as the `RULE_*` bits. Kept in step with
     /// `Core::config`.
     rules: S::Atomic,
     origin: Instant,
@@ -131,7 +133,7 @@ pub(crate) struct Machine<S: SyncFamily> {
     consecutive: S::Atomic,
     deadline: S::Atomic,
     core: S::Lock<Core>,
-    /// The shared state's backend, for a shared breaker (see `mirror.rs`).
+    /// The shared state's backend, for a shared breaker; see `mirror.rs`.
     shared: Option<Link>,
 }
 
@@ -188,8 +190,8 @@ impl<S: SyncFamily> Machine<S> {
         &self.name
     }
 
-    /// Whether a call's duration matters to this breaker (a slow-call rule is configured);
-    /// when it does not, callers may skip measuring it.
+    /// Whether a call's duration matters to this breaker, because a slow-call rule is
+    /// configured. When it does not, callers may skip measuring it.
     pub(crate) fn times_calls(&self) -> bool {
         self.rules.load(Relaxed) & RULE_TIMES_CALLS != 0
     }
@@ -230,8 +232,8 @@ impl<S: SyncFamily> Machine<S> {
             .map(|ticket| Permit::new(self, ticket))
     }
 
-    /// A ticket when closed (or forced closed), without the lock or the clock; `None` in
-    /// any other state, and for a shared breaker judging alone (the full path reports it).
+    /// A ticket when closed or forced closed, without the lock or the clock. `None` in any
+    /// other state, and for a shared breaker judging alone, which the full path reports.
     #[inline]
     pub(crate) fn closed_ticket(&self) -> Option<Ticket> {
         let word = self.word.load(Acquire);
@@ -248,9 +250,9 @@ impl<S: SyncFamily> Machine<S> {
         self.try_acquire_until(now, || None)
     }
 
-    /// [`try_acquire`](Self::try_acquire) for a caller that stops waiting at `until()` (its
-    /// attempt deadline, read only when not closed): a shared breaker's backend is told it
-    /// with a probe request.
+    /// [`try_acquire`](Self::try_acquire) for a caller that stops waiting at `until()`, its
+    /// attempt deadline, read only when not closed. A shared breaker's backend is told that
+    /// deadline with a probe request.
     #[inline]
     pub(crate) fn try_acquire_until(
         &self,
@@ -360,7 +362,7 @@ impl<S: SyncFamily> Machine<S> {
                 {
                     return;
                 }
-                // Forced closed counts nothing (a failure need not take the lock).
+                // Forced closed counts nothing, so a failure need not take the lock.
                 _ if kind_of(word) == FORCED_CLOSED => return,
                 _ => {}
             }
@@ -377,7 +379,7 @@ impl<S: SyncFamily> Machine<S> {
                 return false;
             }
             let transitioned = match outcome {
-                // A probe given back (cancelled or ignored): another caller may probe.
+                // A probe given back, cancelled or ignored: another caller may probe.
                 Outcome::Released if t.probe => {
                     c.outstanding -= 1;
                     // A shared probe's permit goes back to the fleet, not to this process.
@@ -409,7 +411,7 @@ impl<S: SyncFamily> Machine<S> {
         }
     }
 
-    /// Takes a free half-open slot (caller checked `c.free > 0`).
+    /// Takes a free half-open slot. The caller checked `c.free > 0`.
     fn issue_probe(&self, c: &mut Core, now: Instant) -> Ticket {
         if c.outstanding == 0 {
             c.probe_deadline = add(now, c.config.half_open_max_wait);

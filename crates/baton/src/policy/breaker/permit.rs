@@ -10,7 +10,7 @@ use crate::util::sync::SyncFamily;
 /// What a permit needs to report its result: its generation and whether it is a probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Ticket {
-    /// The generation (masked to 45 bits) the permit was issued in.
+    /// The generation the permit was issued in, masked to 45 bits.
     pub(crate) generation: u64,
     pub(crate) probe: bool,
 }
@@ -20,7 +20,7 @@ pub(crate) struct Ticket {
 pub(crate) enum Outcome {
     Success(Duration),
     Failure(Duration),
-    /// Neither counted nor failed: an ignored error, or a cancelled (dropped) call.
+    /// Neither counted nor failed: an ignored error, or a call cancelled by a drop.
     Released,
 }
 
@@ -56,7 +56,7 @@ impl<S: SyncFamily> Permit<'_, S> {
     }
 
     /// Gives up the borrow without reporting: the ticket, to make the permit again later
-    /// with [`Permit::new`] (which must happen, or a probe's slot is never given back).
+    /// with [`Permit::new`]. That must happen, or a probe's slot is never given back.
     pub(crate) fn detach(mut self) -> Ticket {
         self.done = true;
         self.ticket
@@ -79,7 +79,7 @@ impl<S: SyncFamily> Drop for Permit<'_, S> {
     #[inline]
     fn drop(&mut self) {
         // A closed-state permit owns nothing: dropping it is free. A probe gives its slot
-        // back (resilience4j's `releasePermission`, done for you).
+        // back, as resilience4j's `releasePermission` does, without being asked.
         if !self.done && self.ticket.probe {
             self.machine
                 .complete(self.ticket, Outcome::Released, Instant::now);

@@ -1,8 +1,8 @@
 //! A breaker whose state is shared by several processes: the backend trait a shared store
 //! implements, and the handle through which it drives the breaker's local machine.
 //!
-//! The local machine always runs. For a breaker of this process alone it *is* the state
-//! (no backend, nothing else is consulted). For a shared breaker it is the cache the
+//! The local machine always runs. For a breaker of this process alone it *is* the state:
+//! there is no backend, and nothing else is consulted. For a shared breaker it is the cache the
 //! closed path reads, lock-free as ever, and the fallback that judges alone while the
 //! shared store is unreachable; the backend moves it with [`BreakerMirror`] when the shared
 //! state changes, so listeners and observers see the same transitions either way.
@@ -23,7 +23,7 @@ use crate::util::sync::StdSync;
 /// A future a [`SharedBreakerState`] returns, boxed so that the trait is object safe.
 pub type SharedFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// Where a shared breaker's state lives (a store every replica reaches, such as Redis).
+/// Where a shared breaker's state lives: a store every replica reaches, such as Redis.
 ///
 /// Given to [`CircuitBreakerBuilder::shared`](super::CircuitBreakerBuilder::shared). The
 /// breaker calls [`check`](Self::check) and then [`attach`](Self::attach) once when it is
@@ -33,12 +33,13 @@ pub type SharedFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// state through the [`BreakerMirror`] it was given.
 ///
 /// `record` and `wants_probe` are called on the caller's path: they must not block or
-/// wait on the store (queue the work, e.g. batch outcomes and flush them from a task).
+/// wait on the store. Queue the work instead, for example batch outcomes and flush them
+/// from a task.
 pub trait SharedBreakerState: Send + Sync + fmt::Debug + 'static {
     /// Whether the backend can share a breaker with these rules.
     ///
     /// # Errors
-    /// The name of the first setting it cannot share (e.g. `"slow_calls"`); the builder
+    /// The name of the first setting it cannot share, such as `"slow_calls"`; the builder
     /// turns it into [`BreakerConfigError::NotShareable`](super::BreakerConfigError).
     fn check(&self, rules: &SharedRules) -> Result<(), &'static str> {
         let _ = rules;
@@ -53,17 +54,17 @@ pub trait SharedBreakerState: Send + Sync + fmt::Debug + 'static {
 
     /// A caller was rejected by the local cache because the breaker is open past its
     /// cooldown, or half-open with no probe permit held here: claim one if the shared
-    /// state allows ([`BreakerMirror::grant_probes`]).
+    /// state allows, with [`BreakerMirror::grant_probes`].
     ///
-    /// `until` is the caller's attempt deadline (the earlier of its per-attempt timeout
-    /// and its run's deadline), `None` when nothing bounds it: a slot claimed for it
+    /// `until` is the caller's attempt deadline, the earlier of its per-attempt timeout
+    /// and its run's deadline, or `None` when nothing bounds it. A slot claimed for it
     /// should expire then, as nobody waits for the probe after it.
     fn wants_probe(&self, until: Option<Instant>);
 
-    /// Whether the breaker's own trips open it at once while it follows the shared state
-    /// (a quorum mode: the shared state opens only once enough replicas tripped). When
-    /// `true`, a trip by the breaker's own counts makes it judge alone (its own cooldown
-    /// and probes) and calls [`tripped`](Self::tripped); the backend has it follow again
+    /// Whether the breaker's own trips open it at once while it follows the shared state.
+    /// This is a quorum mode: the shared state opens only once enough replicas tripped. When
+    /// `true`, a trip by the breaker's own counts makes it judge alone, with its own cooldown
+    /// and probes, and calls [`tripped`](Self::tripped); the backend has it follow again
     /// with [`BreakerMirror::adopt`] once the shared state opens, or once the local breaker
     /// closed again. Asked once, when the breaker is built. Default `false`: only the
     /// shared state trips the breaker.
@@ -86,8 +87,8 @@ pub trait SharedBreakerState: Send + Sync + fmt::Debug + 'static {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SharedRecord {
-    /// The local generation the call was admitted in ([`BreakerMirror::adopt`]'s return
-    /// value): the backend maps it to the shared generation, or drops the record as stale.
+    /// The local generation the call was admitted in, as [`BreakerMirror::adopt`] returned
+    /// it. The backend maps it to the shared generation, or drops the record as stale.
     pub generation: u64,
     /// Whether the call was a half-open probe.
     pub probe: bool,
@@ -115,7 +116,7 @@ pub struct SharedRules {
     pub consecutive_failures: Option<u32>,
     /// Trip when the failure rate reaches `threshold` over the window, once it holds
     /// `min_calls` calls: `(threshold, window, min_calls)`. `window` is `None` for a count
-    /// window (the last N calls), which a shared store cannot keep cheaply.
+    /// window of the last N calls, which a shared store cannot keep cheaply.
     pub failure_rate: Option<(f64, Option<Duration>, u32)>,
     /// Whether a slow-call rule is set.
     pub slow_calls: bool,
@@ -135,12 +136,12 @@ pub struct SharedRules {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Unreachable {
-    /// The local machine judges alone, from the last state it knew (the default).
+    /// The local machine judges alone, from the last state it knew. This is the default.
     #[default]
     Local,
-    /// Fail open: every call passes (the breaker is forced closed).
+    /// Fail open: every call passes, as the breaker is forced closed.
     Admit,
-    /// Fail closed: every call is rejected (the breaker is isolated).
+    /// Fail closed: every call is rejected, as the breaker is isolated.
     Reject,
 }
 
@@ -150,7 +151,7 @@ pub enum Unreachable {
 pub struct SharedView {
     /// The state.
     pub state: BreakerState,
-    /// Why the shared state is in it (the reason of its last transition).
+    /// Why the shared state is in it: the reason of its last transition.
     pub reason: TransitionReason,
     /// Open: how long until the cooldown ends.
     pub open_for: Duration,
@@ -172,11 +173,11 @@ impl SharedView {
 }
 
 impl super::CircuitBreakerBuilder {
-    /// Shares the breaker's state with every process whose breaker uses the same store
-    /// (e.g. a Redis backend from the `baton-redis` crate): the same API and events, with
+    /// Shares the breaker's state with every process whose breaker uses the same store,
+    /// such as a Redis backend from the `baton-redis` crate: the same API and events, with
     /// trips, cooldowns and half-open probes decided fleet-wide. The local machine stays
     /// the cache the closed path reads and the fallback while the store is unreachable.
-    /// Without it (the default) the breaker is this process's alone.
+    /// Without it, by default, the breaker is this process's alone.
     pub fn shared(mut self, backend: impl SharedBreakerState) -> Self {
         self.shared = Some(Arc::new(backend));
         self
@@ -226,8 +227,8 @@ impl BreakerMirror {
     }
 
     /// Makes the local state `view` with its reason, a transition delivered to the
-    /// listeners (unless the local state already is `view.state` and the breaker follows
-    /// the shared state). From now on the breaker follows the shared state: its own trip
+    /// listeners, unless the local state already is `view.state` and the breaker follows
+    /// the shared state. From now on the breaker follows the shared state: its own trip
     /// rules, cooldown and probe timeout wait for the backend. Returns the local generation
     /// to map [`SharedRecord::generation`] with; `None` once the breaker was dropped.
     #[must_use = "the local generation maps the records of calls admitted from now on"]
@@ -237,8 +238,8 @@ impl BreakerMirror {
             .map(|m| m.adopt(view, Instant::now()))
     }
 
-    /// Adds `n` probe permits to a half-open breaker still in local `generation`; whether
-    /// it was (otherwise the permits were not added: give them back to the store).
+    /// Adds `n` probe permits to a half-open breaker still in local `generation`, and says
+    /// whether it was. If not, the permits were not added: give them back to the store.
     #[must_use = "permits not added must go back to the store"]
     pub fn grant_probes(&self, generation: u64, n: u32) -> bool {
         self.machine
@@ -247,9 +248,9 @@ impl BreakerMirror {
     }
 
     /// The shared state cannot be reached: the breaker stops following it and does what
-    /// `mode` says, a transition with [`TransitionReason::SharedStateLost`] (its `to` may
-    /// equal its `from`: the state is kept, now judged locally). A breaker that never
-    /// followed the shared state (its backend never reached the store) makes the same
+    /// `mode` says, a transition with [`TransitionReason::SharedStateLost`]. Its `to` may
+    /// equal its `from`: the state is kept, now judged locally. A breaker that never
+    /// followed the shared state, because its backend never reached the store, makes the same
     /// transition the first time. Does nothing if the breaker already judges alone after
     /// a loss.
     pub fn lose(&self, mode: Unreachable) {

@@ -1,8 +1,8 @@
-//! Sliding windows over recent calls, for the failure-rate and slow-call-rate rules
-//! (resilience4j's `COUNT_BASED` and `TIME_BASED` sliding windows).
+//! Sliding windows over recent calls, for the failure-rate and slow-call-rate rules. They
+//! match resilience4j's `COUNT_BASED` and `TIME_BASED` sliding windows.
 //!
 //! Both windows keep running totals, so recording a call and reading the totals cost O(1)
-//! (count window) or O(buckets) = O(10) (time window), independent of the window size.
+//! for a count window and O(buckets) = O(10) for a time window, whatever the window size.
 //! They live inside the breaker's mutex; nothing here is shared or atomic.
 
 use std::time::Duration;
@@ -23,7 +23,7 @@ pub(crate) enum Window {
 }
 
 impl Window {
-    /// Records one call that ended at `now_ns` (nanoseconds since the breaker's origin).
+    /// Records one call that ended at `now_ns`, in nanoseconds since the breaker's origin.
     pub(crate) fn record(&mut self, now_ns: u64, failed: bool, slow: bool) {
         match self {
             Window::Count(w) => w.record(failed, slow),
@@ -39,7 +39,7 @@ impl Window {
         }
     }
 
-    /// Forgets every call (the breaker left the closed state).
+    /// Forgets every call. Used when the breaker leaves the closed state.
     pub(crate) fn clear(&mut self) {
         match self {
             Window::Count(w) => w.clear(),
@@ -61,7 +61,7 @@ pub(crate) struct CountWindow {
 }
 
 impl CountWindow {
-    /// A window of the last `size` calls; `size` ≥ 1 (validated by the builder).
+    /// A window of the last `size` calls. `size` is at least 1; the builder checks it.
     pub(crate) fn new(size: u32) -> Self {
         let size = usize::try_from(size.max(1)).unwrap_or(1);
         CountWindow {
@@ -134,7 +134,7 @@ pub(crate) struct TimeWindow {
 }
 
 impl TimeWindow {
-    /// A window of the calls in the last `span` (non-zero, validated by the builder).
+    /// A window of the calls in the last `span`. `span` is non-zero; the builder checks it.
     pub(crate) fn new(span: Duration) -> Self {
         let span_ns = u64::try_from(span.as_nanos()).unwrap_or(u64::MAX);
         TimeWindow {
@@ -208,7 +208,7 @@ mod tests {
         assert_eq!(w.totals(0), t(2, 2, 1));
         w.record(0, false, false);
         assert_eq!(w.totals(0), t(3, 2, 1));
-        // The oldest (failed, fast) call falls out.
+        // The oldest call, failed and fast, falls out.
         w.record(0, false, true);
         assert_eq!(w.totals(0), t(3, 1, 2));
         w.record(0, false, false);
@@ -238,9 +238,9 @@ mod tests {
         w.record(55 * MS, true, false);
         assert_eq!(w.totals(55 * MS), t(3, 2, 1));
         assert_eq!(w.totals(99 * MS), t(3, 2, 1));
-        // Bucket 0 (0..10 ms) leaves the window once bucket 10 starts.
+        // Bucket 0, 0..10 ms, leaves the window once bucket 10 starts.
         assert_eq!(w.totals(100 * MS), t(1, 1, 0));
-        // Bucket 5 (50..60 ms) leaves once bucket 15 starts.
+        // Bucket 5, 50..60 ms, leaves once bucket 15 starts.
         assert_eq!(w.totals(149 * MS), t(1, 1, 0));
         assert_eq!(w.totals(150 * MS), t(0, 0, 0));
     }
@@ -251,7 +251,7 @@ mod tests {
         for _ in 0..5 {
             w.record(3 * MS, true, false);
         }
-        // 1 s later the same ring slot (index 100 % 10 == 0) is reused: the old calls must
+        // 1 s later the same ring slot is reused, as 100 % 10 == 0: the old calls must
         // not be added to the new ones.
         w.record(1_003 * MS, false, false);
         assert_eq!(w.totals(1_003 * MS), t(1, 0, 0));

@@ -1,10 +1,14 @@
-//! The breaker's packed state word (generation, kind, free probe slots), its lazy clock
-//! and saturating instant arithmetic.
+//! The breaker's packed state word, its lazy clock and saturating instant arithmetic. The
+//! word holds a generation, a kind and the free probe slots.
 //!
-//! A kind's low two bits are its *class*, what the lock-free paths need to know: closed
-//! ([`CLOSED`], [`FORCED_CLOSED`]: admit without asking), open ([`OPEN`], [`ISOLATED`]:
-//! reject), half-open, recovering. So the closed path tests the class with the same one
-//! mask and compare it always did.
+//! A kind's low two bits are its *class*, what the lock-free paths need to know:
+//!
+//! - closed: [`CLOSED`] and [`FORCED_CLOSED`] admit without asking;
+//! - open: [`OPEN`] and [`ISOLATED`] reject;
+//! - half-open;
+//! - recovering.
+//!
+//! So the closed path tests the class with the same one mask and compare it always did.
 
 use std::time::Duration;
 
@@ -23,9 +27,9 @@ pub(super) const CLOSED: u64 = 0;
 pub(super) const OPEN: u64 = 1;
 pub(super) const HALF_OPEN: u64 = 2;
 pub(super) const RECOVERING: u64 = 3;
-/// Closed by hand: admits every call, counts nothing (class closed).
+/// Closed by hand: admits every call and counts nothing. Its class is closed.
 pub(super) const FORCED_CLOSED: u64 = 4;
-/// Open by hand until a reset: rejects every call (class open).
+/// Open by hand until a reset: rejects every call. Its class is open.
 pub(super) const ISOLATED: u64 = 5;
 
 pub(super) fn pack(kind: u64, generation: u64, free: u32) -> u64 {

@@ -4,11 +4,11 @@
 //! Only durations cross the wire, never instants: the receiver adds what it was given to
 //! its own clock, so the two clocks need not agree. The formats:
 //!
-//! - `grpc-timeout`: 1 to 8 ASCII digits and a unit, `H` (hours), `M` (minutes), `S`
-//!   (seconds), `m` (milliseconds), `u` (microseconds) or `n` (nanoseconds), as gRPC
-//!   sends it over HTTP/2;
-//! - a plain header in whole milliseconds (what Envoy's `x-envoy-expected-rq-timeout-ms`
-//!   carries).
+//! - `grpc-timeout`: 1 to 8 ASCII digits and a unit, as gRPC sends it over HTTP/2. The
+//!   unit is `H` for hours, `M` for minutes, `S` for seconds, `m` for milliseconds, `u`
+//!   for microseconds or `n` for nanoseconds;
+//! - a plain header in whole milliseconds, as Envoy's `x-envoy-expected-rq-timeout-ms`
+//!   carries.
 
 use std::fmt;
 use std::time::Duration;
@@ -67,7 +67,7 @@ impl Budget {
     }
 
     /// The budget as a `grpc-timeout` value: the finest unit in which it fits in 8 digits,
-    /// rounded down (a downstream is never promised more than the caller has). A budget
+    /// rounded down, so a downstream is never promised more than the caller has. A budget
     /// longer than 99 999 999 hours is sent as that.
     #[must_use]
     pub fn grpc_timeout(&self) -> String {
@@ -122,9 +122,9 @@ impl fmt::Display for Budget {
     }
 }
 
-/// A downstream answered that the caller's deadline had passed (HTTP 504, or gRPC status
-/// `DEADLINE_EXCEEDED`): the time is gone, so a retry could only fail the same way. A
-/// task that returns it (as its error, or as the source of its error) is never retried,
+/// A downstream answered that the caller's deadline had passed, with HTTP 504 or gRPC
+/// status `DEADLINE_EXCEEDED`. The time is gone, so a retry could only fail the same way.
+/// A task that returns it, as its error or as the source of its error, is never retried,
 /// whatever the retry predicate says.
 ///
 /// ```
@@ -148,7 +148,7 @@ pub struct DownstreamDeadlineExceeded {
 }
 
 impl DownstreamDeadlineExceeded {
-    /// The error, with what the downstream answered (`"stock answered 504"`).
+    /// The error, with what the downstream answered, such as `"stock answered 504"`.
     #[must_use]
     pub fn new(what: impl Into<String>) -> Self {
         DownstreamDeadlineExceeded { what: what.into() }
@@ -161,7 +161,7 @@ impl DownstreamDeadlineExceeded {
     }
 
     /// Whether an answer says the deadline passed: HTTP status 504, or a `grpc-status`
-    /// of 4 (`DEADLINE_EXCEEDED`).
+    /// of 4, which is `DEADLINE_EXCEEDED`.
     #[must_use]
     pub fn is_expired_answer(http_status: u16, grpc_status: Option<&str>) -> bool {
         http_status == 504 || grpc_status.is_some_and(|s| s.trim() == "4")

@@ -1,11 +1,12 @@
 //! One deadline, everything derived from it.
 //!
 //! An attempt's deadline is the earliest of the run's deadline and the end of the node's
-//! budget (counted from the node's start). From it:
+//! budget, counted from the node's start. From it:
 //!
 //! - the attempt's **cut**: the earlier of its per-attempt timeout and the deadline;
-//! - the **backoff** before the next attempt: `min(computed, time left − minimum attempt
-//!   time)`, so that the attempt after it still fits;
+//! - the **backoff** before the next attempt:
+//!   `min(computed, time left − minimum attempt time)`, so that the attempt after it still
+//!   fits;
 //! - the **minimum attempt time**: a first attempt does not start with less than it left.
 //!   A retry's backoff is sized to leave it that much, but a timer fires up to a tick late,
 //!   so a retry starts with whatever is left above zero. A retry that starts with less than
@@ -29,7 +30,7 @@ use tokio::time::{Instant, Sleep};
 /// before its deadline.
 pub const DEFAULT_MIN_ATTEMPT_TIME: Duration = Duration::from_millis(10);
 
-/// The earlier of two optional instants (`None` is "no limit").
+/// The earlier of two optional instants, where `None` is "no limit".
 #[inline]
 pub(crate) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     match (a, b) {
@@ -39,7 +40,7 @@ pub(crate) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant
 }
 
 /// A node's deadline: the earlier of the run's and the end of its `budget`, counted from
-/// `started`. A budget too large for an instant (`Duration::MAX`) is no budget.
+/// `started`. A budget too large for an instant, such as `Duration::MAX`, is no budget.
 #[inline]
 pub(crate) fn node_deadline(
     run_deadline: Option<Instant>,
@@ -95,8 +96,8 @@ pub(crate) fn clip_backoff(
 }
 
 /// Whether an attempt may start at `now`: with at least `min_attempt` left before
-/// `deadline`, or, for the attempt a clipped backoff made room for (`after_clip`), with any
-/// time left at all.
+/// `deadline`. The attempt a clipped backoff made room for, flagged by `after_clip`, may
+/// start with any time left at all.
 #[inline]
 pub(crate) fn may_start(
     deadline: Option<Instant>,
@@ -147,10 +148,10 @@ pub(crate) trait TimerHook: Sync {
 pin_project_lite::pin_project! {
     /// Resolves to `Some(output)`, or `None` when `until` passed first.
     ///
-    /// The inner future is polled first, and the timer is made (and registered with
-    /// tokio's) only when it is not ready at once: an attempt that completes on its first
-    /// poll never touches a timer. The timer is polled outside tokio's coop budget
-    /// ([`poll_timer`]).
+    /// The inner future is polled first, and the timer is made and registered with tokio's
+    /// only when it is not ready at once: an attempt that completes on its first poll never
+    /// touches a timer. The timer is polled outside tokio's coop budget, with
+    /// [`poll_timer`].
     pub(crate) struct Deadline<'a, F> {
         #[pin]
         fut: F,
@@ -210,8 +211,8 @@ impl<F: Future> Future for Deadline<'_, F> {
 }
 
 /// Polls a timer outside tokio's coop budget, as tokio's `Timeout` polls its delay when the
-/// future it wraps spent the budget: an attempt that spends the budget at every poll (and
-/// wakes its task) would otherwise keep its timer from ever being registered, and never be
+/// future it wraps spent the budget. Otherwise an attempt that spends the budget at every
+/// poll and wakes its task would keep its timer from ever being registered, and never be
 /// cut. Used by [`Deadline`] and the scheduler's fast path.
 pub(crate) fn poll_timer(sleep: Pin<&mut Sleep>, cx: &mut Context<'_>) -> Poll<()> {
     std::pin::pin!(tokio::task::unconstrained(sleep)).poll(cx)

@@ -4,9 +4,9 @@
 //! The permit is taken per attempt and held until the attempt has really stopped: an async
 //! attempt releases it when its future completes or is dropped; a blocking attempt that timed
 //! out keeps it until its closure returns, because the thread is still calling the
-//! downstream. A waiter that gives up (its wait bound elapsed, its deadline passed, or its run
-//! was cancelled) never leaks a permit: tokio's semaphore removes a dropped waiter from its
-//! queue.
+//! downstream. A waiter that gives up never leaks a permit, whether its wait bound elapsed,
+//! its deadline passed or its run was cancelled: tokio's semaphore removes a dropped waiter
+//! from its queue.
 
 use std::fmt;
 use std::sync::Arc;
@@ -55,7 +55,7 @@ struct Inner {
     name: String,
     /// The limit; written under `resize`, read lock-free.
     max_concurrent: AtomicUsize,
-    /// The maximum wait in nanoseconds (`u64::MAX`: no bound).
+    /// The maximum wait in nanoseconds; `u64::MAX` for no bound.
     max_wait: AtomicU64,
     /// The free permits. A permit taken is forgotten at once and given back by
     /// `BulkheadPermit`'s drop, so that a permit is one `Arc` of the bulkhead.
@@ -92,8 +92,8 @@ impl fmt::Debug for Bulkhead {
     }
 }
 
-/// A permit of a [`Bulkhead`], given back on drop (or taken out of use, when the bulkhead
-/// was shrunk below the permits in use).
+/// A permit of a [`Bulkhead`], given back on drop. When the bulkhead was shrunk below the
+/// permits in use, the drop takes it out of use instead.
 #[derive(Debug)]
 pub(crate) struct BulkheadPermit {
     inner: Arc<Inner>,
@@ -119,14 +119,14 @@ impl Drop for BulkheadPermit {
 }
 
 impl Bulkhead {
-    /// A bulkhead called `name` that lets at most `max_concurrent` attempts run at once; an
-    /// attempt waits at most `max_wait` for a permit (and never past its cut), then fails
+    /// A bulkhead called `name` that lets at most `max_concurrent` attempts run at once. An
+    /// attempt waits at most `max_wait` for a permit, and never past its cut, then fails
     /// with [`NodeError::BulkheadFull`](crate::NodeError::BulkheadFull). Permits are granted
     /// in the order attempts ask for them. `Duration::ZERO` means "do not wait".
     ///
     /// A `max_concurrent` of 0, or above [`Bulkhead::MAX_CONCURRENT`], could never work: a
-    /// graph or pipeline given such a bulkhead fails to build
-    /// ([`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy)).
+    /// graph or pipeline given such a bulkhead fails to build with
+    /// [`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy).
     ///
     /// ```
     /// use std::time::Duration;
@@ -226,7 +226,7 @@ impl Bulkhead {
         Self::check(&i.name, max_concurrent).map_err(InvalidSetting::new)?;
         let _resize = i.resize.lock().unwrap_or_else(PoisonError::into_inner);
         let wait = i.max_wait.swap(nanos(max_wait), Ordering::Relaxed) != nanos(max_wait);
-        // The semaphore holds at most `MAX_CONCURRENT` of an (invalid) larger limit.
+        // The semaphore holds at most `MAX_CONCURRENT` of an invalid larger limit.
         let old = i
             .max_concurrent
             .swap(max_concurrent, Ordering::Relaxed)
@@ -262,13 +262,13 @@ impl Bulkhead {
         self.inner.waiting.load(Ordering::Relaxed)
     }
 
-    /// Whether `self` and `other` are the same bulkhead (clones of one handle).
+    /// Whether `self` and `other` are the same bulkhead, that is clones of one handle.
     #[must_use]
     pub fn same_as(&self, other: &Bulkhead) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
-    /// Waits for a permit until `max_wait` or `until` (the end of the attempt that asks),
+    /// Waits for a permit until `max_wait` or `until`, the end of the attempt that asks,
     /// whichever is first; with the permit, how long it waited. Permits are granted in the
     /// order they were asked for. Cancel-safe: dropping the future gives up the place in
     /// the queue.
@@ -287,7 +287,7 @@ impl Bulkhead {
         }
         let started = Instant::now();
         let waited = || Instant::now().saturating_duration_since(started);
-        // An unrepresentable instant (`Duration::MAX`) means "no bound" from that side.
+        // An unrepresentable instant, `Duration::MAX`, means "no bound" from that side.
         let by_wait = started.checked_add(self.max_wait());
         let (limit, cut) = match (by_wait, until) {
             (Some(w), Some(u)) if u <= w => (Some(u), true),
@@ -316,7 +316,7 @@ impl Bulkhead {
 }
 
 /// No permit came free in time: how long the attempt waited, and whether the attempt's
-/// own end (`cut`), rather than the bulkhead's maximum wait, ended the wait.
+/// own end, `cut`, rather than the bulkhead's maximum wait, ended the wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Refused {
     pub(crate) waited: Duration,

@@ -1,7 +1,8 @@
-//! Limits on calls to one downstream: a concurrency limit ([`bulkhead`]) and a rate limit
-//! ([`rate_limit`], GCRA), the latter alone or shared by a fleet through a backend
-//! ([`rate_limit_shared`]). Both are shared by name and wait a bounded time for a permit.
-//! Taking their permits before an attempt is the onion's (`onion/single_attempt.rs`).
+//! Limits on calls to one downstream: [`bulkhead`] is a concurrency limit and
+//! [`rate_limit`] a GCRA rate limit. A rate limit works alone or, through
+//! [`rate_limit_shared`], shared by a fleet through a backend. Both are shared by name and
+//! wait a bounded time for a permit. The onion takes their permits before an attempt, in
+//! `onion/single_attempt.rs`.
 
 pub(crate) mod bulkhead;
 pub(crate) mod rate_limit;

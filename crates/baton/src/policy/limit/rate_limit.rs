@@ -1,8 +1,8 @@
 //! Rate limiter: at most so many attempts per period to one downstream, shared by name like
 //! a circuit breaker, with a bounded wait for a permit.
 //!
-//! The algorithm is GCRA (the generic cell rate algorithm), a token bucket kept as one
-//! number: the *theoretical arrival time* (TAT), the instant at which the bucket would be
+//! The algorithm is GCRA, the generic cell rate algorithm: a token bucket kept as one
+//! number, the *theoretical arrival time* or TAT, the instant at which the bucket would be
 //! full again. A limiter of `permits` per `per` spaces permits one emission interval
 //! `T = per / permits` apart and lets `burst` of them come at once: a request at `now`
 //! conforms once `now ≥ TAT − (burst − 1)·T`, and each permit moves the TAT on by `T`. In
@@ -12,12 +12,13 @@
 //! permit conforms, moves the TAT past it with one compare-and-swap, and sleeps until that
 //! instant. So waiters never poll the limiter, they are served in the order they asked,
 //! and an attempt whose wait would not end before its maximum wait or its cut is refused at
-//! once, with the time after which it would have conformed (`retry_after`). A waiter
+//! once, with the time after which it would have conformed as `retry_after`. A waiter
 //! dropped before its instant gives its reservation back when no later one was made after
-//! it; otherwise the slot stays unused (the rate is never exceeded, it may be undershot).
+//! it; otherwise the slot stays unused. The rate is never exceeded, but it may be undershot.
 //!
-//! The state is one 64-bit atomic (nanoseconds since the limiter was made), generic over
-//! the [`SyncFamily`] so that a loom model checks it (`rate_limit_loom_tests.rs`).
+//! The state is one 64-bit atomic holding nanoseconds since the limiter was made. It is
+//! generic over the [`SyncFamily`] so that a loom model in `rate_limit_loom_tests.rs`
+//! checks it.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,19 +32,18 @@ use crate::policy::InvalidSetting;
 use crate::util::sync::{AtomicInt, StdSync, SyncFamily};
 
 /// A rate limit on calls to one downstream: at most `permits` attempts per `per`, with
-/// bursts of up to `burst`, each attempt waiting at most `max_wait` for its permit (and
-/// never past its cut). Cheap to clone; every clone, and every node and pipeline given it,
+/// bursts of up to `burst`, each attempt waiting at most `max_wait` for its permit and
+/// never past its cut. Cheap to clone; every clone, and every node and pipeline given it,
 /// shares one limit. Registered in an [`Orchestrator`](crate::Orchestrator) by its name.
 ///
 /// # Defaults
-/// - `burst`: `permits` (a full period's worth may come at once);
-/// - `max_wait`: zero (an attempt that finds no permit is refused at once).
+/// - `burst`: `permits`, so a full period's worth may come at once;
+/// - `max_wait`: zero, so an attempt that finds no permit is refused at once.
 ///
 /// A limiter of zero permits, zero period or zero burst could never work, nor could one of
-/// more than one permit per nanosecond be kept: a graph or
-/// pipeline given one fails to build
-/// ([`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy)). Used on its own, such
-/// a limiter refuses every request.
+/// more than one permit per nanosecond be kept: a graph or pipeline given one fails to
+/// build with [`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy). Used on its
+/// own, such a limiter refuses every request.
 ///
 /// ```
 /// use std::time::Duration;
@@ -141,7 +141,7 @@ impl RateLimiter {
         }
     }
 
-    /// Lets up to `burst` permits come at once (at least 1). Returns a new limiter: call it
+    /// Lets up to `burst` permits come at once, at least 1. Returns a new limiter: call it
     /// before sharing the handle.
     #[must_use]
     pub fn burst(self, burst: u32) -> Self {
@@ -195,7 +195,7 @@ impl RateLimiter {
         &self.inner.name
     }
 
-    /// Whether `self` and `other` are the same limiter (clones of one handle).
+    /// Whether `self` and `other` are the same limiter, that is clones of one handle.
     #[must_use]
     pub fn same_as(&self, other: &RateLimiter) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
@@ -214,7 +214,7 @@ impl RateLimiter {
     /// at once, before it exists.
     ///
     /// # Errors
-    /// The setting at fault (`permits`, `per` or `burst`), and why.
+    /// The setting at fault, `permits`, `per` or `burst`, and why.
     #[cfg(feature = "serde")]
     pub(crate) fn check(
         name: &str,
@@ -240,8 +240,8 @@ impl RateLimiter {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// How long an attempt waits at most for a permit (set by
-    /// [`max_wait`](Self::max_wait) or [`reconfigure`](Self::reconfigure)).
+    /// How long an attempt waits at most for a permit, as set by
+    /// [`max_wait`](Self::max_wait) or [`reconfigure`](Self::reconfigure).
     #[must_use]
     pub fn wait_bound(&self) -> Duration {
         Duration::from_nanos(self.inner.max_wait.load(Ordering::Relaxed))
@@ -257,7 +257,7 @@ impl RateLimiter {
     /// Changes the rate and the maximum wait in place, for every node, graph and run that
     /// holds the limiter; returns whether anything changed.
     ///
-    /// Permits already granted or reserved stand (a waiter keeps its instant); the next
+    /// Permits already granted or reserved stand, and a waiter keeps its instant. The next
     /// permit is spaced by the new rate from the last one reserved, so a lowered rate
     /// holds from at most one old interval on, and a raised one at once. A request made
     /// during the change conforms by the old rate or the new one.
@@ -281,8 +281,8 @@ impl RateLimiter {
     /// ```
     ///
     /// # Errors
-    /// [`InvalidSetting`] for a rate that could never grant a permit (as `build()` checks)
-    /// and for a limiter whose permits come from a store shared by the fleet; the limiter
+    /// [`InvalidSetting`] for a rate that could never grant a permit, as `build()` checks,
+    /// and for a limiter whose permits come from a store shared by the fleet. The limiter
     /// is then unchanged.
     pub fn reconfigure(
         &self,
@@ -317,8 +317,8 @@ impl RateLimiter {
     /// Takes a permit now if one is free; otherwise how long until one would be.
     ///
     /// # Errors
-    /// The time until a permit conforms (`Duration::MAX` for a limiter that never grants
-    /// one).
+    /// The time until a permit conforms; `Duration::MAX` for a limiter that never grants
+    /// one.
     pub fn try_acquire(&self) -> Result<(), Duration> {
         if let Some(shared) = &self.inner.shared {
             return shared.try_reserve();
@@ -335,13 +335,13 @@ impl RateLimiter {
 
     /// Waits for a permit, at most the limiter's maximum wait and, if `until` is given,
     /// only if the wait ends before it; with the permit, how long it waited. Cancel-safe:
-    /// dropping the future gives the reservation back when no later one was made (a
-    /// shared limiter's reservation is not given back: the fleet's rate may be undershot,
-    /// never exceeded).
+    /// dropping the future gives the reservation back when no later one was made. A shared
+    /// limiter's reservation is not given back: the fleet's rate may be undershot, never
+    /// exceeded.
     ///
     /// # Errors
     /// How long until a permit would conform, when that is past the maximum wait or
-    /// `until` (`Duration::MAX` for a limiter that never grants one). A refused request
+    /// `until`; `Duration::MAX` for a limiter that never grants one. A refused request
     /// takes nothing.
     pub async fn acquire(&self, until: Option<Instant>) -> Result<Duration, Duration> {
         let started = Instant::now();
@@ -439,8 +439,8 @@ impl Drop for GiveBack<'_> {
     }
 }
 
-/// The emission interval of `permits` per `per`, in nanoseconds (at least 1);
-/// `u64::MAX` for a limiter that never grants (no permit, or no period).
+/// The emission interval of `permits` per `per`, in nanoseconds, at least 1.
+/// `u64::MAX` for a limiter that never grants, with no permit or no period.
 fn interval(permits: u32, per: Duration) -> u64 {
     if permits == 0 || per.is_zero() {
         return u64::MAX;
@@ -450,7 +450,7 @@ fn interval(permits: u32, per: Duration) -> u64 {
 }
 
 /// A permit reserved by [`Gcra::reserve`]: the wait before it conforms, and the TAT the
-/// reservation wrote (to give it back).
+/// reservation wrote, to give it back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Reserved {
     pub(crate) wait: u64,
@@ -493,7 +493,7 @@ impl<S: SyncFamily> Gcra<S> {
     }
 
     /// Reserves the next permit for a request at `now`, if it conforms within `max_wait`
-    /// nanoseconds; otherwise how long until it would conform (and nothing is taken).
+    /// nanoseconds. Otherwise returns how long until it would conform, and takes nothing.
     pub(crate) fn reserve(&self, now: u64, max_wait: u64) -> Result<Reserved, u64> {
         let interval = self.interval.load(Ordering::Relaxed);
         if interval == u64::MAX {
@@ -619,7 +619,7 @@ mod props {
     use super::Gcra;
 
     proptest! {
-        /// Whatever the requests (their instants, the maximum wait), every granted permit
+        /// Whatever the requests' instants and maximum wait, every granted permit
         /// conforms within its wait bound, permits conform in the order they were granted,
         /// and no window of `w` ns holds more than `burst + w / T` of them.
         #[test]

@@ -1,4 +1,4 @@
-//! Model checking with loom: threads racing on one rate limiter's state (GCRA).
+//! Model checking with loom: threads racing on one GCRA rate limiter's state.
 //!
 //! The state is instantiated with [`LoomSync`] through the sync shim, so these run under a
 //! plain `cargo test`. Time is passed explicitly.
@@ -63,7 +63,7 @@ fn without_waiting_exactly_the_burst_is_granted() {
 
 /// A waiter that gives its reservation back races with a new request: the new request
 /// gets the slot given back, or the one after it, and the state ends at its reservation
-/// either way (no slot granted twice, none leaked past the latest).
+/// either way. No slot is granted twice, and none is leaked past the latest.
 #[test]
 fn a_reservation_given_back_races_with_a_new_one() {
     model(|| {

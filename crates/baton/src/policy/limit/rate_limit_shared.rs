@@ -1,6 +1,6 @@
 //! A rate limiter whose limit holds across processes: the backend trait a shared store
-//! implements (the way [`SharedBreakerState`](crate::policy::breaker::SharedBreakerState) does
-//! for breakers).
+//! implements, the way [`SharedBreakerState`](crate::policy::breaker::SharedBreakerState)
+//! does for breakers.
 //!
 //! A limiter without a backend never looks at one: its permits come from its own GCRA
 //! state. With one, every permit comes from the backend, which decides for the fleet and
@@ -16,8 +16,8 @@ use crate::policy::breaker::SharedFuture;
 /// Where the permits of a rate limiter shared by several processes come from.
 ///
 /// Given to [`RateLimiter::shared`]. The limiter calls [`attach`](Self::attach) with its
-/// settings, then asks [`reserve`](Self::reserve) for each permit an attempt waits for
-/// ([`RateLimiter::acquire`], the path nodes and pipelines take) and
+/// settings. Then it asks [`reserve`](Self::reserve) for each permit an attempt waits for
+/// in [`RateLimiter::acquire`], the path nodes and pipelines take, and
 /// [`try_reserve`](Self::try_reserve) for [`RateLimiter::try_acquire`].
 pub trait SharedRateLimit: Send + Sync + fmt::Debug + 'static {
     /// The limiter's settings: called when it is made shared, and again if a setting
@@ -25,9 +25,9 @@ pub trait SharedRateLimit: Send + Sync + fmt::Debug + 'static {
     fn attach(&self, limit: SharedLimit);
 
     /// Reserves one permit of the shared rate for a request made now, if it conforms
-    /// within `max_wait`: resolves to the wait before it conforms (the limiter sleeps
-    /// it), or to the time until a permit would conform when that is past `max_wait`
-    /// (nothing is taken). May wait on the store, within the backend's own timeout.
+    /// within `max_wait`. Resolves to the wait before it conforms, which the limiter
+    /// sleeps. When that is past `max_wait`, resolves to the time until a permit would
+    /// conform, and nothing is taken. May wait on the store, within the backend's own timeout.
     fn reserve(&self, max_wait: Duration) -> SharedFuture<'_, Result<Duration, Duration>>;
 
     /// Takes a permit now if one is free, without waiting on the store; otherwise the time
@@ -53,9 +53,9 @@ pub struct SharedLimit {
 }
 
 impl RateLimiter {
-    /// Shares the limit with every process whose limiter uses the same store (e.g. the
-    /// fleet rate limiter of the `baton-redis` crate): the same API and events, with
-    /// every permit decided for the whole fleet. Without it (the default) the limit is
+    /// Shares the limit with every process whose limiter uses the same store, such as the
+    /// fleet rate limiter of the `baton-redis` crate: the same API and events, with
+    /// every permit decided for the whole fleet. Without it, by default, the limit is
     /// this process's alone. Returns a new limiter: call it before sharing the handle.
     #[must_use]
     pub fn shared(self, backend: impl SharedRateLimit) -> Self {

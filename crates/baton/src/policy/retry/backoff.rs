@@ -1,6 +1,6 @@
-//! Backoff: the wait between attempts, as an iterator of `Duration`s (backon's idea: a
-//! backoff is any `Iterator<Item = Duration>`, so exact sequences are trivial to test), and
-//! jitter, its randomisation.
+//! Backoff: the wait between attempts, as an iterator of `Duration`s, and jitter, its
+//! randomisation. The idea is backon's: a backoff is any `Iterator<Item = Duration>`, so
+//! exact sequences are trivial to test.
 //!
 //! All arithmetic saturates: the delay of attempt 10 000 with multiplier 10 is the cap, not
 //! an overflow, a panic, or zero. Jitter never pushes a delay past the cap.
@@ -12,14 +12,14 @@ use std::time::Duration;
 /// The default cap of an exponential backoff: 30 s.
 pub(crate) const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(30);
 
-/// How long to wait before each retry (before attempt 2, 3, …).
+/// How long to wait before each retry, that is before attempt 2, 3, ….
 ///
 /// # Kinds
-/// - [`Backoff::exponential`]: `base * multiplier^(n-1)`, capped at `max` (default
-///   multiplier 2.0, default cap 30 s).
+/// - [`Backoff::exponential`]: `base * multiplier^(n-1)`, capped at `max`. The default
+///   multiplier is 2.0 and the default cap 30 s.
 /// - [`Backoff::constant`]: the same delay every time.
-/// - [`Backoff::custom`]: any `IntoIterator<Item = Duration>` (an array, a `Vec`, an
-///   iterator adapter); cloned at the start of each retry series. When it runs out, the
+/// - [`Backoff::custom`]: any `IntoIterator<Item = Duration>`, such as an array, a `Vec` or
+///   an iterator adapter, cloned at the start of each retry series. When it runs out, the
 ///   series stops retrying.
 ///
 /// Jitter is set separately with [`Backoff::jitter`]; the default is [`Jitter::None`].
@@ -68,8 +68,8 @@ impl fmt::Debug for Backoff {
 }
 
 impl Backoff {
-    /// Whether `self` and `other` give the same delays: the same kind, settings and jitter
-    /// (a custom backoff: the same closure, not a copy of it).
+    /// Whether `self` and `other` give the same delays: the same kind, settings and jitter.
+    /// For a custom backoff, that means the same closure, not a copy of it.
     pub(crate) fn same(&self, other: &Self) -> bool {
         let kind = match (&self.kind, &other.kind) {
             (
@@ -162,9 +162,9 @@ impl Backoff {
         }
     }
 
-    /// Sets the growth factor of an exponential backoff (default 2.0). Ignored by the other
-    /// kinds. A factor below 1.0, NaN or infinite is rejected when the graph is built
-    /// ([`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy)).
+    /// Sets the growth factor of an exponential backoff; the default is 2.0. Ignored by the
+    /// other kinds. A factor below 1.0, NaN or infinite is rejected when the graph is built,
+    /// with [`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy).
     #[must_use]
     pub fn multiplier(mut self, multiplier: f64) -> Self {
         if let Kind::Exponential { multiplier: m, .. } = &mut self.kind {
@@ -173,7 +173,7 @@ impl Backoff {
         self
     }
 
-    /// Sets the cap of an exponential backoff (default 30 s); no delay,
+    /// Sets the cap of an exponential backoff; the default is 30 s. No delay,
     /// jittered or not, exceeds it. Ignored by the other kinds.
     #[must_use]
     pub fn max_delay(mut self, max: Duration) -> Self {
@@ -183,7 +183,7 @@ impl Backoff {
         self
     }
 
-    /// Sets the jitter (default [`Jitter::None`]).
+    /// Sets the jitter; the default is [`Jitter::None`].
     ///
     /// ```
     /// use std::time::Duration;
@@ -253,12 +253,12 @@ impl Backoff {
 /// Randomisation of backoff delays, so that clients that failed together do not retry
 /// together.
 ///
-/// For a computed delay `d` (already capped):
+/// For a computed delay `d`, already capped:
 /// - `None`: `d`.
 /// - `Full`: uniform in `[0, d]`.
 /// - `Equal`: `d/2` plus uniform in `[0, d/2]`.
-/// - `Decorrelated`: uniform in `[d, 3 · previous]` (`previous` being the last jittered
-///   delay, `d` at first), capped. It lengthens delays: on an exponential backoff the cap is
+/// - `Decorrelated`: uniform in `[d, 3 · previous]`, capped, where `previous` is the last
+///   jittered delay, `d` at first. It lengthens delays: on an exponential backoff the cap is
 ///   its `max_delay`; constant and custom sequences have no cap.
 ///
 /// No jitter ever produces a delay above the backoff's cap.
@@ -279,7 +279,7 @@ impl Backoff {
 )]
 #[non_exhaustive]
 pub enum Jitter {
-    /// No randomisation (the default).
+    /// No randomisation. This is the default.
     #[default]
     None,
     /// Uniform in `[0, d]`.
@@ -336,8 +336,8 @@ impl BackoffIter {
         self
     }
 
-    /// The cap jitter respects: the exponential backoff's `max_delay`; none for the other
-    /// kinds (full and equal jitter only shorten a delay anyway).
+    /// The cap jitter respects: the exponential backoff's `max_delay`, and none for the other
+    /// kinds. Full and equal jitter only shorten a delay anyway.
     fn cap(&self) -> Duration {
         match &self.inner {
             Inner::Exponential { max, .. } => *max,
@@ -345,7 +345,7 @@ impl BackoffIter {
         }
     }
 
-    /// Uniform in `[lo, hi]` (nanosecond resolution, saturating).
+    /// Uniform in `[lo, hi]`, at nanosecond resolution, saturating.
     fn uniform(&mut self, lo: Duration, hi: Duration) -> Duration {
         if hi <= lo {
             return lo;
@@ -356,7 +356,7 @@ impl BackoffIter {
     }
 }
 
-/// `base * multiplier^k`, saturating at `max` (no overflow, no panic, no NaN).
+/// `base * multiplier^k`, saturating at `max`: no overflow, no panic, no NaN.
 fn exponential(base: Duration, multiplier: f64, k: u32, max: Duration) -> Duration {
     let factor = multiplier.powi(k.min(i32::MAX as u32) as i32);
     let secs = base.as_secs_f64() * factor;

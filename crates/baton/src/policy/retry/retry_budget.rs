@@ -2,9 +2,9 @@
 //! downstream, with a small floor per second.
 //!
 //! # Why a budget and not only a maximum number of attempts
-//! `max_attempts = 3` bounds what one call costs, not what a fleet costs: when a downstream
+//! `max_attempts = 3` bounds what one call costs, not what a fleet costs. When a downstream
 //! fails, every caller retries, and the downstream sees three times its normal load at the
-//! moment it can least take it (a retry storm). A budget bounds the *share* of retries:
+//! moment it can least take it: a retry storm. A budget bounds the *share* of retries:
 //! with `ratio = 0.2`, retries add at most 20 % to the calls that reached the downstream in
 //! the last `ttl`, plus `min_per_sec` retries per second so that a quiet downstream can still
 //! be retried. This is the idea of tower's `TpsBudget` and Finagle's `RetryBudget`; ours is
@@ -28,9 +28,9 @@ const BUCKETS: u32 = 10;
 /// A retry budget shared by every node that names it; cheap to clone.
 ///
 /// # Defaults
-/// - `ttl`: 10 s (how long a deposit counts);
+/// - `ttl`, how long a deposit counts: 10 s;
 /// - `min_per_sec`: 10 retries per second always allowed;
-/// - `ratio`: 0.2 (retries add at most 20 % on top of first attempts).
+/// - `ratio`: 0.2, so retries add at most 20 % on top of first attempts.
 #[derive(Clone)]
 pub struct RetryBudget {
     inner: Arc<Inner>,
@@ -46,7 +46,7 @@ struct Inner {
 
 struct Window {
     origin: Instant,
-    /// (bucket number, first attempts, retries), oldest first.
+    /// Per bucket: its number, first attempts and retries, oldest first.
     buckets: Vec<(u64, u64, u64)>,
 }
 
@@ -68,12 +68,12 @@ impl RetryBudget {
         Self::with(name, Duration::from_secs(10), 10, 0.2)
     }
 
-    /// A budget called `name`: deposits count for `ttl`; retries may add `ratio` (0.0 to
-    /// 1000.0) of the first attempts in the window, plus `min_per_sec` per second.
+    /// A budget called `name`: deposits count for `ttl`; retries may add `ratio`, from 0.0 to
+    /// 1000.0, of the first attempts in the window, plus `min_per_sec` per second.
     ///
-    /// A `ttl` below 1 s or above 1 hour, or a `ratio` outside `[0, 1000]` (or NaN), makes
-    /// a graph or pipeline given the budget fail to build
-    /// ([`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy)).
+    /// A `ttl` below 1 s or above 1 hour, or a `ratio` outside `[0, 1000]` or NaN, makes
+    /// a graph or pipeline given the budget fail to build with
+    /// [`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy).
     ///
     /// ```
     /// use std::time::Duration;
@@ -100,8 +100,8 @@ impl RetryBudget {
         }
     }
 
-    /// The window deposits count in, within the range a budget accepts (a budget outside
-    /// it fails the build of its graph; used on its own, it keeps to the range).
+    /// The window deposits count in, within the range a budget accepts. A budget outside it
+    /// fails the build of its graph; used on its own, it keeps to the range.
     fn ttl(&self) -> Duration {
         self.inner.ttl.clamp(MIN_TTL, MAX_TTL)
     }
@@ -129,7 +129,7 @@ impl RetryBudget {
     /// exists.
     ///
     /// # Errors
-    /// The setting at fault (`ttl` or `ratio`), and why.
+    /// The setting at fault, `ttl` or `ratio`, and why.
     pub(crate) fn check(
         name: &str,
         ttl: Duration,
@@ -163,13 +163,13 @@ impl RetryBudget {
         &self.inner.name
     }
 
-    /// Whether `self` and `other` are the same budget (clones of one handle).
+    /// Whether `self` and `other` are the same budget, that is clones of one handle.
     #[must_use]
     pub fn same_as(&self, other: &RetryBudget) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
-    /// Records a first attempt (a call that is not a retry).
+    /// Records a first attempt, that is a call that is not a retry.
     pub fn deposit(&self) {
         self.with_window(Instant::now(), |w, bucket| {
             if w.buckets.last().is_none_or(|b| b.0 != bucket) {
@@ -181,7 +181,7 @@ impl RetryBudget {
         });
     }
 
-    /// Asks for one retry; `true` when the budget allows it (and records it).
+    /// Asks for one retry; `true` when the budget allows it, and then records it.
     ///
     /// ```
     /// use std::time::Duration;

@@ -1,6 +1,6 @@
 //! When a retry series stops, and why: the decision taken after each failed attempt.
 //!
-//! The decision is a pure function of what the series knows ([`after_failure`]); the onion
+//! The decision, [`after_failure`], is a pure function of what the series knows. The onion
 //! asks it after every failed attempt, with the user's predicate, backoff and delay hint
 //! behind closures so that each is called only when the decision needs it, in a fixed
 //! order.
@@ -34,8 +34,8 @@ use crate::policy::deadline::clip_backoff;
 pub enum StopReason {
     /// The policy's maximum number of attempts ran.
     MaxAttempts,
-    /// The last error was not retryable (the retry predicate said no, or it was a breaker
-    /// rejection, an exhausted deadline, or a panic under the default predicate).
+    /// The last error was not retryable: the retry predicate said no, or it was a breaker
+    /// rejection, an exhausted deadline, or a panic under the default predicate.
     NotRetryable,
     /// The node's circuit breaker opened while the series was running.
     BreakerOpened,
@@ -68,7 +68,7 @@ impl fmt::Display for StopReason {
 /// What a retry series does after a failed attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Next {
-    /// Wait `delay` (already clipped to the deadline), then make the next attempt.
+    /// Wait `delay`, already clipped to the deadline, then make the next attempt.
     Retry {
         /// The backoff.
         delay: Duration,
@@ -86,7 +86,7 @@ pub(crate) struct Failed {
     pub(crate) number: u32,
     /// The most attempts the series may make.
     pub(crate) max_attempts: u32,
-    /// The attempt ran out of the deadline (it was cut by it, or none could start).
+    /// The attempt ran out of the deadline: it was cut by it, or none could start.
     pub(crate) out_of_time: bool,
     /// The attempt followed a backoff the deadline clipped: it was the last.
     pub(crate) after_clip: bool,
@@ -97,12 +97,13 @@ pub(crate) struct Failed {
 }
 
 /// Decides whether the series retries after `failed`, reading what it must in this order,
-/// each only when the ones before let the series go on: nothing after the attempt a clipped
-/// backoff made room for (the series' last); then whether the error is `retryable`,
-/// whether the breaker the series reports to `moved` on since it was admitted, the next
-/// `backoff` delay, the delay the error asks for (`hinted`, which replaces the backoff's),
-/// and the time left at `now()`. The delay, hinted or not, is clipped to the deadline. A
-/// retry budget, if any, is asked after this says [`Next::Retry`].
+/// each only when the ones before let the series go on. Nothing comes after the attempt a
+/// clipped backoff made room for: it is the series' last. Then come whether the error is
+/// `retryable`, whether the breaker the series reports to `moved` on since it was
+/// admitted, the next `backoff` delay, the delay the error asks for, `hinted`, which
+/// replaces the backoff's, and the time left at `now()`. The delay, hinted or not, is
+/// clipped to the deadline. A retry budget, if any, is asked after this says
+/// [`Next::Retry`].
 pub(crate) fn after_failure(
     failed: Failed,
     retryable: impl FnOnce() -> bool,

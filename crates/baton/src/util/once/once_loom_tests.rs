@@ -1,7 +1,7 @@
-//! Model checking with loom: every interleaving (up to two preemptions) of threads racing
+//! Model checking with loom: every interleaving, up to two preemptions, of threads racing
 //! to write one cell while another reads it.
 //!
-//! The cell is instantiated with [`LoomSync`] (loom's atomic and unsafe cell) through the
+//! The cell is instantiated with [`LoomSync`], loom's atomic and unsafe cell, through the
 //! sync shim, so these run under a plain `cargo test`. Loom checks each access to the
 //! value: a read or a drop not ordered after the write, or two writes, fail the model even
 //! where the values happen to come out right.

@@ -1,6 +1,6 @@
 //! Model checking with loom: every interleaving of 2–3 threads racing on one breaker.
 //!
-//! The machine is instantiated with [`LoomSync`] (loom's atomics and mutex) through the
+//! The machine is instantiated with [`LoomSync`], loom's atomics and mutex, through the
 //! sync shim, so these run under a plain `cargo test`; no `--cfg loom`. Time is passed
 //! explicitly, so the models are deterministic apart from the interleavings.
 
@@ -64,8 +64,8 @@ fn check_log(m: &M, log: &Log) -> Vec<(u64, BreakerState, BreakerState)> {
     log
 }
 
-/// `threads` callers race for permits once the cooldown has elapsed; each keeps its permit
-/// (forgotten, as if the call never returned). Exactly `probes` of them get one.
+/// `threads` callers race for permits once the cooldown has elapsed; each keeps its permit,
+/// forgotten as if the call never returned. Exactly `probes` of them get one.
 fn race_for_probes(probes: u32, threads: usize) {
     let t0 = Instant::now();
     model(move || {
@@ -103,7 +103,7 @@ fn two_probes_among_three_racing_callers() {
     race_for_probes(2, 3);
 }
 
-/// A probe given back (dropped) while two others ask: exactly one more caller probes.
+/// A probe given back by a drop while two others ask: exactly one more caller probes.
 #[test]
 fn a_dropped_probe_admits_exactly_one_other_caller() {
     let t0 = Instant::now();
@@ -141,8 +141,8 @@ fn a_dropped_probe_admits_exactly_one_other_caller() {
     });
 }
 
-/// With a zero cooldown, two callers each make a transition (open → half-open, then the
-/// probe's result; or a failed closed call) concurrently. Whatever the interleaving, every
+/// With a zero cooldown, two callers each make a transition concurrently: open →
+/// half-open, then the probe's result, or a failed closed call. Whatever the interleaving, every
 /// transition is delivered once, in order, and each half-open period admitted exactly one
 /// probe.
 #[test]

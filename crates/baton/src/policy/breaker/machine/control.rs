@@ -1,5 +1,5 @@
-//! Manual control (isolate, force closed, reset), rules changed in place, and the
-//! read-only snapshot.
+//! Manual control, that is isolate, force closed and reset; rules changed in place; and
+//! the read-only snapshot.
 //!
 //! A manual transition is a transition like any other: made under the mutex, numbered,
 //! queued and delivered outside the lock; it bumps the generation, so results of calls
@@ -18,8 +18,8 @@ impl<S: SyncFamily> Machine<S> {
     /// Replaces the rules in place, under the mutex; whether they changed. The state, its
     /// generation and the counts stay; a window of another kind or size starts empty. A
     /// half-open period keeps its probe count and a recovery its ramp; the new ones apply
-    /// from the next period. The next result is judged by the new rules (a call in flight
-    /// on a lock-free path may still be judged by the old ones).
+    /// from the next period. The next result is judged by the new rules, though a call in
+    /// flight on a lock-free path may still be judged by the old ones.
     pub(crate) fn reconfigure(&self, config: Config) -> bool {
         self.core.with(|c| {
             if c.config == config {
@@ -36,8 +36,8 @@ impl<S: SyncFamily> Machine<S> {
     }
 
     /// Makes the manual transition `op` at `now`. Isolating an isolated breaker, or forcing
-    /// a forced-closed one closed, does nothing; a reset always transitions (it clears the
-    /// counts even of a closed breaker). Whether it transitioned.
+    /// a forced-closed one closed, does nothing. A reset always transitions: it clears the
+    /// counts even of a closed breaker. Returns whether it transitioned.
     pub(crate) fn control(&self, op: ManualControl, now: Instant) -> bool {
         let transitioned = self.core.with(|c| self.control_locked(c, op, now));
         if transitioned {

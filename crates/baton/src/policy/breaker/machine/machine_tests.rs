@@ -27,7 +27,7 @@ fn core<R>(m: &M, f: impl FnOnce(&mut Core) -> R) -> R {
     m.core.with(f)
 }
 
-/// Trips a consecutive-failures(1) machine at `t`.
+/// Trips, at `t`, a machine that trips on one consecutive failure.
 fn trip(m: &M, t: Instant) {
     m.acquire(|| t)
         .unwrap()
@@ -133,7 +133,7 @@ fn a_stale_probe_does_not_give_a_slot_to_the_next_period() {
     );
     trip(&m, t0);
     let old_probe = m.acquire(|| t0 + ms(10)).unwrap();
-    // The half-open period ends by timeout (old_probe unanswered).
+    // The half-open period ends by timeout, as old_probe is unanswered.
     let e = m.acquire(|| t0 + ms(11)).unwrap_err();
     assert_eq!(e.state(), BreakerState::Open);
     let new_probe = m.acquire(|| t0 + ms(100)).unwrap();
@@ -243,8 +243,8 @@ fn only_a_slow_call_rule_times_calls() {
     assert!(machine(rates.slow_calls(ms(100), 0.5)).0.times_calls());
 }
 
-/// Trips a consecutive-failures(1) machine at `t0`, and has its one probe succeed at
-/// `t0 + cooldown`.
+/// Trips, at `t0`, a machine that trips on one consecutive failure, and has its one probe
+/// succeed at `t0 + cooldown`.
 fn recovered(m: &M, t0: Instant, cooldown: Duration) -> Instant {
     trip(m, t0);
     let t = t0 + cooldown;

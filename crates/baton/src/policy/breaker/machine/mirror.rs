@@ -1,11 +1,12 @@
 //! A shared breaker's local machine: forwarding outcomes to the backend, and the changes
 //! the backend makes through [`BreakerMirror`](super::super::BreakerMirror).
 //!
-//! While the breaker *follows* the shared state, the local machine still counts (so that
-//! it can judge alone at once when the store is lost) but never trips, never moves open →
-//! half-open and never times a probe out by itself: the backend does, and adopts the
-//! result. Probe permits come from the backend ([`grant_probes`](Machine::grant_probes)),
-//! so that a half-open period admits its probes fleet-wide.
+//! While the breaker *follows* the shared state, the local machine still counts, so that
+//! it can judge alone at once when the store is lost. But it never trips, never moves open
+//! → half-open and never times a probe out by itself: the backend does, and adopts the
+//! result. Probe permits come from the backend through
+//! [`grant_probes`](Machine::grant_probes), so that a half-open period admits its probes
+//! fleet-wide.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -39,7 +40,7 @@ pub(crate) struct Link {
 }
 
 impl<S: SyncFamily> Machine<S> {
-    /// Makes this a shared breaker (before it is shared itself). It judges alone until the
+    /// Makes this a shared breaker, before it is shared itself. It judges alone until the
     /// backend first adopts the shared state.
     ///
     /// # Errors
@@ -106,7 +107,7 @@ impl<S: SyncFamily> Machine<S> {
     }
 
     /// A call while open or half-open, following: a probe permit if one is held here,
-    /// else a rejection (the backend is then asked for a permit).
+    /// else a rejection, and the backend is then asked for a permit.
     pub(super) fn acquire_following(&self, c: &mut Core, now: Instant) -> Result<Ticket, Rejected> {
         if c.kind == HALF_OPEN && c.free > 0 {
             return Ok(self.issue_probe(c, now));
@@ -119,7 +120,7 @@ impl<S: SyncFamily> Machine<S> {
     }
 
     /// After a rejection while following: asks the backend for a probe permit when one
-    /// could be admitted (half-open, or open past its cooldown).
+    /// could be admitted, that is when half-open, or open past its cooldown.
     pub(super) fn ask_for_probe(
         &self,
         state: BreakerState,
@@ -152,7 +153,7 @@ impl<S: SyncFamily> Machine<S> {
                 link.fresh.store(false, Release);
             }
             // A fresh breaker already in the shared state makes no transition to follow it,
-            // nor does one that tripped alone (quorum mode) and is already where it goes.
+            // nor does one that tripped alone in quorum mode and is already where it goes.
             let same = c.kind == to && (following || c.seq == 0 || c.alone);
             c.alone = false;
             if !same {
@@ -179,7 +180,7 @@ impl<S: SyncFamily> Machine<S> {
                 return false;
             }
             // The free slots must fit the state word: a grant that would overflow them is
-            // refused whole (the backend gives the permits back).
+            // refused whole, and the backend gives the permits back.
             let free = c.free.saturating_add(n);
             if free > MAX_PROBES {
                 return false;
@@ -193,8 +194,8 @@ impl<S: SyncFamily> Machine<S> {
         })
     }
 
-    /// Whether a trip by the breaker's own counts may open it now (quorum mode, or not
-    /// following), and whether the backend must hear of it. A following breaker that
+    /// Whether a trip by the breaker's own counts may open it now, in quorum mode or when
+    /// not following, and whether the backend must hear of it. A following breaker that
     /// trips alone stops following until the backend adopts again.
     pub(super) fn local_trip(&self, c: &mut Core) -> (bool, bool) {
         let Some(link) = &self.shared else {
@@ -223,7 +224,7 @@ impl<S: SyncFamily> Machine<S> {
         let Some(link) = &self.shared else { return };
         let transitioned = self.core.with(|c| {
             // A breaker whose backend never reached the store loses it too: the loss is
-            // a transition (and `mode` applies) once, like any.
+            // a transition, where `mode` applies, once, like any.
             let fresh = link.fresh.swap(false, Release);
             if !link.following.swap(false, Release) && !fresh {
                 return false;

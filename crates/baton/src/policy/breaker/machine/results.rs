@@ -1,5 +1,6 @@
-//! How reported results move the machine: counted against the trip rules when closed or
-//! recovering, deciding between closed (or recovering) and open when half-open.
+//! How reported results move the machine. When closed or recovering, results count
+//! against the trip rules. When half-open, they decide between open and closed or
+//! recovering.
 
 use std::sync::atomic::Ordering::Release;
 
@@ -30,7 +31,7 @@ impl<S: SyncFamily> Machine<S> {
             0
         };
         self.consecutive.store(u64::from(c.consecutive), Release);
-        // Only a time window needs the clock (a count window's success reads none).
+        // Only a time window needs the clock; a count window's success reads none.
         let now_ns = match c.window {
             Some(Window::Time(_)) => self.nanos(now.get()),
             _ => 0,
@@ -42,8 +43,8 @@ impl<S: SyncFamily> Machine<S> {
         let Some(reason) = self.trip_reason(c, now_ns) else {
             return false;
         };
-        // Following the shared state, the backend trips the breaker (the local counts are
-        // kept for when it judges alone again), unless its own trips count (quorum mode).
+        // Following the shared state, the backend trips the breaker, unless its own trips
+        // count, as in quorum mode. The local counts are kept for when it judges alone again.
         let (trips, report) = self.local_trip(c);
         if trips {
             c.report_trip |= report;
@@ -53,7 +54,7 @@ impl<S: SyncFamily> Machine<S> {
     }
 
     fn trip_reason(&self, c: &Core, now_ns: u64) -> Option<TransitionReason> {
-        // (No `let` chains: the crate's minimum Rust is 1.86.)
+        // No `let` chains: the crate's minimum Rust is 1.86.
         if let Some(n) = c
             .config
             .consecutive_failures

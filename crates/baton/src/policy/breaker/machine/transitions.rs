@@ -56,7 +56,7 @@ impl<S: SyncFamily> Machine<S> {
         });
     }
 
-    /// Stores the deadline and then the word (invariant 2).
+    /// Stores the deadline and then the word, as invariant 2 requires.
     pub(super) fn publish(&self, c: &Core) {
         let deadline = match c.kind {
             OPEN => Some(c.open_until),
