@@ -46,6 +46,8 @@ use crate::engine::graph::GraphInner;
 use crate::error::{CancelReason, NodeError, UserCode};
 use crate::id::{IdempotencyKey, RunId};
 use crate::observe::Event;
+use crate::onion::ResolvedPolicies;
+use crate::onion::reload;
 use crate::orchestrator::{InFlight, deliver};
 use crate::report::{
     CompensationRecord, Detail, NodeReport, Outcome, Record, Report, RunRecords, Settled,
@@ -83,7 +85,47 @@ pub(crate) struct RunState<I> {
     /// What a driver of this run does when dropped (`Driver::on_drop`), reached from
     /// `Drop`, which cannot name the bounds the run's input has.
     pub(in crate::engine) drop_driver: fn(&mut Driver<I>),
+    /// The policy records that replaced the graph's after a reload changed a policy set
+    /// they name, as they were when the run started (`None`: the graph's stand).
+    reloaded: Option<Arc<[Arc<ResolvedPolicies>]>>,
     me: Weak<RunState<I>>,
+}
+
+impl<I> RunState<I> {
+    /// Node `id`'s policies in this run, if it has any (a map node's apply to its items:
+    /// none here): the graph's, or those a reload put in their place before the run began.
+    #[inline]
+    pub(in crate::engine) fn policy(&self, id: u32) -> Option<&ResolvedPolicies> {
+        let policy = self.graph.policy(id)?;
+        Some(self.reloaded(policy))
+    }
+
+    /// `policy`, or the record a reload put in its place before the run began.
+    #[inline(always)]
+    fn reloaded<'a>(&'a self, policy: &'a ResolvedPolicies) -> &'a ResolvedPolicies {
+        if policy.reload_slot.is_none() {
+            return policy;
+        }
+        reload::current(policy, self.reloaded.as_deref())
+    }
+
+    /// The policies of map node `id`'s items in this run, if it has any (as
+    /// [`policy`](Self::policy)).
+    pub(in crate::engine) fn item_policy(&self, id: u32) -> Option<&ResolvedPolicies> {
+        let policy = self.graph.item_policy(id)?;
+        Some(self.reloaded(policy))
+    }
+
+    /// Node `id`'s policies in this run if it is a task node, as
+    /// [`GraphInner::task_policy`] tells them (as [`policy`](Self::policy)).
+    #[inline]
+    pub(in crate::engine) fn task_policy(&self, id: u32) -> Option<Option<&ResolvedPolicies>> {
+        let found = self.graph.task_policy(id);
+        if let Some(Some(policy)) = found {
+            return Some(Some(self.reloaded(policy)));
+        }
+        found
+    }
 }
 
 impl<I: Send + Sync + 'static> RunState<I> {
@@ -120,6 +162,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
             fixed_deadline,
         );
         core.set_caller_key(key);
+        let reloaded = match &graph.reload {
+            None => None,
+            Some(reload) => reload.current(&graph.orchestrator),
+        };
         Arc::new_cyclic(|me| RunState {
             graph,
             input,
@@ -128,6 +174,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             inbox: Mutex::new(Vec::new()),
             inboxed: AtomicBool::new(false),
             drop_driver: Driver::on_drop,
+            reloaded,
             me: me.clone(),
         })
     }
