@@ -55,7 +55,7 @@ use crate::report::{
 use crate::util::value::Value;
 
 /// What a run keeps beside its nodes' records when its graph has map nodes or
-/// compensations, or when it is nested in another run.
+/// compensations, when it is nested in another run, or when a reload replaced policies.
 #[derive(Default)]
 struct Kept {
     /// What nodes kept beside their records (a map node's items), by node.
@@ -65,6 +65,9 @@ struct Kept {
     /// The run it is nested in, for a subgraph node's inner run that has observers to
     /// tell.
     nesting: OnceLock<Nesting>,
+    /// The policy records that replaced the graph's after a reload changed a policy set
+    /// they name, as they were when the run started (`None`: the graph's stand).
+    reloaded: Option<Arc<[Arc<ResolvedPolicies>]>>,
 }
 
 /// A run: the graph, the input, and the per-run core.
@@ -85,9 +88,6 @@ pub(crate) struct RunState<I> {
     /// What a driver of this run does when dropped (`Driver::on_drop`), reached from
     /// `Drop`, which cannot name the bounds the run's input has.
     pub(in crate::engine) drop_driver: fn(&mut Driver<I>),
-    /// The policy records that replaced the graph's after a reload changed a policy set
-    /// they name, as they were when the run started (`None`: the graph's stand).
-    reloaded: Option<Arc<[Arc<ResolvedPolicies>]>>,
     me: Weak<RunState<I>>,
 }
 
@@ -106,7 +106,8 @@ impl<I> RunState<I> {
         if policy.reload_slot.is_none() {
             return policy;
         }
-        reload::current(policy, self.reloaded.as_deref())
+        let reloaded = self.kept.get().and_then(|k| k.reloaded.as_deref());
+        reload::current(policy, reloaded)
     }
 
     /// The policies of map node `id`'s items in this run, if it has any (as
@@ -162,19 +163,24 @@ impl<I: Send + Sync + 'static> RunState<I> {
             fixed_deadline,
         );
         core.set_caller_key(key);
-        let reloaded = match &graph.reload {
-            None => None,
-            Some(reload) => reload.current(&graph.orchestrator),
-        };
+        let kept = OnceLock::new();
+        if let Some(reload) = &graph.reload {
+            let reloaded = reload.current(&graph.orchestrator);
+            if reloaded.is_some() {
+                let _ = kept.set(Box::new(Kept {
+                    reloaded,
+                    ..Kept::default()
+                }));
+            }
+        }
         Arc::new_cyclic(|me| RunState {
             graph,
             input,
             core,
-            kept: OnceLock::new(),
+            kept,
             inbox: Mutex::new(Vec::new()),
             inboxed: AtomicBool::new(false),
             drop_driver: Driver::on_drop,
-            reloaded,
             me: me.clone(),
         })
     }
