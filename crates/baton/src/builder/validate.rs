@@ -11,7 +11,8 @@ use crate::engine::{
     Extras, FailureMode, GraphInner, GraphMeta, NodeDef, NodeKind, StartMode, States, Tasks,
 };
 use crate::error::BuildError;
-use crate::onion::ResolvedPolicies;
+use crate::onion::reload::Reload;
+use crate::onion::{Policies, ResolvedPolicies};
 use crate::orchestrator::Orchestrator;
 use crate::util::names::Names;
 
@@ -49,6 +50,7 @@ pub(super) fn build<I: 'static>(
 
     // Nodes that share a declared record share the resolved one, and plain tasks or
     // branches with the same resolved policy and no callbacks share one extras block.
+    let changes = orchestrator.policy_sets_changed();
     let mut resolved = Resolved::default();
     let mut shared: rustc_hash::FxHashMap<
         (*const ResolvedPolicies, bool),
@@ -92,7 +94,7 @@ pub(super) fn build<I: 'static>(
             Ok(NodeDef { task, extras })
         })
         .collect::<Result<Vec<NodeDef<I>>, BuildError>>()?;
-    let inner = GraphInner::new(
+    let mut inner = GraphInner::new(
         meta,
         nodes.into_boxed_slice(),
         tasks,
@@ -101,6 +103,7 @@ pub(super) fn build<I: 'static>(
         start,
         states,
     );
+    inner.set_reload(Reload::new(resolved.named_sets, changes));
     if by_name {
         if let Some(path) = find_cycle(&inner) {
             return Err(BuildError::Cycle { path });
@@ -168,6 +171,9 @@ struct Resolved {
     /// Keyed by the declared record's address; the record is kept alive with it, so the
     /// address stays its own.
     by_spec: rustc_hash::FxHashMap<*const Declared, (Arc<Declared>, Option<Arc<ResolvedPolicies>>)>,
+    /// The records that name a policy set, by reload slot: a node's name and the record as
+    /// declared.
+    named_sets: Vec<(Box<str>, Arc<Policies>)>,
 }
 
 impl Resolved {
@@ -181,7 +187,14 @@ impl Resolved {
         if let Some((_, policy)) = self.by_spec.get(&Arc::as_ptr(&spec)) {
             return Ok(policy.clone());
         }
-        let policy = resolve(node, (*spec).clone(), orchestrator)?.map(Arc::new);
+        let mut policy = resolve(node, (*spec).clone(), orchestrator)?;
+        if let Some(p) = policy.as_mut() {
+            if let Some(declared) = p.named_set.clone() {
+                p.reload_slot = u32::try_from(self.named_sets.len()).ok();
+                self.named_sets.push((node.into(), declared));
+            }
+        }
+        let policy = policy.map(Arc::new);
         self.by_spec
             .insert(Arc::as_ptr(&spec), (spec, policy.clone()));
         Ok(policy)

@@ -478,10 +478,11 @@ macro_rules! policy_setters {
         }
 
         /// Takes the policies of the orchestrator's policy set `name` (from a configuration:
-        /// [`Orchestrator::apply`](crate::Orchestrator::apply)) when the graph or pipeline is
-        /// built, as the set is then. A policy set here too keeps its own value, whether set
-        /// before or after. A set the orchestrator does not have (or no orchestrator) fails
-        /// the build ([`BuildError::UnknownPolicy`](crate::BuildError::UnknownPolicy)).
+        /// [`Orchestrator::apply`](crate::Orchestrator::apply)). A policy set here too keeps
+        /// its own value, whether set before or after. When a later `apply` changes the set,
+        /// the runs and calls that start after it take the new one; those in flight keep
+        /// theirs. A set the orchestrator does not have (or no orchestrator) fails the build
+        /// ([`BuildError::UnknownPolicy`](crate::BuildError::UnknownPolicy)).
         ///
         /// ```
         /// use std::time::Duration;
@@ -554,9 +555,12 @@ impl Policies {
     ) -> Result<ResolvedPolicies, BuildError> {
         #[cfg(feature = "serde")]
         if self.policy_set.is_some() {
-            return self
+            let declared = Arc::new(self.clone());
+            let mut resolved = self
                 .with_policy_set(node, orchestrator)?
-                .resolve(node, orchestrator);
+                .resolve(node, orchestrator)?;
+            resolved.named_set = Some(declared);
+            return Ok(resolved);
         }
         let (breaker, bulkhead, rate_limit) = (
             self.breaker.take(),

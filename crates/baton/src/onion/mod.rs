@@ -22,6 +22,7 @@ mod fallback;
 mod hedged_attempt;
 mod pipeline;
 mod policies;
+pub(crate) mod reload;
 #[cfg(feature = "serde")]
 mod resolve_set;
 mod retry;

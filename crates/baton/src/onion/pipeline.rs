@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use super::call::{Attempt, Call, CallHost};
 use super::fallback::Recovered;
+use super::reload::{self, Reload};
 use super::{Execution, Fallback, IntoFallback, Policies, ResolvedPolicies, policy_setters};
 use crate::error::{BoxError, BuildError, NodeError};
 use crate::id::RunId;
@@ -68,6 +69,8 @@ pub(super) struct Inner<T> {
     pub(super) policies: ResolvedPolicies,
     pub(super) fallback: Option<Recover<T>>,
     pub(super) orchestrator: Option<Orchestrator>,
+    /// When the policies name a policy set: what a reload resolves again.
+    reload: Option<Reload>,
 }
 
 /// A fallback's run: the call's name and error in, its value out.
@@ -213,6 +216,12 @@ impl<T: Send + Sync + 'static> Pipeline<T> {
         E: Into<BoxError>,
     {
         let inner = &*self.inner;
+        // A call takes the policies current when it starts (after a reload, the new ones).
+        let reloaded = match (&inner.reload, &inner.orchestrator) {
+            (Some(reload), Some(orch)) => reload.current(orch),
+            _ => None,
+        };
+        let policies = reload::current(&inner.policies, reloaded.as_deref());
         let started = Instant::now();
         let host = CallHost {
             inner,
@@ -231,7 +240,7 @@ impl<T: Send + Sync + 'static> Pipeline<T> {
             recovered_from,
             attempts: attempt_log,
             ..
-        } = super::execute(&host, &inner.policies, deadline, started, None).await;
+        } = super::execute(&host, policies, deadline, started, None).await;
         let call = Call {
             result,
             recovered_from,
@@ -396,13 +405,22 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
         if name.is_empty() {
             return Err(BuildError::EmptyName { index: 0 });
         }
-        let policies = self.policies.resolve(&name, self.orchestrator.as_ref())?;
+        let changes = self
+            .orchestrator
+            .as_ref()
+            .map(Orchestrator::policy_sets_changed);
+        let mut policies = self.policies.resolve(&name, self.orchestrator.as_ref())?;
+        let reload = policies.named_set.clone().and_then(|declared| {
+            policies.reload_slot = Some(0);
+            Reload::new(vec![(name.as_str().into(), declared)], changes.unwrap_or(0))
+        });
         Ok(Pipeline {
             inner: Arc::new(Inner {
                 name,
                 policies,
                 fallback: self.fallback,
                 orchestrator: self.orchestrator,
+                reload,
             }),
         })
     }

@@ -37,6 +37,12 @@ pub(crate) struct ResolvedPolicies {
     pub(crate) min_attempt: Duration,
     pub(crate) bulkhead: Option<Bulkhead>,
     pub(crate) rate_limit: Option<RateLimiter>,
+    /// The policies as declared, when they name a policy set: what a reload resolves
+    /// again (`reload.rs`).
+    pub(crate) named_set: Option<Arc<Policies>>,
+    /// This record's place among the records of its graph or pipeline that name a policy
+    /// set (`Reload`), where a run finds the record that replaced it after a reload.
+    pub(crate) reload_slot: Option<u32>,
 }
 
 impl Default for ResolvedPolicies {
@@ -98,6 +104,8 @@ impl ResolvedPolicies {
             declared,
             bulkhead: None,
             rate_limit: None,
+            named_set: None,
+            reload_slot: None,
         }
         .derived()
     }

@@ -85,6 +85,9 @@ struct Inner {
     /// shared write otherwise.
     ended_in_shutdown: AtomicU64,
     idle: Notify,
+    /// Bumped by `apply` each time it changes a named policy set: graphs and pipelines
+    /// built before compare it with the one they resolved against.
+    policy_sets_changed: AtomicU64,
 }
 
 impl Default for Orchestrator {
@@ -173,12 +176,19 @@ impl OrchestratorBuilder {
                 in_flight: AtomicUsize::new(0),
                 ended_in_shutdown: AtomicU64::new(0),
                 idle: Notify::new(),
+                policy_sets_changed: AtomicU64::new(0),
             }),
         }
     }
 }
 
 impl Orchestrator {
+    /// How many times a named policy set changed: a graph or pipeline that names one
+    /// re-resolves its policies when this moved since it last did.
+    pub(crate) fn policy_sets_changed(&self) -> u64 {
+        self.inner.policy_sets_changed.load(Ordering::Acquire)
+    }
+
     /// An orchestrator with empty registries and no observers.
     #[must_use]
     pub fn new() -> Self {

@@ -220,8 +220,12 @@ fn reserve_then_route(undone: &Arc<AtomicBool>) -> Graph<()> {
     g.router("dispatch")
         .after(reserve)
         .select(|_input, left| if **left > 0 { "ship" } else { "shortage" })
-        .branch("ship", |b| b.task(|_ctx, _| async { Ok::<_, BoxError>(()) }))
-        .branch("shortage", |b| b.task(|_ctx, _| async { Ok::<_, BoxError>(()) }))
+        .branch("ship", |b| {
+            b.task(|_ctx, _| async { Ok::<_, BoxError>(()) })
+        })
+        .branch("shortage", |b| {
+            b.task(|_ctx, _| async { Ok::<_, BoxError>(()) })
+        })
         .finish();
     g.build().unwrap()
 }

@@ -1,6 +1,6 @@
 //! Policies from configuration: TOML, YAML and JSON read alike; every error names its
-//! key's path; a reload changes thresholds in place and policy sets for what is built
-//! after it, with one event.
+//! key's path; a reload changes thresholds in place and policy sets for the runs and
+//! calls that start after it, with one event.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -368,7 +368,7 @@ fn stock(orch: &Orchestrator, work: Duration) -> Graph<()> {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_reload_changes_thresholds_in_place_and_policy_sets_for_what_is_built_after() {
+async fn a_reload_changes_thresholds_in_place_and_policy_sets_for_later_runs() {
     let seen = Seen::default();
     let orch = Orchestrator::builder()
         .observer(Applied(Arc::clone(&seen)))
@@ -397,15 +397,14 @@ async fn a_reload_changes_thresholds_in_place_and_policy_sets_for_what_is_built_
         rejected.by_name("stock").unwrap().error().map(|e| e.kind()),
         Some("breaker_open")
     );
-    // The old graph keeps its 100 ms timeout; a graph built after the reload takes 300 ms.
-    breaker.reset().await;
-    let old = before.run(()).await.unwrap();
-    assert_eq!(old.by_name("stock").unwrap().end(), ms(100));
-    breaker.reset().await;
-    let after = stock(&orch, ms(200)).run(()).await.unwrap();
-    let node = after.by_name("stock").unwrap();
-    assert_eq!((node.outcome(), node.end()), (Outcome::Failed, ms(200)));
-    assert_eq!(node.error().map(|e| e.kind()), Some("task"));
+    // The graph built before the reload and one built after both take 300 ms now.
+    for graph in [before, stock(&orch, ms(200))] {
+        breaker.reset().await;
+        let after = graph.run(()).await.unwrap();
+        let node = after.by_name("stock").unwrap();
+        assert_eq!((node.outcome(), node.end()), (Outcome::Failed, ms(200)));
+        assert_eq!(node.error().map(|e| e.kind()), Some("task"));
+    }
     // One event per apply, naming every policy and what happened to it.
     let events = seen.lock().unwrap().clone();
     let updated = vec![
@@ -426,6 +425,125 @@ async fn a_reload_changes_thresholds_in_place_and_policy_sets_for_what_is_built_
     // The same configuration again changes nothing, and says so.
     let again = orch.apply(&toml(AFTER).unwrap()).unwrap();
     assert!(!again.changed_anything());
+}
+
+/// The policy set `stock` with a 100 ms timeout, then with 300 ms and two attempts 10 ms
+/// apart.
+const SET_BEFORE: &str = "[policies.stock]\ntimeout = \"100ms\"\n";
+const SET_AFTER: &str = r#"
+[policies.stock]
+timeout = "300ms"
+retry = { max_attempts = 2, backoff = { constant = "10ms" } }
+"#;
+
+/// The end of a graph's node `stock`, what it failed of and how many attempts it made.
+fn ended(report: &baton_graph::Report) -> (Duration, Option<&'static str>, u32) {
+    let node = report.by_name("stock").unwrap();
+    (node.end(), node.error().map(|e| e.kind()), node.attempts())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_graph_built_before_a_reload_takes_the_new_set_from_its_next_run() {
+    let orch = Orchestrator::new();
+    orch.apply(&toml(SET_BEFORE).unwrap()).unwrap();
+    let graph = stock(&orch, ms(200));
+    let in_flight = tokio::spawn({
+        let graph = graph.clone();
+        async move { graph.run(()).await }
+    });
+    sleep(ms(10)).await;
+    orch.apply(&toml(SET_AFTER).unwrap()).unwrap();
+    // The run in flight keeps the timeout it started with.
+    let report = in_flight.await.unwrap().unwrap();
+    assert_eq!(ended(&report), (ms(100), Some("timeout"), 1));
+    // The next run of the same graph takes the new set: two attempts of 200 ms, 10 ms apart.
+    let report = graph.run(()).await.unwrap();
+    assert_eq!(ended(&report), (ms(410), Some("gave_up"), 2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pipeline_built_before_a_reload_takes_the_new_set_from_its_next_call() {
+    let orch = Orchestrator::new();
+    orch.apply(&toml(SET_BEFORE).unwrap()).unwrap();
+    let pipeline = baton_graph::Pipeline::<u32>::builder("stock")
+        .orchestrator(&orch)
+        .policy_set("stock")
+        .build()
+        .unwrap();
+    let task = |_| async {
+        sleep(ms(200)).await;
+        Err::<u32, BoxError>("503".into())
+    };
+    let in_flight = tokio::spawn({
+        let pipeline = pipeline.clone();
+        async move { pipeline.run(task).await }
+    });
+    sleep(ms(10)).await;
+    orch.apply(&toml(SET_AFTER).unwrap()).unwrap();
+    let call = in_flight.await.unwrap();
+    let kind = call.error().map(|e| e.kind());
+    assert_eq!(
+        (call.elapsed(), kind, call.attempts()),
+        (ms(100), Some("timeout"), 1)
+    );
+    let call = pipeline.run(task).await;
+    let kind = call.error().map(|e| e.kind());
+    assert_eq!(
+        (call.elapsed(), kind, call.attempts()),
+        (ms(410), Some("gave_up"), 2)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_reload_a_node_keeps_its_own_settings_over_the_set() {
+    let orch = Orchestrator::new();
+    orch.apply(&toml(SET_BEFORE).unwrap()).unwrap();
+    let mut g = orch.graph::<()>();
+    let _ = g
+        .node("stock")
+        .policy_set("stock")
+        .timeout(ms(50))
+        .task(|_ctx, ()| async {
+            sleep(ms(200)).await;
+            Err::<u32, BoxError>("503".into())
+        });
+    let graph = g.build().unwrap();
+    assert_eq!(
+        ended(&graph.run(()).await.unwrap()),
+        (ms(50), Some("timeout"), 1)
+    );
+    orch.apply(&toml(SET_AFTER).unwrap()).unwrap();
+    // Its own 50 ms timeout stands; the set's new retry fills what it did not set.
+    let report = graph.run(()).await.unwrap();
+    assert_eq!(ended(&report), (ms(110), Some("gave_up"), 2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_set_that_no_longer_fits_a_built_node_leaves_it_its_policies() {
+    let orch = Orchestrator::new();
+    orch.apply(&toml(SET_BEFORE).unwrap()).unwrap();
+    let mut g = orch.graph::<()>();
+    let _ = g
+        .node("stock")
+        .policy_set("stock")
+        .min_attempt_time(ms(50))
+        .task(|_ctx, ()| async {
+            sleep(ms(200)).await;
+            Err::<u32, BoxError>("503".into())
+        });
+    let graph = g.build().unwrap();
+    // A budget below the node's minimum attempt time: the set is valid, the node's
+    // policies with it are not.
+    let narrow = "[policies.stock]\ntimeout = \"300ms\"\nbudget = \"20ms\"\n";
+    orch.apply(&toml(narrow).unwrap()).unwrap();
+    for _ in 0..2 {
+        let report = graph.run(()).await.unwrap();
+        assert_eq!(ended(&report), (ms(100), Some("timeout"), 1));
+    }
+    // A later change that fits is taken.
+    orch.apply(&toml(SET_AFTER).unwrap()).unwrap();
+    let report = graph.run(()).await.unwrap();
+    assert_eq!(ended(&report), (ms(410), Some("gave_up"), 2));
 }
 
 #[test]

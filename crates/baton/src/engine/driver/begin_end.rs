@@ -26,7 +26,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
         let id = self.id;
         let graph = &run.graph;
         let span = trace::node_span(|| core.span(), || graph.meta.name(id));
-        let (cut, held) = match graph.task_policy(id) {
+        let (cut, held) = match run.task_policy(id) {
             // A task node without policies (nor a run deadline to cut it, nor a span).
             Some(None) if core.deadline().is_none() && span.is_disabled() => {
                 (CtxCut::At(None), None)

@@ -21,6 +21,7 @@ use super::task::ctx::ErasedTask;
 use super::task::storage::{TaskRef, Tasks};
 use crate::observe::NodeCallbacks;
 use crate::onion::ResolvedPolicies;
+use crate::onion::reload::Reload;
 use crate::orchestrator::Orchestrator;
 use crate::policy::Completion;
 use crate::util::names::Names;
@@ -272,6 +273,9 @@ pub(crate) struct GraphInner<I> {
     pub(crate) uses_timers: bool,
     /// The nodes' compensations and their trigger, if any node has one.
     pub(crate) compensations: Option<Box<Compensations<I>>>,
+    /// The policy records that name a policy set, if any: resolved again for the runs
+    /// that start after a reload changed a set.
+    pub(crate) reload: Option<Reload>,
 }
 
 static TASK: NodeKind = NodeKind::Task;
@@ -319,7 +323,15 @@ impl<I> GraphInner<I> {
             states,
             uses_timers,
             compensations: None,
+            reload: None,
         }
+    }
+
+    /// Resolves the graph's records that name a policy set again after a reload. A set
+    /// may gain a timeout or a retry: such a graph makes timers.
+    pub(crate) fn set_reload(&mut self, reload: Option<Reload>) {
+        self.uses_timers |= reload.is_some();
+        self.reload = reload;
     }
 
     fn extras(&self, id: u32) -> Option<&Extras<Arc<ResolvedPolicies>>> {

@@ -179,8 +179,8 @@ where
     };
     let deadline = run.core.deadline();
     // Without policies and without a deadline, an item is its task's one attempt.
-    let fast = run.graph.item_policy(node).is_none() && deadline.is_none();
-    let policies: &ResolvedPolicies = match run.graph.item_policy(node) {
+    let fast = run.item_policy(node).is_none() && deadline.is_none();
+    let policies: &ResolvedPolicies = match run.item_policy(node) {
         Some(policies) => policies,
         None => no_policies(),
     };

@@ -205,7 +205,7 @@ pub(in crate::engine) fn cut<I: Send + Sync + 'static>(
     id: u32,
     start: Instant,
 ) -> Option<Instant> {
-    run.graph.policy(id)?.first_cut(run.core.deadline(), start)
+    run.policy(id)?.first_cut(run.core.deadline(), start)
 }
 
 /// Node `id`'s first attempt, started at `start`, succeeded at `end` (on its first poll, or
@@ -219,7 +219,7 @@ pub(in crate::engine) fn succeeded<I: Send + Sync + 'static>(
     start: Option<Instant>,
     end: Instant,
 ) -> Option<Duration> {
-    let policy = run.graph.policy(id)?;
+    let policy = run.policy(id)?;
     if let (Some(ticket), Some(breaker)) = (held.ticket, policy.breaker.as_ref()) {
         // Only a slow-call rule reads the duration: skip the arithmetic otherwise.
         let elapsed = match start {
@@ -270,5 +270,5 @@ pub(in crate::engine) fn release<I: Send + Sync + 'static>(run: &RunState<I>, id
 }
 
 fn breaker<I: Send + Sync + 'static>(run: &RunState<I>, id: u32) -> Option<&CircuitBreaker> {
-    run.graph.policy(id)?.breaker.as_ref()
+    run.policy(id)?.breaker.as_ref()
 }

@@ -77,7 +77,7 @@ async fn execute<I: Send + Sync + 'static>(
     first: Option<First<AttemptFuture>>,
 ) -> Record {
     let core = &run.core;
-    let policy = run.graph.policy(id);
+    let policy = run.policy(id);
     // A map node's items keep the run's deadline themselves: the node is not cut at it,
     // so that every item ends with its own outcome.
     let deadline = match run.graph.kind(id) {

@@ -46,6 +46,8 @@ use crate::engine::graph::GraphInner;
 use crate::error::{CancelReason, NodeError, UserCode};
 use crate::id::{IdempotencyKey, RunId};
 use crate::observe::Event;
+use crate::onion::ResolvedPolicies;
+use crate::onion::reload;
 use crate::orchestrator::{InFlight, deliver};
 use crate::report::{
     CompensationRecord, Detail, NodeReport, Outcome, Record, Report, RunRecords, Settled,
@@ -53,7 +55,7 @@ use crate::report::{
 use crate::util::value::Value;
 
 /// What a run keeps beside its nodes' records when its graph has map nodes or
-/// compensations, or when it is nested in another run.
+/// compensations, when it is nested in another run, or when a reload replaced policies.
 #[derive(Default)]
 struct Kept {
     /// What nodes kept beside their records (a map node's items), by node.
@@ -63,6 +65,9 @@ struct Kept {
     /// The run it is nested in, for a subgraph node's inner run that has observers to
     /// tell.
     nesting: OnceLock<Nesting>,
+    /// The policy records that replaced the graph's after a reload changed a policy set
+    /// they name, as they were when the run started (`None`: the graph's stand).
+    reloaded: Option<Arc<[Arc<ResolvedPolicies>]>>,
 }
 
 /// A run: the graph, the input, and the per-run core.
@@ -84,6 +89,44 @@ pub(crate) struct RunState<I> {
     /// `Drop`, which cannot name the bounds the run's input has.
     pub(in crate::engine) drop_driver: fn(&mut Driver<I>),
     me: Weak<RunState<I>>,
+}
+
+impl<I> RunState<I> {
+    /// Node `id`'s policies in this run, if it has any (a map node's apply to its items:
+    /// none here): the graph's, or those a reload put in their place before the run began.
+    #[inline]
+    pub(in crate::engine) fn policy(&self, id: u32) -> Option<&ResolvedPolicies> {
+        let policy = self.graph.policy(id)?;
+        Some(self.reloaded(policy))
+    }
+
+    /// `policy`, or the record a reload put in its place before the run began.
+    #[inline(always)]
+    fn reloaded<'a>(&'a self, policy: &'a ResolvedPolicies) -> &'a ResolvedPolicies {
+        if policy.reload_slot.is_none() {
+            return policy;
+        }
+        let reloaded = self.kept.get().and_then(|k| k.reloaded.as_deref());
+        reload::current(policy, reloaded)
+    }
+
+    /// The policies of map node `id`'s items in this run, if it has any (as
+    /// [`policy`](Self::policy)).
+    pub(in crate::engine) fn item_policy(&self, id: u32) -> Option<&ResolvedPolicies> {
+        let policy = self.graph.item_policy(id)?;
+        Some(self.reloaded(policy))
+    }
+
+    /// Node `id`'s policies in this run if it is a task node, as
+    /// [`GraphInner::task_policy`] tells them (as [`policy`](Self::policy)).
+    #[inline]
+    pub(in crate::engine) fn task_policy(&self, id: u32) -> Option<Option<&ResolvedPolicies>> {
+        let found = self.graph.task_policy(id);
+        if let Some(Some(policy)) = found {
+            return Some(Some(self.reloaded(policy)));
+        }
+        found
+    }
 }
 
 impl<I: Send + Sync + 'static> RunState<I> {
@@ -120,11 +163,21 @@ impl<I: Send + Sync + 'static> RunState<I> {
             fixed_deadline,
         );
         core.set_caller_key(key);
+        let kept = OnceLock::new();
+        if let Some(reload) = &graph.reload {
+            let reloaded = reload.current(&graph.orchestrator);
+            if reloaded.is_some() {
+                let _ = kept.set(Box::new(Kept {
+                    reloaded,
+                    ..Kept::default()
+                }));
+            }
+        }
         Arc::new_cyclic(|me| RunState {
             graph,
             input,
             core,
-            kept: OnceLock::new(),
+            kept,
             inbox: Mutex::new(Vec::new()),
             inboxed: AtomicBool::new(false),
             drop_driver: Driver::on_drop,

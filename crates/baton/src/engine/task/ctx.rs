@@ -346,9 +346,7 @@ impl<I> Ctx<I> {
             CtxCut::At(at) | CtxCut::Fallback(at) => at,
             CtxCut::TimeoutAfter(start) => {
                 let run = &self.run;
-                run.graph
-                    .policy(self.node)?
-                    .first_cut(run.core.deadline(), start)
+                run.policy(self.node)?.first_cut(run.core.deadline(), start)
             }
         }
     }

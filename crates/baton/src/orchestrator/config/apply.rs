@@ -39,8 +39,9 @@ impl Orchestrator {
     /// [`CircuitBreaker::reconfigure`](crate::CircuitBreaker::reconfigure),
     /// [`Bulkhead::reconfigure`](crate::Bulkhead::reconfigure),
     /// [`RateLimiter::reconfigure`](crate::RateLimiter::reconfigure) for what a change
-    /// does to calls in flight). Named policy sets replace those of the same name; graphs
-    /// and pipelines built after it take the new ones. Nothing is removed: a policy the
+    /// does to calls in flight). Named policy sets replace those of the same name; the
+    /// graphs and pipelines that name a changed set, built before or after, use the new one
+    /// from their next run or call (runs and calls in flight keep theirs). Nothing is removed: a policy the
     /// configuration leaves out stays as it is. Sends one
     /// [`Event::ConfigApplied`] to the observers.
     ///
@@ -127,6 +128,7 @@ impl Orchestrator {
             note("retry budget", name, action);
         }
         let mut r = self.registry();
+        let mut sets_changed = false;
         for (name, p) in &config.policies {
             let action = match r.policy_sets.get(name) {
                 Some(old) if **old == *p => Unchanged,
@@ -135,8 +137,16 @@ impl Orchestrator {
             };
             if action != Unchanged {
                 r.policy_sets.insert(name.clone(), Arc::new(p.clone()));
+                sets_changed = true;
             }
             note("policy set", name, action);
+        }
+        if sets_changed {
+            // Under the registry's lock: a graph that reads the new count re-resolves
+            // against the new sets.
+            self.inner
+                .policy_sets_changed
+                .fetch_add(1, std::sync::atomic::Ordering::Release);
         }
         changes
     }
