@@ -234,9 +234,7 @@ impl Hedge {
 mod tests {
     use super::*;
 
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
+    use crate::util::ms;
 
     #[test]
     fn the_percentile_replaces_the_fixed_delay_once_there_are_enough_samples() {

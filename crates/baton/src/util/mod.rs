@@ -26,3 +26,9 @@ pub(crate) fn same_opt<T>(a: &Option<T>, b: &Option<T>, same: impl Fn(&T, &T) ->
         _ => false,
     }
 }
+
+/// `n` milliseconds: the unit tests' one shorthand for a duration.
+#[cfg(test)]
+pub(crate) const fn ms(n: u64) -> std::time::Duration {
+    std::time::Duration::from_millis(n)
+}

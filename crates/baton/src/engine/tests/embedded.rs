@@ -16,9 +16,7 @@ use tokio::task::Id;
 use super::common;
 use crate::{BoxError, Graph, GraphBuilder, Node, RunOptions, run::StartMode};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::util::ms;
 
 /// Where each node ran: its name and the tokio task that ran it (`None`: not a task, e.g.
 /// the runtime's `block_on`).

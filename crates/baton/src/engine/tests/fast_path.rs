@@ -15,9 +15,7 @@ use crate::{
     breaker::BreakerState, report::AttemptReport,
 };
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::util::ms;
 
 fn breaker(threshold: u32) -> CircuitBreaker {
     CircuitBreaker::builder("stock")

@@ -15,9 +15,7 @@ use std::time::Duration;
 use super::common;
 use crate::{BoxError, Graph, Node, Outcome, RunOptions, run::StartMode};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::util::ms;
 
 // ---------------------------------------------------------------------------------------
 // Loss of concurrency: a fan-out behind a node doing synchronous work.

@@ -222,9 +222,7 @@ pub(crate) fn poll_timer(sleep: Pin<&mut Sleep>, cx: &mut Context<'_>) -> Poll<(
 mod tests {
     use super::*;
 
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
+    use crate::util::ms;
 
     #[test]
     fn the_earliest_deadline_applies_and_an_unrepresentable_budget_is_none() {

@@ -531,9 +531,7 @@ impl<S: SyncFamily> Gcra<S> {
 mod tests {
     use super::*;
 
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
+    use crate::util::ms;
 
     #[test]
     fn a_burst_comes_at_once_then_one_permit_per_interval() {

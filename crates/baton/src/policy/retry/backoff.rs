@@ -409,9 +409,7 @@ impl Iterator for BackoffIter {
 mod tests {
     use super::*;
 
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
+    use crate::util::ms;
 
     #[test]
     fn exponential_sequence_is_exact_and_capped() {

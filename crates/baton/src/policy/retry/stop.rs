@@ -142,9 +142,7 @@ pub(crate) fn after_failure(
 mod tests {
     use super::*;
 
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
+    use crate::util::ms;
 
     fn failed(number: u32, deadline: Option<Instant>) -> Failed {
         Failed {

@@ -9,9 +9,7 @@ use crate::util::sync::StdSync;
 
 type M = Machine<StdSync>;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::util::ms;
 
 fn machine(b: CircuitBreakerBuilder) -> (M, Instant) {
     let t0 = Instant::now();
