@@ -401,3 +401,25 @@ async fn a_node_judged_by_the_local_breaker_says_so() {
     let report = g.build().unwrap().run(()).await.unwrap();
     assert!(!report.node(n).unwrap().breaker_local());
 }
+
+/// A breaker whose state the fleet shares cannot take new settings from a configuration:
+/// `apply` refuses them, naming the key, and changes nothing.
+#[cfg(feature = "serde")]
+#[test]
+fn a_shared_breaker_refuses_new_settings_from_a_configuration() {
+    use baton_graph::config::{Config, ConfigErrorKind};
+    let orch = baton_graph::Orchestrator::new();
+    let breaker = replica(&store());
+    orch.add_breaker(&breaker).unwrap();
+    let text = r#"{ "breakers": { "inventory": { "consecutive_failures": 9 } } }"#;
+    let config = Config::from_deserializer(&mut serde_json::Deserializer::from_str(text)).unwrap();
+    let e = orch.apply(&config).unwrap_err();
+    assert_eq!(
+        (e.path(), e.kind()),
+        ("breakers.inventory", &ConfigErrorKind::NotInPlace)
+    );
+    for _ in 0..THRESHOLD {
+        fail(&breaker);
+    }
+    assert!(breaker.is_open(), "still its old threshold");
+}

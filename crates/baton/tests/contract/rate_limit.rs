@@ -319,3 +319,24 @@ async fn a_shared_limiter_takes_every_permit_from_its_backend() {
     assert!(asked[0] < ms(20) && asked[1] == ms(50), "{asked:?}");
     assert!(!RateLimiter::new("alone", 1, ms(1)).is_shared());
 }
+
+/// A rate limiter whose permits come from a fleet's store cannot take a new rate from a
+/// configuration: `apply` refuses it, naming the key, and the store is not told again.
+#[cfg(feature = "serde")]
+#[test]
+fn a_shared_limiter_refuses_a_new_rate_from_a_configuration() {
+    use baton_graph::config::{Config, ConfigErrorKind};
+    let fleet = Fleet::default();
+    let limiter = RateLimiter::new("quota", 100, Duration::from_secs(1)).shared(fleet.clone());
+    let orch = baton_graph::Orchestrator::new();
+    orch.add_rate_limiter(&limiter).unwrap();
+    let attached = fleet.0.attached.lock().unwrap().len();
+    let text = r#"{ "rate_limiters": { "quota": { "permits": 5, "per": "1s" } } }"#;
+    let config = Config::from_deserializer(&mut serde_json::Deserializer::from_str(text)).unwrap();
+    let e = orch.apply(&config).unwrap_err();
+    assert_eq!(
+        (e.path(), e.kind()),
+        ("rate_limiters.quota", &ConfigErrorKind::NotInPlace)
+    );
+    assert_eq!(fleet.0.attached.lock().unwrap().len(), attached);
+}
