@@ -96,26 +96,33 @@ fn waiting_order() -> Graph<()> {
     g.build().expect("valid")
 }
 
-/// What a run of `graph` allocates on a current-thread runtime, on average over 1 000
-/// runs after 100: allocations, and bytes.
+/// What a run of `graph` allocates on a current-thread runtime: allocations and bytes, as
+/// most of 1 000 runs after 100 allocate. The most frequent count, not the mean: the
+/// runtime now and then grows a buffer of its own during a run (a few 40-byte
+/// allocations in 1 000 runs on a loaded machine), which is not the run's cost.
 fn per_run(graph: &Graph<()>, options: &RunOptions) -> (f64, f64) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
-    let runs = 1_000;
     rt.block_on(tokio::task::unconstrained(async {
         for _ in 0..100 {
             graph.run_with((), options.clone()).await.expect("run");
         }
-        let (before, before_bytes) = (allocations(), bytes());
-        for _ in 0..runs {
+        let mut seen: std::collections::HashMap<(u64, u64), u32> = Default::default();
+        let mut counts = Vec::with_capacity(1_000);
+        for _ in 0..1_000 {
+            let (before, before_bytes) = (allocations(), bytes());
             graph.run_with((), options.clone()).await.expect("run");
+            counts.push((allocations() - before, bytes() - before_bytes));
         }
-        let n = f64::from(runs);
-        (
-            (allocations() - before) as f64 / n,
-            (bytes() - before_bytes) as f64 / n,
-        )
+        for c in counts {
+            *seen.entry(c).or_default() += 1;
+        }
+        let ((a, b), _) = seen
+            .into_iter()
+            .max_by_key(|&(c, n)| (n, std::cmp::Reverse(c)))
+            .expect("runs");
+        (a as f64, b as f64)
     }))
 }
 
