@@ -474,6 +474,39 @@ async fn each_item_has_its_row_its_events_its_key_and_its_stats() {
     }
 }
 
+/// A map node's callbacks are given its report, whose items name each item by index and
+/// row name, with its outcome and attempts.
+#[tokio::test(start_paused = true)]
+async fn a_map_nodes_callbacks_see_each_item() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut g = Graph::<()>::builder();
+    let cart = list(&mut g, vec![1_u32, 2, 3]);
+    let record = Arc::clone(&seen);
+    g.node("prices")
+        .after(cart)
+        .on_complete(move |node| {
+            let items = node.items().expect("a map node has items");
+            record.lock().unwrap().extend(
+                items
+                    .iter()
+                    .map(|i| (i.index(), i.name(), i.outcome(), i.attempts())),
+            );
+        })
+        .map(|_item, n: u32| async move {
+            match n {
+                2 => Err::<u32, BoxError>("503".into()),
+                _ => Ok(n * 100),
+            }
+        });
+    let options = RunOptions::new().failure_mode(FailureMode::PreservePartial);
+    g.build().unwrap().run_with((), options).await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert_eq!(seen[0], (0, "prices[0]".to_owned(), Outcome::Succeeded, 1));
+    assert_eq!((seen[1].0, seen[1].1.as_str()), (1, "prices[1]"));
+    assert_eq!(seen[1].2, Outcome::Failed);
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_runs_deadline_is_shared_by_the_items() {
     let mut g = Graph::<()>::builder();
