@@ -57,8 +57,9 @@ pub(crate) const MAX_ATTEMPT_LOG: usize = 1_000;
 
 /// What the onion needs from whoever runs it: how to call the task and the fallback, and
 /// where to report what happens (counters, events). Generic, so that each host's calls are
-/// direct.
-pub(crate) trait Host {
+/// direct. The reports that every host counts and tells alike have their one definition
+/// here, through the host's [`Teller`](tell::Teller).
+pub(crate) trait Host: tell::Teller {
     /// What the task produces.
     type Value;
     /// One attempt of the task.
@@ -103,31 +104,47 @@ pub(crate) trait Host {
     fn attempt_failed(&self, number: u32, error: &NodeError);
 
     /// Attempt `number` was cut after `limit`.
-    fn attempt_cut(&self, number: u32, limit: Duration);
+    fn attempt_cut(&self, number: u32, limit: Duration) {
+        tell::attempt_cut(self, number, limit);
+    }
 
     /// Attempt `next` will start after `delay`; `remaining` is the time left then.
-    fn retry_scheduled(&self, next: u32, delay: Duration, remaining: Option<Duration>);
+    fn retry_scheduled(&self, next: u32, delay: Duration, remaining: Option<Duration>) {
+        tell::retry_scheduled(self, next, delay, remaining);
+    }
 
     /// Attempt `number` got a permit of `bulkhead` after waiting `waited` (`acquired`), or
     /// gave up waiting for one.
-    fn permit_waited(&self, number: u32, bulkhead: &str, waited: Duration, acquired: bool);
+    fn permit_waited(&self, number: u32, bulkhead: &str, waited: Duration, acquired: bool) {
+        tell::permit_waited(self, number, bulkhead, waited, acquired);
+    }
 
     /// Attempt `number` got a permit of rate limiter `limiter` after waiting `wait`
     /// (`admitted`), or was refused one that would have come after `wait`.
-    fn rate_limited(&self, number: u32, limiter: &str, wait: Duration, admitted: bool);
+    fn rate_limited(&self, number: u32, limiter: &str, wait: Duration, admitted: bool) {
+        tell::rate_limited(self, number, limiter, wait, admitted);
+    }
 
     /// Fault injection drew faults for attempt `number`: a `latency` (zero: none), and an
     /// `error` instead of the task.
-    fn fault_injected(&self, number: u32, latency: Duration, error: bool);
+    fn fault_injected(&self, number: u32, latency: Duration, error: bool) {
+        tell::fault_injected(self, number, latency, error);
+    }
 
     /// Hedge attempt `number` starts, `after` the attempt before it began.
-    fn hedged(&self, number: u32, after: Duration);
+    fn hedged(&self, number: u32, after: Duration) {
+        tell::hedged(self, number, after);
+    }
 
     /// The circuit breaker `breaker`, in `state`, rejected the series.
-    fn rejected(&self, breaker: &str, state: BreakerState);
+    fn rejected(&self, breaker: &str, state: BreakerState) {
+        tell::rejected(self, breaker, state);
+    }
 
     /// The fallback runs, recovering from `error`.
-    fn fell_back(&self, error: &NodeError);
+    fn fell_back(&self, error: &NodeError) {
+        tell::fell_back(self, error);
+    }
 }
 
 /// What one execution produced.

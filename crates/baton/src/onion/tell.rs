@@ -41,7 +41,7 @@ fn count(t: &(impl Teller + ?Sized), counter: impl FnOnce(&Stripe)) {
 
 /// Attempt `attempt` started with `budget` before its cut: counted (a retry if not the
 /// first) and told.
-pub(crate) fn attempt_started(t: &impl Teller, attempt: u32, budget: Option<Duration>) {
+pub(crate) fn attempt_started(t: &(impl Teller + ?Sized), attempt: u32, budget: Option<Duration>) {
     count(t, |c| {
         c.attempts.incr();
         if attempt > 1 {
@@ -67,7 +67,12 @@ pub(crate) fn attempt_started(t: &impl Teller, attempt: u32, budget: Option<Dura
 }
 
 /// Attempt `attempt` failed with `error`: logged under `name` and told.
-pub(crate) fn attempt_failed(t: &impl Teller, name: &str, attempt: u32, error: &NodeError) {
+pub(crate) fn attempt_failed(
+    t: &(impl Teller + ?Sized),
+    name: &str,
+    attempt: u32,
+    error: &NodeError,
+) {
     log::attempt_failed(name, attempt, error);
     if t.observed() {
         let Subject {
@@ -88,7 +93,7 @@ pub(crate) fn attempt_failed(t: &impl Teller, name: &str, attempt: u32, error: &
 }
 
 /// Attempt `attempt` was cut after `limit`: counted as a timeout and told.
-pub(crate) fn attempt_cut(t: &impl Teller, attempt: u32, limit: Duration) {
+pub(crate) fn attempt_cut(t: &(impl Teller + ?Sized), attempt: u32, limit: Duration) {
     count(t, |c| c.timeouts.incr());
     if t.observed() {
         let Subject {
@@ -110,7 +115,7 @@ pub(crate) fn attempt_cut(t: &impl Teller, attempt: u32, limit: Duration) {
 
 /// Attempt `attempt` comes after `delay`, with `remaining` before the deadline: told.
 pub(crate) fn retry_scheduled(
-    t: &impl Teller,
+    t: &(impl Teller + ?Sized),
     attempt: u32,
     delay: Duration,
     remaining: Option<Duration>,
@@ -137,7 +142,7 @@ pub(crate) fn retry_scheduled(
 /// Attempt `attempt` waited `waited` for bulkhead `bulkhead` and got a permit or not:
 /// told.
 pub(crate) fn permit_waited(
-    t: &impl Teller,
+    t: &(impl Teller + ?Sized),
     attempt: u32,
     bulkhead: &str,
     waited: Duration,
@@ -166,7 +171,7 @@ pub(crate) fn permit_waited(
 /// Attempt `attempt` waited `wait` for rate limiter `limiter`, admitted or refused (a
 /// refusal is counted): told.
 pub(crate) fn rate_limited(
-    t: &impl Teller,
+    t: &(impl Teller + ?Sized),
     attempt: u32,
     limiter: &str,
     wait: Duration,
@@ -196,7 +201,12 @@ pub(crate) fn rate_limited(
 }
 
 /// Fault injection gave attempt `attempt` a latency and maybe an error: counted and told.
-pub(crate) fn fault_injected(t: &impl Teller, attempt: u32, latency: Duration, error: bool) {
+pub(crate) fn fault_injected(
+    t: &(impl Teller + ?Sized),
+    attempt: u32,
+    latency: Duration,
+    error: bool,
+) {
     count(t, |c| c.faults_injected.incr());
     if t.observed() {
         let Subject {
@@ -218,7 +228,7 @@ pub(crate) fn fault_injected(t: &impl Teller, attempt: u32, latency: Duration, e
 }
 
 /// Hedge `attempt` started `after` the attempt before it: counted and told.
-pub(crate) fn hedged(t: &impl Teller, attempt: u32, after: Duration) {
+pub(crate) fn hedged(t: &(impl Teller + ?Sized), attempt: u32, after: Duration) {
     count(t, |c| c.hedges.incr());
     if t.observed() {
         let Subject {
@@ -239,7 +249,7 @@ pub(crate) fn hedged(t: &impl Teller, attempt: u32, after: Duration) {
 }
 
 /// Circuit breaker `breaker`, in `state`, rejected the series: counted and told.
-pub(crate) fn rejected(t: &impl Teller, breaker: &str, state: BreakerState) {
+pub(crate) fn rejected(t: &(impl Teller + ?Sized), breaker: &str, state: BreakerState) {
     count(t, |c| c.breaker_rejections.incr());
     if t.observed() {
         let Subject {
@@ -260,7 +270,7 @@ pub(crate) fn rejected(t: &impl Teller, breaker: &str, state: BreakerState) {
 }
 
 /// The fallback ran after `error`: counted and told.
-pub(crate) fn fell_back(t: &impl Teller, error: &NodeError) {
+pub(crate) fn fell_back(t: &(impl Teller + ?Sized), error: &NodeError) {
     count(t, |c| c.fallbacks.incr());
     if t.observed() {
         let Subject {

@@ -17,7 +17,6 @@ use crate::observe::Event;
 use crate::observe::stats::Stripe;
 use crate::onion::tell::{self, Subject, Teller};
 use crate::onion::{Fallback, Held, Host, Recovered};
-use crate::policy::breaker::BreakerState;
 use crate::policy::deadline::TimerHook;
 use crate::policy::limit::bulkhead::BulkheadPermit;
 use crate::report::item_name;
@@ -176,37 +175,5 @@ where
 
     fn attempt_failed(&self, number: u32, error: &NodeError) {
         tell::attempt_failed(self, self.item_name(), number, error);
-    }
-
-    fn attempt_cut(&self, number: u32, limit: Duration) {
-        tell::attempt_cut(self, number, limit);
-    }
-
-    fn retry_scheduled(&self, next: u32, delay: Duration, remaining: Option<Duration>) {
-        tell::retry_scheduled(self, next, delay, remaining);
-    }
-
-    fn permit_waited(&self, number: u32, bulkhead: &str, waited: Duration, acquired: bool) {
-        tell::permit_waited(self, number, bulkhead, waited, acquired);
-    }
-
-    fn rate_limited(&self, number: u32, limiter: &str, wait: Duration, admitted: bool) {
-        tell::rate_limited(self, number, limiter, wait, admitted);
-    }
-
-    fn fault_injected(&self, number: u32, latency: Duration, error: bool) {
-        tell::fault_injected(self, number, latency, error);
-    }
-
-    fn hedged(&self, number: u32, after: Duration) {
-        tell::hedged(self, number, after);
-    }
-
-    fn rejected(&self, breaker: &str, state: BreakerState) {
-        tell::rejected(self, breaker, state);
-    }
-
-    fn fell_back(&self, error: &NodeError) {
-        tell::fell_back(self, error);
     }
 }

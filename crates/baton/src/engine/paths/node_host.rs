@@ -14,8 +14,7 @@ use crate::error::NodeError;
 use crate::observe::Event;
 use crate::observe::stats::Stripe;
 use crate::onion::Host;
-use crate::onion::tell::{self, Subject, Teller};
-use crate::policy::breaker::BreakerState;
+use crate::onion::tell::{Subject, Teller};
 use crate::policy::deadline::TimerHook;
 use crate::policy::limit::bulkhead::BulkheadPermit;
 use crate::util::value::Value;
@@ -78,38 +77,6 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
 
     fn attempt_failed(&self, number: u32, error: &NodeError) {
         self.run.attempt_failed(self.id, number, error);
-    }
-
-    fn attempt_cut(&self, number: u32, limit: Duration) {
-        tell::attempt_cut(self, number, limit);
-    }
-
-    fn retry_scheduled(&self, next: u32, delay: Duration, remaining: Option<Duration>) {
-        tell::retry_scheduled(self, next, delay, remaining);
-    }
-
-    fn permit_waited(&self, number: u32, bulkhead: &str, waited: Duration, acquired: bool) {
-        tell::permit_waited(self, number, bulkhead, waited, acquired);
-    }
-
-    fn rate_limited(&self, number: u32, limiter: &str, wait: Duration, admitted: bool) {
-        tell::rate_limited(self, number, limiter, wait, admitted);
-    }
-
-    fn fault_injected(&self, number: u32, latency: Duration, error: bool) {
-        tell::fault_injected(self, number, latency, error);
-    }
-
-    fn hedged(&self, number: u32, after: Duration) {
-        tell::hedged(self, number, after);
-    }
-
-    fn rejected(&self, breaker: &str, state: BreakerState) {
-        tell::rejected(self, breaker, state);
-    }
-
-    fn fell_back(&self, error: &NodeError) {
-        tell::fell_back(self, error);
     }
 }
 
