@@ -461,6 +461,25 @@ async fn a_graph_built_before_a_reload_takes_the_new_set_from_its_next_run() {
     assert_eq!(ended(&report), (ms(410), Some("gave_up"), 2));
 }
 
+#[test]
+fn a_graph_built_before_a_reload_draws_the_new_set() {
+    let orch = Orchestrator::new();
+    orch.apply(&toml(SET_BEFORE).unwrap()).unwrap();
+    let graph = stock(&orch, ms(200));
+    assert!(
+        graph
+            .to_mermaid()
+            .contains(r#"n0["stock<br/>timeout 100 ms"]"#)
+    );
+    orch.apply(&toml(SET_AFTER).unwrap()).unwrap();
+    let mermaid = graph.to_mermaid();
+    assert!(
+        mermaid.contains(r#"n0["stock<br/>timeout 300 ms · retry 2"]"#),
+        "{mermaid}"
+    );
+    assert!(graph.to_dot().contains("timeout 300 ms"));
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_pipeline_built_before_a_reload_takes_the_new_set_from_its_next_call() {
     let orch = Orchestrator::new();

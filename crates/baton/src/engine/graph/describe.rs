@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::{Graph, GraphInner, NodeKind};
 use crate::observe::diagram::{Diagram, DiagramEdge, DiagramNode, Shape};
-use crate::onion::ResolvedPolicies;
+use crate::onion::{ResolvedPolicies, reload};
 use crate::util::human::Human;
 
 impl<I: 'static> Graph<I> {
@@ -24,7 +24,9 @@ impl<I: 'static> Graph<I> {
     /// items runs under (`map ×16 · all_succeed · timeout 50 ms · fallback`); a node that runs another graph
     /// is a double box labelled `subgraph`. An edge runs from each upstream to its
     /// downstream.
-    /// Node `i` has the id `n{i}`.
+    /// Node `i` has the id `n{i}`. A node given a policy set shows the set as a run that
+    /// starts now would take it: after the orchestrator's `apply` changed the set, the new
+    /// one.
     ///
     /// ```
     /// use std::time::Duration;
@@ -104,6 +106,11 @@ fn diagram<I: 'static>(graph: &GraphInner<I>) -> Diagram {
     let meta = &graph.meta;
     let mut nodes = Vec::with_capacity(meta.len());
     let mut edges = Vec::new();
+    // A node that names a policy set is drawn with the set as a run starting now takes it.
+    let reloaded = graph
+        .reload
+        .as_ref()
+        .and_then(|r| r.current(&graph.orchestrator));
     for id in 0..meta.len() as u32 {
         let kind = graph.kind(id);
         let mut labels = Vec::new();
@@ -117,6 +124,7 @@ fn diagram<I: 'static>(graph: &GraphInner<I>) -> Diagram {
         }
         // A map node's policies are its items': they follow its map label.
         let policy = graph.policy(id).or_else(|| graph.item_policy(id));
+        let policy = policy.map(|p| reload::current(p, reloaded.as_deref()));
         labels.extend(policy.map(policy_labels).unwrap_or_default());
         if graph.task(id).is_some_and(|task| task.has_fallback()) {
             labels.push("fallback".to_owned());
