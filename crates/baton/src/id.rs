@@ -120,8 +120,8 @@ impl fmt::Display for RunId {
 ///
 /// The same for every attempt of the node in the run, different for each node and run.
 /// Displays as the run's key, a dash, and the node's index. By default the run's key is its
-/// id in 32 hex digits, as in `3f9a…c1-4`, unique within a process and, for its first 64
-/// random bits, across processes. A caller may give its own with
+/// id in 32 hex digits, as in `3f9a…c1-4`, unique within a process and, for its first
+/// 64 random bits, across processes. A caller may give its own with
 /// [`RunOptions::idempotency_key`](crate::RunOptions::idempotency_key), for example the
 /// `Idempotency-Key` header of the request the run serves, so that a retried request, which
 /// is a new run, sends the same keys downstream, as in `order-7f3a-4`. Two keys are equal

@@ -81,7 +81,7 @@ where
     /// Gives the node a compensation: when a run fails by the graph's trigger, set by
     /// [`GraphBuilder::compensate_when`], and this node `Succeeded`, `f` is called with its
     /// value to undo what it did. Compensations run after every node of the run ended,
-    /// downstreams before upstreams, and those that do not depend on one another at once.
+    /// downstreams before upstreams; those that do not depend on one another run at once.
     /// Each runs through its own timeout, by default 10 s per attempt, and retry, by
     /// default `Retry::new(3)`, without the run's deadline. They run even when the run's
     /// deadline is spent, the run was cancelled, or its future was dropped; then they run

@@ -99,8 +99,8 @@ impl<T> fmt::Debug for Pipeline<T> {
 /// Configures a [`Pipeline`]; from [`Pipeline::builder`].
 ///
 /// # Defaults
-/// The same as a node's: no timeout, one attempt, no budget, a minimum attempt time of 10
-/// ms, no breaker, bulkhead or fallback, and no orchestrator, so events go nowhere and
+/// The same as a node's: no timeout, one attempt, no budget, a minimum attempt time of
+/// 10 ms, no breaker, bulkhead or fallback, and no orchestrator, so events go nowhere and
 /// nothing is counted.
 #[must_use = "call `.build()` to get the pipeline"]
 pub struct PipelineBuilder<T> {

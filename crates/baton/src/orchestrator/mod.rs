@@ -78,8 +78,8 @@ struct Inner {
     /// `idle`. A run counts here before the orchestrator checks that it accepts runs, as
     /// `leave` says, so a run it refuses counts for a moment too.
     in_flight: AtomicUsize,
-    /// Admitted runs that ended while the orchestrator refused new runs, in the low 32
-    /// bits, and those of them that a shutdown cancelled, in the high 32 bits: what
+    /// Admitted runs that ended while the orchestrator refused new runs, in the low
+    /// 32 bits, and those of them that a shutdown cancelled, in the high 32 bits: what
     /// [`ShutdownReport`] counts, as the difference over one shutdown. One word, so that a
     /// shutdown reads both counts at once; counted only then, so that a run's end costs no
     /// shared write otherwise.

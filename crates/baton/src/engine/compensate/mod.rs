@@ -1,5 +1,5 @@
 //! Compensation: when a run fails by the graph's trigger, the compensations of the nodes
-//! that succeeded run, downstreams before upstreams, those at one height at once. Each runs
+//! that succeeded run, downstreams before upstreams; those at one height run at once. Each runs
 //! through a pipeline of its own, with its timeout and retry and no run deadline. They run
 //! on a tokio task of their own, so that they run even when the run was cancelled or its
 //! future dropped. The run ends, its future resolving and its observers hearing

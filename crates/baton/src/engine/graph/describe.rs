@@ -60,10 +60,11 @@ impl<I: 'static> Graph<I> {
         diagram(&self.inner).mermaid()
     }
 
-    /// The graph as a [Graphviz](https://graphviz.org) DOT digraph, left to right, for `dot
-    /// -Tsvg`. The same nodes, labels and edges as [`to_mermaid`](Self::to_mermaid): a task
-    /// is a box, a router a diamond, a branch a rounded box, a map node a stack of boxes
-    /// drawn as `box3d`, and a node that runs another graph a box with a double border.
+    /// The graph as a [Graphviz](https://graphviz.org) DOT digraph, left to right, for
+    /// `dot -Tsvg`. The same nodes, labels and edges as [`to_mermaid`](Self::to_mermaid): a
+    /// task is a box, a router a diamond, a branch a rounded box, a map node a stack of
+    /// boxes drawn as `box3d`, and a node that runs another graph a box with a double
+    /// border.
     ///
     /// ```
     /// use baton_graph::{BoxError, Graph};
@@ -155,8 +156,8 @@ fn push_upstream_edges(upstreams: &[u32], id: u32, edges: &mut Vec<DiagramEdge>)
     }));
 }
 
-/// `d` in whole seconds when it is some, as in `2 s`; else as messages write it, as in `300
-/// ms`.
+/// `d` in whole seconds when it is some, as in `2 s`; else as messages write it, as in
+/// `300 ms`.
 fn short(d: Duration) -> String {
     if d >= Duration::from_secs(1) && d.subsec_nanos() == 0 {
         format!("{} s", d.as_secs())

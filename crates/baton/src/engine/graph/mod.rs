@@ -429,10 +429,11 @@ pub(crate) struct GraphMeta {
 }
 
 impl GraphMeta {
-    /// The shape of graph `id`, whose node `i` has the upstreams `ups[up_at[i]..up_at[i +
-    /// 1]]`, resolved to node indices: the downstream lists, the roots, and whether it is
-    /// scattered. A branch, marked by `is_branch`, reads its router's upstreams but is
-    /// started by the router: it is nobody's downstream and no root.
+    /// The shape of graph `id`, whose node `i` has the upstreams
+    /// `ups[up_at[i]..up_at[i + 1]]`, resolved to node indices: the downstream lists, the
+    /// roots, and whether it is scattered. A branch, marked by `is_branch`, reads its
+    /// router's upstreams but is started by the router: it is nobody's downstream and no
+    /// root.
     pub(crate) fn compile(
         id: u64,
         names: Names,

@@ -1,7 +1,7 @@
 //! Where a graph keeps the per-run arrays of its ended runs, [`RunBuffers`], cleared, for
 //! its next runs. A run that finds a set writes its initial counters into memory it already
-//! has, instead of making four allocations and, for a large graph, faulting in about 130
-//! bytes per node. Its end hands its arrays back instead of freeing them, unless the set it
+//! has, instead of making four allocations and, for a large graph, faulting in about
+//! 130 bytes per node. Its end hands its arrays back instead of freeing them, unless the set it
 //! came from holds arrays already or is locked at that instant.
 //!
 //! A small graph, run by many requests at once, keeps one set per thread stripe, up to
@@ -13,8 +13,8 @@
 //! waits for another.
 //!
 //! What a graph keeps while idle is only the arrays, about 130 bytes per node per set; no
-//! value or record, since those are dropped when the run ends. That is at most 8 sets of 64
-//! nodes, some 68 KB, for a small graph, and one set for a larger one, about 130 MB for a
+//! value or record, since those are dropped when the run ends. That is at most 8 sets of
+//! 64 nodes, some 68 KB, for a small graph, and one set for a larger one, about 130 MB for a
 //! million nodes, until the graph is dropped.
 
 use std::sync::{Mutex, MutexGuard, TryLockError};

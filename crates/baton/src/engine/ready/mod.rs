@@ -13,8 +13,8 @@
 //! On a runtime with one worker, or in an inline run while its future drives it, which
 //! counts as one, a driver keeps the extra nodes it makes ready for itself, on a stack of
 //! its own. The stack is last in, first out: the node made ready last finds its upstream's
-//! data still in the cache, as in Taskflow's per-worker queues, and a binary tree of 100
-//! 000 nodes runs in about half the time. No other worker could take them; a driver whose
+//! data still in the cache, as in Taskflow's per-worker queues, and a binary tree of
+//! 100 000 nodes runs in about half the time. No other worker could take them; a driver whose
 //! node waits shares its whole stack here first, and one that finds fewer drivers active
 //! than `max` shares the older half of it. With more workers, every extra node is queued
 //! here, where any driver takes it: a driver busy with a long computation must not sit on

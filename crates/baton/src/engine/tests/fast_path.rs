@@ -483,8 +483,8 @@ where
 /// comes, also when the timer was just moved there after waking the driver early. `a`, cut
 /// at 100 ms, ends at 10. `d`, started at 10 with its cut at 110, is woken at 100 by the
 /// timer left at `a`'s cut, spends the budget, and waits: it is cut at 110. `b` finds the
-/// timer elapsed, spends the budget before its timer's first poll, and waits: it is cut 100
-/// ms after its start. Each yields first: on this one-thread runtime, the first wait of a
+/// timer elapsed, spends the budget before its timer's first poll, and waits: it is cut
+/// 100 ms after its start. Each yields first: on this one-thread runtime, the first wait of a
 /// node started in the run's own future moves it to a driver task, without looking at a
 /// timer.
 #[tokio::test(start_paused = true)]
