@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// A typed handle to one node of a graph; `T` is the type of the value the node produces.
 ///
 /// [`NodeBuilder::task`](crate::NodeBuilder::task) returns it. Pass it to
-/// [`NodeBuilder::after`](crate::NodeBuilder::after) (alone or in a tuple) to make the node an
-/// upstream of another, and to [`Report::get`](crate::Report::get) to read the value a run
-/// produced. It is `Copy` whatever `T` is, `Send` and `Sync`, and two words wide.
+/// [`NodeBuilder::after`](crate::NodeBuilder::after), alone or in a tuple, to make the node
+/// an upstream of another, and to [`Report::get`](crate::Report::get) to read the value a
+/// run produced. It is `Copy` whatever `T` is, `Send` and `Sync`, and two words wide.
 ///
 /// A handle belongs to the builder that returned it: giving it to another builder is a
 /// [`BuildError::ForeignHandle`](crate::BuildError::ForeignHandle), and a report of another
@@ -119,14 +119,14 @@ impl fmt::Display for RunId {
 /// [`Ctx::idempotency_key`](crate::Ctx::idempotency_key).
 ///
 /// The same for every attempt of the node in the run, different for each node and run.
-/// Displays as the run's key, a dash, and the node's index: by default the run's key is
-/// its id (32 hex digits, `3f9a…c1-4`), unique within a process and, for its first 64
-/// random bits, across processes; a caller may give its own
-/// ([`RunOptions::idempotency_key`](crate::RunOptions::idempotency_key)), e.g. the
-/// `Idempotency-Key` header of the request the run serves, so that a retried request,
-/// which is a new run, sends the same keys downstream (`order-7f3a-4`). Two keys are
-/// equal when they display alike: with a caller's key, the run's id does not matter.
-/// An item of a map node adds a dot and its index (`order-7f3a-4.2`).
+/// Displays as the run's key, a dash, and the node's index. By default the run's key is its
+/// id in 32 hex digits, as in `3f9a…c1-4`, unique within a process and, for its first
+/// 64 random bits, across processes. A caller may give its own with
+/// [`RunOptions::idempotency_key`](crate::RunOptions::idempotency_key), for example the
+/// `Idempotency-Key` header of the request the run serves, so that a retried request, which
+/// is a new run, sends the same keys downstream, as in `order-7f3a-4`. Two keys are equal
+/// when they display alike: with a caller's key, the run's id does not matter. An item of a
+/// map node adds a dot and its index, as in `order-7f3a-4.2`.
 #[derive(Debug, Clone)]
 pub struct IdempotencyKey {
     run: RunId,

@@ -1,5 +1,5 @@
-//! Compensations: [`NodeBuilder::compensate`] and its policies, the graph's trigger
-//! ([`GraphBuilder::compensate_when`]), and how `build()` assembles them.
+//! Compensations: [`NodeBuilder::compensate`] and its policies, the graph's trigger set by
+//! [`GraphBuilder::compensate_when`], and how `build()` assembles them.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -24,10 +24,10 @@ pub(crate) struct CompensateSpec<I> {
 }
 
 impl<I: Send + Sync + 'static> GraphBuilder<I> {
-    /// When the runs' compensations run ([`NodeBuilder::compensate`]): by default
-    /// ([`CompensationTrigger::RunFailed`]) when the run is an error under its failure
-    /// mode; or when named nodes ended without a value; or when a predicate on the report
-    /// says so.
+    /// When the runs' compensations, given by [`NodeBuilder::compensate`], run. By default,
+    /// with [`CompensationTrigger::RunFailed`], they run when the run is an error under its
+    /// failure mode. They may instead run when named nodes ended without a value, or when a
+    /// predicate on the report says so.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -78,22 +78,22 @@ where
     I: Send + Sync + 'static,
     T: Send + Sync + 'static,
 {
-    /// Gives the node a compensation: when a run fails by the graph's trigger
-    /// ([`GraphBuilder::compensate_when`]) and this node `Succeeded`, `f` is called with
-    /// its value to undo what it did. Compensations run after every node of the run
-    /// ended, downstreams before upstreams (those that do not depend on one another at
-    /// once), each through its own timeout (default 10 s per attempt) and retry (default
-    /// `Retry::new(3)`), without the run's deadline: they run even when the run's
-    /// deadline is spent, the run was cancelled, or its future was dropped (then on a
-    /// tokio task of their own, until they end). A runtime shutting down drops the
+    /// Gives the node a compensation: when a run fails by the graph's trigger, set by
+    /// [`GraphBuilder::compensate_when`], and this node `Succeeded`, `f` is called with its
+    /// value to undo what it did. Compensations run after every node of the run ended,
+    /// downstreams before upstreams; those that do not depend on one another run at once.
+    /// Each runs through its own timeout, by default 10 s per attempt, and retry, by
+    /// default `Retry::new(3)`, without the run's deadline. They run even when the run's
+    /// deadline is spent, the run was cancelled, or its future was dropped; then they run
+    /// on a tokio task of their own, until they end. A runtime shutting down drops the
     /// compensations still running. Every due compensation runs even when another fails;
-    /// the run's error then says so ([`RunError::PartiallyCompensated`]), and the report
-    /// has a compensation section ([`Report::compensation`]). See
+    /// the run's error then says so with [`RunError::PartiallyCompensated`], and the report
+    /// has a compensation section, [`Report::compensation`]. See
     /// [`compensate_when`](GraphBuilder::compensate_when) for an example.
     ///
     ///
     /// A router has no value of its own to undo, and no `compensate`: giving it one does
-    /// not compile (its branches, which are nodes, may have one).
+    /// not compile. Its branches, which are nodes, may have one.
     ///
     /// ```compile_fail,E0599
     /// use baton_graph::{BoxError, Graph};
@@ -133,7 +133,8 @@ where
         self
     }
 
-    /// The compensation's per-attempt timeout and retry (after [`compensate`](Self::compensate)).
+    /// The compensation's per-attempt timeout and retry, set after
+    /// [`compensate`](Self::compensate).
     pub fn compensate_policies(mut self, timeout: Duration, retry: Retry) -> Self {
         if let Some(spec) = self.compensation.as_mut() {
             spec.timeout = timeout;
@@ -183,8 +184,8 @@ pub(super) fn assemble<I>(
 fn heights(meta: &GraphMeta) -> Vec<u32> {
     let n = meta.len();
     let mut height = vec![0_u32; n];
-    // Upstreams come before their downstreams in declaration order when given by handle;
-    // names may point forward, so relax until nothing changes (at most n rounds).
+    // Upstreams come before their downstreams in declaration order when given by handle.
+    // Names may point forward, so relax until nothing changes, in at most n rounds.
     for _ in 0..n {
         let mut changed = false;
         for node in (0..n as u32).rev() {

@@ -21,9 +21,9 @@ use crate::util::names::Names;
 
 static NEXT_GRAPH_ID: AtomicU64 = AtomicU64::new(1);
 
-/// One declared upstream, after `add`: a node index (handles, already checked), or a name
-/// to resolve at `build()`. Stored as one `u32` (see [`Up::encode`]), so that a graph built
-/// from handles alone hands its upstream list to the scheduler as it is.
+/// One declared upstream, after `add`: a node index, for handles, already checked, or a
+/// name to resolve at `build()`. Stored as one `u32` by [`Up::encode`], so that a graph
+/// built from handles alone hands its upstream list to the scheduler as it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Up {
     Index(u32),
@@ -59,8 +59,8 @@ pub(super) struct NameRef {
     pub(super) type_name: &'static str,
 }
 
-/// A node as `NodeBuilder::finish` hands it to `GraphBuilder::add`.
-/// Its name is the builder's pending name ([`Names::begin`]).
+/// A node as `NodeBuilder::finish` hands it to `GraphBuilder::add`. Its name is the
+/// builder's pending name; see [`Names::begin`].
 pub(super) struct NewNode<I> {
     /// Its task, stored in the builder's [`Tasks`].
     pub(super) task: TaskRef<I>,
@@ -70,14 +70,14 @@ pub(super) struct NewNode<I> {
 
 /// Defines a graph: add nodes with [`node`](Self::node), then [`build`](Self::build) it.
 ///
-/// Adding a node never fails on the spot; problems (a duplicate name, a handle from another
-/// builder, an unknown upstream name, a cycle, a type mismatch) are collected and
-/// [`build`](Self::build) returns the first one as a typed [`BuildError`].
+/// Adding a node never fails on the spot. Problems are collected and [`build`](Self::build)
+/// returns the first one as a typed [`BuildError`]: a duplicate name, a handle from another
+/// builder, an unknown upstream name, a cycle, a type mismatch.
 ///
 /// # Defaults
 /// - failure mode: [`FailureMode::PreservePartial`];
 /// - start mode: [`StartMode::Inline`];
-/// - name: none ([`name`](Self::name)).
+/// - name: none; see [`name`](Self::name).
 ///
 /// ```
 /// use baton_graph::{BoxError, BuildError, Graph};
@@ -91,33 +91,33 @@ pub(super) struct NewNode<I> {
 /// ```
 pub struct GraphBuilder<I> {
     pub(super) id: u64,
-    /// The nodes (each task knows the type of the value it produces), by index, with
-    /// their policies as declared, one record shared by the nodes declared alike.
+    /// The nodes, by index, with their policies as declared, one record shared by the nodes
+    /// declared alike. Each task knows the type of the value it produces.
     pub(super) nodes: Vec<NodeDef<I, Box<Extras<Arc<Declared>>>>>,
-    /// What the nodes' tasks point to (`engine/task/storage.rs`).
+    /// What the nodes' tasks point to; see `engine/task/storage.rs`.
     pub(super) tasks: Tasks,
-    /// The last few distinct declarations of policies (the most recent last), which a node
-    /// declared alike shares (graphs are built in loops, node after node alike).
+    /// The last few distinct declarations of policies, the most recent last, which a node
+    /// declared alike shares. Graphs are built in loops, node after node alike.
     recent_policies: Vec<Arc<Declared>>,
     pub(super) names: Names,
     /// Node `i`'s declared upstreams are `ups[up_at[i]..up_at[i + 1]]`.
     pub(super) up_at: Vec<u32>,
-    /// Declared upstreams, encoded ([`Up::encode`]).
+    /// Declared upstreams, encoded by [`Up::encode`].
     pub(super) ups: Vec<u32>,
     pub(super) name_refs: Vec<NameRef>,
     /// Scratch for `Upstreams::__declare`, reused so that adding a node allocates nothing.
     declared: Vec<UpstreamRef>,
     /// Problems found while adding nodes, with the node they were found at and their rank
-    /// among that node's problems (see [`build`](Self::build)).
+    /// among that node's problems; see [`build`](Self::build).
     errors: Vec<(u32, u8, BuildError)>,
-    /// Routers added by `select` whose `finish` has not run yet: `build()` rejects them (a
-    /// router without its branches would never start them).
+    /// Routers added by `select` whose `finish` has not run yet. `build()` rejects them: a
+    /// router without its branches would never start them.
     open_routers: Vec<u32>,
     mode: FailureMode,
     start: StartMode,
     name: Option<Box<str>>,
     orchestrator: Orchestrator,
-    /// Values shared by every task, by type ([`state`](Self::state)).
+    /// Values shared by every task, by type; see [`state`](Self::state).
     states: Vec<(TypeId, Arc<dyn Any + Send + Sync>)>,
     /// The nodes' compensations, by node, and when they run.
     pub(super) compensations: Vec<(u32, Box<CompensateSpec<I>>)>,
@@ -148,10 +148,10 @@ impl<I: Send + Sync + 'static> Graph<I> {
 
 impl Orchestrator {
     /// Starts a graph whose breakers, bulkheads and retry budgets live in this
-    /// orchestrator (names given to nodes are looked up here, handles given to nodes are
-    /// registered here when the graph is built), and whose runs report to its observers and
-    /// statistics and obey its [`cancel_all`](Self::cancel_all) and
-    /// [`shutdown`](Self::shutdown).
+    /// orchestrator. Names given to nodes are looked up here, and handles given to nodes
+    /// are registered here when the graph is built. The graph's runs report to the
+    /// orchestrator's observers and statistics and obey its
+    /// [`cancel_all`](Self::cancel_all) and [`shutdown`](Self::shutdown).
     #[must_use]
     pub fn graph<I: Send + Sync + 'static>(&self) -> GraphBuilder<I> {
         GraphBuilder::with_orchestrator(self.clone())
@@ -209,10 +209,10 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     /// in this graph makes [`build`](Self::build) fail with
     /// [`BuildError::DuplicateName`], an empty one with [`BuildError::EmptyName`].
     ///
-    /// `name` is copied into one text buffer shared by all of the graph's names (it grows as
-    /// a `Vec` does): a `&str` costs no allocation of its own, and a `String` is not kept.
-    /// A [`NodeBuilder`] dropped before its task is set adds nothing, and its name is
-    /// forgotten.
+    /// `name` is copied into one text buffer shared by all of the graph's names, which
+    /// grows as a `Vec` does: a `&str` costs no allocation of its own, and a `String` is
+    /// not kept. A [`NodeBuilder`] dropped before its task is set adds nothing, and its
+    /// name is forgotten.
     pub fn node<T>(&mut self, name: impl AsRef<str>) -> NodeBuilder<'_, I, (), T> {
         self.names.begin(name.as_ref());
         NodeBuilder::new(self)
@@ -239,9 +239,9 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     /// The router's value is its chosen branch's; branches not chosen end `NotTaken`; a
     /// router whose upstream produced no value is `Skipped` and its branches `NotTaken`.
     ///
-    /// `name` is copied, like a node's ([`node`](Self::node)). A router added by
-    /// [`select`](RouterBuilder::select) but never [`finish`](super::Router::finish)ed makes
-    /// `build()` fail ([`BuildError::InvalidRouter`]).
+    /// `name` is copied, like a node's given to [`node`](Self::node). A router added by
+    /// [`select`](RouterBuilder::select) but never [`finish`](super::Router::finish)ed
+    /// makes `build()` fail with [`BuildError::InvalidRouter`].
     pub fn router<T>(&mut self, name: impl AsRef<str>) -> RouterBuilder<'_, I, (), T> {
         self.names.begin(name.as_ref());
         RouterBuilder::new(self)
@@ -299,12 +299,13 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
         self.set_kind(index, NodeKind::Branch);
     }
 
-    /// Router `router` was added (`select`); [`set_branches`](Self::set_branches) closes it.
+    /// Router `router` was added by `select`; [`set_branches`](Self::set_branches) closes
+    /// it.
     pub(super) fn open_router(&mut self, router: u32) {
         self.open_routers.push(router);
     }
 
-    /// Gives router `router` its branches (its `finish`).
+    /// Gives router `router` its branches, as its `finish` does.
     pub(super) fn set_branches(&mut self, router: u32, branches: Box<[(Arc<str>, u32)]>) {
         self.open_routers.retain(|&r| r != router);
         self.set_kind(router, NodeKind::Router { branches });
@@ -312,8 +313,8 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
 
     /// Gives every task of the graph `state`, read with [`Ctx::state`](crate::Ctx::state):
     /// the client, configuration or pool the tasks share, instead of a clone captured by
-    /// each closure. One state per type (a second of the same type replaces the first);
-    /// shared by every run of the graph, so it is `Send + Sync`.
+    /// each closure. One state per type: a second of the same type replaces the first. It
+    /// is shared by every run of the graph, so it is `Send + Sync`.
     pub fn state<S: Send + Sync + 'static>(&mut self, state: S) -> &mut Self {
         self.states.push((TypeId::of::<S>(), Arc::new(state)));
         self
@@ -344,18 +345,18 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
 
     /// Sets where every run of the graph starts its nodes unless its
     /// [`RunOptions`](crate::RunOptions) override it: in the task that awaits the run, or
-    /// spread over tokio's workers (see [`StartMode`] for what each costs and gives).
-    /// Default: [`StartMode::Inline`].
+    /// spread over tokio's workers. [`StartMode`] says what each costs and gives. Default:
+    /// [`StartMode::Inline`].
     pub fn start_mode(&mut self, start: StartMode) -> &mut Self {
         self.start = start;
         self
     }
 
-    /// Names the graph, e.g. after the endpoint that runs it (`"checkout"`). Its runs'
-    /// events, `tracing` spans and metrics carry the name (`graph`), so that graphs can be
-    /// told apart on a dashboard; a graph without one has no `graph` field or label. Keep
-    /// it fixed (never a request's or a run's id): every name is a series of its own for a
-    /// metrics backend. Default: none.
+    /// Names the graph, for example after the endpoint that runs it, such as `"checkout"`.
+    /// Its runs' events, `tracing` spans and metrics carry the name as `graph`, so that
+    /// graphs can be told apart on a dashboard; a graph without one has no `graph` field or
+    /// label. Keep it fixed, never a request's or a run's id: every name is a series of its
+    /// own for a metrics backend. Default: none.
     ///
     /// ```
     /// use baton_graph::Graph;
@@ -386,12 +387,11 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     ///
     /// # Errors
     /// One problem, the first of these checks that finds any, each in declaration order:
-    /// 1. what was found while nodes were added: for each node in turn, a handle from
-    ///    another builder ([`BuildError::ForeignHandle`]), an empty name
-    ///    ([`BuildError::EmptyName`]), its name already used
-    ///    ([`BuildError::DuplicateName`]), a misdefined router
-    ///    ([`BuildError::InvalidRouter`], among them a router whose [`Router::finish`] was
-    ///    never called);
+    /// 1. what was found while nodes were added, for each node in turn: a handle from
+    ///    another builder, [`BuildError::ForeignHandle`]; an empty name,
+    ///    [`BuildError::EmptyName`]; its name already used, [`BuildError::DuplicateName`];
+    ///    a misdefined router, [`BuildError::InvalidRouter`], among them a router whose
+    ///    [`Router::finish`] was never called;
     /// 2. upstreams given by name: [`BuildError::UnknownUpstream`],
     ///    [`BuildError::TypeMismatch`];
     /// 3. policies: [`BuildError::InvalidPolicy`], [`BuildError::UnknownPolicy`],
@@ -411,8 +411,8 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     /// assert_eq!(err.to_string(), "dependency cycle: a -> b -> a");
     /// ```
     pub fn build(mut self) -> Result<Graph<I>, BuildError> {
-        // Duplicate names are found now, in one pass over all names; a node's problems rank
-        // as they arise while adding it: its upstreams, its name, then (routers) its
+        // Duplicate names are found now, in one pass over all names. A node's problems rank
+        // as they arise while adding it: its upstreams, its name, then, for routers, its
         // branches.
         if let Some(index) = self.names.iter().position(str::is_empty) {
             let error = BuildError::EmptyName { index };
@@ -455,8 +455,8 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
         Ok(Graph::new(inner))
     }
 
-    /// Records the upstreams of the node about to be added (its name is the pending one);
-    /// problems are recorded for `build()`.
+    /// Records the upstreams of the node about to be added, whose name is the pending one.
+    /// Problems are recorded for `build()`.
     pub(super) fn declare<U: Upstreams>(&mut self, upstreams: &U) {
         self.declared.clear();
         upstreams.__declare(&mut self.declared);
@@ -515,7 +515,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     }
 
     /// `spec` as a record shared with the nodes declared alike among the last few distinct
-    /// declarations ([`Declared::same`]), or as a new one.
+    /// declarations, as [`Declared::same`] decides, or as a new one.
     fn share(&mut self, spec: Declared) -> Arc<Declared> {
         /// How many distinct declarations are remembered.
         const KEEP: usize = 8;
@@ -534,7 +534,7 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
     }
 }
 
-/// The ranks of a node's problems (see [`GraphBuilder::build`]).
+/// The ranks of a node's problems; see [`GraphBuilder::build`].
 const RANK_UPSTREAM: u8 = 0;
 const RANK_NAME: u8 = 1;
 const RANK_ROUTER: u8 = 2;

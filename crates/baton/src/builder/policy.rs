@@ -1,5 +1,5 @@
 //! What a node declares of its policies before `build()` resolves them: its [`Policies`]
-//! and whether it has a fallback (which is typed, and lives with its task).
+//! and whether it has a fallback. The fallback is typed, and lives with its task.
 
 use crate::onion::Policies;
 
@@ -16,13 +16,14 @@ pub(crate) struct Declared {
 
 impl Declared {
     /// Whether `self` declares the same policies as `other`: equal settings, the same
-    /// handles (or names), the same closures. The graph builder keeps one record for the
+    /// handles or names, the same closures. The graph builder keeps one record for the
     /// nodes declared alike, and `build()` resolves it once for all of them.
     pub(crate) fn same(&self, other: &Self) -> bool {
         self == other
     }
 
-    /// Whether the node declares no policy and no fallback (the scheduler's fast path).
+    /// Whether the node declares no policy and no fallback, which is the scheduler's fast
+    /// path.
     pub(crate) fn is_empty(&self) -> bool {
         !self.has_fallback && self.policies.is_empty()
     }

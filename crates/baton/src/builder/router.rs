@@ -1,5 +1,5 @@
-//! Conditional routing: a router node reads its upstreams' values and returns a branch key;
-//! the chosen branch (a node with its own policies) runs, and its value becomes the
+//! Conditional routing: a router node reads its upstreams' values and returns a branch key.
+//! The chosen branch, a node with its own policies, runs, and its value becomes the
 //! router's value. Branches not chosen end `NotTaken`.
 
 use std::any::TypeId;
@@ -110,8 +110,8 @@ where
 }
 
 /// A router whose selector is set: add its branches, then [`finish`](Self::finish) it. A
-/// router dropped unfinished makes [`GraphBuilder::build`] fail
-/// ([`BuildError::InvalidRouter`](crate::BuildError::InvalidRouter)).
+/// router dropped unfinished makes [`GraphBuilder::build`] fail with
+/// [`BuildError::InvalidRouter`](crate::BuildError::InvalidRouter).
 ///
 /// ```
 /// use baton_graph::{BoxError, Graph, Outcome};
@@ -162,13 +162,13 @@ where
     U: Upstreams,
     T: Send + Sync + 'static,
 {
-    /// Adds the branch chosen by `key`: a node named `key` with its own policies, defined by
-    /// `define`, which receives a [`NodeBuilder`] whose upstreams are the router's and must
-    /// return what finishing it with `.task(..)` or `.blocking_task(..)` returns. Its value
-    /// becomes the router's. `build()` rejects a branch defined otherwise, or one that
-    /// declares upstreams of its own
-    /// ([`BuildError::InvalidRouter`](crate::BuildError::InvalidRouter)). `key` is copied,
-    /// like a node's name ([`GraphBuilder::node`]).
+    /// Adds the branch chosen by `key`: a node named `key` with its own policies, defined
+    /// by `define`, which receives a [`NodeBuilder`] whose upstreams are the router's and
+    /// must return what finishing it with `.task(..)` or `.blocking_task(..)` returns. Its
+    /// value becomes the router's. `build()` rejects a branch defined otherwise, or one
+    /// that declares upstreams of its own, with
+    /// [`BuildError::InvalidRouter`](crate::BuildError::InvalidRouter). `key` is copied,
+    /// like a node's name given to [`GraphBuilder::node`].
     pub fn branch(
         mut self,
         key: impl AsRef<str>,

@@ -142,8 +142,8 @@ fn resolve_names<I: 'static>(
                     let Some(node) = nodes.get(index as usize) else {
                         continue;
                     };
-                    // SAFETY: `tasks` are the builder's, which made every node's `TaskRef`
-                    // (`GraphBuilder::add` takes only tasks its own `Tasks` stored).
+                    // SAFETY: `tasks` are the builder's, which made every node's `TaskRef`:
+                    // `GraphBuilder::add` takes only tasks its own `Tasks` stored.
                     #[allow(unsafe_code)]
                     let task = unsafe { node.task.get(tasks) };
                     let (found, found_name) = task.value_type();
@@ -164,8 +164,9 @@ fn resolve_names<I: 'static>(
     Ok(ups)
 }
 
-/// The policies resolved so far, by declared record: the nodes that share a declared
-/// record (the builder shares one between nodes declared alike) share the resolved one.
+/// The policies resolved so far, by declared record. The builder shares one declared record
+/// between nodes declared alike, and the nodes that share a declared record share the
+/// resolved one.
 #[derive(Default)]
 struct Resolved {
     /// Keyed by the declared record's address; the record is kept alive with it, so the
@@ -202,7 +203,8 @@ impl Resolved {
 }
 
 /// Validates a node's policies and resolves its breaker, bulkhead and rate limiter through
-/// the orchestrator; `None` when the node has no policy (the scheduler's fast path).
+/// the orchestrator. `None` when the node has no policy, which is the scheduler's fast
+/// path.
 fn resolve(
     node: &str,
     spec: Declared,
@@ -330,7 +332,7 @@ mod tests {
         let _ = node.task(|_, ()| ok());
     }
 
-    /// The resolved policy records of `graph`'s nodes, in order (`None`: no policy).
+    /// The resolved policy records of `graph`'s nodes, in order; `None` for no policy.
     fn records(graph: &Graph<()>) -> Vec<Option<*const crate::onion::ResolvedPolicies>> {
         graph
             .inner
@@ -345,9 +347,10 @@ mod tests {
             .collect()
     }
 
-    /// Nodes declared with the same policies share one record; a node declared otherwise
-    /// (another timeout, another breaker, a breaker by name, a retry built again with its
-    /// own predicate) gets its own, and a declaration seen before shares again.
+    /// Nodes declared with the same policies share one record. A node declared otherwise
+    /// gets its own, and a declaration seen before shares again. Declared otherwise means
+    /// another timeout, another breaker, a breaker by name, or a retry built again with its
+    /// own predicate.
     #[test]
     fn nodes_declared_alike_share_one_policy_record() {
         let b1 = CircuitBreaker::builder("b1").build().unwrap();

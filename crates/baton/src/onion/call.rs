@@ -1,5 +1,5 @@
 //! One [`Pipeline`](super::Pipeline) call: what its task sees of each [`Attempt`], what it
-//! returns ([`Call`]), and the onion's host for it.
+//! returns as a [`Call`], and the onion's host for it.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -38,13 +38,13 @@ impl Attempt {
     }
 
     /// When this attempt will be cut: the earlier of its timeout and the call's budget;
-    /// `None` when neither applies. A tokio (monotonic) instant.
+    /// `None` when neither applies. A tokio instant, which is monotonic.
     #[must_use]
     pub fn deadline(&self) -> Option<Instant> {
         self.deadline
     }
 
-    /// The time left before [`deadline`](Self::deadline) (zero once it passed); pass it
+    /// The time left before [`deadline`](Self::deadline), zero once it passed. Pass it
     /// downstream as the request's timeout.
     ///
     /// ```
@@ -72,8 +72,8 @@ impl Attempt {
             .map(|d| d.saturating_duration_since(Instant::now()))
     }
 
-    /// The time left of this attempt less `margin`, to send downstream with the request
-    /// (see [`Budget`](crate::deadline::Budget)); `None` when no deadline applies.
+    /// The time left of this attempt less `margin`, to send downstream with the request;
+    /// see [`Budget`](crate::deadline::Budget). `None` when no deadline applies.
     #[must_use]
     pub fn budget(&self, margin: Duration) -> Option<crate::policy::Budget> {
         self.remaining()
@@ -93,7 +93,7 @@ pub struct Call<T> {
 }
 
 impl<T> Call<T> {
-    /// `Succeeded`, `Recovered` (the fallback answered) or `Failed`.
+    /// `Succeeded`, `Recovered` when the fallback answered, or `Failed`.
     #[must_use]
     pub fn outcome(&self) -> Outcome {
         match (&self.result, &self.recovered_from) {
@@ -146,8 +146,8 @@ impl<T> Call<T> {
         self.attempts
     }
 
-    /// Each attempt's start, end, preceding backoff and error, from the call's start, when
-    /// the call retried or failed (empty after one successful attempt), as a node's.
+    /// Each attempt's start, end, preceding backoff and error, from the call's start, as a
+    /// node's. Filled when the call retried or failed; empty after one successful attempt.
     #[must_use]
     pub fn attempt_log(&self) -> &[AttemptReport] {
         &self.attempt_log

@@ -18,11 +18,11 @@ use crate::policy::{Bulkhead, Chaos, CircuitBreaker, Hedge, RateLimiter};
 use crate::util::same_opt;
 
 /// A circuit breaker, bulkhead or rate limiter given to a node or a pipeline: the handle
-/// itself, or its name, looked up in the [`Orchestrator`] when the graph (or the pipeline)
-/// is built.
+/// itself, or its name, looked up in the [`Orchestrator`] when the graph or the pipeline is
+/// built.
 ///
-/// Converts from a handle (`CircuitBreaker`, `&CircuitBreaker`, …) and from a name
-/// (`&str`, `String`).
+/// Converts from a handle, such as `CircuitBreaker` or `&CircuitBreaker`, and from a name,
+/// a `&str` or a `String`.
 #[derive(Debug, Clone)]
 pub enum PolicyRef<H> {
     /// This handle; registered in the orchestrator under its name at `build()`.
@@ -60,7 +60,7 @@ macro_rules! handle_ref {
 handle_ref!(CircuitBreaker, Bulkhead, RateLimiter);
 
 impl<H> PolicyRef<H> {
-    /// The same handle (by `same`), or the same name.
+    /// The same handle, as `same` decides, or the same name.
     fn same(&self, other: &Self, same: impl Fn(&H, &H) -> bool) -> bool {
         match (self, other) {
             (PolicyRef::Handle(a), PolicyRef::Handle(b)) => same(a, b),
@@ -77,20 +77,20 @@ impl<H> PolicyRef<H> {
 /// and given to either with `.policies(..)`; setters called after it refine it for that
 /// node or pipeline only.
 ///
-/// A breaker, bulkhead or rate limiter is kept as given, a handle or a name
-/// ([`PolicyRef`]); a name is looked up in the orchestrator when the graph or the pipeline
-/// is built. Nothing is checked before then: `build()` reports a policy that cannot work
-/// as [`BuildError::InvalidPolicy`] naming the node.
+/// A breaker, bulkhead or rate limiter is kept as given, a handle or a name, in a
+/// [`PolicyRef`]; a name is looked up in the orchestrator when the graph or the pipeline is
+/// built. Nothing is checked before then: `build()` reports a policy that cannot work as
+/// [`BuildError::InvalidPolicy`] naming the node.
 ///
-/// The fallback is not here: its type is the node's value type, so it stays with the
-/// node ([`NodeBuilder::fallback`](crate::NodeBuilder::fallback)) or the pipeline
-/// ([`PipelineBuilder::fallback`](crate::pipeline::PipelineBuilder::fallback)).
+/// The fallback is not here: its type is the node's value type, so it stays with the node,
+/// in [`NodeBuilder::fallback`](crate::NodeBuilder::fallback), or the pipeline, in
+/// [`PipelineBuilder::fallback`](crate::pipeline::PipelineBuilder::fallback).
 ///
-/// Two values are equal when they declare the same policies: equal settings, the same
-/// handles (by identity, not by configuration) or names, the same closures (by pointer).
+/// Two values are equal when they declare the same policies: equal settings, the same names
+/// or the same handles by identity, not by configuration, and the same closures by pointer.
 ///
 /// # Defaults
-/// [`Policies::new`] (or `default()`) declares nothing: no timeout, one attempt, no
+/// [`Policies::new`], like `default()`, declares nothing: no timeout, one attempt, no
 /// budget, a minimum attempt time of 10 ms, no breaker, bulkhead, rate limiter, hedge or
 /// injected fault.
 ///
@@ -152,11 +152,12 @@ pub struct Policies {
 /// whose `impl` block invokes it, which has a `fn policies_mut(&mut self) -> &mut Policies`.
 macro_rules! policy_setters {
     () => {
-        /// Limits each attempt to `limit`; an attempt that runs longer is dropped (it stops at
-        /// its next `.await`) and fails with [`NodeError::Timeout`](crate::NodeError::Timeout) naming the node (or
-        /// pipeline), the attempt and the limit. The effective limit is `min(limit, time left before the
-        /// deadline)`. A zero limit is rejected by `build()`
-        /// ([`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy)).
+        /// Limits each attempt to `limit`. An attempt that runs longer is dropped, so it
+        /// stops at its next `.await`, and fails with
+        /// [`NodeError::Timeout`](crate::NodeError::Timeout) naming the node or pipeline,
+        /// the attempt and the limit. The effective limit is
+        /// `min(limit, time left before the deadline)`. A zero limit is rejected by
+        /// `build()` with [`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy).
         ///
         /// ```
         /// use std::time::Duration;
@@ -183,9 +184,10 @@ macro_rules! policy_setters {
             self
         }
 
-        /// Retries failed attempts per `retry` (attempts, backoff, jitter, which errors, retry
-        /// budget), inside the deadline. [`Retry::new(n)`](crate::Retry::new) counts attempts:
-        /// `Retry::new(3)` is the first attempt and at most 2 retries.
+        /// Retries failed attempts per `retry`, inside the deadline. `retry` says the
+        /// attempts, backoff, jitter, which errors, and the retry budget.
+        /// [`Retry::new(n)`](crate::Retry::new) counts attempts: `Retry::new(3)` is the
+        /// first attempt and at most 2 retries.
         ///
         /// ```
         /// use std::time::Duration;
@@ -211,11 +213,13 @@ macro_rules! policy_setters {
             self
         }
 
-        /// Gives the node (a pipeline: each call) a time budget from its start: every attempt, backoff and bulkhead wait
-        /// must end by then (and by the run's deadline, if earlier). When it runs out mid-attempt
-        /// the attempt is cut at the deadline, and the series fails with
-        /// [`NodeError::DeadlineExceeded`](crate::NodeError::DeadlineExceeded) (or [`NodeError::GaveUp`](crate::NodeError::GaveUp) saying how many attempts
-        /// ran and how long the series took).
+        /// Gives the node a time budget from its start; a pipeline gives one to each call.
+        /// Every attempt, backoff and bulkhead wait must end by then, and by the run's
+        /// deadline if that is earlier. When it runs out mid-attempt the attempt is cut at
+        /// the deadline, and the series fails with
+        /// [`NodeError::DeadlineExceeded`](crate::NodeError::DeadlineExceeded), or with
+        /// [`NodeError::GaveUp`](crate::NodeError::GaveUp) saying how many attempts ran and
+        /// how long the series took.
         ///
         /// ```
         /// use std::time::Duration;
@@ -250,9 +254,9 @@ macro_rules! policy_setters {
             self
         }
 
-        /// No first attempt starts with less than `min` left before the deadline, and backoffs
-        /// are clipped to leave it (default 10 ms). A retry whose backoff timer fired late
-        /// starts with whatever is left, as the series' last.
+        /// No first attempt starts with less than `min` left before the deadline, and
+        /// backoffs are clipped to leave it. The default is 10 ms. A retry whose backoff
+        /// timer fired late starts with whatever is left, as the series' last.
         ///
         /// ```
         /// use std::time::Duration;
@@ -278,10 +282,11 @@ macro_rules! policy_setters {
             self
         }
 
-        /// Guards the node (or each call) with a circuit breaker: a handle, or the name of one
-        /// registered in the graph's (or the pipeline's) [`Orchestrator`](crate::Orchestrator). It is asked once before the retry series (when open,
-        /// the task does not run and the series fails with [`NodeError::BreakerOpen`](crate::NodeError::BreakerOpen)) and told
-        /// one result per series.
+        /// Guards the node, or each call, with a circuit breaker: a handle, or the name of
+        /// one registered in the graph's or the pipeline's
+        /// [`Orchestrator`](crate::Orchestrator). It is asked once before the retry series
+        /// and told one result per series. When it is open, the task does not run and the
+        /// series fails with [`NodeError::BreakerOpen`](crate::NodeError::BreakerOpen).
         ///
         /// ```
         /// use baton_graph::{BoxError, CircuitBreaker, Graph};
@@ -314,7 +319,8 @@ macro_rules! policy_setters {
         }
 
         /// Errors for which `ignore` returns `true` do not count for or against the
-        /// breaker (the permit is released uncounted), like resilience4j's `ignoreExceptions`.
+        /// breaker: the permit is released uncounted, like resilience4j's
+        /// `ignoreExceptions`.
         ///
         /// ```
         /// use baton_graph::{BoxError, CircuitBreaker, Graph, NodeError};
@@ -341,10 +347,11 @@ macro_rules! policy_setters {
             self
         }
 
-        /// Takes a permit of `bulkhead` (a handle, or the name of one registered in the
-        /// [`Orchestrator`](crate::Orchestrator)) for each attempt, and holds it until the
-        /// attempt has really stopped. Permits go first come, first served, as tokio's semaphore
-        /// gives them: a retry asks again, behind the attempts already waiting.
+        /// Takes a permit of `bulkhead` for each attempt, and holds it until the attempt
+        /// has really stopped. `bulkhead` is a handle, or the name of one registered in the
+        /// [`Orchestrator`](crate::Orchestrator). Permits go first come, first served, as
+        /// tokio's semaphore gives them: a retry asks again, behind the attempts already
+        /// waiting.
         ///
         /// ```
         /// use std::time::Duration;
@@ -376,12 +383,14 @@ macro_rules! policy_setters {
             self
         }
 
-        /// Takes a permit of `limiter` (a handle, or the name of one registered in the
-        /// [`Orchestrator`](crate::Orchestrator)) for each attempt, before its bulkhead permit.
-        /// The wait for it counts toward the attempt's timeout; an attempt whose permit would
-        /// not come within the limiter's maximum wait, or before its cut, fails at once with
-        /// [`NodeError::RateLimited`](crate::NodeError::RateLimited) (retried by default). A limiter that could never grant a
-        /// permit is rejected by `build()` ([`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy)).
+        /// Takes a permit of `limiter` for each attempt, before its bulkhead permit.
+        /// `limiter` is a handle, or the name of one registered in the
+        /// [`Orchestrator`](crate::Orchestrator). The wait for it counts toward the
+        /// attempt's timeout. An attempt whose permit would not come within the limiter's
+        /// maximum wait, or before its cut, fails at once with
+        /// [`NodeError::RateLimited`](crate::NodeError::RateLimited), which is retried by
+        /// default. A limiter that could never grant a permit is rejected by `build()` with
+        /// [`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy).
         ///
         /// ```
         /// use std::time::Duration;
@@ -411,11 +420,12 @@ macro_rules! policy_setters {
             self
         }
 
-        /// Hedges slow attempts: when an attempt has not ended after `hedge`'s delay, another
-        /// starts in parallel, and the first to succeed wins while the others are dropped
-        /// (see [`Hedge`](crate::Hedge) for how hedges count against the retry, its budget, the deadline
-        /// and the breaker). The attempt log marks each hedge and each cancelled loser; the
-        /// report's [`NodeReport::winner`](crate::NodeReport::winner) is the attempt that won.
+        /// Hedges slow attempts: when an attempt has not ended after `hedge`'s delay,
+        /// another starts in parallel, and the first to succeed wins while the others are
+        /// dropped. [`Hedge`](crate::Hedge) says how hedges count against the retry, its
+        /// budget, the deadline and the breaker. The attempt log marks each hedge and each
+        /// cancelled loser; the report's [`NodeReport::winner`](crate::NodeReport::winner)
+        /// is the attempt that won.
         ///
         /// ```
         /// use std::time::Duration;
@@ -445,10 +455,10 @@ macro_rules! policy_setters {
             self
         }
 
-        /// Injects faults into the attempts per `chaos` (latency before the task, an
-        /// error instead of it, at configured rates, from a seeded generator): for testing a
-        /// graph's resilience on the paused clock. The injected latency counts toward the
-        /// attempt's timeout; the attempt log records what was injected.
+        /// Injects faults into the attempts per `chaos`: latency before the task, or an
+        /// error instead of it, at configured rates, from a seeded generator. It is for
+        /// testing a graph's resilience on the paused clock. The injected latency counts
+        /// toward the attempt's timeout; the attempt log records what was injected.
         ///
         /// ```
         /// use std::time::Duration;
@@ -477,12 +487,13 @@ macro_rules! policy_setters {
             self
         }
 
-        /// Takes the policies of the orchestrator's policy set `name` (from a configuration:
-        /// [`Orchestrator::apply`](crate::Orchestrator::apply)). A policy set here too keeps
-        /// its own value, whether set before or after. When a later `apply` changes the set,
-        /// the runs and calls that start after it take the new one; those in flight keep
-        /// theirs. A set the orchestrator does not have (or no orchestrator) fails the build
-        /// ([`BuildError::UnknownPolicy`](crate::BuildError::UnknownPolicy)).
+        /// Takes the policies of the orchestrator's policy set `name`, as a configuration
+        /// gives them through [`Orchestrator::apply`](crate::Orchestrator::apply). A policy
+        /// set here too keeps its own value, whether set before or after. When a later
+        /// `apply` changes the set, the runs and calls that start after it take the new
+        /// one; those in flight keep theirs. A set the orchestrator does not have, or
+        /// having no orchestrator, fails the build with
+        /// [`BuildError::UnknownPolicy`](crate::BuildError::UnknownPolicy).
         ///
         /// ```
         /// use std::time::Duration;
@@ -546,8 +557,8 @@ impl Policies {
     /// # Errors
     /// [`BuildError::InvalidPolicy`] for a policy that cannot work,
     /// [`BuildError::PolicyConflict`] when another policy of the orchestrator has the name
-    /// of one of these, [`BuildError::UnknownPolicy`] for a name it does not know (or any
-    /// name, without an orchestrator); each names `node`.
+    /// of one of these, and [`BuildError::UnknownPolicy`] for a name it does not know, or
+    /// for any name without an orchestrator. Each names `node`.
     pub(crate) fn resolve(
         mut self,
         node: &str,
@@ -608,8 +619,8 @@ impl Policies {
     }
 }
 
-/// The handle `declared` refers to: registered in the orchestrator (`add`) when given as a
-/// handle, looked up there (`get`) when given by name.
+/// The handle `declared` refers to: registered in the orchestrator with `add` when given as
+/// a handle, looked up there with `get` when given by name.
 fn lookup<H>(
     node: &str,
     declared: Option<PolicyRef<H>>,
@@ -677,7 +688,7 @@ impl PartialEq for Policies {
 }
 
 impl Policies {
-    /// Whether both name the same policy set (or none).
+    /// Whether both name the same policy set, or both name none.
     #[cfg(not(feature = "serde"))]
     fn same_set(&self, _: &Self) -> bool {
         true

@@ -1,5 +1,5 @@
-//! [`Fallback`]: the value a node produces when every inner layer (attempts, retries,
-//! breaker) failed.
+//! [`Fallback`]: the value a node produces when every inner layer failed: the attempts, the
+//! retries and the breaker.
 //!
 //! It runs only after the inner layers failed — never on success, never on cancellation —
 //! and receives the error they ended with. Its value makes the node `Recovered`; the error
@@ -23,7 +23,7 @@ type AsyncFallback<T> = Arc<
 
 /// How a node recovers when its inner layers failed.
 ///
-/// - [`Fallback::value`]: a fixed value (shared, not cloned, between runs).
+/// - [`Fallback::value`]: a fixed value, shared between runs, not cloned.
 /// - [`Fallback::from_fn`]: a function of the error.
 /// - [`Fallback::from_async`]: an async function of the error, which may itself fail.
 ///
@@ -70,8 +70,8 @@ impl<T: Send + Sync + 'static> Fallback<T> {
         }
     }
 
-    /// Recovers with `f(&error)`; `error` is what the inner layers ended with (see
-    /// [`NodeError::task_error`] to reach the task's own error).
+    /// Recovers with `f(&error)`; `error` is what the inner layers ended with. See
+    /// [`NodeError::task_error`] to reach the task's own error.
     ///
     /// ```
     /// use std::time::Duration;
@@ -164,8 +164,8 @@ impl<T: Send + Sync + 'static> Fallback<T> {
 }
 
 /// What [`NodeBuilder::fallback`](crate::NodeBuilder::fallback) accepts for a node whose
-/// task produces a `T`: a [`Fallback<T>`], or a plain `T` (recovers with that value, as
-/// [`Fallback::value`] does).
+/// task produces a `T`: a [`Fallback<T>`], or a plain `T`, which recovers with that value
+/// as [`Fallback::value`] does.
 ///
 /// The node's value type is the one its task returns. A fallback of another type is a
 /// compile error at the `.fallback(..)` call, naming the type the task returns.
@@ -212,8 +212,8 @@ impl<T: Send + Sync + 'static> IntoFallback<T> for T {
 }
 
 /// Runs an async fallback: `start(error)` makes its future, which is awaited. A panic in
-/// either (caught) or an `Err` fails with [`NodeError::FallbackFailed`] naming `node` and
-/// keeping `error`.
+/// either, which is caught, or an `Err` fails with [`NodeError::FallbackFailed`] naming
+/// `node` and keeping `error`.
 pub(crate) async fn recover_async<T, Fut>(
     node: &str,
     error: Arc<NodeError>,

@@ -40,11 +40,12 @@ pub(super) struct Raced<V> {
 
 /// What the circuit breaker says to a hedge about to start.
 pub(super) enum Gate<'p> {
-    /// No hedge: the breaker moved on since it admitted the race, or it is half-open (or
-    /// recovering) and has no permit to give.
+    /// No hedge: the breaker moved on since it admitted the race, or it is half-open or
+    /// recovering and has no permit to give.
     Shut,
-    /// The hedge may start, holding the permit the breaker gave it when it needed one (a
-    /// half-open probe): told the hedge's own result, or given back if it is cancelled.
+    /// The hedge may start, holding the permit the breaker gave it when it needed one, as a
+    /// half-open probe does. The permit is told the hedge's own result, or given back if
+    /// the hedge is cancelled.
     Open(Option<BreakerPermit<'p>>),
 }
 
@@ -54,8 +55,8 @@ enum Step<V> {
 }
 
 /// Runs attempt `race.first` and, each time the hedge delay passes with attempts still
-/// running, a hedge (while the series' maximum attempts, its deadline, its breaker and
-/// its retry budget allow one). Logs every attempt, the cancelled ones too.
+/// running, a hedge, while the series' maximum attempts, its deadline, its breaker and its
+/// retry budget allow one. Logs every attempt, the cancelled ones too.
 pub(super) async fn race<'p, H: Host>(
     host: &H,
     policies: &'p ResolvedPolicies,
@@ -142,8 +143,8 @@ pub(super) async fn race<'p, H: Host>(
     }
 }
 
-/// Attempt `number`, with its number; `permit`, a hedge's own breaker permit, is told
-/// the attempt's result (or given back if the attempt is dropped).
+/// Attempt `number`, with its number; `permit`, a hedge's own breaker permit, is told the
+/// attempt's result, or given back if the attempt is dropped.
 async fn numbered<H: Host>(
     host: &H,
     policies: &ResolvedPolicies,
@@ -181,8 +182,8 @@ fn may_hedge<'p>(
     }
 }
 
-/// Logs the attempts `flying` when the winner ended: cancelled. `first` is the race's
-/// first attempt (the others are hedges).
+/// Logs the attempts `flying` when the winner ended: cancelled. `first` is the race's first
+/// attempt; the others are hedges.
 fn cancelled<H: Host>(host: &H, log: &mut AttemptLog, first: u32, flying: &[(u32, Instant)]) {
     let no_wait = Waits::default();
     for &(number, start) in flying {

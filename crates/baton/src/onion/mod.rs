@@ -1,10 +1,11 @@
 //! The onion: one execution with its policies, inner to outer, in a fixed order:
 //!
 //! 1. **attempt**: a [`RateLimiter`](crate::RateLimiter) permit, a
-//!    [`Bulkhead`](crate::Bulkhead) permit, then the task under its cut
-//!    (`min(per-attempt timeout, time left before the deadline)`);
+//!    [`Bulkhead`](crate::Bulkhead) permit, then the task under its cut,
+//!    `min(per-attempt timeout, time left before the deadline)`;
 //! 2. **retry**: [`Retry`], each backoff clipped to the deadline minus the minimum attempt
-//!    time, each retry drawn from the [`RetryBudget`](crate::retry::RetryBudget) if there is one;
+//!    time, each retry drawn from the [`RetryBudget`](crate::retry::RetryBudget) if there
+//!    is one;
 //! 3. **circuit breaker**: asked once before the series, told one result per series;
 //! 4. **fallback**: [`Fallback`], when the inner layers failed.
 //!
@@ -52,12 +53,12 @@ use crate::policy::deadline::{Deadline, TimerHook};
 use crate::policy::limit::bulkhead::BulkheadPermit;
 use crate::report::AttemptReport;
 
-/// The attempt log keeps at most this many attempts (a retry policy may allow millions).
+/// The attempt log keeps at most this many attempts. A retry policy may allow millions.
 pub(crate) const MAX_ATTEMPT_LOG: usize = 1_000;
 
 /// What the onion needs from whoever runs it: how to call the task and the fallback, and
-/// where to report what happens (counters, events). Generic, so that each host's calls are
-/// direct. The reports that every host counts and tells alike have their one definition
+/// where to report what happens, as counters and events. Generic, so that each host's calls
+/// are direct. The reports that every host counts and tells alike have their one definition
 /// here, through the host's [`Teller`](tell::Teller).
 pub(crate) trait Host: tell::Teller {
     /// What the task produces.
@@ -91,13 +92,13 @@ pub(crate) trait Host: tell::Teller {
     /// Told before an attempt's timer is made.
     fn timer_hook(&self) -> Option<&dyn TimerHook>;
 
-    /// `at` as an offset from the start of the run (or call), for the attempt log.
+    /// `at` as an offset from the start of the run or call, for the attempt log.
     fn offset(&self, at: Instant) -> Duration;
 
     /// Attempt `number` starts, with `budget` before it is cut.
     fn attempt_started(&self, number: u32, budget: Option<Duration>);
 
-    /// Attempt `number` ended, in any way (also dropped).
+    /// Attempt `number` ended, in any way, also by being dropped.
     fn attempt_ended(&self, number: u32);
 
     /// Attempt `number` failed with `error`.
@@ -113,19 +114,19 @@ pub(crate) trait Host: tell::Teller {
         tell::retry_scheduled(self, next, delay, remaining);
     }
 
-    /// Attempt `number` got a permit of `bulkhead` after waiting `waited` (`acquired`), or
-    /// gave up waiting for one.
+    /// Attempt `number` got a permit of `bulkhead` after waiting `waited`, when `acquired`,
+    /// or gave up waiting for one.
     fn permit_waited(&self, number: u32, bulkhead: &str, waited: Duration, acquired: bool) {
         tell::permit_waited(self, number, bulkhead, waited, acquired);
     }
 
-    /// Attempt `number` got a permit of rate limiter `limiter` after waiting `wait`
-    /// (`admitted`), or was refused one that would have come after `wait`.
+    /// Attempt `number` got a permit of rate limiter `limiter` after waiting `wait`, when
+    /// `admitted`, or was refused one that would have come after `wait`.
     fn rate_limited(&self, number: u32, limiter: &str, wait: Duration, admitted: bool) {
         tell::rate_limited(self, number, limiter, wait, admitted);
     }
 
-    /// Fault injection drew faults for attempt `number`: a `latency` (zero: none), and an
+    /// Fault injection drew faults for attempt `number`: a `latency`, zero for none, and an
     /// `error` instead of the task.
     fn fault_injected(&self, number: u32, latency: Duration, error: bool) {
         tell::fault_injected(self, number, latency, error);
@@ -155,13 +156,13 @@ pub(crate) struct Execution<V> {
     pub(crate) recovered_from: Option<Arc<NodeError>>,
     /// One entry per attempt that started, for a series that retried or failed.
     pub(crate) attempts: Vec<AttemptReport>,
-    /// Whether its shared circuit breaker judged it alone, when it first asked (the
-    /// shared state could not be reached, or the breaker tripped by its own counts).
+    /// Whether its shared circuit breaker judged it alone when it first asked, because the
+    /// shared state could not be reached or the breaker tripped by its own counts.
     pub(crate) breaker_local: bool,
 }
 
 /// The first attempt as the scheduler's fast path hands it over, when it failed, panicked
-/// or reached its cut (a first attempt that succeeds never comes here): the fast path
+/// or reached its cut. A first attempt that succeeds never comes here. The fast path
 /// already took the breaker permit, counted the attempt and deposited in the retry budget;
 /// the onion goes on from there.
 pub(crate) struct First<A> {
@@ -171,7 +172,7 @@ pub(crate) struct First<A> {
 
 /// Where the handed-over first attempt is.
 pub(crate) enum FirstAttempt<A> {
-    /// Still running at its cut (the onion polls it once more, then reports it cut).
+    /// Still running at its cut. The onion polls it once more, then reports it cut.
     Running(A),
     /// It returned an error.
     Failed(BoxError),
@@ -236,8 +237,9 @@ pub(crate) async fn execute<H: Host>(
     }
 }
 
-/// Runs the fallback for `error`, if there is one, bound by the `deadline` too (one
-/// deadline, everything derived): a fallback still running at the deadline fails.
+/// Runs the fallback for `error`, if there is one, bound by the `deadline` too: one
+/// deadline, from which everything is derived. A fallback still running at the deadline
+/// fails.
 async fn recover<H: Host>(
     host: &H,
     error: &Arc<NodeError>,

@@ -17,12 +17,13 @@ use crate::id::RunId;
 use crate::observe::{Event, log};
 use crate::orchestrator::Orchestrator;
 
-/// The policies of a graph node around a single call: attempt (bulkhead permit, task,
-/// per-attempt timeout) → retry inside a deadline budget → circuit breaker → fallback, in
-/// that fixed order, with the same errors, events and attempt log as a node.
+/// The policies of a graph node around a single call, in this fixed order: attempt, made of
+/// the bulkhead permit, the task and the per-attempt timeout → retry inside a deadline
+/// budget → circuit breaker → fallback. It has the same errors, events and attempt log as a
+/// node.
 ///
-/// Cheap to clone (`Arc` inside), `Send + Sync`; one pipeline serves any number of calls at
-/// once. `T` is the value a call produces.
+/// Cheap to clone, with an `Arc` inside, and `Send + Sync`; one pipeline serves any number
+/// of calls at once. `T` is the value a call produces.
 ///
 /// ```
 /// use std::time::Duration;
@@ -99,8 +100,8 @@ impl<T> fmt::Debug for Pipeline<T> {
 ///
 /// # Defaults
 /// The same as a node's: no timeout, one attempt, no budget, a minimum attempt time of
-/// 10 ms, no breaker, bulkhead or fallback, no orchestrator (events go nowhere, nothing is
-/// counted).
+/// 10 ms, no breaker, bulkhead or fallback, and no orchestrator, so events go nowhere and
+/// nothing is counted.
 #[must_use = "call `.build()` to get the pipeline"]
 pub struct PipelineBuilder<T> {
     name: String,
@@ -176,12 +177,12 @@ impl<T: Send + Sync + 'static> Pipeline<T> {
     /// Runs `task` through the policies and returns what the call did: its value or error,
     /// what the fallback recovered from, and each attempt.
     ///
-    /// `task` is called once per attempt, with the attempt's number and deadline; each
-    /// attempt's future is dropped when it is cut (it stops at its next `.await`). A panic
-    /// in `task` or its future is caught and fails the attempt, as in a node.
+    /// `task` is called once per attempt, with the attempt's number and deadline. Each
+    /// attempt's future is dropped when it is cut, so it stops at its next `.await`. A
+    /// panic in `task` or its future is caught and fails the attempt, as in a node.
     ///
-    /// The future is `Send` (it can be given to `tokio::spawn`) whatever the task's error
-    /// type.
+    /// The future is `Send`, so it can be given to `tokio::spawn`, whatever the task's
+    /// error type.
     // Not an `async fn`: the `Send` in the signature is what lets callers spawn it.
     #[allow(clippy::manual_async_fn)]
     pub fn run<'a, F, Fut, E>(&'a self, task: F) -> impl Future<Output = Call<T>> + Send + 'a
@@ -216,7 +217,7 @@ impl<T: Send + Sync + 'static> Pipeline<T> {
         E: Into<BoxError>,
     {
         let inner = &*self.inner;
-        // A call takes the policies current when it starts (after a reload, the new ones).
+        // A call takes the policies current when it starts: after a reload, the new ones.
         let reloaded = match (&inner.reload, &inner.orchestrator) {
             (Some(reload), Some(orch)) => reload.current(orch),
             _ => None,
@@ -271,8 +272,8 @@ impl<T> PipelineBuilder<T> {
 }
 
 impl<T: Send + Sync + 'static> PipelineBuilder<T> {
-    /// Takes `policies` as this pipeline's (given by value or by reference); setters called
-    /// after it refine them, setters called before it are replaced.
+    /// Takes `policies`, given by value or by reference, as this pipeline's. Setters called
+    /// after it refine them; setters called before it are replaced.
     ///
     /// ```
     /// use std::time::Duration;
@@ -366,9 +367,9 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
         self.fallback(Fallback::from_async(f))
     }
 
-    /// Reports to `orchestrator`: its observers receive the calls' events (each call is a
-    /// run of its own id), its statistics count their attempts, retries, timeouts, breaker
-    /// rejections and fallbacks, and the breaker, bulkhead and rate limiter join its
+    /// Reports to `orchestrator`: its observers receive the calls' events, each call being
+    /// a run of its own id, and its statistics count their attempts, retries, timeouts,
+    /// breaker rejections and fallbacks. The breaker, bulkhead and rate limiter join its
     /// registries.
     ///
     /// ```
@@ -395,11 +396,11 @@ impl<T: Send + Sync + 'static> PipelineBuilder<T> {
     /// Validates the policies and returns the pipeline.
     ///
     /// # Errors
-    /// [`BuildError::EmptyName`] for an empty name, [`BuildError::InvalidPolicy`] (a zero
-    /// timeout or budget, a budget below the minimum
-    /// attempt time, an invalid retry) or, with an orchestrator,
-    /// [`BuildError::PolicyConflict`] (another breaker, bulkhead, rate limiter or retry
-    /// budget has the name of one of these), each naming the pipeline as the node;
+    /// [`BuildError::EmptyName`] for an empty name. [`BuildError::InvalidPolicy`] for a
+    /// zero timeout or budget, a budget below the minimum attempt time, or an invalid
+    /// retry. With an orchestrator, [`BuildError::PolicyConflict`] when another breaker,
+    /// bulkhead, rate limiter or retry budget has the name of one of these. Each names the
+    /// pipeline as the node.
     pub fn build(self) -> Result<Pipeline<T>, BuildError> {
         let name = self.name;
         if name.is_empty() {

@@ -13,23 +13,24 @@ use crate::policy::deadline::{self, Cut};
 use crate::policy::{Bulkhead, CircuitBreaker, DEFAULT_MIN_ATTEMPT_TIME, RateLimiter, RetryBudget};
 use crate::util::human::Human;
 
-/// Which errors a breaker ignores (releases the permit without counting).
+/// Which errors a breaker ignores: it releases their permit without counting it.
 pub(crate) type ErrorFilter = Arc<dyn Fn(&NodeError) -> bool + Send + Sync>;
 
-/// The policies of one node (or one pipeline), resolved: the breaker, bulkhead and rate
-/// limiter as handles, the minimum attempt time with its default, and what the scheduler's
-/// fast path needs to know derived. Laid out in declaration order (`repr(C)`): the fields
-/// the fast path reads come first.
+/// The policies of one node or one pipeline, resolved: the breaker, bulkhead and rate
+/// limiter as handles, the minimum attempt time with its default, and derived from them
+/// what the scheduler's fast path needs to know. Laid out in declaration order with
+/// `repr(C)`: the fields the fast path reads come first.
 #[derive(Clone)]
 #[repr(C)]
 pub(crate) struct ResolvedPolicies {
     pub(crate) breaker: Option<CircuitBreaker>,
-    /// No bulkhead, no budget and no retry budget: with no run deadline either, an attempt
-    /// needs no permit but the breaker's, its cut is its timeout, and it deposits nothing
-    /// (the scheduler's fast path skips that work).
+    /// No bulkhead, no budget and no retry budget. With no run deadline either, an attempt
+    /// needs no permit but the breaker's, its cut is its timeout, and it deposits nothing:
+    /// the scheduler's fast path skips that work.
     pub(crate) simple: bool,
-    /// A permit to wait for (bulkhead, rate limiter) or attempts in parallel (hedge): only
-    /// the onion runs the node's attempts (the scheduler's fast path does not take it).
+    /// A permit to wait for, from a bulkhead or a rate limiter, or attempts in parallel,
+    /// from a hedge: only the onion runs the node's attempts, and the scheduler's fast path
+    /// does not take it.
     pub(crate) onion_only: bool,
     /// The declared settings, their breaker, bulkhead and rate limiter taken out into the
     /// resolved handles here.
@@ -37,11 +38,11 @@ pub(crate) struct ResolvedPolicies {
     pub(crate) min_attempt: Duration,
     pub(crate) bulkhead: Option<Bulkhead>,
     pub(crate) rate_limit: Option<RateLimiter>,
-    /// The policies as declared, when they name a policy set: what a reload resolves
-    /// again (`reload.rs`).
+    /// The policies as declared, when they name a policy set: what a reload resolves again
+    /// in `reload.rs`.
     pub(crate) named_set: Option<Arc<Policies>>,
     /// This record's place among the records of its graph or pipeline that name a policy
-    /// set (`Reload`), where a run finds the record that replaced it after a reload.
+    /// set, kept in `Reload`, where a run finds the record that replaced it after a reload.
     pub(crate) reload_slot: Option<u32>,
 }
 
@@ -71,7 +72,7 @@ impl fmt::Debug for ResolvedPolicies {
     }
 }
 
-/// A policy that cannot work: which one (`timeout`, `budget`, `retry`, …) and why.
+/// A policy that cannot work: which one, such as `timeout`, `budget` or `retry`, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Invalid {
     pub(crate) policy: &'static str,
@@ -90,8 +91,8 @@ impl Invalid {
 }
 
 impl ResolvedPolicies {
-    /// `declared`, with no breaker, bulkhead or rate limiter (whatever it declares of them
-    /// is dropped: [`guarded_by`](Self::guarded_by) gives the resolved handles).
+    /// `declared`, with no breaker, bulkhead or rate limiter. Whatever it declares of them
+    /// is dropped: [`guarded_by`](Self::guarded_by) gives the resolved handles.
     pub(crate) fn unguarded(mut declared: Policies) -> Self {
         declared.breaker = None;
         declared.bulkhead = None;
@@ -121,8 +122,8 @@ impl ResolvedPolicies {
         self
     }
 
-    /// The same policies, guarded by `breaker`, `bulkhead` and `rate_limit` (resolved after
-    /// validation).
+    /// The same policies, guarded by `breaker`, `bulkhead` and `rate_limit`, resolved after
+    /// validation.
     pub(crate) fn guarded_by(
         mut self,
         breaker: Option<CircuitBreaker>,
@@ -228,14 +229,14 @@ impl ResolvedPolicies {
     }
 
     /// Whether an attempt starting at `now` would have less than the minimum attempt time
-    /// left before `deadline` (then it does not start).
+    /// left before `deadline`. Such an attempt does not start.
     #[inline]
     pub(crate) fn too_late(&self, deadline: Option<Instant>, now: Instant) -> bool {
         deadline::too_late(deadline, now, self.min_attempt)
     }
 
-    /// Whether an attempt may start at `now` under `deadline`; `after_clip`: it is the one a
-    /// clipped backoff made room for (see `policy::deadline`).
+    /// Whether an attempt may start at `now` under `deadline`. `after_clip`: it is the one
+    /// a clipped backoff made room for; see `policy::deadline`.
     #[inline]
     pub(crate) fn may_start(
         &self,

@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::{Policies, ResolvedPolicies};
 use crate::orchestrator::Orchestrator;
 
-/// The policy records of one graph (or one pipeline) that name a policy set, as declared,
-/// and the records resolved from them after the last change of a set. A record's place
-/// here is its [`ResolvedPolicies::reload_slot`].
+/// The policy records of one graph or one pipeline that name a policy set, as declared, and
+/// the records resolved from them after the last change of a set. A record's place here is
+/// its [`ResolvedPolicies::reload_slot`].
 pub(crate) struct Reload {
     /// By slot: the name of a node that has the record, and the record as declared.
     declared: Box<[(Box<str>, Arc<Policies>)]>,
@@ -24,7 +24,7 @@ struct Resolved {
 }
 
 impl Reload {
-    /// The reload of `declared` (by slot), resolved when the orchestrator had counted
+    /// The reload of `declared`, by slot, resolved when the orchestrator had counted
     /// `changes` changes of its policy sets; `None` when nothing names a set.
     pub(crate) fn new(declared: Vec<(Box<str>, Arc<Policies>)>, changes: u64) -> Option<Self> {
         if declared.is_empty() {
@@ -42,10 +42,10 @@ impl Reload {
     /// The records a run or call starting now uses, by slot: resolved again first if a
     /// policy set changed since they were; `None` while those built with the graph stand.
     ///
-    /// A record that no longer resolves (the new set does not fit the node's own
-    /// settings, say a budget below its minimum attempt time) keeps the records used
-    /// until now, and says why in a `tracing` warning; it is tried again at the next
-    /// change.
+    /// A record that no longer resolves keeps the records used until now, and says why in a
+    /// `tracing` warning; it is tried again at the next change. That happens when the new
+    /// set does not fit the node's own settings, say a budget below its minimum attempt
+    /// time.
     pub(crate) fn current(
         &self,
         orchestrator: &Orchestrator,
@@ -79,8 +79,8 @@ impl Reload {
     }
 }
 
-/// `policy`, or the record that replaced it in `reloaded` (a run's or a call's records, by
-/// slot) when it names a policy set.
+/// `policy`, or the record that replaced it in `reloaded` when it names a policy set.
+/// `reloaded` holds a run's or a call's records, by slot.
 #[inline]
 pub(crate) fn current<'a>(
     policy: &'a ResolvedPolicies,

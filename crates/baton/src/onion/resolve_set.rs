@@ -7,19 +7,19 @@ use crate::error::BuildError;
 use crate::orchestrator::Orchestrator;
 
 impl Policies {
-    /// Whether both name the same policy set (or none).
+    /// Whether both name the same policy set, or both name none.
     pub(super) fn same_set(&self, other: &Self) -> bool {
         self.policy_set == other.policy_set
     }
 
     /// These policies, with what they do not set taken from the orchestrator's policy set
-    /// they name (and no longer naming it).
+    /// they name, and no longer naming it.
     ///
     /// # Errors
     /// [`BuildError::UnknownPolicy`] for a set, or a retry budget it names, that the
-    /// orchestrator does not have (or without an orchestrator);
-    /// [`BuildError::InvalidPolicy`] for a backoff or hedge it cannot build (a set made in
-    /// code; a configuration was checked when applied). Each names `node`.
+    /// orchestrator does not have, or for any set without an orchestrator.
+    /// [`BuildError::InvalidPolicy`] for a backoff or hedge it cannot build, in a set made
+    /// in code; a configuration was checked when applied. Each names `node`.
     pub(crate) fn with_policy_set(
         mut self,
         node: &str,

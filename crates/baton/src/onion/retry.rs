@@ -2,8 +2,8 @@
 //!
 //! Waiting between attempts is a tokio timer, so it holds no thread: with one worker
 //! thread, two nodes that each fail twice with a 1 s backoff finish in about 2 s, not 4 s.
-//! The retry layer sits outside the per-attempt timeout (each attempt gets its own) and
-//! inside the circuit breaker (a series counts once). When to stop is decided in
+//! The retry layer sits outside the per-attempt timeout, so each attempt gets its own, and
+//! inside the circuit breaker, so a series counts once. When to stop is decided in
 //! `policy::retry`.
 
 use std::fmt;
@@ -24,13 +24,13 @@ pub(crate) type DelayHint = Arc<dyn Fn(&NodeError) -> Option<Duration> + Send + 
 /// and an optional per-downstream [`RetryBudget`].
 ///
 /// # Defaults
-/// - attempts: 3 (one attempt and two retries);
+/// - attempts: 3, one attempt and two retries;
 /// - backoff: exponential from 100 ms, ×2, capped at 30 s, no jitter;
-/// - retryable: [`Retry::default_retryable`] (task errors, per-attempt timeouts, full
-///   bulkheads and spent rate limits; never breaker rejections, exhausted deadlines or
-///   panics);
+/// - retryable: [`Retry::default_retryable`], which retries task errors, per-attempt
+///   timeouts, full bulkheads and spent rate limits, and never breaker rejections,
+///   exhausted deadlines or panics;
 /// - retry budget: none;
-/// - delay from the error: none (the backoff's delay).
+/// - delay from the error: none, so the backoff's delay applies.
 #[derive(Clone)]
 pub struct Retry {
     pub(crate) max_attempts: u32,
@@ -60,10 +60,10 @@ impl Default for Retry {
 
 impl Retry {
     /// At most `max_attempts` attempts in all, the first one included, with the default
-    /// backoff (exponential from 100 ms). It counts attempts, not retries: `Retry::new(3)`
+    /// backoff, exponential from 100 ms. It counts attempts, not retries: `Retry::new(3)`
     /// retries at most twice, and `Retry::new(1)` never retries. `max_attempts` of 0 is
-    /// rejected when the graph is built
-    /// ([`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy)).
+    /// rejected with [`BuildError::InvalidPolicy`](crate::BuildError::InvalidPolicy) when
+    /// the graph is built.
     ///
     /// ```
     /// use baton_graph::{BoxError, Pipeline, Retry};
@@ -152,12 +152,13 @@ impl Retry {
     /// keeps the backoff's delay. The task's own error is reachable through
     /// [`NodeError::task_error`] and a downcast.
     ///
-    /// The backoff still decides whether the series goes on (a custom backoff that ran out
-    /// stops it), and the delay, from the error or not, is clipped by the deadline like
-    /// every backoff: it leaves room for one minimum attempt, and the attempt after a
-    /// clipped delay is the series' last. No jitter is added to it. `delay` is called only
-    /// for an error that is retried, and a panic in it fails the node with
-    /// [`NodeError::Panicked`] ([`UserCode::RetryDelay`](crate::error::UserCode::RetryDelay)).
+    /// The backoff still decides whether the series goes on: a custom backoff that ran out
+    /// stops it. The delay, from the error or not, is clipped by the deadline like every
+    /// backoff: it leaves room for one minimum attempt, and the attempt after a clipped
+    /// delay is the series' last. No jitter is added to it. `delay` is called only for an
+    /// error that is retried, and a panic in it fails the node with
+    /// [`NodeError::Panicked`], naming
+    /// [`UserCode::RetryDelay`](crate::error::UserCode::RetryDelay).
     ///
     /// ```
     /// use std::time::Duration;
@@ -208,9 +209,9 @@ impl Retry {
     }
 
     /// The default predicate: task errors, per-attempt timeouts, full bulkheads and rate
-    /// limiters without a permit are retryable (a full bulkhead and a spent rate limit are
-    /// short-lived, local shortages); panics are not (they are bugs, and usually
-    /// deterministic).
+    /// limiters without a permit are retryable, since a full bulkhead and a spent rate
+    /// limit are short-lived, local shortages. Panics are not: they are bugs, and usually
+    /// deterministic.
     ///
     /// ```
     /// use baton_graph::{NodeError, Retry, breaker::BreakerState};
@@ -255,8 +256,8 @@ impl Retry {
         }
     }
 
-    /// Whether `self` and `other` retry alike: the same attempts, backoff, predicate (the
-    /// same closure) and retry budget (the same handle).
+    /// Whether `self` and `other` retry alike: the same attempts and backoff, the same
+    /// closure as predicate, and the same handle as retry budget.
     pub(crate) fn same(&self, other: &Self) -> bool {
         self.max_attempts == other.max_attempts
             && self.backoff.same(&other.backoff)

@@ -1,5 +1,5 @@
-//! The retry series, and the circuit breaker around it: asked once before the series (an
-//! open breaker rejects it without running the task), told one result after it.
+//! The retry series, and the circuit breaker around it: asked once before the series, told
+//! one result after it. An open breaker rejects the series without running the task.
 
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
@@ -25,7 +25,7 @@ pub(super) struct AttemptLog {
     pub(super) entries: Vec<AttemptReport>,
     /// How many attempts started.
     pub(super) started: u32,
-    /// Whether a shared breaker judged the series alone (see `Execution`).
+    /// Whether a shared breaker judged the series alone; see `Execution`.
     pub(super) breaker_local: bool,
 }
 
@@ -71,7 +71,7 @@ pub(super) async fn guarded<H: Host>(
         Ok(permit) => permit,
         Err(open) => return Err(rejected(host, breaker, &open, 1, started, None)),
     };
-    // Dropping `permit` (the run was cancelled mid-series) releases it uncounted.
+    // Dropping `permit`, when the run was cancelled mid-series, releases it uncounted.
     let guard = Guard::Series(&permit);
     let out = series(host, policies, guard, deadline, started, log, first).await;
     tell(permit, policies, out, started)
@@ -95,8 +95,8 @@ pub(super) fn tell<V>(
     };
     let ignored = match &policies.declared.breaker_ignore {
         None => false,
-        // A filter that panics tells the breaker nothing (the permit is released
-        // uncounted) and fails the node with its panic.
+        // A filter that panics tells the breaker nothing, releasing the permit uncounted,
+        // and fails the node with its panic.
         Some(filter) => catch(UserCode::BreakerFilter, || filter(&error))?,
     };
     if ignored {
@@ -123,7 +123,8 @@ enum Guard<'a, 'p> {
 
 impl<'a> Guard<'a, '_> {
     /// The permit for attempt `number`, when the breaker is told every attempt; the
-    /// breaker's error when it rejects the attempt (`last` is the error of the one before).
+    /// breaker's error when it rejects the attempt. `last` is the error of the attempt
+    /// before.
     fn attempt_permit<H: Host>(
         &mut self,
         host: &H,
@@ -145,10 +146,11 @@ impl<'a> Guard<'a, '_> {
         }
     }
 
-    /// What the breaker says to a hedge about to start: shut when it moved on since it
-    /// admitted the series; open without a permit when it is closed (the race's permit
-    /// covers it); otherwise (half-open, recovering) a hedge is a call of its own and
-    /// needs a permit of its own, a probe when half-open, and does not start without one.
+    /// What the breaker says to a hedge about to start. Shut when it moved on since it
+    /// admitted the series. Open without a permit when it is closed, since the race's
+    /// permit covers it. Otherwise, half-open or recovering, a hedge is a call of its own
+    /// and needs a permit of its own, a probe when half-open, and does not start without
+    /// one.
     fn hedge_gate<'p>(&self, breaker: Option<&'p CircuitBreaker>) -> Gate<'p> {
         let Some(breaker) = breaker else {
             return Gate::Open(None);
@@ -200,8 +202,8 @@ fn rejected<H: Host>(
     }
 }
 
-/// The retry series (a single attempt without a retry policy); `first` is its first
-/// attempt when the fast path started it.
+/// The retry series, a single attempt without a retry policy; `first` is its first attempt
+/// when the fast path started it.
 async fn series<H: Host>(
     host: &H,
     policies: &ResolvedPolicies,
@@ -232,7 +234,7 @@ async fn series<H: Host>(
         if number > 1 && policies.too_late(deadline, now) {
             after_clip = true;
         }
-        // (A resumed first attempt passed this check on the fast path.)
+        // A resumed first attempt passed this check on the fast path.
         if resumed.is_none() && !policies.may_start(deadline, now, after_clip) {
             let error = out_of_time(host, number - 1, started);
             return Err(match retry {
@@ -262,7 +264,7 @@ async fn series<H: Host>(
             None => out,
         };
         // A series that succeeds at its first attempt, at once, has nothing to add to the
-        // node's own start and end: its log stays empty (and costs nothing).
+        // node's own start and end: its log stays empty, and costs nothing.
         if let Some(w) = waits.filter(|w| number > 1 || out.is_err() || !w.is_none()) {
             log.push(log_entry(host, number, start, w, delay_before, &out));
         }
@@ -286,8 +288,8 @@ async fn series<H: Host>(
         after_clip = clipped;
         delay_before = delay;
         if delay.is_zero() {
-            // A series with no backoff still lets its worker run other tasks (and notice a
-            // cancelled run) now and then.
+            // A series with no backoff still lets its worker run other tasks, and notice a
+            // cancelled run, now and then.
             tokio::task::consume_budget().await;
         } else {
             tokio::time::sleep(delay).await;
@@ -301,9 +303,9 @@ async fn series<H: Host>(
     }
 }
 
-/// Attempt `at.first` (with a hedge policy, a race of it and its hedges): its output,
-/// when it began, the number of the last attempt started, and its waits for permits
-/// (`None` for a race, which logs its attempts itself).
+/// Attempt `at.first`, or with a hedge policy a race of it and its hedges. Returns its
+/// output, when it began, the number of the last attempt started, and its waits for
+/// permits; `None` for a race, which logs its attempts itself.
 async fn step<H: Host>(
     host: &H,
     policies: &ResolvedPolicies,
@@ -335,8 +337,8 @@ async fn step<H: Host>(
     (out, start, last, None)
 }
 
-/// The log entry of attempt `number`, which began at `start` after `delay_before`,
-/// waited `waits` (permits, injected faults) and ended now with `out`.
+/// The log entry of attempt `number`, which began at `start` after `delay_before`, waited
+/// `waits` for permits and injected faults, and ended now with `out`.
 pub(super) fn log_entry<H: Host, V>(
     host: &H,
     number: u32,
@@ -361,10 +363,10 @@ pub(super) fn log_entry<H: Host, V>(
     }
 }
 
-/// After an attempt `failed` with `error`: the backoff before the next attempt (and
-/// whether the deadline clipped it, making the next attempt the last), with the error
-/// kept for the series' end; or the series' final error. Draws the retry from the retry
-/// budget, and tells the host the retry is scheduled.
+/// After an attempt `failed` with `error`: the backoff before the next attempt, whether the
+/// deadline clipped it, making the next attempt the last, and the error kept for the
+/// series' end; or the series' final error. Draws the retry from the retry budget, and
+/// tells the host the retry is scheduled.
 fn backoff_after<H: Host>(
     host: &H,
     retry: &Retry,

@@ -15,7 +15,7 @@ use crate::policy::deadline::{Cut, Deadline};
 use crate::policy::limit::bulkhead::BulkheadPermit;
 
 /// Attempt `number` of a series that started at `started`: a rate-limit permit, a bulkhead
-/// permit, then the task, all under the attempt's cut (`min(timeout, deadline)`), with its
+/// permit, then the task, all under the attempt's cut, `min(timeout, deadline)`, with its
 /// events and span.
 /// `resumed`: the first attempt, which the fast path started.
 pub(super) async fn attempt<H: Host>(
@@ -57,10 +57,10 @@ struct Limits {
 }
 
 impl Limits {
-    /// Until when the attempt may wait for a bulkhead permit, and the cut that applies
-    /// when the wait ends there: its cut, or earlier the instant that leaves the task the
-    /// minimum attempt time before the deadline (a permit got later would leave the task
-    /// too little time to be worth starting).
+    /// Until when the attempt may wait for a bulkhead permit, and the cut that applies when
+    /// the wait ends there. That is its cut, or earlier, the instant that leaves the task
+    /// the minimum attempt time before the deadline: a permit got later would leave the
+    /// task too little time to be worth starting.
     fn wait(self, min_attempt: Duration) -> (Option<Instant>, Cut) {
         let room = self.deadline.and_then(|d| d.checked_sub(min_attempt));
         match (self.cut.until, room) {
@@ -144,8 +144,8 @@ async fn permitted<H: Host>(
 }
 
 /// Injects the faults `chaos` draws for attempt `number`: a latency, slept under the
-/// attempt's `cut` (the attempt fails as cut when the cut comes first), then an error
-/// that replaces the task's run.
+/// attempt's `cut`, then an error that replaces the task's run. The attempt fails as cut
+/// when the cut comes first.
 async fn inject<H: Host>(
     host: &H,
     policies: &ResolvedPolicies,
@@ -178,8 +178,8 @@ async fn inject<H: Host>(
 }
 
 /// The wait for attempt `number`'s rate-limit permit, if the policies have a rate limiter:
-/// how long it waited, or the attempt's error when the limiter refused it (its permit
-/// would not have come within its maximum wait or before the attempt's `cut`).
+/// how long it waited, or the attempt's error when the limiter refused it because its
+/// permit would not have come within its maximum wait or before the attempt's `cut`.
 fn rate_permit<'a, H: Host>(
     host: &'a H,
     policies: &'a ResolvedPolicies,
@@ -222,9 +222,9 @@ pub(super) struct Waits {
     pub(super) rate_limit: Duration,
     /// The latency fault injection added.
     pub(super) injected_latency: Duration,
-    /// Fault injection failed the attempt (the task was not called).
+    /// Fault injection failed the attempt; the task was not called.
     pub(super) injected_error: bool,
-    /// How long past its cut the attempt succeeded (zero when in time).
+    /// How long past its cut the attempt succeeded; zero when in time.
     pub(super) overran: Duration,
 }
 
@@ -235,8 +235,8 @@ impl Waits {
     }
 }
 
-/// Attempt `number`, with `budget` before its cut, failed with `error`: the host is told
-/// (its cut too, when it was cut).
+/// Attempt `number`, with `budget` before its cut, failed with `error`: the host is told,
+/// and of its cut too when it was cut.
 fn failed<H: Host>(host: &H, number: u32, budget: Option<Duration>, error: NodeError) -> NodeError {
     if matches!(
         error,
@@ -261,8 +261,8 @@ impl<H: Host> Drop for Ended<'_, H> {
     }
 }
 
-/// Calls the task under the attempt's cut, catching panics (or goes on with the attempt
-/// the fast path started).
+/// Calls the task under the attempt's cut, catching panics, or goes on with the attempt the
+/// fast path started.
 async fn call<H: Host>(
     host: &H,
     policies: &ResolvedPolicies,
@@ -308,7 +308,7 @@ async fn call<H: Host>(
     settle(host, policies, number, cut, started, out)
 }
 
-/// What an attempt that ended (with `out`, or its panic) amounts to.
+/// What an attempt that ended, with `out` or its panic, amounts to.
 fn settle<H: Host>(
     host: &H,
     policies: &ResolvedPolicies,
@@ -319,9 +319,9 @@ fn settle<H: Host>(
 ) -> Result<H::Value, NodeError> {
     match out {
         Ok(Ok(value)) => Ok(value),
-        // The task gave up at (or after) the instant baton would have cut it — typically its
-        // own timeout set from the time it had left, whose timer fired in the same tick as
-        // ours: that is the cut, not a task error.
+        // The task gave up at or after the instant baton would have cut it. Typically that
+        // is its own timeout set from the time it had left, whose timer fired in the same
+        // tick as ours: that is the cut, not a task error.
         Ok(Err(_)) if cut.until.is_some_and(|u| Instant::now() >= u) => {
             Err(cut_error(host, policies, number, cut, started))
         }

@@ -1,6 +1,6 @@
-//! What the onion reports about an attempt, counted and told the same way by every host
-//! (a graph node, a map item, a pipeline call): the hosts differ only in whom the events
-//! name and where the counts and events go, which [`Teller`] says.
+//! What the onion reports about an attempt, counted and told the same way by every host: a
+//! graph node, a map item, a pipeline call. The hosts differ only in whom the events name
+//! and where the counts and events go, which [`Teller`] says.
 
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use crate::observe::log;
 use crate::observe::stats::Stripe;
 use crate::policy::breaker::BreakerState;
 
-/// Whom an attempt's events name: the run, its graph, the node (or item) and the item's
+/// Whom an attempt's events name: the run, its graph, the node or item, and the item's
 /// index.
 pub(crate) struct Subject<'a> {
     pub(crate) run: RunId,
@@ -27,7 +27,7 @@ pub(crate) trait Teller {
     fn stripe(&self) -> Option<&Stripe>;
     /// Whether an observer hears the events.
     fn observed(&self) -> bool;
-    /// Whom the events name (called only when [`observed`](Self::observed)).
+    /// Whom the events name; called only when [`observed`](Self::observed).
     fn subject(&self) -> Subject<'_>;
     /// Tells `event` to the observers.
     fn tell(&self, event: &Event<'_>);
@@ -39,8 +39,8 @@ fn count(t: &(impl Teller + ?Sized), counter: impl FnOnce(&Stripe)) {
     }
 }
 
-/// Attempt `attempt` started with `budget` before its cut: counted (a retry if not the
-/// first) and told.
+/// Attempt `attempt` started with `budget` before its cut: counted, as a retry if not the
+/// first, and told.
 pub(crate) fn attempt_started(t: &(impl Teller + ?Sized), attempt: u32, budget: Option<Duration>) {
     count(t, |c| {
         c.attempts.incr();
@@ -168,8 +168,8 @@ pub(crate) fn permit_waited(
     }
 }
 
-/// Attempt `attempt` waited `wait` for rate limiter `limiter`, admitted or refused (a
-/// refusal is counted): told.
+/// Attempt `attempt` waited `wait` for rate limiter `limiter`, admitted or refused: told,
+/// and a refusal is counted.
 pub(crate) fn rate_limited(
     t: &(impl Teller + ?Sized),
     attempt: u32,

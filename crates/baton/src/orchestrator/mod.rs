@@ -1,6 +1,6 @@
-//! The orchestrator: the long-lived owner of what outlives a run — the registries of circuit
-//! breakers, bulkheads and retry budgets shared by name, the observers, the statistics, and
-//! the runs in flight (for `cancel_all` and `shutdown`).
+//! The orchestrator: the long-lived owner of what outlives a run. That is the registries of
+//! circuit breakers, bulkheads and retry budgets shared by name, the observers, the
+//! statistics, and the runs in flight, for `cancel_all` and `shutdown`.
 //!
 //! Names identify downstreams: every node, in any graph built from one orchestrator and in
 //! any run, that names the breaker `inventory` uses the same breaker, so its state reflects
@@ -32,12 +32,12 @@ use crate::policy::Bulkhead;
 /// A run in flight, as the orchestrator holds it: something it can cancel. The engine
 /// implements it.
 pub(crate) trait InFlight: Send + Sync + 'static {
-    /// Cancels the run for `reason` (nothing if it ended).
+    /// Cancels the run for `reason`; nothing happens if it ended.
     fn cancel(&self, reason: CancelReason);
 }
 
-/// Owns the breaker, bulkhead and retry-budget registries, the observers, the statistics and
-/// the lifecycle of its runs; cheap to clone (`Arc`).
+/// Owns the breaker, bulkhead and retry-budget registries, the observers, the statistics
+/// and the lifecycle of its runs. Cheap to clone: it is an `Arc`.
 ///
 /// Build graphs from it with [`Orchestrator::graph`] so that they share all of that.
 /// [`Graph::builder`](crate::Graph::builder) uses a fresh orchestrator of its own.
@@ -74,12 +74,12 @@ struct Inner {
     counters: Counters,
     accepting: AtomicBool,
     runs: [Mutex<RunsShard>; SHARDS],
-    /// Runs being admitted or admitted, and not ended: what `shutdown` waits on (`idle`).
-    /// A run counts here before the orchestrator checks that it accepts runs (see `leave`),
-    /// so a run it refuses counts for a moment too.
+    /// Runs being admitted or admitted, and not ended: what `shutdown` waits on with
+    /// `idle`. A run counts here before the orchestrator checks that it accepts runs, as
+    /// `leave` says, so a run it refuses counts for a moment too.
     in_flight: AtomicUsize,
-    /// Admitted runs that ended while the orchestrator refused new runs (the low 32 bits),
-    /// and those of them that a shutdown cancelled (the high 32 bits): what
+    /// Admitted runs that ended while the orchestrator refused new runs, in the low
+    /// 32 bits, and those of them that a shutdown cancelled, in the high 32 bits: what
     /// [`ShutdownReport`] counts, as the difference over one shutdown. One word, so that a
     /// shutdown reads both counts at once; counted only then, so that a run's end costs no
     /// shared write otherwise.
@@ -130,8 +130,8 @@ impl fmt::Debug for OrchestratorBuilder {
 }
 
 impl OrchestratorBuilder {
-    /// Adds an observer that receives every event of every run (see
-    /// [`observe`](crate::observe)). Observers are called in the order they were added.
+    /// Adds an observer that receives every event of every run; see
+    /// [`observe`](crate::observe). Observers are called in the order they were added.
     /// Observers are not deduplicated: one added twice receives every event twice.
     ///
     /// ```
@@ -195,14 +195,14 @@ impl Orchestrator {
         Orchestrator::default()
     }
 
-    /// Configures an orchestrator (observers).
+    /// Configures an orchestrator's observers.
     pub fn builder() -> OrchestratorBuilder {
         OrchestratorBuilder::default()
     }
 
-    /// A snapshot of the statistics (counters since creation or the last
+    /// A snapshot of the statistics: counters since creation or the last
     /// [`reset_stats`](Self::reset_stats), gauges now, and the current tokio runtime's
-    /// metrics when called inside one). `Display` prints the one-line panel.
+    /// metrics when called inside one. `Display` prints the one-line panel.
     ///
     /// ```
     /// use baton_graph::{BoxError, Orchestrator, Retry};
@@ -233,12 +233,12 @@ impl Orchestrator {
         self.inner.counters.snapshot(waiters)
     }
 
-    /// Sets every counter back to zero (gauges are live values and are kept).
+    /// Sets every counter back to zero. Gauges are live values and are kept.
     pub fn reset_stats(&self) {
         self.inner.counters.reset();
     }
 
-    /// Whether `self` and `other` are the same orchestrator (clones of one).
+    /// Whether `self` and `other` are the same orchestrator, as clones of one are.
     pub(crate) fn same(&self, other: &Orchestrator) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }

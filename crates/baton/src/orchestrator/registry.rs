@@ -20,7 +20,8 @@ pub(super) struct Registry {
 }
 
 impl Registry {
-    /// Whether a `kind` (as [`NameTaken`] spells it) named `name` is registered.
+    /// Whether a `kind` named `name` is registered. `kind` is spelled as [`NameTaken`]
+    /// spells it.
     #[cfg(feature = "serde")]
     pub(super) fn has(&self, kind: &str, name: &str) -> bool {
         match kind {

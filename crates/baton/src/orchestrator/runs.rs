@@ -11,9 +11,9 @@ use crate::error::CancelReason;
 pub(super) const SHARDS: usize = 16;
 
 /// Runs in flight of one shard: a slab, so that admitting a run and ending it cost a push
-/// and a pop (a free slot's index), not a hash-table insert and remove. The run keeps its
-/// slot's index ([`RunKey`]). It keeps the size of its busiest moment (as the hash table
-/// did): `cancel_all` and `shutdown` scan that many slots.
+/// and a pop of a free slot's index, not a hash-table insert and remove. The run keeps its
+/// slot's index as a [`RunKey`]. The slab keeps the size of its busiest moment, as the hash
+/// table did: `cancel_all` and `shutdown` scan that many slots.
 #[derive(Default)]
 pub(super) struct RunsShard {
     slots: Vec<Option<Weak<dyn InFlight>>>,
@@ -33,7 +33,7 @@ impl RunsShard {
         (self.slots.len() - 1) as u32
     }
 
-    /// Forgets the run in slot `i` (nothing if it is empty).
+    /// Forgets the run in slot `i`; nothing happens if it is empty.
     fn remove(&mut self, i: u32) {
         if let Some(slot) = self.slots.get_mut(i as usize) {
             if slot.take().is_some() {
@@ -58,20 +58,20 @@ pub(crate) struct RunKey {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ShutdownReport {
-    /// Runs in flight when the shutdown began that ended without being cancelled by it
-    /// (within the grace period, or as the cancel came).
+    /// Runs in flight when the shutdown began that ended without being cancelled by it:
+    /// within the grace period, or as the cancel came.
     pub finished: usize,
-    /// Runs still in flight when the grace period ended that the shutdown cancelled (or a
-    /// shutdown overlapping it did): their futures end with
+    /// Runs still in flight when the grace period ended that the shutdown, or a shutdown
+    /// overlapping it, cancelled. Their futures end with
     /// [`RunError::Cancelled`](crate::RunError::Cancelled), reason
     /// [`CancelReason::Shutdown`].
     pub cancelled: usize,
 }
 
 impl Orchestrator {
-    /// How many runs have started and not finished. (A run being admitted counts for an
+    /// How many runs have started and not finished. A run being admitted counts for an
     /// instant before the orchestrator checks that it accepts runs, and may still be
-    /// refused; a refused run is in no [`ShutdownReport`] count.)
+    /// refused; a refused run is in no [`ShutdownReport`] count.
     #[must_use]
     pub fn runs_in_flight(&self) -> usize {
         self.inner.in_flight.load(Ordering::Acquire)
@@ -84,11 +84,11 @@ impl Orchestrator {
         !self.inner.accepting.load(Ordering::SeqCst)
     }
 
-    /// Cancels every run in flight (each ends with
+    /// Cancels every run in flight; each ends with
     /// [`RunError::Cancelled`](crate::RunError::Cancelled), reason
-    /// [`CancelReason::CancelAll`]); returns how many runs it found in flight (a run that
-    /// ended meanwhile, or was being refused during a shutdown, is among them). New runs
-    /// are still accepted.
+    /// [`CancelReason::CancelAll`]. Returns how many runs it found in flight; a run that
+    /// ended meanwhile, or was being refused during a shutdown, is among them. New runs are
+    /// still accepted.
     #[allow(
         clippy::must_use_candidate,
         reason = "cancelling is the point; the count is informational"
@@ -110,9 +110,9 @@ impl Orchestrator {
         runs.len()
     }
 
-    /// Stops accepting runs (a new run fails at once with
-    /// [`RunError::ShuttingDown`](crate::RunError::ShuttingDown)), waits up to `grace` for
-    /// the runs in flight to finish, then cancels the rest and waits for them to wind down.
+    /// Stops accepting runs, waits up to `grace` for the runs in flight to finish, then
+    /// cancels the rest and waits for them to wind down. A new run fails at once with
+    /// [`RunError::ShuttingDown`](crate::RunError::ShuttingDown).
     ///
     /// Cancel-safe: dropping the future leaves the orchestrator refusing new runs, with the
     /// runs in flight running on.
@@ -157,9 +157,9 @@ impl Orchestrator {
             self.cancel_runs(CancelReason::Shutdown);
             self.idle().await;
         }
-        // Every run admitted before the store above has ended (`idle`) and counted itself
-        // first (`run_ended`): a run that ended after the store saw it, one that did not
-        // ended before the shutdown began.
+        // Every run admitted before the store above has ended, as `idle` says, and counted
+        // itself first in `run_ended`: a run that ended after the store saw it, and one
+        // that did not ended before the shutdown began.
         let after = inner.ended_in_shutdown.load(Ordering::SeqCst);
         let ended = (after & u64::from(u32::MAX)).wrapping_sub(before & u64::from(u32::MAX));
         let cancelled = (after >> 32).wrapping_sub(before >> 32);
@@ -183,8 +183,8 @@ impl Orchestrator {
         }
     }
 
-    /// Admits a run that is starting: where it is kept, or `None` when shutting down
-    /// (nothing is kept then). `seq` (the run's sequence number) picks the shard.
+    /// Admits a run that is starting: where it is kept, or `None` when shutting down, when
+    /// nothing is kept. `seq`, the run's sequence number, picks the shard.
     pub(crate) fn admit(&self, run: Weak<dyn InFlight>, seq: u64, nodes: usize) -> Option<RunKey> {
         let inner = &self.inner;
         let shard = (seq % SHARDS as u64) as u32;
@@ -223,9 +223,9 @@ impl Orchestrator {
     }
 
     /// A run admitted by [`admit`](Self::admit) is no longer in flight. Only `shutdown`
-    /// waits for none to be (`idle`), and only after it stopped accepting: while the
-    /// orchestrator accepts, nobody is told (`notify_waiters` takes a lock, on every run
-    /// that ends with no other in flight). Both sides are `SeqCst`: if this reads
+    /// waits, with `idle`, for none to be, and only after it stopped accepting. While the
+    /// orchestrator accepts, nobody is told: `notify_waiters` takes a lock, on every run
+    /// that ends with no other in flight. Both sides are `SeqCst`: if this reads
     /// "accepting", the shutdown's store comes later in their total order, and so does its
     /// read of `in_flight`, which sees this decrement.
     fn leave(&self) {
@@ -262,10 +262,10 @@ mod tests {
         Weak::<Idle>::new() as Weak<dyn InFlight>
     }
 
-    /// A slot freed by a run that ended is the next one taken, removing an empty slot (or
-    /// one out of range) changes nothing, so no slot is on the free list twice, and only
-    /// kept runs are listed. (The scheduler removes each run once: a second removal after
-    /// the slot was reused would take another run's.)
+    /// A slot freed by a run that ended is the next one taken, and removing an empty slot,
+    /// or one out of range, changes nothing. So no slot is on the free list twice, and only
+    /// kept runs are listed. The scheduler removes each run once: a second removal after
+    /// the slot was reused would take another run's.
     #[test]
     fn the_runs_slab_reuses_freed_slots_once() {
         let mut shard = RunsShard::default();

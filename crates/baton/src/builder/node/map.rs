@@ -13,10 +13,10 @@ use crate::onion::Fallback;
 use crate::policy::{Completion, DEFAULT_MAP_CONCURRENCY};
 
 impl<I, U, T> NodeBuilder<'_, I, U, T> {
-    /// For a map node: runs at most `limit` items at once (default
-    /// [`DEFAULT_MAP_CONCURRENCY`], 16). Zero is a build error
-    /// ([`BuildError::InvalidPolicy`], policy `concurrency`), and so is a concurrency on a
-    /// node that is not a map node.
+    /// For a map node: runs at most `limit` items at once. The default is
+    /// [`DEFAULT_MAP_CONCURRENCY`], 16. Zero is a build error,
+    /// [`BuildError::InvalidPolicy`] with policy `concurrency`, and so is a concurrency on
+    /// a node that is not a map node.
     pub fn concurrency(mut self, limit: usize) -> Self {
         self.concurrency = Some(limit);
         self
@@ -29,21 +29,21 @@ where
     L: Send + Sync + 'static,
     T: Clone + Send + Sync + 'static,
 {
-    /// Makes the node a map node: its upstream's value is a list (anything whose
-    /// reference iterates over items, `Vec<X>`, a slice in a `Box`, a `BTreeSet`, …), and
-    /// the node runs `task` once per item, its value the items' values in input order.
-    /// Every item must succeed ([`Completion::AllSucceed`]): the first that fails fails the
-    /// node and cancels the items still running. An empty list succeeds with an empty
-    /// value.
+    /// Makes the node a map node: its upstream's value is a list, and the node runs `task`
+    /// once per item, its value the items' values in input order. A list is anything whose
+    /// reference iterates over items, such as `Vec<X>`, a slice in a `Box` or a `BTreeSet`.
+    /// Every item must succeed, as [`Completion::AllSucceed`] says: the first that fails
+    /// fails the node and cancels the items still running. An empty list succeeds with an
+    /// empty value.
     ///
-    /// The node's policies apply to each item: its timeout to each attempt of an item,
-    /// its retry to each item's series inside the run's deadline, its breaker, bulkhead,
-    /// rate limiter and hedge to each item as to a node, and its
-    /// [`fallback`](Self::fallback) gives a failed item its value while the others keep
-    /// theirs (`T` is an item's value, `Clone` so that one fallback value can answer
-    /// several items). The items run inside the node's own work, at most
-    /// [`concurrency`](Self::concurrency) at once, in input order; no task is spawned per
-    /// item. `task` receives the item's [`ItemCtx`] and a clone of the item.
+    /// The node's policies apply to each item: its timeout to each attempt of an item, its
+    /// retry to each item's series inside the run's deadline, and its breaker, bulkhead,
+    /// rate limiter and hedge to each item as to a node. Its [`fallback`](Self::fallback)
+    /// gives a failed item its value while the others keep theirs; `T` is an item's value,
+    /// `Clone` so that one fallback value can answer several items. The items run inside
+    /// the node's own work, at most [`concurrency`](Self::concurrency) at once, in input
+    /// order; no task is spawned per item. `task` receives the item's [`ItemCtx`] and a
+    /// clone of the item.
     ///
     /// ```
     /// use std::time::Duration;
@@ -87,10 +87,11 @@ where
     }
 
     /// A map node like [`map`](Self::map), done by `completion`, whose value holds each
-    /// item's result in input order: its value or its error (an item cancelled once the
-    /// rule was decided has [`NodeError::ItemCancelled`]). The node succeeds when the rule
-    /// is met, and fails with [`MapFailed`](crate::map::MapFailed) as its task error when it is
-    /// not. The report says which rule it was and what it decided ([`Report::items`]).
+    /// item's result in input order: its value or its error. An item cancelled once the
+    /// rule was decided has [`NodeError::ItemCancelled`]. The node succeeds when the rule
+    /// is met, and fails with [`MapFailed`](crate::map::MapFailed) as its task error when
+    /// it is not. The report's [`Report::items`] says which rule it was and what it
+    /// decided.
     ///
     /// [`Report::items`]: crate::Report::items
     ///
@@ -137,7 +138,8 @@ where
         })
     }
 
-    /// Adds the map node, its task stored by `store` (given the items' fallback, if any).
+    /// Adds the map node, its task stored by `store`, which is given the items' fallback,
+    /// if any.
     fn finish_map<V>(
         mut self,
         completion: Completion,

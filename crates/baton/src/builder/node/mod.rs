@@ -328,21 +328,22 @@ where
         })
     }
 
-    /// Sets a synchronous (blocking) task, run on tokio's blocking pool, adds the node and
+    /// Sets a synchronous, blocking task, run on tokio's blocking pool, adds the node and
     /// returns its handle.
     ///
-    /// When an attempt times out (or the run is cancelled) the node moves on at once; the
-    /// closure cannot be stopped from outside, so its thread keeps running until it returns
-    /// (the one exception to "no attempt outlives its run"). The report counts such attempts as
-    /// abandoned ([`NodeReport::abandoned`](crate::NodeReport::abandoned)), and
-    /// [`Ctx::cancellation_token`] is cancelled so that a closure that checks it can stop
-    /// early. A bulkhead permit stays held until the closure returns. An attempt abandoned
-    /// while it still waited for a thread of the blocking pool never runs.
+    /// When an attempt times out, or the run is cancelled, the node moves on at once. The
+    /// closure cannot be stopped from outside, so its thread keeps running until it
+    /// returns: the one exception to "no attempt outlives its run". The report counts such
+    /// attempts as abandoned in [`NodeReport::abandoned`](crate::NodeReport::abandoned),
+    /// and [`Ctx::cancellation_token`] is cancelled so that a closure that checks it can
+    /// stop early. A bulkhead permit stays held until the closure returns. An attempt
+    /// abandoned while it still waited for a thread of the blocking pool never runs.
     ///
-    /// On tokio's paused clock (`start_paused`, `tokio::time::pause`), the clock does not
-    /// advance on its own while a blocking closure runs: the closure takes no time in the
-    /// report, its timeout cannot cut it, and other nodes' timers wait until it returns. To
-    /// test a blocking task's timeout, move the clock with `tokio::time::advance`.
+    /// On tokio's paused clock, set by `start_paused` or `tokio::time::pause`, the clock
+    /// does not advance on its own while a blocking closure runs: the closure takes no time
+    /// in the report, its timeout cannot cut it, and other nodes' timers wait until it
+    /// returns. To test a blocking task's timeout, move the clock with
+    /// `tokio::time::advance`.
     ///
     /// ```
     /// use baton_graph::{BoxError, Graph};
@@ -369,7 +370,8 @@ where
         })
     }
 
-    /// Adds the node, its task stored by `store` (given the node's fallback, if any).
+    /// Adds the node, its task stored by `store`, which is given the node's fallback, if
+    /// any.
     fn finish(
         self,
         store: impl FnOnce(&mut Tasks, Option<NodeFallback<I, T>>) -> TaskRef<I>,

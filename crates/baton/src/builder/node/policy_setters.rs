@@ -12,8 +12,8 @@ use crate::onion::{IntoFallback, Policies, policy_setters};
 impl<I, U, T> NodeBuilder<'_, I, U, T> {
     policy_setters!();
 
-    /// Takes `policies` as this node's (given by value or by reference); setters called
-    /// after it refine them for this node, setters called before it are replaced. Nodes
+    /// Takes `policies`, given by value or by reference, as this node's. Setters called
+    /// after it refine them for this node; setters called before it are replaced. Nodes
     /// given equal policies share one record of them in the graph.
     ///
     /// ```
@@ -53,8 +53,9 @@ impl<I, U, T> NodeBuilder<'_, I, U, T> {
     /// Recovers with `fallback` when the inner layers failed: the node ends `Recovered` with
     /// the fallback's value, and the report keeps the error. Replaces a fallback set before.
     ///
-    /// `fallback` is a [`Fallback<T>`](crate::Fallback) or a plain `T` ([`IntoFallback`]).
-    /// The task sets the node's value type, and the fallback must produce the same.
+    /// `fallback` is a [`Fallback<T>`](crate::Fallback) or a plain `T`; see
+    /// [`IntoFallback`]. The task sets the node's value type, and the fallback must produce
+    /// the same.
     ///
     /// ```
     /// use baton_graph::{BoxError, Graph, Outcome};
@@ -85,8 +86,8 @@ impl<I, U, T> NodeBuilder<'_, I, U, T> {
     ///     .task(|_ctx, ()| async { Ok::<_, BoxError>(User) });
     /// ```
     ///
-    /// A task that only fails, after a `Fallback`, leaves the type open ("type annotations
-    /// needed"): write `Err::<u64, _>(..)` in it.
+    /// A task that only fails, after a `Fallback`, leaves the type open, and the compiler
+    /// says "type annotations needed": write `Err::<u64, _>(..)` in it.
     ///
     /// ```compile_fail,E0283
     /// # use baton_graph::{BoxError, Fallback, Graph};

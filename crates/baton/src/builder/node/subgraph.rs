@@ -19,20 +19,20 @@ where
     /// value from the inner run's report. The same graph can be a node of several graphs
     /// and run on its own.
     ///
-    /// The inner run inherits the attempt's deadline (its timeout, the node's budget and
-    /// the run's deadline) and the attempt's cancellation: when the node's timeout cuts the
-    /// attempt, or its run is cancelled, the inner run is dropped, which cancels it alone.
-    /// Its idempotency key is the node's, so its nodes' keys are prefixed by it
-    /// (`…-4-2`). Its events reach the outer run's observers, as the outer run's, its
-    /// nodes named after this node and a slash (`user/name`), and the observers of the
-    /// orchestrator `graph` was built with, as a run of its own; an observer of both
-    /// (one orchestrator built both graphs) hears each event once, as the outer run's.
-    /// Its report is nested in the node's ([`Report::inner`]), in the timeline (indented)
-    /// and in the JSON (`inner`), also when the attempt was cut before the inner run
-    /// ended: then as it stood at the cut, its unfinished nodes `Cancelled`. An inner run
-    /// that is an error fails the node's attempt with the
-    /// [`RunError`](crate::RunError) as its task error; the node's policies (retry,
-    /// fallback, …) apply to it as to any task.
+    /// The inner run inherits the attempt's deadline, made of its timeout, the node's
+    /// budget and the run's deadline, and the attempt's cancellation. When the node's
+    /// timeout cuts the attempt, or its run is cancelled, the inner run is dropped, which
+    /// cancels it alone. Its idempotency key is the node's, so its nodes' keys are prefixed
+    /// by it, as in `…-4-2`. Its events reach the outer run's observers, as the outer
+    /// run's, its nodes named after this node and a slash, as in `user/name`. They also
+    /// reach the observers of the orchestrator `graph` was built with, as a run of its own.
+    /// An observer of both, when one orchestrator built both graphs, hears each event once,
+    /// as the outer run's. Its report is nested in the node's, in [`Report::inner`], in the
+    /// timeline, indented, and in the JSON under `inner`. That holds also when the attempt
+    /// was cut before the inner run ended: the report is then as it stood at the cut, its
+    /// unfinished nodes `Cancelled`. An inner run that is an error fails the node's attempt
+    /// with the [`RunError`](crate::RunError) as its task error; the node's policies, such
+    /// as retry and fallback, apply to it as to any task.
     ///
     /// ```
     /// use std::sync::Arc;

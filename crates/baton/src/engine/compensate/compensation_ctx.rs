@@ -9,10 +9,10 @@ use tokio::time::Instant;
 use super::super::run::state::RunState;
 use crate::id::{IdempotencyKey, RunId};
 
-/// The context of one attempt of a node's compensation
-/// ([`NodeBuilder::compensate`](crate::NodeBuilder::compensate)): the run input, the
-/// node, the attempt and its deadline (the compensation's own timeout: the run's deadline
-/// does not apply), and the node's idempotency key, the same its task had.
+/// The context of one attempt of a node's compensation, set with
+/// [`NodeBuilder::compensate`](crate::NodeBuilder::compensate). It gives the run input, the
+/// node, the attempt and its deadline, and the node's idempotency key, the same its task
+/// had. The deadline is the compensation's own timeout: the run's deadline does not apply.
 pub struct CompensationCtx<I> {
     pub(super) run: Arc<RunState<I>>,
     pub(super) node: u32,
@@ -39,13 +39,13 @@ impl<I> CompensationCtx<I> {
         self.attempt
     }
 
-    /// When this attempt is cut (its timeout), if it has one.
+    /// When this attempt is cut by its timeout, if it has one.
     #[must_use]
     pub fn deadline(&self) -> Option<Instant> {
         self.deadline
     }
 
-    /// The time left before [`deadline`](Self::deadline) (zero once it passed).
+    /// The time left before [`deadline`](Self::deadline), zero once it passed.
     #[must_use]
     pub fn remaining(&self) -> Option<Duration> {
         self.deadline

@@ -1,9 +1,9 @@
 //! Compensation: when a run fails by the graph's trigger, the compensations of the nodes
-//! that succeeded run, downstreams before upstreams (those at one height at once), each
-//! through a pipeline of its own (its timeout and retry, no run deadline), on a tokio
-//! task of their own, so that they run even when the run was cancelled or its future
-//! dropped. The run ends (its future resolves, its observers hear `RunFinished`) once
-//! they have.
+//! that succeeded run, downstreams before upstreams; those at one height run at once. Each runs
+//! through a pipeline of its own, with its timeout and retry and no run deadline. They run
+//! on a tokio task of their own, so that they run even when the run was cancelled or its
+//! future dropped. The run ends, its future resolving and its observers hearing
+//! `RunFinished`, once they have.
 
 mod compensation_ctx;
 
@@ -28,7 +28,8 @@ pub(crate) type CompensateFn<I> = Arc<
     dyn Fn(CompensationCtx<I>, Value) -> BoxFuture<'static, Result<(), BoxError>> + Send + Sync,
 >;
 
-/// One node's compensation: the function and the pipeline (timeout, retry) it runs in.
+/// One node's compensation: the function and the pipeline it runs in, with its timeout and
+/// retry.
 pub(crate) struct Compensation<I> {
     pub(crate) node: u32,
     pub(crate) run: CompensateFn<I>,
@@ -44,7 +45,7 @@ pub(crate) struct Compensations<I> {
     pub(crate) trigger: CompensationTrigger,
 }
 
-/// When a run's compensations run ([`GraphBuilder::compensate_when`]).
+/// When a run's compensations run; see [`GraphBuilder::compensate_when`].
 ///
 /// [`GraphBuilder::compensate_when`]: crate::GraphBuilder::compensate_when
 #[derive(Clone, Default)]
@@ -55,8 +56,8 @@ pub enum CompensationTrigger {
     /// preserve-partial, only a cancelled run is an error.
     #[default]
     RunFailed,
-    /// When any of these nodes failed, was skipped or was cancelled. A router's branch
-    /// that the router did not choose (`NotTaken`) has not failed.
+    /// When any of these nodes failed, was skipped or was cancelled. A router's branch that
+    /// the router did not choose, `NotTaken`, has not failed.
     NodesFailed(Vec<String>),
     /// When the predicate, given the run's report, says so.
     When(Arc<dyn Fn(&Report) -> bool + Send + Sync>),
@@ -111,7 +112,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         }
     }
 
-    /// Whether the run's future will resolve to an error (as `Run::result` decides).
+    /// Whether the run's future will resolve to an error, as `Run::result` decides.
     fn is_error(&self, report: &Report) -> bool {
         let counts = report.counts();
         let mode = self.core.mode();
@@ -124,8 +125,9 @@ impl<I: Send + Sync + 'static> RunState<I> {
             && counts.failed + counts.skipped + counts.cancelled > 0
     }
 
-    /// Starts the run's compensations if they are due: on a task of their own, which then
-    /// ends the run (`end`). `false` when nothing was started (the caller ends the run).
+    /// Starts the run's compensations if they are due, on a task of their own, which then
+    /// ends the run with `end`. `false` when nothing was started; the caller then ends the
+    /// run.
     pub(super) fn start_compensation(self: &Arc<Self>, end: fn(&RunState<I>)) -> bool {
         let Some(plan) = self.graph.compensations.as_deref() else {
             return false;

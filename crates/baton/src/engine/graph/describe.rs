@@ -16,17 +16,16 @@ impl<I: 'static> Graph<I> {
     /// GitHub and many documentation tools render from a ```` ```mermaid ```` block.
     ///
     /// One box per node, in declaration order, with its name and its policies in short
-    /// labels: `timeout 300 ms`, `budget 2 s`, `retry 3` (at most 3 attempts), `breaker
-    /// inventory`, `bulkhead name (n)`, `rate limit name`, `hedge`, `chaos`, `fallback`.
-    /// A router is a diamond with an edge to each branch, labelled with the branch's key;
-    /// a branch is a rounded box. A map node is a parallelogram labelled `map ×16 ·
-    /// all_succeed` (its concurrency and completion rule), then the policies each of its
-    /// items runs under (`map ×16 · all_succeed · timeout 50 ms · fallback`); a node that runs another graph
-    /// is a double box labelled `subgraph`. An edge runs from each upstream to its
-    /// downstream.
-    /// Node `i` has the id `n{i}`. A node given a policy set shows the set as a run that
-    /// starts now would take it: after the orchestrator's `apply` changed the set, the new
-    /// one.
+    /// labels: `timeout 300 ms`, `budget 2 s`, `retry 3` for at most 3 attempts,
+    /// `breaker inventory`, `bulkhead name (n)`, `rate limit name`, `hedge`, `chaos`,
+    /// `fallback`. A router is a diamond with an edge to each branch, labelled with the
+    /// branch's key; a branch is a rounded box. A map node is a parallelogram labelled with
+    /// its concurrency and completion rule, `map ×16 · all_succeed`, then the policies each
+    /// of its items runs under: `map ×16 · all_succeed · timeout 50 ms · fallback`. A node
+    /// that runs another graph is a double box labelled `subgraph`. An edge runs from each
+    /// upstream to its downstream. Node `i` has the id `n{i}`. A node given a policy set shows
+    /// the set as a run that starts now would take it: after the orchestrator's `apply`
+    /// changed the set, the new one.
     ///
     /// ```
     /// use std::time::Duration;
@@ -64,9 +63,10 @@ impl<I: 'static> Graph<I> {
     }
 
     /// The graph as a [Graphviz](https://graphviz.org) DOT digraph, left to right, for
-    /// `dot -Tsvg`. The same nodes, labels and edges as [`to_mermaid`](Self::to_mermaid):
-    /// a task is a box, a router a diamond, a branch a rounded box, a map node a stack of
-    /// boxes (`box3d`), a node that runs another graph a box with a double border.
+    /// `dot -Tsvg`. The same nodes, labels and edges as [`to_mermaid`](Self::to_mermaid): a
+    /// task is a box, a router a diamond, a branch a rounded box, a map node a stack of
+    /// boxes drawn as `box3d`, and a node that runs another graph a box with a double
+    /// border.
     ///
     /// ```
     /// use baton_graph::{BoxError, Graph};
@@ -164,7 +164,8 @@ fn push_upstream_edges(upstreams: &[u32], id: u32, edges: &mut Vec<DiagramEdge>)
     }));
 }
 
-/// `d` in whole seconds when it is some (`2 s`), else as messages write it (`300 ms`).
+/// `d` in whole seconds when it is some, as in `2 s`; else as messages write it, as in
+/// `300 ms`.
 fn short(d: Duration) -> String {
     if d >= Duration::from_secs(1) && d.subsec_nanos() == 0 {
         format!("{} s", d.as_secs())

@@ -1,5 +1,5 @@
-//! The compiled graph: the immutable [`Graph`] that runs many times, and what the
-//! scheduler reads of it (each node's task and extras, the edges in compressed form).
+//! The compiled graph: the immutable [`Graph`] that runs many times, and what the scheduler
+//! reads of it. That is each node's task and extras, and the edges in compressed form.
 //!
 //! Build once, run many: the builder checks names, handles, upstream types and cycles once,
 //! and the [`Graph`] it returns is an `Arc` inside, cheap to clone and share across tasks.
@@ -28,11 +28,11 @@ use crate::util::names::Names;
 use crate::util::prefetch::prefetch;
 use spare::Spares;
 
-/// An immutable, validated graph of nodes; cheap to clone (`Arc`), runs any number of times,
-/// concurrently.
+/// An immutable, validated graph of nodes. It is cheap to clone, being an `Arc`, and runs
+/// any number of times, concurrently.
 ///
-/// `I` is the run input: the per-run value (the request) that every task can read through
-/// [`Ctx::input`](crate::Ctx::input). Create one with [`Graph::builder`].
+/// `I` is the run input: the per-run value, such as the request, that every task can read
+/// through [`Ctx::input`](crate::Ctx::input). Create one with [`Graph::builder`].
 pub struct Graph<I> {
     pub(crate) inner: Arc<GraphInner<I>>,
 }
@@ -60,8 +60,8 @@ impl<I: Send + Sync + 'static> Graph<I> {
     /// Runs the graph once with `input`, in the graph's [`FailureMode`].
     ///
     /// The returned [`Run`] is a future: nothing starts until it is first polled, and
-    /// dropping it cancels every node of the run. It must be polled inside a tokio runtime
-    /// (otherwise it resolves to [`RunError::NoRuntime`](crate::RunError::NoRuntime)).
+    /// dropping it cancels every node of the run. It must be polled inside a tokio runtime;
+    /// otherwise it resolves to [`RunError::NoRuntime`](crate::RunError::NoRuntime).
     pub fn run(&self, input: I) -> Run<I> {
         self.run_with(input, RunOptions::new())
     }
@@ -108,7 +108,8 @@ impl<I> Graph<I> {
         self.inner.meta.names.len()
     }
 
-    /// Whether the graph has no nodes (its runs end at once with an empty report).
+    /// Whether the graph has no nodes. Runs of an empty graph end at once with an empty
+    /// report.
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.inner.meta.names.is_empty()
@@ -121,8 +122,8 @@ impl<I> Graph<I> {
     }
 
     /// The names of the upstreams of the node called `name`, in declaration order; `None`
-    /// when no node has that name. The graph's first lookup by name builds its name table
-    /// (O(nodes), once per graph).
+    /// when no node has that name. The graph's first lookup by name builds its name table,
+    /// in time linear in the number of nodes, once per graph.
     ///
     /// ```
     /// use baton_graph::{BoxError, Graph};
@@ -150,7 +151,8 @@ impl<I> Graph<I> {
         &self.inner.orchestrator
     }
 
-    /// The graph's name ([`GraphBuilder::name`](crate::GraphBuilder::name)), if it has one.
+    /// The graph's name, set by [`GraphBuilder::name`](crate::GraphBuilder::name), if it
+    /// has one.
     #[must_use]
     pub fn name(&self) -> Option<&str> {
         self.inner.name.as_deref()
@@ -185,17 +187,19 @@ pub(crate) enum NodeKind {
         concurrency: usize,
         completion: Completion,
     },
-    /// A node whose task runs another graph (`NodeBuilder::subgraph`): a task node with
-    /// its policies, whose report entry nests the inner run's report.
+    /// A node whose task runs another graph, made by `NodeBuilder::subgraph`. It is a task
+    /// node with its policies, whose report entry nests the inner run's report.
     Subgraph,
 }
 
-/// One node as the scheduler sees it: its task (in its type's column, `task/storage.rs`), and,
-/// behind a pointer, what only some nodes have. Three words wide, so that a graph of a
-/// million plain nodes stays small and the scheduler reads one cache line per node.
-/// `E` is what only some nodes have: as declared, in a box of the node's own, in the
-/// builder; as resolved, in a block shared by the nodes that have the same (the graph).
-/// Both forms have the same layout, so `build()` converts the builder's nodes in place.
+/// One node as the scheduler sees it: its task, kept in its type's column by
+/// `task/storage.rs`, and, behind a pointer, what only some nodes have. It is three words
+/// wide, so that a graph of a million plain nodes stays small and the scheduler reads one
+/// cache line per node.
+/// `E` is what only some nodes have. In the builder it is as declared, in a box of the
+/// node's own. In the graph it is as resolved, in a block shared by the nodes that have the
+/// same. Both forms have the same layout, so `build()` converts the builder's nodes in
+/// place.
 pub(crate) struct NodeDef<I, E = Arc<Extras<Arc<ResolvedPolicies>>>> {
     /// Valid while the [`Tasks`] next to it are: the builder's, then the graph's.
     pub(crate) task: TaskRef<I>,
@@ -203,36 +207,35 @@ pub(crate) struct NodeDef<I, E = Arc<Extras<Arc<ResolvedPolicies>>>> {
     pub(crate) extras: Option<E>,
 }
 
-/// What only some nodes have. `P` is the policy as declared (the builder's `Declared`) or
-/// as resolved ([`ResolvedPolicies`] in the graph), in an `Arc` shared by the nodes declared alike
-/// (`Declared::same`), so that a graph
-/// of many nodes calling one downstream holds their policies once, and reads them from the
-/// cache.
+/// What only some nodes have. `P` is the policy as declared, the builder's `Declared`, or
+/// as resolved, [`ResolvedPolicies`] in the graph. It sits in an `Arc` shared by the nodes
+/// declared alike, as `Declared::same` decides, so that a graph of many nodes calling one
+/// downstream holds their policies once, and reads them from the cache.
 ///
-/// Laid out in declaration order (`repr(C)`): what the scheduler reads for every node that
-/// has extras (its kind, whether it has callbacks, the pointer to its shared policy record)
-/// sits in one small block, one cache line. In the graph, task and branch nodes with the
-/// same resolved policy and no callbacks share one block (`validate::build`): on a large
-/// graph of such nodes it stays in the cache instead of being one more scattered read per
-/// node. Not aligned to a cache line: that would double the memory of a node with its own
-/// block for nothing a benchmark shows.
+/// Laid out in declaration order with `repr(C)`: what the scheduler reads for every node
+/// that has extras sits in one small block, one cache line. That is its kind, whether it
+/// has callbacks, and the pointer to its shared policy record. In the graph, task and
+/// branch nodes with the same resolved policy and no callbacks share one block, made by
+/// `validate::build`: on a large graph of such nodes it stays in the cache instead of being
+/// one more scattered read per node. Not aligned to a cache line: that would double the
+/// memory of a node with its own block for nothing a benchmark shows.
 #[derive(Default)]
 #[repr(C)]
 pub(crate) struct Extras<P> {
     pub(crate) kind: NodeKind,
     pub(crate) callbacks: Option<Box<NodeCallbacks>>,
-    /// `None` when the node has no policy (the scheduler's fast path).
+    /// `None` when the node has no policy, which is the scheduler's fast path.
     pub(crate) policy: Option<P>,
 }
 
-/// Values shared by every task of a graph, one per type ([`Ctx::state`]).
+/// Values shared by every task of a graph, one per type, read with [`Ctx::state`].
 ///
 /// [`Ctx::state`]: super::Ctx::state
 #[derive(Default)]
 pub(crate) struct States(Box<[(TypeId, Arc<dyn Any + Send + Sync>)]>);
 
 impl States {
-    /// The states, at most one per type (a later one of a type replaces the earlier).
+    /// The states, at most one per type. A later one of a type replaces the earlier.
     pub(crate) fn new(states: Vec<(TypeId, Arc<dyn Any + Send + Sync>)>) -> Self {
         let mut kept: Vec<(TypeId, Arc<dyn Any + Send + Sync>)> = Vec::new();
         for (ty, state) in states {
@@ -256,20 +259,21 @@ impl States {
 pub(crate) struct GraphInner<I> {
     pub(crate) meta: GraphMeta,
     pub(crate) nodes: Box<[NodeDef<I>]>,
-    /// What the nodes' [`TaskRef`]s point to: declared after `nodes`, so dropped after them
-    /// (no `TaskRef` is read while it drops, but none then points to freed memory).
+    /// What the nodes' [`TaskRef`]s point to. It is declared after `nodes`, so it is
+    /// dropped after them: no `TaskRef` is read while it drops, but none then points to
+    /// freed memory.
     pub(crate) tasks: Tasks,
     pub(crate) orchestrator: Orchestrator,
     pub(crate) mode: FailureMode,
     pub(crate) start: StartMode,
-    /// The graph's name, if it was given one (events, spans and metrics carry it).
+    /// The graph's name, if it was given one. Events, spans and metrics carry it.
     pub(crate) name: Option<Box<str>>,
     /// The per-run arrays of ended runs, kept for the next runs.
     pub(crate) spare: Spares,
-    /// Values shared by every task ([`Ctx::state`](super::Ctx::state)).
+    /// Values shared by every task, read with [`Ctx::state`](super::Ctx::state).
     pub(crate) states: States,
-    /// Some node's policies make timers (a timeout, a retry's backoff, a budget, a
-    /// bulkhead's bounded wait).
+    /// Some node's policies make timers: a timeout, a retry's backoff, a budget, or a
+    /// bulkhead's bounded wait.
     pub(crate) uses_timers: bool,
     /// The nodes' compensations and their trigger, if any node has one.
     pub(crate) compensations: Option<Box<Compensations<I>>>,
@@ -342,19 +346,20 @@ impl<I> GraphInner<I> {
     pub(crate) fn task(&self, id: u32) -> Option<&dyn ErasedTask<I>> {
         let node = self.nodes.get(id as usize)?;
         // SAFETY: the graph's nodes and `tasks` come from one builder, whose `Tasks` made
-        // every node's `TaskRef` (`validate::build` moves both here, and nothing else
-        // makes a `GraphInner`).
+        // every node's `TaskRef`. `validate::build` moves both here, and nothing else makes
+        // a `GraphInner`.
         #[allow(unsafe_code)]
         let task = unsafe { node.task.get(&self.tasks) };
         Some(task)
     }
 
-    /// Node `id`'s kind (`Task` out of range).
+    /// Node `id`'s kind; `Task` out of range.
     pub(crate) fn kind(&self, id: u32) -> &NodeKind {
         self.extras(id).map_or(&TASK, |e| &e.kind)
     }
 
-    /// Node `id`'s policies, if it has any (a map node's apply to its items: none here).
+    /// Node `id`'s policies, if it has any. A map node's policies apply to its items, so it
+    /// has none here.
     pub(crate) fn policy(&self, id: u32) -> Option<&ResolvedPolicies> {
         let extras = self.extras(id)?;
         match extras.kind {
@@ -377,8 +382,9 @@ impl<I> GraphInner<I> {
         self.extras(id)?.callbacks.as_deref()
     }
 
-    /// Prefetches node `id`'s edge lists and its task's data, about to be read (hints;
-    /// reads the node's definition and edge offsets, prefetched when it was made ready).
+    /// Prefetches node `id`'s edge lists and its task's data, about to be read. These are
+    /// hints. It reads the node's definition and edge offsets, which were prefetched when
+    /// the node was made ready.
     #[inline]
     pub(crate) fn prefetch_task(&self, id: u32) {
         self.meta.prefetch_lists_of(id);
@@ -387,9 +393,9 @@ impl<I> GraphInner<I> {
         }
     }
 
-    /// Node `id`'s policies, if it is a task node: `Some(None)` for one without policies
-    /// (the scheduler's fast path), `None` for a router or a branch, or out of range. One
-    /// look at the node, for the scheduler to choose its path.
+    /// Node `id`'s policies, if it is a task node: `Some(None)` for one without policies,
+    /// which is the scheduler's fast path, and `None` for a router, a branch, or out of
+    /// range. One look at the node, for the scheduler to choose its path.
     #[inline]
     pub(crate) fn task_policy(&self, id: u32) -> Option<Option<&ResolvedPolicies>> {
         match self.nodes.get(id as usize)?.extras.as_deref() {
@@ -404,7 +410,7 @@ impl<I> GraphInner<I> {
     }
 }
 
-/// The shape of a graph, without its tasks: names and edges in compressed (CSR) form.
+/// The shape of a graph, without its tasks: names, and edges in compressed sparse row form.
 #[derive(Debug)]
 pub(crate) struct GraphMeta {
     pub(crate) id: u64,
@@ -416,17 +422,18 @@ pub(crate) struct GraphMeta {
     down_at: Box<[u32]>,
     downs: Box<[u32]>,
     pub(crate) roots: Box<[u32]>,
-    /// Some edge joins nodes that are not neighbours in declaration order: running the
-    /// graph touches per-node entries at scattered places (a chain's, or independent
-    /// nodes', are a stream the hardware prefetches on its own).
+    /// Some edge joins nodes that are not neighbours in declaration order, so running the
+    /// graph touches per-node entries at scattered places. The entries of a chain, or of
+    /// independent nodes, are a stream the hardware prefetches on its own.
     pub(crate) scattered: bool,
 }
 
 impl GraphMeta {
     /// The shape of graph `id`, whose node `i` has the upstreams
-    /// `ups[up_at[i]..up_at[i + 1]]` (resolved to node indices): the downstream lists, the
-    /// roots, and whether it is scattered. A branch (`is_branch`) reads its router's
-    /// upstreams but is started by the router: it is nobody's downstream and no root.
+    /// `ups[up_at[i]..up_at[i + 1]]`, resolved to node indices: the downstream lists, the
+    /// roots, and whether it is scattered. A branch, marked by `is_branch`, reads its
+    /// router's upstreams but is started by the router: it is nobody's downstream and no
+    /// root.
     pub(crate) fn compile(
         id: u64,
         names: Names,
@@ -445,7 +452,7 @@ impl GraphMeta {
         };
         // Downstream lists: counting sort of the edges by upstream. `down_at[u]` first
         // counts u's downstreams, then marks the end of its range, and is decremented as
-        // the range is filled from the back (nodes in reverse), ending at its start:
+        // the range is filled from the back, nodes in reverse, ending at its start:
         // downstreams come out in declaration order.
         let mut down_at = vec![0u32; n + 1];
         let mut scattered = false;
@@ -501,7 +508,7 @@ impl GraphMeta {
         slice_at(&self.down_at, &self.downs, id)
     }
 
-    /// Prefetches node `id`'s edge offsets (a hint; see `run/prefetch_sites.rs`).
+    /// Prefetches node `id`'s edge offsets. This is a hint; see `run/prefetch_sites.rs`.
     #[inline]
     pub(crate) fn prefetch_edges_of(&self, id: u32) {
         let i = id as usize;
@@ -513,9 +520,9 @@ impl GraphMeta {
         }
     }
 
-    /// Prefetches the first entries of node `id`'s upstream and downstream lists (a hint;
-    /// reads the edge offsets, which [`prefetch_edges_of`](Self::prefetch_edges_of) asked
-    /// for earlier).
+    /// Prefetches the first entries of node `id`'s upstream and downstream lists. This is a
+    /// hint. It reads the edge offsets, which
+    /// [`prefetch_edges_of`](Self::prefetch_edges_of) asked for earlier.
     #[inline]
     pub(crate) fn prefetch_lists_of(&self, id: u32) {
         let i = id as usize;
@@ -529,7 +536,7 @@ impl GraphMeta {
         }
     }
 
-    /// How many upstreams node `id` declared (0 out of range).
+    /// How many upstreams node `id` declared; 0 out of range.
     #[inline]
     pub(crate) fn in_degree(&self, id: u32) -> u32 {
         let i = id as usize;
@@ -540,15 +547,15 @@ impl GraphMeta {
     }
 }
 
-/// Whether nodes `a` and `b` are neighbours in declaration order: an edge between them
-/// does not make a graph scattered ([`GraphMeta::scattered`]), and the scheduler leaves
-/// their per-node entries to the hardware, which sees the stream.
+/// Whether nodes `a` and `b` are neighbours in declaration order. An edge between
+/// neighbours does not make a graph scattered, as [`GraphMeta::scattered`] says, and the
+/// scheduler leaves their per-node entries to the hardware, which sees the stream.
 #[inline]
 pub(crate) fn neighbours(a: u32, b: u32) -> bool {
     a.abs_diff(b) <= 1
 }
 
-/// `items[at[id]..at[id + 1]]` (empty out of range). Inlined: on every node's path.
+/// `items[at[id]..at[id + 1]]`, empty out of range. Inlined: it is on every node's path.
 #[inline]
 fn slice_at<'a>(at: &[u32], items: &'a [u32], id: u32) -> &'a [u32] {
     let i = id as usize;

@@ -1,29 +1,29 @@
-//! Where a graph keeps the per-run arrays of its ended runs ([`RunBuffers`], cleared) for
-//! its next runs: a run that finds a set writes its initial counters into memory it already
-//! has, instead of making four allocations (and, for a large graph, faulting in about 130
-//! bytes per node), and its end hands its arrays back instead of freeing them (unless the
-//! set it came from holds arrays already, or is locked at that instant).
+//! Where a graph keeps the per-run arrays of its ended runs, [`RunBuffers`], cleared, for
+//! its next runs. A run that finds a set writes its initial counters into memory it already
+//! has, instead of making four allocations and, for a large graph, faulting in about
+//! 130 bytes per node. Its end hands its arrays back instead of freeing them, unless the set it
+//! came from holds arrays already or is locked at that instant.
 //!
-//! A small graph, run by many requests at once, keeps one set per thread stripe
-//! ([`STRIPES`]): a run takes the set of the stripe of the thread that creates it (calls
-//! `Graph::run`), its home, and gives it back there when it ends, wherever that is; so
-//! workers that each create runs of one handler's graph do not fight over one lock. A larger
-//! graph keeps one set, whose allocations would cost little beside its nodes anyway.
+//! A small graph, run by many requests at once, keeps one set per thread stripe, up to
+//! [`STRIPES`]. A run takes the set of its home: the stripe of the thread that creates it
+//! by calling `Graph::run`. It gives the set back there when it ends, wherever that is, so
+//! workers that each create runs of one handler's graph do not fight over one lock. A
+//! larger graph keeps one set, whose allocations would cost little beside its nodes anyway.
 //! Whoever finds the set's lock held at that instant allocates, or frees, its own: no run
 //! waits for another.
 //!
-//! What a graph keeps while idle: no value or record (they are dropped when the run ends),
-//! only the arrays, about 130 bytes per node per set: at most 8 sets of 64 nodes (some
-//! 68 KB) for a small graph, one set for a larger one (about 130 MB for a million nodes),
-//! until the graph is dropped.
+//! What a graph keeps while idle is only the arrays, about 130 bytes per node per set; no
+//! value or record, since those are dropped when the run ends. That is at most 8 sets of
+//! 64 nodes, some 68 KB, for a small graph, and one set for a larger one, about 130 MB for a
+//! million nodes, until the graph is dropped.
 
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use crate::engine::run::node_state::RunBuffers;
 use crate::util::striped::{Padded, STRIPES, stripe};
 
-/// Graphs of at most this many nodes keep a set of run arrays per thread stripe (at most
-/// [`STRIPES`] sets, about 130 bytes per node each); larger ones keep one.
+/// Graphs of at most this many nodes keep a set of run arrays per thread stripe, at most
+/// [`STRIPES`] sets of about 130 bytes per node each. Larger ones keep one.
 const STRIPED_MAX_NODES: usize = 64;
 
 /// A graph's spare run arrays.
@@ -45,9 +45,9 @@ impl Spares {
         }
     }
 
-    /// The set a run created on this thread (by `Graph::run`) takes, and gives back when it
-    /// ends, on whichever thread that is (a run spread over the workers often ends on
-    /// another): its stripe's.
+    /// The set that a run created on this thread by `Graph::run` takes, and gives back when
+    /// it ends, on whichever thread that is: its stripe's. A run spread over the workers
+    /// often ends on another thread.
     pub(crate) fn home(&self) -> usize {
         stripe() % self.sets.len().max(1)
     }
@@ -57,8 +57,8 @@ impl Spares {
         self.lock(home)?.take()
     }
 
-    /// Keeps `buffers` (cleared) in set `home` for a later run, unless it holds arrays
-    /// already or another run holds its lock now (`buffers` are then dropped).
+    /// Keeps `buffers`, cleared, in set `home` for a later run. If the set holds arrays
+    /// already, or another run holds its lock now, `buffers` are dropped instead.
     pub(in crate::engine) fn put(&self, home: usize, buffers: RunBuffers) {
         if let Some(mut set) = self.lock(home) {
             if set.is_none() {
@@ -71,7 +71,7 @@ impl Spares {
         let set = self.sets.get(home)?;
         match set.0.try_lock() {
             Ok(guard) => Some(guard),
-            // (Nothing panics while holding it; a poisoned set is as good as any.)
+            // Nothing panics while holding it, so a poisoned set is as good as any.
             Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
             Err(TryLockError::WouldBlock) => None,
         }

@@ -10,8 +10,8 @@ use super::super::run::state::RunState;
 use crate::id::{IdempotencyKey, RunId};
 use crate::report::item_name;
 
-/// The context of one attempt of one item of a map node
-/// ([`NodeBuilder::map`](crate::NodeBuilder::map)).
+/// The context of one attempt of one item of a map node, made by
+/// [`NodeBuilder::map`](crate::NodeBuilder::map).
 ///
 /// Like a node's [`Ctx`](crate::Ctx): the run input, the graph's state, the attempt number
 /// and its deadline, and an idempotency key, here the item's: the same for every attempt
@@ -81,15 +81,15 @@ impl<I> ItemCtx<I> {
         self.cut
     }
 
-    /// The time left before [`deadline`](Self::deadline) (zero once it passed).
+    /// The time left before [`deadline`](Self::deadline), zero once it passed.
     #[must_use]
     pub fn remaining(&self) -> Option<Duration> {
         self.cut
             .map(|d| d.saturating_duration_since(Instant::now()))
     }
 
-    /// The graph's shared state of type `S`, if it has one
-    /// ([`GraphBuilder::state`](crate::GraphBuilder::state)).
+    /// The graph's shared state of type `S`, given with
+    /// [`GraphBuilder::state`](crate::GraphBuilder::state), if it has one.
     #[must_use]
     pub fn try_state<S: Send + Sync + 'static>(&self) -> Option<&S> {
         self.run.graph.states.get::<S>()
@@ -101,8 +101,8 @@ impl<I> ItemCtx<I> {
         self.run.core.run_id()
     }
 
-    /// The item's idempotency key: the map node's key and the item's index
-    /// (`…-4.2`), the same for every attempt of the item in this run.
+    /// The item's idempotency key: the map node's key and the item's index, as in `…-4.2`.
+    /// It is the same for every attempt of the item in this run.
     #[must_use]
     pub fn idempotency_key(&self) -> IdempotencyKey {
         self.run.key_of(self.node).for_item(self.index)

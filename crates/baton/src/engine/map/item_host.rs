@@ -1,5 +1,5 @@
 //! The onion's host for one item of a map node: its task called with the item, its events
-//! named after the item (`node[index]`), its attempts counted in the orchestrator's stats.
+//! named after the item as `node[index]`, its attempts counted in the orchestrator's stats.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -116,8 +116,8 @@ where
     type Attempt = Held<Fut>;
     type Recover = Pin<Box<dyn Future<Output = Result<R, NodeError>> + Send + 'a>>;
 
-    /// The node's name: errors name the node (the report's item rows name the item), and
-    /// an item that succeeds formats no name of its own.
+    /// The node's name: errors name the node, while the report's item rows name the item,
+    /// and an item that succeeds formats no name of its own.
     fn name(&self) -> &str {
         self.run.graph.meta.name(self.node)
     }

@@ -1,6 +1,7 @@
 //! Map nodes: one item per element of the upstream's list, each through the node's
-//! policies, polled inside the node's own attempt (a set of futures, no task per item), at
-//! most `concurrency` at once, until the node's [`Completion`] rule is decided.
+//! policies, polled inside the node's own attempt as a set of futures, with no task per
+//! item. At most `concurrency` run at once, until the node's [`Completion`] rule is
+//! decided.
 
 mod item_ctx;
 mod item_host;
@@ -42,7 +43,7 @@ pub(crate) trait MapOutput<R>: Send + Sync + 'static {
     fn collect(node: &str, results: Vec<Option<Result<R, Arc<NodeError>>>>) -> Self::Value;
 }
 
-/// The values alone (`NodeBuilder::map`: every item succeeded).
+/// The values alone, for `NodeBuilder::map`: every item succeeded.
 pub(crate) struct Values;
 
 impl<R: Send + Sync + 'static> MapOutput<R> for Values {
@@ -56,7 +57,7 @@ impl<R: Send + Sync + 'static> MapOutput<R> for Values {
     }
 }
 
-/// Each item's result (`NodeBuilder::map_settled`).
+/// Each item's result, for `NodeBuilder::map_settled`.
 pub(crate) struct Results;
 
 impl<R: Send + Sync + 'static> MapOutput<R> for Results {
@@ -140,7 +141,7 @@ where
         None
     }
 
-    /// Whether the items have a fallback (the diagrams label it).
+    /// Whether the items have a fallback. The diagrams label it.
     fn has_fallback(&self) -> bool {
         self.fallback.is_some()
     }
@@ -153,7 +154,7 @@ fn no_policies() -> &'static ResolvedPolicies {
 }
 
 /// Runs the items of map node `node`: at most the node's concurrency at once, until its
-/// rule is decided; records them (also when dropped) and makes the node's value.
+/// rule is decided. Records them, also when dropped, and makes the node's value.
 async fn run_map<I, X, F, R, E, Fut, O>(
     run: Arc<RunState<I>>,
     node: u32,

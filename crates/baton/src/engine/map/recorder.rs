@@ -1,7 +1,7 @@
 //! [`Recorder`]: a map node's item records as its items start and end, kept in the run for
-//! the report when the node ends, and also when its attempt is dropped (cut by the run's
-//! deadline, or cancelled with its run): the items it had not seen end are then recorded
-//! `Cancelled`.
+//! the report when the node ends. They are also kept when its attempt is dropped, because
+//! the run's deadline cut it or it was cancelled with its run: the items it had not seen
+//! end are then recorded `Cancelled`.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,5 +1,5 @@
 //! What every path that runs an attempt shares: counting it, telling the observers, and
-//! calling the task (under `catch_unwind`) to get the attempt's future.
+//! calling the task under `catch_unwind` to get the attempt's future.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +13,7 @@ use crate::observe::{Event, log};
 use crate::policy::limit::bulkhead::BulkheadPermit;
 
 impl<I: Send + Sync + 'static> RunState<I> {
-    /// Counts attempt `number` of node `id` (in its slot and the stats) and tells the
+    /// Counts attempt `number` of node `id`, in its slot and the stats, and tells the
     /// observers it started, with the time it has before it is cut, if any.
     pub(crate) fn attempt_started(&self, id: u32, number: u32, budget: Option<Duration>) {
         self.attempt_started_with(id, number, || budget);
@@ -47,9 +47,9 @@ impl<I: Send + Sync + 'static> RunState<I> {
         }
     }
 
-    /// Attempt `number` of node `id` ended, in any way (attempts `u32::MAX`: all of them):
-    /// the cancellation token it asked for, if any, is cancelled. Inline: on every node's
-    /// path, and nothing to do unless a task asked for a token.
+    /// Attempt `number` of node `id` ended, in any way; `u32::MAX` stands for all of its
+    /// attempts. The cancellation token it asked for, if any, is cancelled. Inline: it is
+    /// on every node's path, and has nothing to do unless a task asked for a token.
     #[inline]
     pub(crate) fn attempt_ended(&self, id: u32, number: u32) {
         self.core.tokens().end(id, number);
@@ -71,8 +71,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
     }
 
     /// Calls node `id`'s task for attempt `number`, which is cut at `deadline` and holds
-    /// `permit` until it has really stopped: the attempt's future, or why it could not
-    /// start (the task panicked before returning its future).
+    /// `permit` until it has really stopped. Returns the attempt's future, or why it could
+    /// not start: the task panicked before returning its future.
     pub(crate) fn call_task(
         self: &Arc<Self>,
         id: u32,
@@ -88,9 +88,9 @@ impl<I: Send + Sync + 'static> RunState<I> {
         Ok(attempt)
     }
 
-    /// [`call_task`](Self::call_task), with the attempt's cut as its `Ctx` gives it, and
-    /// writing the attempt's future into `into`: into the box already there (a driver's
-    /// last attempt, which has ended) when the two futures have the same layout.
+    /// [`call_task`](Self::call_task), with the attempt's cut as its `Ctx` gives it,
+    /// writing the attempt's future into `into`. When the two futures have the same layout,
+    /// it reuses the box already there, which holds a driver's last attempt, already ended.
     pub(crate) fn call_task_into(
         self: &Arc<Self>,
         id: u32,

@@ -1,24 +1,24 @@
-//! The fast path of a node with policies: most attempts succeed on their first poll, and
-//! such a node should cost little more than a bare one (no boxed onion future, no extra
-//! clock read, no reference count touched).
+//! The fast path of a node with policies. Most attempts succeed on their first poll, and
+//! such a node should cost little more than a bare one: no boxed onion future, no extra
+//! clock read, no reference count touched.
 //!
-//! The driver prepares the first attempt here, exactly as the onion would (deadline check,
-//! breaker permit, retry-budget deposit, its cut computed), then counts and calls it and
-//! polls it as it does a bare node's attempt, holding the breaker's permit as a [`Held`]
-//! ticket. An attempt that waits (returns `Pending`) is waited for there too, as a bare
-//! node's is, under a timer that wakes the driver no later than its cut ([`wait`]; a
-//! driver keeps one timer from one such attempt to the next), as the onion's `Deadline`
-//! would. When the attempt succeeds, the node is done: the breaker is told, the record is
-//! written.
-//! Otherwise (it failed, panicked, or its cut passed) the attempt, still running or ended,
-//! is handed to the onion with the permit ([`First`]), and the series goes on there as if
-//! the onion had started it: the timeout or deadline error, retries, the breaker's verdict,
-//! the fallback.
+//! The driver prepares the first attempt here, exactly as the onion would: the deadline
+//! check, the breaker permit, the retry-budget deposit, and its cut. It then counts and
+//! calls the attempt and polls it as it does a bare node's attempt, holding the breaker's
+//! permit as a [`Held`] ticket. An attempt that waits, returning `Pending`, is waited for
+//! there too, as a bare node's is, under a timer that wakes the driver no later than its
+//! cut, as the onion's `Deadline` would. [`wait`] does that, and a driver keeps one timer
+//! from one such attempt to the next. When the attempt succeeds, the node is done: the
+//! breaker is told, the record is written.
+//! If it failed, panicked, or its cut passed, the attempt, still running or ended, is
+//! handed to the onion with the permit as a [`First`]. The series goes on there as if the
+//! onion had started it: the timeout or deadline error, retries, the breaker's verdict, the
+//! fallback.
 //!
-//! Not taken for routers, branches, nodes with a bulkhead or a rate limiter (whose permits
-//! are awaited), nodes
-//! whose deadline leaves less than the minimum attempt time, a breaker that is not closed
-//! (the onion asks it, once), or when `tracing` spans are made.
+//! Not taken for routers, branches, or nodes with a bulkhead or a rate limiter, whose
+//! permits are awaited. Nor for nodes whose deadline leaves less than the minimum attempt
+//! time, for a breaker that is not closed, which the onion asks once, or when `tracing`
+//! spans are made.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -36,35 +36,36 @@ use crate::policy::deadline::poll_timer;
 use crate::report::{AttemptReport, Record};
 
 /// What the driver holds for a policy node's first attempt while it polls it: the breaker
-/// permit's ticket, when the node has a breaker, and whether the driver's timer wakes it
-/// in time for the attempt's cut. A ticket issued by a closed breaker owns nothing; a
-/// half-open probe's must be given back ([`release`]) if the attempt is abandoned.
+/// permit's ticket, when the node has a breaker, and whether the driver's timer wakes it in
+/// time for the attempt's cut. A ticket issued by a closed breaker owns nothing; a
+/// half-open probe's must be given back with [`release`] if the attempt is abandoned.
 #[derive(Debug)]
 pub(in crate::engine) struct Held {
     ticket: Option<Ticket>,
     armed: Armed,
 }
 
-/// Whether the driver's timer wakes it in time for this attempt's cut ([`wait`]).
+/// Whether the driver's timer wakes it in time for this attempt's cut; see [`wait`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Armed {
-    /// The attempt has not waited yet: the timer, if the driver has one, is another
-    /// attempt's (ended, or handed to the onion), and may be running at an instant later
-    /// than this attempt's cut, or have elapsed.
+    /// The attempt has not waited yet. The timer, if the driver has one, is another
+    /// attempt's, ended or handed to the onion, and may be running at an instant later than
+    /// this attempt's cut, or have elapsed.
     No,
-    /// The attempt has no cut (no timeout, no deadline, no budget): it waits untimed.
+    /// The attempt has no cut, because it has no timeout, deadline or budget: it waits
+    /// untimed.
     Untimed,
-    /// The timer is set for this attempt's cut or, left there, for an earlier instant
-    /// (another attempt's cut; it is moved to this one's when it elapses there).
+    /// The timer is set for this attempt's cut or, left there, for an earlier instant:
+    /// another attempt's cut. It is moved to this one's when it elapses there.
     Yes,
 }
 
 /// Prepares the first attempt of a task node with `policy`, starting at `start`: takes the
-/// breaker's permit and deposits in the retry budget, and gives the attempt's cut (when it
-/// must end, for its `Ctx`: with no budget and no run deadline, its start, to which
-/// `Ctx::deadline` adds the timeout if it is asked) and what the driver holds while it
-/// runs. `None` when the node does not take this path (nothing was done). The driver then
-/// counts the node and the attempt and calls the task as for a bare node.
+/// breaker's permit and deposits in the retry budget. Gives the attempt's cut, when it must
+/// end, for its `Ctx`, and what the driver holds while it runs. With no budget and no run
+/// deadline, the cut given is the start, to which `Ctx::deadline` adds the timeout if it is
+/// asked. `None` when the node does not take this path; nothing was done then. The driver
+/// then counts the node and the attempt and calls the task as for a bare node.
 #[inline]
 pub(in crate::engine) fn prepare<I: Send + Sync + 'static>(
     run: &Arc<RunState<I>>,
@@ -112,35 +113,35 @@ pub(in crate::engine) fn prepare<I: Send + Sync + 'static>(
 /// it keeps from one such attempt to the next. The timer may wake the driver before an
 /// attempt's cut, never after it:
 ///
-/// - At the attempt's first wait, the cut is computed as [`prepare`] did (the same function
-///   of `start`, the policy and the run's deadline). A timer still running at an earlier
-///   instant (an ended attempt's cut: with one timeout for the graph's nodes, every later
-///   attempt's case, unless the one before was cut) is left there. Otherwise (the driver
-///   has no timer, or it elapsed, or it is set later than the cut) it is set for the cut:
-///   made, or moved ([`Sleep::reset`]).
-/// - At every wait, the timer is polled, as any future a task waits on must be (outside
-///   tokio's coop budget: `deadline::poll_timer`): a poll that returns `Pending` may not
-///   have registered the task's waker (a task dump was being taken: the task is woken to
-///   poll again), so the next wait's poll is what makes sure it is. When it is `Ready` at
-///   an instant earlier than the cut (it was left there), it is moved to the cut and
-///   polled again; at the cut, the cut has passed.
+/// - At the attempt's first wait, the cut is computed as [`prepare`] did: the same function
+///   of `start`, the policy and the run's deadline. A timer still running at an earlier
+///   instant is left there. That instant is an ended attempt's cut; with one timeout for
+///   the graph's nodes, it is every later attempt's case, unless the one before was cut.
+///   Otherwise, when the driver has no timer, or it elapsed, or it is set later than the
+///   cut, it is set for the cut: made, or moved with [`Sleep::reset`].
+/// - At every wait, the timer is polled, as any future a task waits on must be, outside
+///   tokio's coop budget through `deadline::poll_timer`. A poll that returns `Pending` may
+///   not have registered the task's waker, when a task dump was being taken and the task is
+///   woken to poll again, so the next wait's poll is what makes sure it is. When it is
+///   `Ready` at an instant earlier than the cut, because it was left there, it is moved to
+///   the cut and polled again; at the cut, the cut has passed.
 ///
-/// Against moving the timer at every attempt (for a later instant, an atomic
-/// compare-and-swap in tokio's timer entry, after a clone of the runtime's handle and the
-/// instant's conversion to the wheel's ticks), an attempt that outlives an earlier cut
-/// costs one wake-up of the driver, which polls its futures once more, as after any
-/// spurious wake-up, and one move of the elapsed timer (under the lock of tokio's timer
-/// wheel). Making a timer per attempt would allocate it and take that lock twice (to insert
-/// and, when the attempt ends, to remove it).
+/// The alternative is to move the timer at every attempt. For a later instant, that is an
+/// atomic compare-and-swap in tokio's timer entry, after a clone of the runtime's handle
+/// and the instant's conversion to the wheel's ticks. Instead, an attempt that outlives an
+/// earlier cut costs one wake-up of the driver, which polls its futures once more, as after
+/// any spurious wake-up, and one move of the elapsed timer under the lock of tokio's timer
+/// wheel. Making a timer per attempt would allocate it and take that lock twice: to insert
+/// it and, when the attempt ends, to remove it.
 ///
 /// `Ready` when the cut has passed: the driver then hands the attempt, still running, to
-/// the onion, which polls it once more, then reports the timeout (or deadline) and goes on
-/// as for any cut attempt. `Pending` otherwise (also for a node without a cut).
+/// the onion, which polls it once more, then reports the timeout or deadline and goes on as
+/// for any cut attempt. `Pending` otherwise, also for a node without a cut.
 ///
 /// # Panics
 ///
-/// Tokio panics making, moving or polling a timer on a runtime built without timers (or
-/// shutting down); the driver catches it and fails the node.
+/// Tokio panics making, moving or polling a timer on a runtime built without timers, or
+/// shutting down; the driver catches it and fails the node.
 pub(in crate::engine) fn wait<I: Send + Sync + 'static>(
     run: &RunState<I>,
     id: u32,
@@ -159,8 +160,8 @@ pub(in crate::engine) fn wait<I: Send + Sync + 'static>(
             };
             held.armed = Armed::Yes;
             match timer {
-                // Running at an earlier cut: it wakes the driver in time. (One that elapsed
-                // is moved now rather than after a poll that would say so.)
+                // Running at an earlier cut: it wakes the driver in time. One that elapsed
+                // is moved now rather than after a poll that would say so.
                 Some(t) if t.deadline() <= until && !t.is_elapsed() => {}
                 _ => set(run, timer, until),
             }
@@ -198,8 +199,8 @@ fn set<I: Send + Sync + 'static>(
     }
 }
 
-/// When node `id`'s first attempt, started at `start`, is cut, as [`prepare`] computed it
-/// (or would have, had it been asked: [`CtxCut::TimeoutAfter`]).
+/// When node `id`'s first attempt, started at `start`, is cut, as [`prepare`] computed it,
+/// or would have had it been asked: see [`CtxCut::TimeoutAfter`].
 pub(in crate::engine) fn cut<I: Send + Sync + 'static>(
     run: &RunState<I>,
     id: u32,
@@ -208,9 +209,9 @@ pub(in crate::engine) fn cut<I: Send + Sync + 'static>(
     run.policy(id)?.first_cut(run.core.deadline(), start)
 }
 
-/// Node `id`'s first attempt, started at `start`, succeeded at `end` (on its first poll, or
-/// after waiting within its cut): tells the breaker. How long past its cut it ended, when
-/// it did.
+/// Node `id`'s first attempt, started at `start`, succeeded at `end`, on its first poll or
+/// after waiting within its cut: tells the breaker. Returns how long past its cut it ended,
+/// when it did.
 #[inline]
 pub(in crate::engine) fn succeeded<I: Send + Sync + 'static>(
     run: &RunState<I>,
@@ -233,8 +234,8 @@ pub(in crate::engine) fn succeeded<I: Send + Sync + 'static>(
 }
 
 /// The record of node `id`, whose first attempt began at `start`, ended at `end` and
-/// overran its cut by `by` (it computed without yielding, so it could not be cut): with an
-/// attempt log saying so.
+/// overran its cut by `by`, with an attempt log saying so. It computed without yielding, so
+/// it could not be cut.
 #[cold]
 pub(in crate::engine) fn overran<I: Send + Sync + 'static>(
     run: &RunState<I>,
@@ -253,7 +254,7 @@ pub(in crate::engine) fn hand_over<I: Send + Sync + 'static>(
     held: Held,
     attempt: FirstAttempt<AttemptFuture>,
 ) -> First<AttemptFuture> {
-    // (The driver keeps its timer for its next attempt that waits: the onion makes its own.)
+    // The driver keeps its timer for its next attempt that waits: the onion makes its own.
     let permit = match (held.ticket, breaker(run, id)) {
         (Some(ticket), Some(breaker)) => Some(breaker.resume(ticket).into_owned(breaker)),
         _ => None,
@@ -261,8 +262,8 @@ pub(in crate::engine) fn hand_over<I: Send + Sync + 'static>(
     First { attempt, permit }
 }
 
-/// Node `id`'s first attempt is abandoned (the run was cancelled, the driver dropped): the
-/// breaker's permit is released uncounted.
+/// Node `id`'s first attempt is abandoned, because the run was cancelled or the driver
+/// dropped: the breaker's permit is released uncounted.
 pub(in crate::engine) fn release<I: Send + Sync + 'static>(run: &RunState<I>, id: u32, held: Held) {
     if let (Some(ticket), Some(breaker)) = (held.ticket, breaker(run, id)) {
         drop(breaker.resume(ticket));

@@ -1,6 +1,6 @@
-//! The full path of a node: `tracing` spans, policies (through the onion), routers (which
-//! run their chosen branch inline). The driver (`driver/`) takes it for any node that
-//! needs more than one plain attempt.
+//! The full path of a node: `tracing` spans, policies through the onion, and routers, which
+//! run their chosen branch inline. The driver in `driver/` takes it for any node that needs
+//! more than one plain attempt.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -25,11 +25,11 @@ use crate::onion::{self, Execution, First, ResolvedPolicies};
 use crate::report::{Outcome, Record};
 use crate::util::value::Value;
 
-/// Runs node `id` (already `RUNNING`, since `start`) to its record, on the full path:
+/// Runs node `id`, already `RUNNING` since `start`, to its record, on the full path:
 /// policies, routers, `tracing` spans. `first` is its first attempt when the driver's fast
-/// path started it (and already counted the node as started). Also returns whether it
-/// spawned a driver for nodes it queued (a router whose branch made nodes ready): the
-/// driver then yields once before going on (see `RunState::schedule`).
+/// path started it and already counted the node as started. Also returns whether it spawned
+/// a driver for nodes it queued, as a router whose branch made nodes ready does: the driver
+/// then yields once before going on, as `RunState::schedule` says.
 pub(crate) async fn run_node<I: Send + Sync + 'static>(
     run: &Arc<RunState<I>>,
     id: u32,
@@ -130,7 +130,7 @@ async fn execute<I: Send + Sync + 'static>(
 }
 
 /// One attempt of node `id`'s task, with panics caught: the path of nodes without policies
-/// when `tracing` spans are wanted (the driver's fast path is the same without the span).
+/// when `tracing` spans are wanted. The driver's fast path is the same without the span.
 async fn plain<I: Send + Sync + 'static>(
     run: &Arc<RunState<I>>,
     id: u32,
@@ -160,9 +160,9 @@ async fn plain<I: Send + Sync + 'static>(
     out
 }
 
-/// A router: picks a branch from its upstreams' values, passes over the others (`NotTaken`),
-/// runs the chosen one as a node of its own, and takes its value. Also returns whether it
-/// spawned a driver for the nodes the branch made ready.
+/// A router: picks a branch from its upstreams' values, passes over the others as
+/// `NotTaken`, runs the chosen one as a node of its own, and takes its value. Also returns
+/// whether it spawned a driver for the nodes the branch made ready.
 async fn route<I: Send + Sync + 'static>(
     run: &Arc<RunState<I>>,
     id: u32,
@@ -213,14 +213,14 @@ async fn route<I: Send + Sync + 'static>(
         ),
     };
     // The branch has no downstreams of its own: finishing it only records it. Under
-    // fail-fast the router's own failure (next) cancels the run, after skipping the
+    // fail-fast the router's own failure, next, cancels the run, after skipping the
     // router's downstreams.
-    // A node that depends on the branch itself (by name) may have become ready.
+    // A node that depends on the branch itself, by name, may have become ready.
     let released = run.finish_branch(branch, record);
     let mut spawned = released.spawned;
     // Queued rather than run here: the router's record comes first. A driver spawned for
-    // them is the router's driver's cue to yield once, after it writes the router's record
-    // (its hand-off, as after any node that spawned one).
+    // them is the router's driver's cue to yield once, after it writes the router's record.
+    // That is its hand-off, as after any node that spawned one.
     if let Some(next) = released.next {
         spawned |= run.schedule(next);
     }
@@ -257,14 +257,14 @@ fn choose<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Result<u
     }
 }
 
-/// Runs router branch `branch` (claimed) as a node of its own, to its record.
+/// Runs router branch `branch`, already claimed, as a node of its own, to its record.
 async fn run_branch<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, branch: u32) -> Record {
     let core = &run.core;
     let span = trace::node_span(|| core.span(), || run.graph.meta.name(branch));
     let start = core.now();
-    // User code of the branch's policies (a retry predicate, a breaker filter) may panic: the
-    // branch fails with it, and the router with the branch, as for a task's panic.
-    // (A branch is a task node: it spawns nothing itself.)
+    // User code of the branch's policies, such as a retry predicate or a breaker filter,
+    // may panic: the branch fails with it, and the router with the branch, as for a task's
+    // panic. A branch is a task node: it spawns nothing itself.
     match AssertUnwindSafe(Box::pin(run_node(run, branch, span, start, None)))
         .catch_unwind()
         .await
@@ -279,7 +279,8 @@ async fn run_branch<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, branch: u3
 }
 
 /// Ends a router's branch `Cancelled` when the router's future is dropped while the branch
-/// runs (its runtime shut down): nothing else would, and the run would wait for it forever.
+/// runs, as when its runtime shuts down. Nothing else would, and the run would wait for it
+/// forever.
 struct BranchGuard<'a, I: Send + Sync + 'static> {
     run: &'a Arc<RunState<I>>,
     branch: u32,
@@ -336,7 +337,7 @@ pin_project_lite::pin_project! {
 }
 
 impl<'a, F> Cancellable<'a, F> {
-    /// `started`: the node's first attempt already ran (the driver's fast path started it).
+    /// `started`: the node's first attempt already ran, started by the driver's fast path.
     fn new(core: &'a RunCore, id: u32, fut: F, started: bool) -> Self {
         Cancellable {
             core,

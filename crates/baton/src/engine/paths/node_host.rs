@@ -1,6 +1,6 @@
-//! The onion's host for a graph node: how the onion calls the node's task and fallback,
-//! and where what it reports goes (the run's slot and tokens, the orchestrator's counters
-//! and observers).
+//! The onion's host for a graph node: how the onion calls the node's task and fallback, and
+//! where what it reports goes. That is the run's slot and tokens, and the orchestrator's
+//! counters and observers.
 
 use std::sync::Arc;
 use std::time::Duration;

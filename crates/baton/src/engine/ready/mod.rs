@@ -1,47 +1,48 @@
-//! The run's ready queue: nodes made ready (roots at the start, extra downstreams later) that
-//! no driver has picked up yet, and the count of drivers that will pick them up.
+//! The run's ready queue: nodes made ready, roots at the start and extra downstreams later,
+//! that no driver has picked up yet, and the count of drivers that will pick them up.
 //!
-//! A few drivers drain the queue instead of one tokio task being spawned per ready node:
-//! a node whose attempt ends on its first poll (a cache hit, a no-op, a computation) then
-//! costs no spawn at all, and a million ready roots hold a million `u32`s, not a million
-//! tasks. Nodes still run at once: at most `max` drivers (the run's cap: the runtime's
-//! worker count, or one while an inline run's future drives it) drain the queue, and a
-//! driver whose node waits (its attempt is `Pending`) stops counting as one and spawns a
-//! replacement if work is waiting, so a node that waits never holds up another.
+//! A few drivers drain the queue instead of one tokio task being spawned per ready node. A
+//! node whose attempt ends on its first poll, such as a cache hit, a no-op or a
+//! computation, then costs no spawn at all, and a million ready roots hold a million
+//! `u32`s, not a million tasks. Nodes still run at once: at most `max` drivers drain the
+//! queue. That cap is the runtime's worker count, or one while an inline run's future
+//! drives it. A driver whose node waits, its attempt being `Pending`, stops counting as one
+//! and spawns a replacement if work is waiting, so a node that waits never holds up
+//! another.
 //!
-//! On a runtime with one worker (or in an inline run while its future drives it, which
-//! counts one), a driver keeps the extra nodes it makes ready for itself,
-//! on a stack of its own (last in, first out: the node made ready last finds its upstream's
-//! data still in the cache, as in Taskflow's per-worker queues; a binary tree of 100 000
-//! nodes runs in about half the time). No other worker could take them; a driver whose node
-//! waits shares its whole stack here first, and one that finds fewer drivers active than
-//! `max` shares the older half of it. With more workers, every extra node is queued here,
-//! where any driver takes it: a driver busy with a long computation must not sit on nodes
-//! an idle worker could run (per-driver stacks that idle drivers steal from would give both,
-//! and are not built).
+//! On a runtime with one worker, or in an inline run while its future drives it, which
+//! counts as one, a driver keeps the extra nodes it makes ready for itself, on a stack of
+//! its own. The stack is last in, first out: the node made ready last finds its upstream's
+//! data still in the cache, as in Taskflow's per-worker queues, and a binary tree of
+//! 100 000 nodes runs in about half the time. No other worker could take them; a driver whose
+//! node waits shares its whole stack here first, and one that finds fewer drivers active
+//! than `max` shares the older half of it. With more workers, every extra node is queued
+//! here, where any driver takes it: a driver busy with a long computation must not sit on
+//! nodes an idle worker could run. Per-driver stacks that idle drivers steal from would
+//! give both, and are not built.
 //!
-//! Drivers take turns: one that yields to tokio (its coop budget is spent) with nodes waiting
-//! lets the oldest go first (its own next node joins the queue, or its stack's bottom comes
-//! up), so a node that would start a request is not held behind a long chain of nodes that
-//! end at once.
+//! Drivers take turns. One that yields to tokio, because its coop budget is spent, with
+//! nodes waiting lets the oldest go first: its own next node joins the queue, or its
+//! stack's bottom comes up. So a node that would start a request is not held behind a long
+//! chain of nodes that end at once.
 //!
-//! Each node enters the queue at most once per run (whoever holds a `RUNNING` node may queue
-//! it, and a node taken from the queue is never queued again), so the queue is an array of one slot per node, written once, with
-//! a tail where pushers claim slots and a head where drivers take them; no slot is reused
-//! within a run.
+//! Each node enters the queue at most once per run: whoever holds a `RUNNING` node may
+//! queue it, and a node taken from the queue is never queued again. So the queue is an
+//! array of one slot per node, written once, with a tail where pushers claim slots and a
+//! head where drivers take them; no slot is reused within a run.
 //!
-//! No work is stranded. A pusher (a driver queuing what it made ready, or the run's start
-//! queuing roots) claims its slot, writes it, then reads `active` and spawns a driver if
-//! fewer than `max` are active; a driver that finds the queue empty leaves
-//! `active`, then looks at the queue again and stays if it is not empty. Both sides use
-//! sequentially consistent operations, so at least one of them sees the other: either the
-//! pusher sees too few active drivers and spawns one, or the leaving driver sees the node.
-//! The argument holds whatever `max` each side reads, as long as it is at least one: a
-//! pusher that fails to activate a driver saw one active after its push, and that driver
-//! looks at the queue before it leaves. So the cap may change during a run (an inline run's
-//! goes from one to the worker count when its future stops driving it), and be read with a
-//! `Relaxed` load: a driver that reads a stale cap only keeps or shares its nodes later.
-//! The `ready_loom_tests` module model-checks this, and that each node is taken exactly once.
+//! No work is stranded. A pusher, which is a driver queuing what it made ready or the run's
+//! start queuing roots, claims its slot, writes it, then reads `active` and spawns a driver
+//! if fewer than `max` are active. A driver that finds the queue empty leaves `active`,
+//! then looks at the queue again and stays if it is not empty. Both sides use sequentially
+//! consistent operations, so at least one of them sees the other: either the pusher sees
+//! too few active drivers and spawns one, or the leaving driver sees the node. The argument
+//! holds whatever `max` each side reads, as long as it is at least one: a pusher that fails
+//! to activate a driver saw one active after its push, and that driver looks at the queue
+//! before it leaves. So the cap may change during a run, as an inline run's goes from one
+//! to the worker count when its future stops driving it, and be read with a `Relaxed` load:
+//! a driver that reads a stale cap only keeps or shares its nodes later. The
+//! `ready_loom_tests` module model-checks this, and that each node is taken exactly once.
 
 pub(super) mod schedule;
 
@@ -60,8 +61,8 @@ pub(crate) enum Pop {
     Empty,
 }
 
-/// See the module docs. Generic over its atomics (std's, or loom's in the model-checking
-/// tests).
+/// See the module docs. Generic over its atomics: std's, or loom's in the model-checking
+/// tests.
 #[derive(Debug)]
 pub(crate) struct ReadyQueue<S: SyncFamily = StdSync> {
     /// Node id + 1 per slot; 0 while not written.
@@ -80,7 +81,7 @@ impl ReadyQueue {
 }
 
 impl<S: SyncFamily> ReadyQueue<S> {
-    /// A queue for a run over `slots` (one per node, all zero).
+    /// A queue for a run over `slots`, one per node, all zero.
     pub(crate) fn new(slots: Box<[S::AtomicU32]>) -> Self {
         ReadyQueue {
             slots,
@@ -101,7 +102,7 @@ impl<S: SyncFamily> ReadyQueue<S> {
     }
 
     /// Adds `id`, which the caller moved to `RUNNING`. Gives it back if the queue is full,
-    /// which only a node pushed twice could cause (a bug): the caller then runs it itself.
+    /// which only a node pushed twice could cause, a bug: the caller then runs it itself.
     pub(crate) fn push(&self, id: u32) -> Result<(), u32> {
         let at = self.tail.fetch_add(1, Ordering::SeqCst);
         match self.slots.get(at) {
@@ -146,19 +147,19 @@ impl<S: SyncFamily> ReadyQueue<S> {
         self.active.load(Ordering::Relaxed) < max
     }
 
-    /// How many drivers are counted active (for tests).
+    /// How many drivers are counted active, for tests.
     #[cfg(test)]
     pub(crate) fn active(&self) -> usize {
         self.active.load(Ordering::SeqCst)
     }
 
-    /// Whether no node is waiting (a slot claimed but not yet written counts as waiting).
+    /// Whether no node is waiting. A slot claimed but not yet written counts as waiting.
     pub(crate) fn is_empty(&self) -> bool {
         self.head.load(Ordering::SeqCst) >= self.tail.load(Ordering::SeqCst)
     }
 
-    /// Counts one more active driver if fewer than `max` are; whether it did. The caller
-    /// then spawns that driver (or stays one).
+    /// Counts one more active driver if fewer than `max` are, and returns whether it did.
+    /// The caller then spawns that driver, or stays one.
     pub(crate) fn try_activate(&self, max: usize) -> bool {
         let mut now = self.active.load(Ordering::SeqCst);
         while now < max {
@@ -176,13 +177,13 @@ impl<S: SyncFamily> ReadyQueue<S> {
     }
 
     /// Counts a driver that goes back to the queue after its node waited, whatever the
-    /// count (it may exceed `max` for a while).
+    /// count; it may exceed `max` for a while.
     pub(crate) fn activate(&self) {
         self.active.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// A driver stops being active (it ends, or its node waits). Returns whether a node is
-    /// waiting and the caller should be (or spawn) an active driver again: it then counted
+    /// A driver stops being active: it ends, or its node waits. Returns whether a node is
+    /// waiting and the caller should be, or spawn, an active driver again; it then counted
     /// itself back in. `false`: someone else will take what comes.
     pub(crate) fn leave(&self, max: usize) -> bool {
         self.active.fetch_sub(1, Ordering::SeqCst);

@@ -1,13 +1,13 @@
-//! Model checking with loom: every interleaving (up to two preemptions) of two or three
+//! Model checking with loom: every interleaving, up to two preemptions, of two or three
 //! threads pushing to, popping from and leaving one ready queue.
 //!
-//! The queue is instantiated with [`LoomSync`] (loom's atomics) through the sync shim, so
-//! these run under a plain `cargo test`. The threads do with the queue what the run does:
-//! a pusher is `RunState::schedule` (push, then count a driver in if fewer than the cap
-//! are active, to be spawned), a driver is `Driver::next_from_queue` (take nodes; on
-//! `Busy` look again later; on `Empty` leave, and stay if `leave` says a node waits). A
-//! driver that a pusher counted in would be spawned: the model's main thread plays it once
-//! the others are done.
+//! The queue is instantiated with [`LoomSync`], loom's atomics, through the sync shim, so
+//! these run under a plain `cargo test`. The threads do with the queue what the run does. A
+//! pusher is `RunState::schedule`: push, then count a driver in, to be spawned, if fewer
+//! than the cap are active. A driver is `Driver::next_from_queue`: take nodes; on `Busy`
+//! look again later; on `Empty` leave, and stay if `leave` says a node waits. A driver that
+//! a pusher counted in would be spawned: the model's main thread plays it once the others
+//! are done.
 
 use std::sync::atomic::Ordering::{self, Relaxed};
 
@@ -29,13 +29,13 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 /// A queue with `n` slots and no active driver.
 ///
 /// Its counters are set to zero again with `SeqCst` stores. Loom treats the value an atomic
-/// is created with as a store that is not `SeqCst`, and lets a `SeqCst` load return it
-/// even after a newer `SeqCst` store that the loading thread has not synchronized with;
-/// the memory model forbids that (a `SeqCst` load cannot read a value older than a `SeqCst`
-/// store that precedes it in the single total order). Without these stores loom reports
-/// the queue's store-buffering pattern (a pusher writes `tail` then reads `active`, a
-/// leaving driver writes `active` then reads `tail`) as stranding a node, in executions
-/// the memory model rules out.
+/// is created with as a store that is not `SeqCst`, and lets a `SeqCst` load return it even
+/// after a newer `SeqCst` store that the loading thread has not synchronized with. The
+/// memory model forbids that: a `SeqCst` load cannot read a value older than a `SeqCst`
+/// store that precedes it in the single total order. Without these stores loom reports the
+/// queue's store-buffering pattern as stranding a node, in executions the memory model
+/// rules out. In that pattern a pusher writes `tail` then reads `active`, and a leaving
+/// driver writes `active` then reads `tail`.
 fn queue(n: usize) -> Arc<Q> {
     let q: Q = ReadyQueue::new((0..n).map(|_| AtomicInt::new(0)).collect());
     for counter in [&q.head, &q.tail, &q.active] {
@@ -44,16 +44,16 @@ fn queue(n: usize) -> Arc<Q> {
     Arc::new(q)
 }
 
-/// A pusher: queues `id`, then counts a driver in if fewer than `max` are active; whether
-/// it did (and would spawn that driver).
+/// A pusher: queues `id`, then counts a driver in if fewer than `max` are active. Returns
+/// whether it did, and so would spawn that driver.
 fn schedule(q: &Q, id: u32, max: usize) -> bool {
     assert_eq!(q.push(id), Ok(()));
     q.try_activate(max)
 }
 
-/// A driver counted active: takes nodes until the queue is empty and `leave` lets it go;
-/// the nodes it took, each checked against `published` (what their pushers wrote before
-/// pushing them).
+/// A driver counted active: takes nodes until the queue is empty and `leave` lets it go.
+/// Returns the nodes it took, each checked against `published`, which is what their pushers
+/// wrote before pushing them.
 fn drive(q: &Q, max: usize, published: &[AtomicBool]) -> Vec<u32> {
     let mut took = Vec::new();
     loop {
@@ -80,10 +80,10 @@ fn flags(n: usize) -> Arc<Vec<AtomicBool>> {
     Arc::new((0..n).map(|_| AtomicBool::new(false)).collect())
 }
 
-/// One pusher (reading cap `push_max`) races the only active driver, which finds the queue
-/// empty and leaves (reading cap `leave_max`). Whatever the interleaving, either the
-/// pusher counts a driver in or the leaving driver sees the node and stays: the node is
-/// never stranded, and is taken exactly once.
+/// One pusher, reading cap `push_max`, races the only active driver, which finds the queue
+/// empty and leaves, reading cap `leave_max`. Whatever the interleaving, either the pusher
+/// counts a driver in or the leaving driver sees the node and stays: the node is never
+/// stranded, and is taken exactly once.
 fn push_races_leave(push_max: usize, leave_max: usize) {
     model(move || {
         let (q, published) = (queue(1), flags(1));
@@ -130,8 +130,8 @@ fn a_push_racing_a_leaving_driver_is_never_stranded_whatever_cap_each_reads() {
     push_races_leave(1, 2);
 }
 
-/// Two pushers race one driver (cap one): each node is taken exactly once, after what its
-/// pusher wrote before pushing it, and none is left in the queue without a driver.
+/// Two pushers race one driver, with a cap of one: each node is taken exactly once, after
+/// what its pusher wrote before pushing it, and none is left in the queue without a driver.
 #[test]
 fn two_pushers_and_one_driver_take_each_node_once() {
     model(|| {
@@ -197,8 +197,8 @@ fn two_drivers_take_each_queued_node_once() {
     });
 }
 
-/// A popper that comes between a push's claim and its write finds `Busy`, not `Empty`: the
-/// queue counts the node as waiting (a leaving driver stays for it), and the popper gets
+/// A popper that comes between a push's claim and its write finds `Busy`, not `Empty`. The
+/// queue counts the node as waiting, so a leaving driver stays for it, and the popper gets
 /// it once it is written.
 #[test]
 fn a_claimed_slot_not_yet_written_is_busy_then_taken() {

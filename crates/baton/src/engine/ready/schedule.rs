@@ -18,10 +18,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// it spawned one as a tokio task. [`share`](Self::share) does the same for several nodes.
     ///
     /// A task spawned from a tokio worker waits in that worker's LIFO slot, which other
-    /// workers cannot steal from, and no idle worker is woken for it: a caller that goes
-    /// on running a node itself must first yield once (its own task then goes to the
-    /// stealable queue, an idle worker is woken, and the new driver runs here), or the two
-    /// would share one worker.
+    /// workers cannot steal from, and no idle worker is woken for it. A caller that goes on
+    /// running a node itself must first yield once, or the two would share one worker. Its
+    /// own task then goes to the stealable queue, an idle worker is woken, and the new
+    /// driver runs here.
     pub(in crate::engine) fn schedule(self: &Arc<Self>, id: u32) -> bool {
         let ready = self.core.ready();
         let id = match ready.push(id) {
@@ -33,8 +33,9 @@ impl<I: Send + Sync + 'static> RunState<I> {
         self.spawn_driver(id, id.is_none())
     }
 
-    /// Queues `nodes` (moved to `RUNNING`) for any driver, like [`schedule`](Self::schedule)
-    /// with one spawn at most; whether it spawned a driver as a tokio task.
+    /// Queues `nodes`, moved to `RUNNING`, for any driver, like
+    /// [`schedule`](Self::schedule) with one spawn at most. Returns whether it spawned a
+    /// driver as a tokio task.
     pub(in crate::engine) fn share(self: &Arc<Self>, nodes: impl Iterator<Item = u32>) -> bool {
         let ready = self.core.ready();
         let mut queued = false;
@@ -50,26 +51,27 @@ impl<I: Send + Sync + 'static> RunState<I> {
         queued && ready.try_activate(self.workers()) && self.spawn_driver(None, true)
     }
 
-    /// How many drivers at most drain the ready queue: the runtime's worker threads (one for
-    /// an inline run while its future drives it).
+    /// How many drivers at most drain the ready queue: the runtime's worker threads, or one
+    /// for an inline run while its future drives it.
     #[inline]
     pub(in crate::engine) fn workers(&self) -> usize {
         self.core.drivers()
     }
 
-    /// Spawns a driver, counted in `live`: one that starts with node `id` (moved to
-    /// `RUNNING` by the caller), or with `None` one that starts with the ready queue;
-    /// `active`: the caller counted it as an active driver. Whether it became a tokio task
-    /// (see [`spawn`](Self::spawn)).
+    /// Spawns a driver, counted in `live`: one that starts with node `id`, moved to
+    /// `RUNNING` by the caller, or with `None` one that starts with the ready queue.
+    /// `active`: the caller counted it as an active driver. Returns whether it became a
+    /// tokio task, as [`spawn`](Self::spawn) says.
     pub(in crate::engine) fn spawn_driver(self: &Arc<Self>, id: Option<u32>, active: bool) -> bool {
         self.spawn(Driver::new(Arc::clone(self), id, active))
     }
 
-    /// Spawns `driver` (of this run), counted in `live`; whether it became a tokio task.
-    /// An inline run that has not spread ([`RunCore::is_local`]) spawns no task: the driver
-    /// goes to the run's inbox, for the run's future to poll (`Run::poll`, `run/joined.rs`), as
-    /// `tokio::join!` or a `FuturesUnordered` polls its futures. Only code that future polls
-    /// spawns while the run is local, so the future looks at the inbox before it returns.
+    /// Spawns `driver` of this run, counted in `live`; returns whether it became a tokio
+    /// task. An inline run that has not spread, as [`RunCore::is_local`] tells, spawns no
+    /// task: the driver goes to the run's inbox, for the run's future to poll, as
+    /// `tokio::join!` or a `FuturesUnordered` polls its futures. See `Run::poll` in
+    /// `run/joined.rs`. Only code that future polls spawns while the run is local, so the
+    /// future looks at the inbox before it returns.
     ///
     /// [`RunCore::is_local`]: crate::engine::run::core::RunCore::is_local
     pub(in crate::engine) fn spawn(&self, mut driver: Driver<I>) -> bool {
@@ -97,23 +99,24 @@ impl<I: Send + Sync + 'static> RunState<I> {
         }
     }
 
-    /// Starts the run: fixes its origin and deadline, makes its span (a child of the
-    /// current span unless `detached`), emits `RunStarted`, marks the run
-    /// admitted (its nodes count in the stats from here on), and starts its first roots
-    /// ([`start_roots`](Self::start_roots)).
+    /// Starts the run: fixes its origin and deadline, and makes its span, a child of the
+    /// current span unless `detached`. Emits `RunStarted`, marks the run admitted, so that
+    /// its nodes count in the stats from here on, and starts its first roots with
+    /// [`start_roots`](Self::start_roots).
     ///
-    /// Where one thread runs every task (taken to be so on a current-thread runtime, or on a
-    /// one-worker runtime awaited from a task), and in an inline run ([`StartMode::Inline`],
-    /// the default), the first driver is not spawned but returned, for the run's future to
-    /// poll at once: a graph whose nodes end at once then runs in the task that awaits it,
-    /// without a spawn (as `tokio::join!` would). That driver holds nothing across a
-    /// `Pending`: a node that waits, and whatever it would yield with, goes to a driver
-    /// spawned for it (`driver/`): in an inline run one that the run's future polls too
-    /// ([`spawn`](Self::spawn)), in a spread run a task, so that run goes on while its
-    /// future is held without being polled. An inline run schedules as on a one-worker
-    /// runtime until it spreads ([`RunCore::spread`]). Otherwise every
-    /// first driver is a task: a node that computes must not hold the awaiting task (its
-    /// timeout, the other futures it joins) while other workers could run it.
+    /// Where one thread runs every task, and the run is inline, as with the default
+    /// [`StartMode::Inline`], the first driver is not spawned but returned, for the run's
+    /// future to poll at once. One thread is taken to run every task on a current-thread
+    /// runtime, or on a one-worker runtime awaited from a task. A graph whose nodes end at
+    /// once then runs in the task that awaits it, without a spawn, as `tokio::join!` would.
+    /// That driver holds nothing across a `Pending`: a node that waits, and whatever it
+    /// would yield with, goes to a driver spawned for it in `driver/`. In an inline run
+    /// that is one that the run's future polls too, see [`spawn`](Self::spawn); in a spread
+    /// run it is a task, so that run goes on while its future is held without being polled.
+    /// An inline run schedules as on a one-worker runtime until it spreads, see
+    /// [`RunCore::spread`]. Otherwise every first driver is a task: a node that computes
+    /// must not hold the awaiting task, with its timeout and the other futures it joins,
+    /// while other workers could run it.
     ///
     /// [`StartMode::Inline`]: crate::engine::StartMode::Inline
     /// [`RunCore::spread`]: crate::engine::run::core::RunCore::spread
@@ -128,9 +131,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
         // Whether one thread runs every task, the caller's included, so that a node run in
         // the task that awaits the run holds nothing another worker could have run. Tokio
         // does not say which thread is a worker: this is a current-thread runtime, or one
-        // worker and the caller is a task. A `LocalSet`, a blocking thread (`spawn_blocking`
-        // and `Handle::block_on`) or a `Handle::block_on` from another thread pass it too;
-        // there a node that computes holds the awaiting thread, as in a `tokio::join!`.
+        // worker and the caller is a task. A `LocalSet`, a blocking thread from
+        // `spawn_blocking` or `Handle::block_on`, or a `Handle::block_on` from another
+        // thread pass it too; there a node that computes holds the awaiting thread, as in a
+        // `tokio::join!`.
         let one_thread = core.is_inline()
             || (runtime_workers == 1
                 && (handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
@@ -148,25 +152,26 @@ impl<I: Send + Sync + 'static> RunState<I> {
                 nodes: self.graph.meta.len(),
             });
         }
-        // Admitted after `RunStarted` (a cancel may end the run from here on, and
-        // `RunFinished` must come second) and before the first driver (which may record
-        // nodes on another worker before this returns).
+        // Admitted after `RunStarted` and before the first driver. From here on a cancel
+        // may end the run, and `RunFinished` must come second. The first driver may record
+        // nodes on another worker before this returns.
         self.mark_admitted();
         // An empty graph is over at once.
         if self.graph.meta.len() == 0 {
             self.on_end();
             return None;
         }
-        // The run's origin is its first node's start, when no observer runs in between (the
-        // run's future polls that node next).
+        // The run's origin is its first node's start, when no observer runs in between: the
+        // run's future polls that node next.
         let start = (one_thread && !self.observed()).then_some(now);
         self.start_roots(one_thread, start)
     }
 
-    /// Claims the run's roots: the first (one per driver the run may have) get a driver of
-    /// their own, the others wait in the queue for those drivers (queued first, so that a
-    /// driver that ends its root at once finds them). With `embedded`, the first driver is
-    /// returned for the run's future to poll, its root starting at `start` if given.
+    /// Claims the run's roots: the first ones, one per driver the run may have, get a
+    /// driver of their own, and the others wait in the queue for those drivers. They are
+    /// queued first, so that a driver that ends its root at once finds them. With
+    /// `embedded`, the first driver is returned for the run's future to poll, its root
+    /// starting at `start` if given.
     fn start_roots(self: &Arc<Self>, embedded: bool, start: Option<Instant>) -> Option<Driver<I>> {
         let core = &self.core;
         let workers = self.workers();

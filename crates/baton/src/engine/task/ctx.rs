@@ -26,9 +26,9 @@ use crate::id::{IdempotencyKey, RunId};
 use crate::policy::limit::bulkhead::BulkheadPermit;
 use crate::util::value::{Value, into_value};
 
-/// One attempt of a task, boxed. A box that tokio-util can reuse: a driver keeps the box of
-/// its last attempt and writes its next node's attempt into it when the two futures have the
-/// same layout, instead of freeing one box and allocating another ([`put`]).
+/// One attempt of a task, boxed, in a box that tokio-util can reuse. A driver keeps the box
+/// of its last attempt and writes its next node's attempt into it when the two futures have
+/// the same layout, instead of freeing one box and allocating another; see [`put`].
 pub(crate) type AttemptFuture = ReusableBoxFuture<'static, Result<Value, BoxError>>;
 
 /// Writes `future` into `into`: into the box already there when its layout matches, else
@@ -51,9 +51,9 @@ pub(crate) trait ErasedTask<I>: Send + Sync + 'static {
     /// The type of the value the node produces, and its name for error messages.
     fn value_type(&self) -> (TypeId, &'static str);
 
-    /// Fetches the upstream values and starts one attempt, which holds `permit` until it has
-    /// really stopped, writing its future into `into` (reusing the box there when it can);
-    /// `false` when a value is missing or of another type, which validation rules out.
+    /// Fetches the upstream values and starts one attempt, which holds `permit` until it
+    /// has really stopped, writing its future into `into` and reusing the box there when it
+    /// can. `false` when a value is missing or of another type, which validation rules out.
     fn call(
         &self,
         ctx: Ctx<I>,
@@ -75,8 +75,8 @@ pub(crate) trait ErasedTask<I>: Send + Sync + 'static {
     }
 
     /// For a router: the key of the branch to run, from the run input and the upstreams'
-    /// values. `None` for other nodes, or when a value is missing (which validation rules
-    /// out).
+    /// values. `None` for other nodes, or when a value is missing, which validation rules
+    /// out.
     fn select(&self, _input: &I, _cx: &FetchCx<'_>) -> Option<String> {
         None
     }
@@ -102,7 +102,7 @@ impl<U, F, T, E, Fut> TypedTask<U, F, T, E, Fut> {
         }
     }
 
-    /// The task with `fallback` (boxed: few nodes have one).
+    /// The task with `fallback`, boxed because few nodes have one.
     pub(crate) fn with_fallback<I>(
         self,
         fallback: NodeFallback<I, T>,
@@ -204,16 +204,17 @@ where
             return false;
         };
         let task = Arc::clone(&self.task);
-        // Created now, before the closure runs: the attempt's end (timeout, cancelled run)
-        // cancels it even though the closure, which owns `ctx`, keeps running.
+        // Created now, before the closure runs: the attempt's end, by a timeout or a
+        // cancelled run, cancels it even though the closure, which owns `ctx`, keeps
+        // running.
         let token = ctx.cancellation_token();
         let run = Arc::clone(&ctx.run);
         let node = ctx.node;
         let finished = Arc::new(AtomicBool::new(false));
         let done = Arc::clone(&finished);
         let handle = tokio::task::spawn_blocking(move || {
-            // Abandoned while it waited for a thread of the blocking pool: it must not run
-            // (a retry may already be running, or the node may have been reported failed).
+            // Abandoned while it waited for a thread of the blocking pool: it must not run.
+            // A retry may already be running, or the node may have been reported failed.
             if token.is_cancelled() {
                 done.store(true, Ordering::Release);
                 return Err("attempt abandoned before a blocking thread picked it up".into());
@@ -278,7 +279,7 @@ impl Drop for AbandonGuard {
 ///
 /// A fresh `Ctx` is passed to every attempt. It gives the run input, the attempt number,
 /// the node's name, an idempotency key, and a cancellation token for work the attempt hands
-/// off. It is cheap (one `Arc` and a few words) and `Send + Sync`.
+/// off. It is cheap, one `Arc` and a few words, and `Send + Sync`.
 ///
 /// ```
 /// use baton_graph::{BoxError, Graph, Retry};
@@ -309,17 +310,17 @@ pub struct Ctx<I> {
 /// When an attempt is cut, as the scheduler hands it to the attempt's [`Ctx`].
 ///
 /// The scheduler's fast path starts a first attempt without computing its cut when it can
-/// be computed later from the attempt's start ([`TimeoutAfter`](CtxCut::TimeoutAfter)): most
-/// tasks never ask for it.
+/// be computed later from the attempt's start, as [`TimeoutAfter`](CtxCut::TimeoutAfter)
+/// does: most tasks never ask for it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum CtxCut {
-    /// The cut, computed (`None`: nothing cuts the attempt).
+    /// The cut, computed; `None` when nothing cuts the attempt.
     At(Option<Instant>),
-    /// The attempt's start: its cut is the node's timeout after it (`None` without a
-    /// timeout). Only for a first attempt whose node has no budget, in a run without a
+    /// The attempt's start: its cut is the node's timeout after it, or `None` without a
+    /// timeout. Only for a first attempt whose node has no budget, in a run without a
     /// deadline, where the timeout alone cuts it.
     TimeoutAfter(Instant),
-    /// A fallback's context, cut at the node's deadline (`None`: nothing cuts it).
+    /// A fallback's context, cut at the node's deadline; `None` when nothing cuts it.
     Fallback(Option<Instant>),
 }
 
@@ -339,7 +340,8 @@ impl<I> Ctx<I> {
     }
 
     /// When this attempt will be cut: the earliest of its per-attempt timeout, the node's
-    /// budget and the run's deadline; `None` when none applies. A tokio (monotonic) instant.
+    /// budget and the run's deadline; `None` when none applies. A tokio instant, which is
+    /// monotonic.
     #[must_use]
     pub fn deadline(&self) -> Option<Instant> {
         match self.cut {
@@ -351,9 +353,9 @@ impl<I> Ctx<I> {
         }
     }
 
-    /// The time left before [`deadline`](Self::deadline) (zero once it passed); `None` when
-    /// no deadline applies. Pass it downstream, e.g. as the request's timeout, so that the
-    /// downstream does not work for a caller that has given up. If the task's own
+    /// The time left before [`deadline`](Self::deadline), zero once it passed; `None` when
+    /// no deadline applies. Pass it downstream, for example as the request's timeout, so
+    /// that the downstream does not work for a caller that has given up. If the task's own
     /// timeout fires at that same instant and the task returns its error, the attempt still
     /// counts as cut by baton's timeout or deadline, not as a task error.
     #[must_use]
@@ -362,11 +364,12 @@ impl<I> Ctx<I> {
             .map(|d| d.saturating_duration_since(Instant::now()))
     }
 
-    /// The time left of this attempt less `margin`, to send downstream with the request
-    /// (as `grpc-timeout` or in milliseconds, see [`Budget`](crate::deadline::Budget)); `None` when
-    /// no deadline applies. The margin covers the request's trip and the downstream's
+    /// The time left of this attempt less `margin`, to send downstream with the request, as
+    /// `grpc-timeout` or in milliseconds; see [`Budget`](crate::deadline::Budget). `None`
+    /// when no deadline applies. The margin covers the request's trip and the downstream's
     /// answer, so that the answer arrives before this attempt is cut. Work the task starts
-    /// on a detached `tokio::spawn` is not cut by this deadline: give it a budget of its own.
+    /// on a detached `tokio::spawn` is not cut by this deadline: give it a budget of its
+    /// own.
     ///
     /// ```
     /// use std::time::Duration;
@@ -390,14 +393,16 @@ impl<I> Ctx<I> {
             .map(|left| crate::policy::Budget::new(left.saturating_sub(margin)))
     }
 
-    /// The run input: what [`Graph::run`](crate::Graph::run) was given (the request).
+    /// The run input: what [`Graph::run`](crate::Graph::run) was given, such as the
+    /// request.
     #[must_use]
     pub fn input(&self) -> &I {
         &self.run.input
     }
 
-    /// The graph's shared state of type `S` ([`GraphBuilder::state`]): a client, a
-    /// configuration, a pool, given once to the graph instead of cloned into every task.
+    /// The graph's shared state of type `S`, given with [`GraphBuilder::state`]: a client,
+    /// a configuration or a pool, given once to the graph instead of cloned into every
+    /// task.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -423,8 +428,9 @@ impl<I> Ctx<I> {
     ///
     /// # Panics
     ///
-    /// When the graph has no state of type `S` (no `GraphBuilder::state` call gave one): the
-    /// task panics, and its node fails with the message. See [`try_state`](Self::try_state).
+    /// When the graph has no state of type `S`, because no `GraphBuilder::state` call gave
+    /// one: the task panics, and its node fails with the message. See
+    /// [`try_state`](Self::try_state).
     ///
     /// [`GraphBuilder::state`]: crate::GraphBuilder::state
     #[must_use]
@@ -446,9 +452,10 @@ impl<I> Ctx<I> {
 
     /// The attempt number, starting at 1.
     ///
-    /// In a fallback's `Ctx` ([`NodeBuilder::fallback_with`](crate::NodeBuilder::fallback_with)):
-    /// how many attempts ran, 0 when none did (the circuit breaker rejected the node, or
-    /// the deadline left no time for one).
+    /// In a fallback's `Ctx`, given by
+    /// [`NodeBuilder::fallback_with`](crate::NodeBuilder::fallback_with): how many attempts
+    /// ran. It is 0 when none did, because the circuit breaker rejected the node or the
+    /// deadline left no time for one.
     #[must_use]
     pub fn attempt(&self) -> u32 {
         self.attempt
@@ -467,9 +474,9 @@ impl<I> Ctx<I> {
     }
 
     /// A key that is the same for every attempt of this node in this run and differs
-    /// between nodes and runs: send it with side effects (an `Idempotency-Key` header) so
-    /// that the downstream can deduplicate a retried request whose first attempt did reach
-    /// it (a timed-out attempt may have had its side effect).
+    /// between nodes and runs. Send it with side effects, for example as an
+    /// `Idempotency-Key` header, so that the downstream can deduplicate a retried request
+    /// whose first attempt did reach it. A timed-out attempt may have had its side effect.
     #[must_use]
     pub fn idempotency_key(&self) -> IdempotencyKey {
         self.run.key_of(self.node)
@@ -480,8 +487,8 @@ impl<I> Ctx<I> {
     ///
     /// The attempt's own future needs no token: it is dropped when it is cancelled, so it
     /// stops at its next `.await`. Give the token to work the attempt spawns or hands to a
-    /// thread (a blocking task's closure should check it), so that nothing outlives the
-    /// attempt. Created on first call; later calls in the same attempt return clones of it.
+    /// thread, so that nothing outlives the attempt; a blocking task's closure should check
+    /// it. Created on first call; later calls in the same attempt return clones of it.
     /// Called on the `Ctx` of an attempt that has already ended, it returns a cancelled
     /// token. In a fallback's `Ctx`, the token is cancelled when the fallback ends or the
     /// run is cancelled.
@@ -534,8 +541,8 @@ impl<I> Ctx<I> {
 }
 
 impl<I: Send + Sync + 'static> Ctx<I> {
-    /// Starts `graph`'s run nested in this node (a subgraph node's task): its events reach
-    /// this run's observers too, and its report is kept for this node's entry.
+    /// Starts `graph`'s run nested in this node, as a subgraph node's task does: its events
+    /// reach this run's observers too, and its report is kept for this node's entry.
     pub(crate) fn run_nested<J: Send + Sync + 'static>(
         &self,
         graph: &Graph<J>,
@@ -562,7 +569,7 @@ mod tests {
     use crate::onion::Fallback;
 
     /// A task without a fallback is its closure alone: one that captures nothing is a
-    /// zero-sized value (stored without memory). With a fallback, the task holds it behind
+    /// zero-sized value, stored without memory. With a fallback, the task holds it behind
     /// one pointer.
     #[test]
     fn a_task_without_a_fallback_is_its_closure_alone() {

@@ -1,7 +1,7 @@
-//! Tasks: what a node runs. `ctx.rs` is what a task sees (`Ctx`) and the type-erased form
-//! the graph keeps; `storage.rs` stores a graph's tasks by type (the one `unsafe` module of
-//! the engine); `upstreams.rs` is how a task receives its upstreams' values;
-//! `node_fallback.rs` a node's fallback as its task stores it; `tokens.rs` attempt
+//! Tasks: what a node runs. `ctx.rs` is what a task sees, `Ctx`, and the type-erased form
+//! the graph keeps. `storage.rs` stores a graph's tasks by type; it is the one `unsafe`
+//! module of the engine. `upstreams.rs` is how a task receives its upstreams' values,
+//! `node_fallback.rs` a node's fallback as its task stores it, and `tokens.rs` attempt
 //! cancellation tokens, made only for tasks that ask for one.
 
 pub(super) mod ctx;

@@ -1,6 +1,6 @@
 //! A node's fallback as its task stores it: a [`Fallback`] of the error alone, or one that
-//! is also given the node's context and upstream values
-//! ([`NodeBuilder::fallback_with`](crate::NodeBuilder::fallback_with)).
+//! is also given the node's context and upstream values, made by
+//! [`NodeBuilder::fallback_with`](crate::NodeBuilder::fallback_with).
 
 use std::fmt;
 use std::future::Future;
@@ -17,8 +17,8 @@ use crate::error::{BoxError, NodeError};
 use crate::onion::{Fallback, Recovered, recover_async};
 use crate::util::value::{Value, into_value};
 
-/// A fallback given the node's context, the upstream values (which it fetches from the
-/// `FetchCx`) and the error; it catches the panics of the function it wraps.
+/// A fallback given the node's context, the upstream values, which it fetches from the
+/// `FetchCx`, and the error. It catches the panics of the function it wraps.
 type CtxFallbackFn<I, T> = Arc<
     dyn Fn(Ctx<I>, &FetchCx<'_>, Arc<NodeError>) -> BoxFuture<'static, Result<T, NodeError>>
         + Send
@@ -83,9 +83,9 @@ pub(crate) struct FallbackScope<'a, I> {
     pub(crate) deadline: Option<Instant>,
 }
 
-/// Where a task keeps its fallback: `()` for none (most nodes), or a box. A type, not an
-/// `Option`, so that a task without one is its closure alone, and a closure that captures
-/// nothing takes no room in the graph's task storage (`engine/task/storage.rs`).
+/// Where a task keeps its fallback: `()` for none, as most nodes have, or a box. A type,
+/// not an `Option`, so that a task without one is its closure alone, and a closure that
+/// captures nothing takes no room in the graph's task storage, `engine/task/storage.rs`.
 pub(crate) trait FallbackSlot<I: Send + Sync + 'static, T>: Send + Sync + 'static {
     /// The fallback's run for `error`, if there is a fallback.
     fn recover(
@@ -94,7 +94,7 @@ pub(crate) trait FallbackSlot<I: Send + Sync + 'static, T>: Send + Sync + 'stati
         error: Arc<NodeError>,
     ) -> Option<FallbackFuture>;
 
-    /// Whether there is a fallback (a diagram labels the node with it).
+    /// Whether there is a fallback. A diagram labels the node with it.
     fn is_set(&self) -> bool {
         true
     }

@@ -1,23 +1,23 @@
-//! A graph's tasks, stored by type: the tasks of one type (a closure written once and
-//! given to many nodes, as graphs built in a loop are) sit side by side in one column of
+//! A graph's tasks, stored by type. The tasks of one type, such as a closure written once
+//! and given to many nodes as graphs built in a loop do, sit side by side in one column of
 //! that type, instead of in a box each.
 //!
 //! A graph of a million nodes whose tasks share a few types then costs no allocation per
-//! task while it is built and no free per task while it is dropped, and its tasks' data
-//! (what their closures capture) is read in node order from a few large blocks, not from a
+//! task while it is built and no free per task while it is dropped. Its tasks' data, what
+//! their closures capture, is read in node order from a few large blocks, not from a
 //! million small ones spread over the heap. A type seen for the first time costs two
-//! allocations (its column and a first chunk); nothing is allocated per task while the
-//! graph runs. What a task holds on its own (a blocking task's `Arc`, a fallback's box) is
-//! its own allocation.
+//! allocations, its column and a first chunk; nothing is allocated per task while the graph
+//! runs. What a task holds on its own, such as a blocking task's `Arc` or a fallback's box,
+//! is its own allocation.
 //!
 //! A node reaches its task as it would a `Box<dyn ErasedTask>`, through a fat pointer and
-//! one dynamic call: its [`TaskRef`] points into its column. So that it stays valid, a column never moves a task
-//! once stored: it is a list of chunks, each allocated with room for twice as many tasks
-//! as the one before and never grown past that room (`Vec::push` does not reallocate below
-//! its capacity), so a task keeps its address until its [`Tasks`] is dropped (the scheme of
-//! the `typed-arena` crate). The price is the last chunk's unused room: at most as many
-//! slots as the tasks stored in the chunks before it, never touched (so never resident),
-//! and none when the tasks capture nothing.
+//! one dynamic call: its [`TaskRef`] points into its column. So that it stays valid, a
+//! column never moves a task once stored. A column is a list of chunks, each allocated with
+//! room for twice as many tasks as the one before and never grown past that room, since
+//! `Vec::push` does not reallocate below its capacity. So a task keeps its address until
+//! its [`Tasks`] is dropped; this is the scheme of the `typed-arena` crate. The price is
+//! the last chunk's unused room: at most as many slots as the tasks stored in the chunks
+//! before it, never touched and so never resident, and none when the tasks capture nothing.
 
 #![allow(unsafe_code)]
 
@@ -29,15 +29,15 @@ use rustc_hash::FxHashMap;
 
 use super::ctx::ErasedTask;
 
-/// Where one node's task is: a pointer into a column of the [`Tasks`] that stored it. It
-/// is neither `Clone` nor `Copy`: each lives in the node it was made for, next to the
-/// `Tasks` that own its task (the builder's, then the graph's), and is read only with them
-/// in hand ([`get`](Self::get) takes them, and in debug builds checks that they hold it).
+/// Where one node's task is: a pointer into a column of the [`Tasks`] that stored it. It is
+/// neither `Clone` nor `Copy`. Each lives in the node it was made for, next to the `Tasks`
+/// that own its task, first the builder's and then the graph's, and is read only with them
+/// in hand: [`get`](Self::get) takes them, and in debug builds checks that they hold it.
 pub(crate) struct TaskRef<I>(NonNull<dyn ErasedTask<I>>);
 
-// SAFETY: a `TaskRef` is a shared pointer to a task, which is `Send + Sync`
-// (`ErasedTask`'s supertraits): sending it to another thread, or reading it from several,
-// is reading a `Sync` value through `&`, nothing more. It never writes or frees the task.
+// SAFETY: a `TaskRef` is a shared pointer to a task, which is `Send + Sync` through
+// `ErasedTask`'s supertraits. Sending it to another thread, or reading it from several, is
+// reading a `Sync` value through `&`, nothing more. It never writes or frees the task.
 unsafe impl<I> Send for TaskRef<I> {}
 // SAFETY: as for `Send`.
 unsafe impl<I> Sync for TaskRef<I> {}
@@ -57,23 +57,23 @@ impl<I> TaskRef<I> {
     ///
     /// # Safety
     ///
-    /// `owner` must be the [`Tasks`] whose [`push`](Tasks::push) made this `TaskRef` (a debug
-    /// build checks that it holds the task, and panics otherwise).
+    /// `owner` must be the [`Tasks`] whose [`push`](Tasks::push) made this `TaskRef`. A
+    /// debug build checks that it holds the task, and panics otherwise.
     #[inline]
     pub(crate) unsafe fn get<'t>(&self, owner: &'t Tasks) -> &'t dyn ErasedTask<I> {
         debug_assert!(
             owner.holds(self.0.as_ptr().cast::<u8>()),
             "a TaskRef read with Tasks that did not make it"
         );
-        // SAFETY: the pointer was made from a reference to a task stored in a chunk of a
-        // column of `owner` (`push`, per the caller's guarantee), which never moves, mutates
-        // or drops a stored task until it is dropped itself, and the borrow of `owner`
-        // keeps it alive for `'t`.
+        // SAFETY: the pointer was made by `push` from a reference to a task stored in a
+        // chunk of a column of `owner`, per the caller's guarantee. That column never
+        // moves, mutates or drops a stored task until it is dropped itself, and the borrow
+        // of `owner` keeps it alive for `'t`.
         unsafe { self.0.as_ref() }
     }
 }
 
-/// The tasks of one type `X`, in chunks that never move them (see the module docs).
+/// The tasks of one type `X`, in chunks that never move them; see the module docs.
 struct Column<X> {
     /// Chunks with no room left.
     full: Vec<Vec<X>>,
@@ -118,7 +118,7 @@ impl<X> Column<X> {
     /// Stores `task` and returns it where it now stays.
     fn push(&mut self, task: X) -> &X {
         if self.current.len() == self.current.capacity() {
-            // (Never for tasks that capture nothing: their capacity is `usize::MAX`.)
+            // Never for tasks that capture nothing: their capacity is `usize::MAX`.
             let size = self.current.capacity().saturating_mul(2).max(1);
             let done = std::mem::replace(&mut self.current, Vec::with_capacity(size));
             if !done.is_empty() {
@@ -137,8 +137,8 @@ impl<X> Column<X> {
 #[derive(Default)]
 pub(crate) struct Tasks {
     columns: Vec<Box<dyn Store>>,
-    /// While the graph is built: the column of each type seen, and the last one used
-    /// (nodes added in a loop have the same type, and skip the lookup).
+    /// While the graph is built: the column of each type seen, and the last one used. Nodes
+    /// added in a loop have the same type, and skip the lookup.
     by_type: FxHashMap<TypeId, usize>,
     last: Option<(TypeId, usize)>,
     stored: usize,
@@ -154,7 +154,7 @@ impl fmt::Debug for Tasks {
 }
 
 impl Tasks {
-    /// Stores `task` in its type's column (a new one for a type not seen yet) and returns
+    /// Stores `task` in its type's column, a new one for a type not seen yet, and returns
     /// where it is, valid as long as these `Tasks` are.
     pub(crate) fn push<I: 'static, X: ErasedTask<I>>(&mut self, task: X) -> TaskRef<I> {
         let ty = TypeId::of::<X>();
@@ -170,7 +170,7 @@ impl Tasks {
                 return TaskRef::new(column.push(task));
             }
         }
-        // A type not seen yet (or, were the lookup ever wrong, a column of its own).
+        // A type not seen yet or, were the lookup ever wrong, a column of its own.
         let mut column = Box::new(Column::<X>::new());
         let stored = TaskRef::new(column.push(task));
         let at = self.columns.len();
@@ -212,12 +212,12 @@ mod tests {
         let stored: Vec<*const u64> = (0..5_000u64)
             .map(|i| std::ptr::from_ref(column.push(i)))
             .collect();
-        // Chunks of (at least) 1, 2, 4, ... 4 096 slots: thirteen at most, the last one
-        // not full.
+        // Chunks of at least 1, 2, 4, ... 4 096 slots: thirteen at most, the last one not
+        // full.
         assert!(column.full.len() <= 12, "{} full chunks", column.full.len());
         assert!(column.current.len() < column.current.capacity());
-        // Where each task is now, in order: where `push` said it was (a chunk that grew by
-        // reallocating would have moved its tasks).
+        // Where each task is now, in order, is where `push` said it was. A chunk that grew
+        // by reallocating would have moved its tasks.
         let now: Vec<(*const u64, u64)> = column
             .full
             .iter()
@@ -245,7 +245,7 @@ mod tests {
         assert_eq!(column.current.capacity(), usize::MAX, "no allocation");
     }
 
-    /// A task that is its tag, of one of two types (`W` = 1 or 2), for tests that read the
+    /// A task that is its tag, of one of two types, `W` = 1 or 2, for tests that read the
     /// task back through its `TaskRef` and check that it is the one stored.
     struct Tagged<const W: usize>(u32);
 
@@ -326,12 +326,12 @@ mod tests {
         let mut theirs = Tasks::default();
         let task = ours.push(Tagged::<1>(0));
         let _ = theirs.push(Tagged::<1>(1));
-        // SAFETY: not met, on purpose: the debug check panics before the pointer is read
-        // (and `ours`, which holds the task, is alive anyway).
+        // SAFETY: not met, on purpose: the debug check panics before the pointer is read,
+        // and `ours`, which holds the task, is alive anyway.
         let _ = unsafe { task.get(&theirs) };
     }
 
-    /// The graph's "three words wide" node (`engine/graph/mod.rs`).
+    /// The graph's "three words wide" node, in `engine/graph/mod.rs`.
     #[cfg(target_pointer_width = "64")]
     #[test]
     fn a_node_is_three_words() {

@@ -1,5 +1,6 @@
-//! Attempt cancellation tokens: created only when a task asks for one (rare), so they
-//! live beside the slots, not in them. At most one per node (its current attempt's).
+//! Attempt cancellation tokens. They are created only when a task asks for one, which is
+//! rare, so they live beside the slots, not in them. At most one per node: its current
+//! attempt's.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -12,9 +13,10 @@ use crate::engine::run::node_state::{NodeState, Slot};
 /// The tokens of a run's attempts that asked for one and have not ended.
 #[derive(Debug, Default)]
 pub(in crate::engine) struct Tokens {
-    /// Set (never cleared) once any task of the run asked for a token.
+    /// Set, and never cleared, once any task of the run asked for a token.
     used: AtomicBool,
-    /// node → (attempt, token) of the attempt that asked and has not ended.
+    /// For each node, the attempt that asked for a token and has not ended, with that
+    /// token.
     live: Mutex<FxHashMap<u32, (u32, CancellationToken)>>,
 }
 
@@ -27,8 +29,8 @@ impl Tokens {
     }
 
     /// The token of `node`'s attempt `attempt`, created as a child of `parent` on first
-    /// request. An attempt that has visibly ended (a later attempt started, or the node
-    /// ended) gets a cancelled token.
+    /// request. An attempt that has visibly ended, because a later attempt started or the
+    /// node ended, gets a cancelled token.
     pub(in crate::engine) fn get(
         &self,
         state: &NodeState,

@@ -1,12 +1,13 @@
 //! How a node declares its upstreams, and how its task receives their values.
 //!
 //! A node's upstreams are a typed [`Node`] handle, a tuple of 1 to 16 handles, a `Vec` of
-//! handles of one type, or a list of names ([`NodeBuilder::after_names`]). The task receives
-//! the values in the same shape, each behind an `Arc` (values are shared, never copied):
+//! handles of one type, or a list of names given to [`NodeBuilder::after_names`]. The task
+//! receives the values in the same shape, each behind an `Arc`, since values are shared,
+//! never copied:
 //!
 //! | upstreams | the task receives |
 //! |---|---|
-//! | none (`()`) | `()` |
+//! | none: `()` | `()` |
 //! | `Node<A>` | `Arc<A>` |
 //! | `(Node<A>, Node<B>)` | `(Arc<A>, Arc<B>)` |
 //! | `Vec<Node<A>>` | `Vec<Arc<A>>` |
@@ -241,11 +242,11 @@ impl<V: Send + Sync + 'static> sealed::Sealed for Named<V> {
 /// The values of name-based upstreams, in the order the names were declared.
 ///
 /// Built for graphs that come from configuration, where every node produces the same type
-/// `V` (for example `serde_json::Value`).
+/// `V`, for example `serde_json::Value`.
 #[derive(Clone)]
 pub struct Inputs<V> {
     names: Arc<Names>,
-    /// (upstream's node index, its value), in declaration order.
+    /// Each upstream's node index and its value, in declaration order.
     entries: Vec<(u32, Arc<V>)>,
 }
 

@@ -1,5 +1,5 @@
-//! Helpers shared by the scheduler's stress tests (`embedded.rs`, `ready_queue.rs`,
-//! `ready_queue_turns.rs`).
+//! Helpers shared by the scheduler's stress tests: `embedded.rs`, `ready_queue.rs` and
+//! `ready_queue_turns.rs`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -12,14 +12,14 @@ use crate::BoxError;
 /// failing test waits that long.
 pub(crate) const PATIENCE: Duration = Duration::from_secs(10);
 
-/// Spins (synchronously, holding its thread) until `count` reaches `want`; an error naming
-/// how many started if that takes longer than [`PATIENCE`].
+/// Spins, synchronously and holding its thread, until `count` reaches `want`. Returns an
+/// error naming how many started if that takes longer than [`PATIENCE`].
 pub(crate) fn spin_until(count: &AtomicUsize, want: usize) -> Result<(), BoxError> {
     let t0 = Instant::now();
     while count.load(Ordering::SeqCst) < want {
         if t0.elapsed() > PATIENCE {
-            // Whether the node that did not start had a task to run it (tokio's count of
-            // live tasks) tells a scheduling bug from an idle worker that was not woken.
+            // Whether the node that did not start had a task to run it, by tokio's count of
+            // live tasks, tells a scheduling bug from an idle worker that was not woken.
             let tokio = tokio::runtime::Handle::try_current().map_or_else(
                 |_| "no runtime".to_owned(),
                 |h| {
@@ -42,8 +42,9 @@ pub(crate) fn spin_until(count: &AtomicUsize, want: usize) -> Result<(), BoxErro
     Ok(())
 }
 
-/// The attempt of a node that computes without awaiting: it counts itself in `started`, then
-/// spins until a second node counted there runs beside it (which needs a second worker).
+/// The attempt of a node that computes without awaiting: it counts itself in `started`,
+/// then spins until a second node counted there runs beside it, which needs a second
+/// worker.
 pub(crate) fn compute_beside_another(
     started: &Arc<AtomicUsize>,
 ) -> impl Future<Output = Result<(), BoxError>> + Send + use<> {

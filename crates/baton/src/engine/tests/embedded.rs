@@ -1,11 +1,11 @@
-//! The run's own future as a driver. In the default `StartMode::Inline` (on any runtime) a
-//! run's nodes run inside the task that awaits it, those that wait too (polled there:
-//! `run/joined.rs`), until the run spreads (several workers, and more nodes started in one
-//! poll than its budget). In `StartMode::Spread` where one thread runs every task
-//! (current-thread, or one worker awaited from a task) a run's first nodes start in that
-//! task and a node that waits moves to a task of its own, so a run whose future is not
-//! polled still makes progress; with more workers, nodes always run in tasks of the run's
-//! own.
+//! The run's own future as a driver. In the default `StartMode::Inline`, on any runtime, a
+//! run's nodes run inside the task that awaits it, those that wait too, until the run
+//! spreads. They are polled there by `run/joined.rs`. A run spreads when it has several
+//! workers and starts more nodes in one poll than its budget. In `StartMode::Spread`, where
+//! one thread runs every task, a run's first nodes start in that task and a node that waits
+//! moves to a task of its own, so a run whose future is not polled still makes progress.
+//! One thread runs every task on a current-thread runtime, or with one worker awaited from
+//! a task. With more workers, nodes always run in tasks of the run's own.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,8 +18,8 @@ use crate::{BoxError, Graph, GraphBuilder, Node, RunOptions, run::StartMode};
 
 use crate::util::ms;
 
-/// Where each node ran: its name and the tokio task that ran it (`None`: not a task, e.g.
-/// the runtime's `block_on`).
+/// Where each node ran: its name and the tokio task that ran it. `None` when it was not a
+/// task, for example the runtime's `block_on`.
 type Seen = Arc<Mutex<Vec<(String, Option<Id>)>>>;
 
 fn node(
@@ -93,8 +93,8 @@ async fn run_in_a_task_with(graph: Graph<()>, options: RunOptions) -> Id {
     .unwrap()
 }
 
-/// After the run's first poll from the runtime's `block_on` (no task): exactly the order
-/// graph's two roots ran, both there.
+/// After the run's first poll from the runtime's `block_on`, which is no task: exactly the
+/// order graph's two roots ran, both there.
 fn both_roots_ran_in_the_first_poll_outside_any_task(seen: &Seen) {
     let seen = seen.lock().unwrap();
     let names: Vec<_> = seen.iter().map(|(name, _)| name.as_str()).collect();
@@ -142,8 +142,8 @@ async fn nodes_that_end_at_once_run_in_the_awaiting_task() {
 }
 
 /// Spread, on a runtime with more workers: nodes run in tasks of the run's own, never in
-/// the task that awaits it: a node that computes must not hold up that task (its timeout,
-/// the other futures it joins) while another worker could run the node.
+/// the task that awaits it. A node that computes must not hold up that task, with its
+/// timeout and the other futures it joins, while another worker could run the node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spread_on_two_workers_nodes_run_in_tasks_of_the_runs_own() {
     let seen: Seen = Arc::default();
@@ -157,7 +157,7 @@ async fn spread_on_two_workers_nodes_run_in_tasks_of_the_runs_own() {
     );
 }
 
-/// Spread, one computing node (it spins until released, up to `common::PATIENCE`): a
+/// Spread, one computing node that spins until released, up to `common::PATIENCE`: a
 /// timeout the caller puts around the run fires while the node computes, on another worker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spread_a_callers_timeout_fires_while_a_node_computes() {
@@ -194,9 +194,9 @@ async fn spread_runs_joined_in_one_task_compute_side_by_side() {
     assert!(r1.is_clean() && r2.is_clean(), "{r1}\n{r2}");
 }
 
-/// Inline (the default): a node whose attempt waits stays in the run's future, and so do
-/// the nodes after it: the run does not go on while its future is not polled, and every
-/// node runs where the future is polled (here the test's own, which is no tokio task).
+/// Inline, the default: a node whose attempt waits stays in the run's future, and so do the
+/// nodes after it. The run does not go on while its future is not polled, and every node
+/// runs where the future is polled: here the test's own, which is no tokio task.
 #[tokio::test(start_paused = true)]
 async fn inline_a_node_that_waits_stays_in_the_runs_future() {
     let seen: Seen = Arc::default();
@@ -218,9 +218,9 @@ async fn inline_a_node_that_waits_stays_in_the_runs_future() {
 }
 
 /// Spread, where one thread runs every task: a node whose attempt waits moves to a task of
-/// its own: the run goes on while its future is not polled (the waiting node ends and its
-/// downstreams run), and the nodes that end at once still run in the awaiting task (here
-/// the test's own, which is no tokio task).
+/// its own. The run goes on while its future is not polled: the waiting node ends and its
+/// downstreams run. The nodes that end at once still run in the awaiting task: here the
+/// test's own, which is no tokio task.
 #[tokio::test(start_paused = true)]
 async fn spread_a_node_that_waits_moves_to_a_task_and_the_run_goes_on_unpolled() {
     let seen: Seen = Arc::default();
@@ -246,8 +246,9 @@ async fn spread_a_node_that_waits_moves_to_a_task_and_the_run_goes_on_unpolled()
 }
 
 /// A long chain on a one-worker runtime. Inline, it stays in the awaiting task, which
-/// yields every 128 nodes (one worker: no run spreads). Spread, the awaiting task runs nodes
-/// until its coop budget (128 per poll) is spent, then hands the rest to a spawned driver.
+/// yields every 128 nodes; with one worker, no run spreads. Spread, the awaiting task runs
+/// nodes until its coop budget of 128 per poll is spent, then hands the rest to a spawned
+/// driver.
 #[tokio::test]
 async fn a_long_chain_stays_inline_on_one_worker_and_is_handed_off_when_spread() {
     let seen: Seen = Arc::default();
@@ -274,8 +275,8 @@ async fn a_long_chain_stays_inline_on_one_worker_and_is_handed_off_when_spread()
     );
 }
 
-/// A task awaiting small runs back to back still yields to the other tasks of its worker:
-/// starting a run spends a unit of its coop budget (128 per poll), like one operation on a
+/// A task awaiting small runs back to back still yields to the other tasks of its worker.
+/// Starting a run spends a unit of its coop budget of 128 per poll, like one operation on a
 /// tokio resource, and a run that finds none left yields before it starts.
 #[tokio::test]
 async fn runs_back_to_back_yield_to_other_tasks() {
@@ -319,8 +320,8 @@ fn counting_chain(n: usize, count: &Arc<AtomicUsize>) -> Graph<()> {
     g.build().expect("valid")
 }
 
-/// Runs `work` beside a task that yields in a loop on this one-thread runtime; returns the
-/// most nodes (counted in `count`) that ran between two of that task's turns.
+/// Runs `work` beside a task that yields in a loop on this one-thread runtime. Returns the
+/// most nodes, counted in `count`, that ran between two of that task's turns.
 async fn largest_gap(
     count: &Arc<AtomicUsize>,
     work: impl std::future::Future<Output = ()>,
@@ -367,9 +368,9 @@ async fn runs_back_to_back_let_other_tasks_in_every_128_nodes() {
     );
 }
 
-/// The same for a long chain whose run is awaited in `tokio::task::unconstrained` (no coop
-/// budget): the run's future starts at most 128 nodes per poll, then yields, whatever the
-/// awaiting task does.
+/// The same for a long chain whose run is awaited in `tokio::task::unconstrained`, with no
+/// coop budget: the run's future starts at most 128 nodes per poll, then yields, whatever
+/// the awaiting task does.
 #[tokio::test]
 async fn an_unconstrained_run_still_lets_other_tasks_in() {
     let count = Arc::new(AtomicUsize::new(0));
@@ -387,8 +388,8 @@ async fn an_unconstrained_run_still_lets_other_tasks_in() {
 }
 
 /// `StartMode::Inline`, the default, on two workers: every node of a graph whose nodes end
-/// at once runs in the task that awaits the run, as on one worker (both roots of the order
-/// graph too), whether the run asks for it or not.
+/// at once runs in the task that awaits the run, as on one worker, both roots of the order
+/// graph too, whether the run asks for it or not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inline_on_two_workers_nodes_that_end_at_once_run_in_the_awaiting_task() {
     for options in [
@@ -441,8 +442,8 @@ async fn a_runs_start_mode_overrides_the_graphs() {
 }
 
 /// `StartMode::Inline` on two workers: a node that waits stays in the run's future, and the
-/// run does not go on while that future is not polled (here awaited from the runtime's
-/// `block_on`, no task); once polled, its downstreams run there too.
+/// run does not go on while that future is not polled. Here it is awaited from the
+/// runtime's `block_on`, which is no task. Once polled, its downstreams run there too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inline_on_two_workers_a_node_that_waits_stays_in_the_runs_future() {
     let seen: Seen = Arc::default();
@@ -506,8 +507,8 @@ async fn spread_on_two_workers_nodes_behind_waiting_roots_compute_side_by_side()
     assert!(report.is_clean(), "{report}");
 }
 
-/// `x`, then `width` nodes after it that compute (without awaiting) until a second one of
-/// them runs beside it (up to `common::PATIENCE`).
+/// `x`, then `width` nodes after it that compute without awaiting until a second one of
+/// them runs beside it, up to `common::PATIENCE`.
 fn computing_fan_out(g: &mut GraphBuilder<()>, x: Node<()>, width: usize) {
     let started = Arc::new(AtomicUsize::new(0));
     for i in 0..width {
@@ -520,8 +521,8 @@ fn computing_fan_out(g: &mut GraphBuilder<()>, x: Node<()>, width: usize) {
 }
 
 /// `StartMode::Spread` on two workers: computing nodes that a waiting root makes ready
-/// together run side by side, not one after another in the root's task (no other driver is
-/// active: the root's driver shares them).
+/// together run side by side, not one after another in the root's task. No other driver is
+/// active, so the root's driver shares them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spread_on_two_workers_a_fan_out_after_a_waiting_node_runs_side_by_side() {
     for _ in 0..10 {
@@ -538,8 +539,8 @@ async fn spread_on_two_workers_a_fan_out_after_a_waiting_node_runs_side_by_side(
 }
 
 /// `StartMode::Inline` on two workers: a long chain of nodes that end at once is handed off
-/// by the run's future after its first nodes (its coop budget), and what is left spreads:
-/// the computing nodes at its end, made ready together, run side by side.
+/// by the run's future after its first nodes, when its coop budget is spent, and what is
+/// left spreads: the computing nodes at its end, made ready together, run side by side.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inline_on_two_workers_what_the_future_hands_off_spreads() {
     for _ in 0..10 {

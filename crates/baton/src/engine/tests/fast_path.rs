@@ -25,8 +25,8 @@ fn breaker(threshold: u32) -> CircuitBreaker {
         .unwrap()
 }
 
-/// A breaker (threshold 1) tripped by one failure, its cooldown over: the next call probes.
-/// Options that run the graph's nodes in tasks of the run's own.
+/// A breaker with threshold 1, tripped by one failure, its cooldown over: the next call
+/// probes. Options that run the graph's nodes in tasks of the run's own.
 fn spread() -> crate::RunOptions {
     crate::RunOptions::new().start_mode(crate::run::StartMode::Spread)
 }
@@ -39,8 +39,8 @@ async fn half_open() -> CircuitBreaker {
 }
 
 /// Every policy configured, none triggered: one attempt, `Succeeded`, no attempt log, and
-/// the breaker was told of one success (a later failure alone does not trip a threshold of
-/// two).
+/// the breaker was told of one success. A later failure alone does not trip a threshold of
+/// two.
 #[tokio::test(start_paused = true)]
 async fn idle_policies_succeed_in_one_attempt_and_tell_the_breaker() {
     let b = breaker(2);
@@ -64,11 +64,11 @@ async fn idle_policies_succeed_in_one_attempt_and_tell_the_breaker() {
     assert_eq!(b.state(), BreakerState::Closed);
 }
 
-/// A first attempt that waits (on a timer here, as on I/O) and succeeds within its timeout
-/// ends the node on the fast path exactly as the full path would: one attempt, no log, its
-/// start and end where the wait put them, and the breaker told of one success (a later
-/// failure alone does not trip a threshold of two; a permit dropped uncounted would leave
-/// the first failure standing, and a second would trip it).
+/// A first attempt that waits, on a timer here as it would on I/O, and succeeds within its
+/// timeout ends the node on the fast path exactly as the full path would. One attempt, no
+/// log, its start and end where the wait put them, and the breaker told of one success. A
+/// later failure alone does not trip a threshold of two; a permit dropped uncounted would
+/// leave the first failure standing, and a second would trip it.
 #[tokio::test(start_paused = true)]
 async fn a_first_attempt_that_waits_and_succeeds_tells_the_breaker() {
     let b = breaker(2);
@@ -134,7 +134,7 @@ async fn a_first_attempt_that_fails_at_once_is_retried() {
 }
 
 /// A first attempt that is still running is cut by its timeout in the full path, retried,
-/// and, every attempt timing out, recovered by the fallback; the breaker (threshold 1)
+/// and, every attempt timing out, recovered by the fallback; the breaker, with threshold 1,
 /// opens on the series' failure.
 #[tokio::test(start_paused = true)]
 async fn a_running_first_attempt_is_cut_retried_and_recovered() {
@@ -203,9 +203,9 @@ async fn probe_given_back_when_cancelled(mode: crate::run::StartMode) {
     assert_eq!(b.state(), BreakerState::Closed);
 }
 
-/// A policy node whose first attempt is running when the run is cancelled (here by the
-/// task itself, during its first poll) did start: its report has a start, like a node
-/// without policies.
+/// A policy node whose first attempt is running when the run is cancelled, here by the task
+/// itself during its first poll, did start: its report has a start, like a node without
+/// policies.
 #[tokio::test(start_paused = true)]
 async fn a_node_cancelled_during_its_first_attempt_has_started() {
     let slot: Arc<std::sync::OnceLock<crate::run::RunCanceller>> = Arc::default();
@@ -235,9 +235,9 @@ async fn a_node_cancelled_during_its_first_attempt_has_started() {
 }
 
 /// A node whose only policy is its timeout, in a run with a deadline: the first attempt's
-/// cut is the earlier of the two, also as its task sees it (`Ctx::deadline` computes the
-/// timeout's cut only when the run has no deadline), and a run deadline too close to leave
-/// the minimum attempt time (10 ms) fails the node before its task is called.
+/// cut is the earlier of the two, also as its task sees it. `Ctx::deadline` computes the
+/// timeout's cut only when the run has no deadline. A run deadline too close to leave the
+/// minimum attempt time of 10 ms fails the node before its task is called.
 #[tokio::test(start_paused = true)]
 async fn a_run_deadline_earlier_than_the_timeout_is_the_first_attempt_s_cut() {
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -262,8 +262,8 @@ async fn a_run_deadline_earlier_than_the_timeout_is_the_first_attempt_s_cut() {
     assert_eq!(seen.lock().unwrap().len(), 1, "the task was not called");
 }
 
-/// Policies without a budget (the fast path's shortest form: the attempt's cut is its
-/// timeout alone): the task sees that cut as its deadline, a first attempt still running at
+/// Policies without a budget, the fast path's shortest form, where the attempt's cut is its
+/// timeout alone. The task sees that cut as its deadline, a first attempt still running at
 /// the timeout is cut, exactly then, and retried, and the breaker hears one success for the
 /// series.
 #[tokio::test(start_paused = true)]
@@ -301,8 +301,9 @@ async fn without_a_budget_the_first_attempt_is_cut_by_its_timeout() {
         node.attempt_log()
     );
     assert_eq!(calls.load(Ordering::SeqCst), 2);
-    // Cut exactly at the timeout, counted from the node's start (the fast path's timer, made
-    // at the attempt's first wait); then the backoff, then a second attempt that ends at once.
+    // Cut exactly at the timeout, counted from the node's start, by the fast path's timer
+    // made at the attempt's first wait; then the backoff, then a second attempt that ends
+    // at once.
     let log = node.attempt_log();
     assert_eq!(log[0].end - log[0].start, ms(50), "{log:?}");
     assert_eq!(node.duration(), ms(50) + log[1].delay_before, "{log:?}");
@@ -365,12 +366,12 @@ fn assert_cut_then_recovered<T>(report: &Report, node: Node<T>, after: Duration)
 /// One driver runs a chain of policy nodes whose first attempts wait, and keeps one timer
 /// for their cuts: each attempt is cut at its own cut, and goes to the policy path then and
 /// never before. The policy path polls an attempt it takes over once more, so poll counts
-/// show a hand-over too early, which outcomes cannot (the policy path would still cut the
-/// attempt at its own cut). `b`'s cut is earlier than `a`'s (the timer is moved back:
-/// `a`'s instant would let `b` run on and succeed) and cuts it at exactly 50 ms; `u` has
-/// no timeout and must not look at the timer `b`'s cut left elapsed; `x` waits after it
-/// (the timer is registered again); `c`'s cut is later than `x`'s (the timer is left at
-/// `x`'s, which `c` ends before).
+/// show a hand-over too early, which outcomes cannot: the policy path would still cut the
+/// attempt at its own cut. `b`'s cut is earlier than `a`'s, so the timer is moved back,
+/// since `a`'s instant would let `b` run on and succeed; it cuts `b` at exactly 50 ms. `u`
+/// has no timeout and must not look at the timer `b`'s cut left elapsed. `x` waits after
+/// it, so the timer is registered again. `c`'s cut is later than `x`'s, so the timer is
+/// left at `x`'s, which `c` ends before.
 #[tokio::test(start_paused = true)]
 async fn one_driver_cuts_each_waiting_attempt_at_its_own_cut() {
     let polls: [Arc<AtomicU32>; 5] = std::array::from_fn(|_| Arc::new(AtomicU32::new(0)));
@@ -387,8 +388,8 @@ async fn one_driver_cuts_each_waiting_attempt_at_its_own_cut() {
     let x = x.task(counted(ms(1_500), px));
     let c = g.node("c").after(x).timeout(ms(1_000)).retry(retry());
     let c = c.task(counted(ms(100), pc));
-    // Spread: in a task of its own, the driver is polled only when woken (inline, a node
-    // the run's future takes in is polled once more at once, which these counts would show).
+    // Spread: in a task of its own, the driver is polled only when woken. Inline, a node
+    // the run's future takes in is polled once more at once, which these counts would show.
     let report = g.build().unwrap().run_with((), spread()).await.unwrap();
     for (node, took) in [(a, ms(10)), (u, ms(300)), (x, ms(1_500)), (c, ms(100))] {
         assert_succeeded_at_once(&report, node, took);
@@ -403,11 +404,12 @@ async fn one_driver_cuts_each_waiting_attempt_at_its_own_cut() {
 /// The driver's timer, left at an ended attempt's cut, wakes it while a later attempt
 /// waits, before that attempt's cut: the attempt is not cut then, the timer moves to its
 /// cut, and it is cut there. `a`, `d` and `e` have a 100 ms timeout each and run in one
-/// driver: `a` ends at 10 ms (cut at 100); `d`, started at 10 (cut at 110), is woken at
-/// 100 by the timer left at `a`'s cut, polled once more for nothing, and succeeds at 105;
-/// `e`, started at 105 (cut at 205), is woken at 110 by the timer left at `d`'s cut, and
-/// cut at exactly 205, 100 ms after its start; `f`, started after `e`'s second attempt,
-/// finds the timer elapsed at `e`'s cut, and is cut 100 ms after its start.
+/// driver. `a` ends at 10 ms, with its cut at 100. `d`, started at 10 with its cut at 110,
+/// is woken at 100 by the timer left at `a`'s cut, polled once more for nothing, and
+/// succeeds at 105. `e`, started at 105 with its cut at 205, is woken at 110 by the timer
+/// left at `d`'s cut, and cut at exactly 205, 100 ms after its start. `f`, started after
+/// `e`'s second attempt, finds the timer elapsed at `e`'s cut, and is cut 100 ms after its
+/// start.
 #[tokio::test(start_paused = true)]
 async fn a_timer_left_at_an_earlier_cut_moves_to_the_attempt_s_own_when_it_fires() {
     let polls: [Arc<AtomicU32>; 3] = std::array::from_fn(|_| Arc::new(AtomicU32::new(0)));
@@ -477,13 +479,14 @@ where
 }
 
 /// A poll of the driver's timer that finds the task's coop budget spent registers nothing
-/// with tokio's timer: the timer is polled again at the attempt's next wait, so the cut
-/// comes, also when the timer was just moved there after waking the driver early. `a`
-/// (cut at 100 ms) ends at 10; `d`, started at 10 (cut at 110), is woken at 100 by the
-/// timer left at `a`'s cut, spends the budget, and waits: cut at 110. `b` finds the timer
-/// elapsed, spends the budget before its timer's first poll, and waits: cut 100 ms after
-/// its start. (Each yields first: on this one-thread runtime, the first wait of a node
-/// started in the run's own future moves it to a driver task, without looking at a timer.)
+/// with tokio's timer. The timer is polled again at the attempt's next wait, so the cut
+/// comes, also when the timer was just moved there after waking the driver early. `a`, cut
+/// at 100 ms, ends at 10. `d`, started at 10 with its cut at 110, is woken at 100 by the
+/// timer left at `a`'s cut, spends the budget, and waits: it is cut at 110. `b` finds the
+/// timer elapsed, spends the budget before its timer's first poll, and waits: it is cut
+/// 100 ms after its start. Each yields first: on this one-thread runtime, the first wait of a
+/// node started in the run's own future moves it to a driver task, without looking at a
+/// timer.
 #[tokio::test(start_paused = true)]
 async fn a_timer_poll_that_finds_the_coop_budget_spent_is_made_again() {
     let mut g = Graph::<()>::builder();
@@ -513,8 +516,8 @@ async fn a_timer_poll_that_finds_the_coop_budget_spent_is_made_again() {
 
 /// An attempt that spends the whole coop budget at every poll, and wakes its task to be
 /// polled again, is still cut: the driver polls its timer outside the budget, as tokio's
-/// `Timeout` polls its delay. The clock moves by hand, 1 ms at a time (the busy attempt
-/// keeps the runtime from ever idling, which is when a paused clock moves by itself).
+/// `Timeout` polls its delay. The clock moves by hand, 1 ms at a time. The busy attempt
+/// keeps the runtime from ever idling, which is when a paused clock moves by itself.
 #[tokio::test(start_paused = true)]
 async fn an_attempt_that_spends_the_coop_budget_at_every_poll_is_cut() {
     let mut g = Graph::<()>::builder();
@@ -557,9 +560,9 @@ async fn a_probe_that_succeeds_at_once_closes_the_breaker() {
     assert_eq!(b.state(), BreakerState::Closed);
 }
 
-/// A half-open breaker is asked by the onion, not the fast path (which takes closed
-/// breakers only), and its probe is given back when the run is cancelled as the task is
-/// called (here by the task itself): the next caller may probe.
+/// A half-open breaker is asked by the onion, not by the fast path, which takes closed
+/// breakers only. Its probe is given back when the run is cancelled as the task is called,
+/// here by the task itself: the next caller may probe.
 #[tokio::test(start_paused = true)]
 async fn a_probe_is_given_back_when_the_run_is_cancelled_as_its_task_is_called() {
     let b = half_open().await;
@@ -585,10 +588,10 @@ async fn a_probe_is_given_back_when_the_run_is_cancelled_as_its_task_is_called()
     assert!(probe.is_probe());
 }
 
-/// The timer a run on a runtime with several workers registers at its first waiting policy
-/// attempt's cut (and keeps until the run is dropped, with its report) outlives the runtime
-/// harmlessly: the report is read and dropped after the runtime has shut down, on a thread
-/// outside it. (The task waits by yielding: no clock is involved.)
+/// A run on a runtime with several workers registers a timer at its first waiting policy
+/// attempt's cut, and keeps it until the run is dropped, with its report. That timer
+/// outlives the runtime harmlessly: the report is read and dropped after the runtime has
+/// shut down, on a thread outside it. The task waits by yielding, so no clock is involved.
 #[test]
 fn a_report_outlives_the_runtime_of_its_waiting_policy_nodes() {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -645,9 +648,10 @@ fn a_report_outlives_the_runtime_of_its_retried_waiting_nodes() {
     drop(graph);
 }
 
-/// On a runtime built without timers, a run whose policies need them is refused before
-/// any task runs (`RunError::NoTimers`): no attempt starts, its breakers are left as they
-/// were (a half-open breaker keeps its probe, a closed one its count). One worker and two.
+/// On a runtime built without timers, a run whose policies need them is refused with
+/// `RunError::NoTimers` before any task runs. No attempt starts, and its breakers are left
+/// as they were: a half-open breaker keeps its probe, a closed one its count. One worker
+/// and two.
 #[test]
 fn a_run_that_needs_timers_is_refused_on_a_runtime_without_them() {
     for workers in [1, 2] {

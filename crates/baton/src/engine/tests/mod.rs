@@ -1,5 +1,5 @@
-//! White-box tests of the scheduler, next to the code they pin. (The run state's own tests,
-//! `engine/run/state/state_tests.rs`, are a module of `engine/run/state.rs`.)
+//! White-box tests of the scheduler, next to the code they pin. The run state's own tests,
+//! `engine/run/state/state_tests.rs`, are a module of `engine/run/state.rs`.
 
 mod common;
 mod embedded;

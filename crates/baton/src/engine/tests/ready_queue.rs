@@ -1,12 +1,12 @@
-//! The ready queue (`engine/ready/mod.rs`) and its drivers under stress: nodes that compute fan
-//! out to every worker (`StartMode::Spread`), no queued node is stranded in either start mode
-//! (random graphs mixing immediate, yielding, blocking and sleeping nodes; concurrent runs;
-//! runtimes dropped mid-run), large graphs reuse their queue, router branches are never left
-//! running, nested runs complete.
+//! The ready queue of `engine/ready/mod.rs` and its drivers under stress. Nodes that
+//! compute fan out to every worker in `StartMode::Spread`. No queued node is stranded in
+//! either start mode, with random graphs mixing immediate, yielding, blocking and sleeping
+//! nodes, concurrent runs, and runtimes dropped mid-run. Large graphs reuse their queue,
+//! router branches are never left running, and nested runs complete.
 //!
-//! A node that blocks its thread without awaiting (even inside `block_in_place`) holds its
-//! driver, and at most as many drivers as the runtime has workers drain the queue: such
-//! work belongs in `blocking_task`, whose nodes wait like any other (tested below).
+//! A node that blocks its thread without awaiting, even inside `block_in_place`, holds its
+//! driver, and at most as many drivers as the runtime has workers drain the queue. Such
+//! work belongs in `blocking_task`, whose nodes wait like any other, as tested below.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,19 +21,19 @@ use crate::util::ms;
 // Loss of concurrency: a fan-out behind a node doing synchronous work.
 // ---------------------------------------------------------------------------------------
 
-/// `StartMode::Spread`: `x` makes three CPU-bound nodes ready at once: the driver runs one inline and queues the
-/// others, for which it spawns a driver. Tokio puts that driver in the worker's LIFO slot,
-/// which the idle worker cannot steal from, so the driver yields once before running its
-/// node (`RunState::schedule`): each node waits until a second one runs beside it, which
-/// only happens if both workers are used.
+/// `StartMode::Spread`: `x` makes three CPU-bound nodes ready at once. The driver runs one
+/// inline and queues the others, for which it spawns a driver. Tokio puts that driver in
+/// the worker's LIFO slot, which the idle worker cannot steal from, so the driver yields
+/// once before running its node, in `RunState::schedule`. Each node waits until a second
+/// one runs beside it, which only happens if both workers are used.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cpu_bound_fan_out_uses_both_workers() {
     let report = cpu_fan_out(3).run(()).await.expect("run");
     assert!(report.is_clean(), "{report}");
 }
 
-/// The same, with the run awaited in a spawned task (so `start` itself runs on a worker) and
-/// four nodes ready at once.
+/// The same, with the run awaited in a spawned task, so that `start` itself runs on a
+/// worker, and four nodes ready at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cpu_bound_fan_out_uses_both_workers_when_run_from_a_task() {
     let report = tokio::spawn(async { cpu_fan_out(4).run(()).await })
@@ -43,9 +43,9 @@ async fn a_cpu_bound_fan_out_uses_both_workers_when_run_from_a_task() {
     assert!(report.is_clean(), "{report}");
 }
 
-/// `x`, then `width` nodes after it, each computing (without awaiting) until a second one of
-/// them runs beside it; a node fails if none does within 10 s (wall time: only a failure
-/// waits that long). Spread: computing nodes ready together run one after another in the
+/// `x`, then `width` nodes after it, each computing without awaiting until a second one of
+/// them runs beside it. A node fails if none does within 10 s of wall time; only a failure
+/// waits that long. Spread: computing nodes ready together run one after another in the
 /// default `StartMode::Inline`, as in `tokio::join!`, and would all fail.
 fn cpu_fan_out(width: usize) -> Graph<()> {
     let started = Arc::new(AtomicUsize::new(0));
@@ -123,7 +123,7 @@ async fn work(kind: u8) {
     }
 }
 
-/// Options for the `i`-th run of a stress test: the default start mode (inline) and spread
+/// Options for the `i`-th run of a stress test: the default start mode, inline, and spread
 /// in turn.
 fn alternate(i: u64) -> RunOptions {
     let mode = if i % 2 == 0 {
@@ -276,8 +276,8 @@ fn stress_multi_thread_runtime_dropped_mid_run() {
 }
 
 /// Starts a run of `graph` with `options` on the runtime `doomed` makes, lets it go on for
-/// `yields` of the starting task, drops that runtime, and awaits the run on `other`: its
-/// report (ended or cancelled). Panics if the run never resolves.
+/// `yields` of the starting task, drops that runtime, and awaits the run on `other`.
+/// Returns its report, ended or cancelled. Panics if the run never resolves.
 fn run_on_a_dropped_runtime(
     graph: &Graph<()>,
     options: RunOptions,
@@ -422,7 +422,7 @@ async fn waiting_nodes_of_every_kind_run_at_once() {
     assert_eq!(report.makespan(), ms(20), "{report}");
 }
 
-/// Blocking nodes that wait for each other (a barrier on the blocking pool): they suspend
+/// Blocking nodes that wait for each other at a barrier on the blocking pool: they suspend
 /// their drivers, so all of them start even on a one-thread runtime.
 #[tokio::test]
 async fn blocking_nodes_all_start_on_a_current_thread_runtime() {
@@ -469,9 +469,9 @@ async fn nested_runs_all_complete() {
     }
 }
 
-/// A panic in a router branch's policy code (its retry predicate) fails the branch with the
-/// panic, and the router with the branch; the run resolves (the branch used to stay running
-/// forever).
+/// A panic in a router branch's policy code, its retry predicate, fails the branch with the
+/// panic, and the router with the branch. The run resolves, where the branch used to stay
+/// running forever.
 #[tokio::test(start_paused = true)]
 async fn a_panicking_retry_predicate_in_a_router_branch_does_not_hang_the_run() {
     let mut g = Graph::<()>::builder();
@@ -512,8 +512,8 @@ impl Drop for Flag {
     }
 }
 
-/// A run dropped mid-way (queued, running, waiting-forever nodes): every driver exits, so the
-/// run state (and its input) is freed.
+/// A run dropped mid-way, with queued, running and waiting-forever nodes: every driver
+/// exits, so the run state and its input are freed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_dropped_mid_way_lets_every_driver_exit() {
     for round in 0..50 {
@@ -585,9 +585,9 @@ async fn nodes_kept_by_a_driver_whose_node_waits_are_shared() {
     assert_eq!(report.makespan(), Duration::ZERO);
 }
 
-/// A one-thread runtime dropped while a driver keeps nodes (it yielded on tokio's budget in
-/// the middle of a wide fan-out): they end `Cancelled` with the rest, and the run, awaited
-/// on another runtime, resolves with every node accounted for.
+/// A one-thread runtime dropped while a driver keeps nodes, having yielded on tokio's
+/// budget in the middle of a wide fan-out: they end `Cancelled` with the rest, and the run,
+/// awaited on another runtime, resolves with every node accounted for.
 #[test]
 fn a_runtime_dropped_while_a_driver_keeps_nodes_ends_them_cancelled() {
     let mut g = Graph::<()>::builder();

@@ -1,8 +1,8 @@
-//! The ready queue's drivers take turns and never strand a node: a cancel landing while a
-//! run starts, cancels soon after the start under stress, computing nodes on two workers
-//! (after a node that waited, more roots than workers, after a router branch), and a node
-//! that would start a request, ready beside long chains of nodes that end at once, starts
-//! at the drivers' next yield instead of after the chains.
+//! The ready queue's drivers take turns and never strand a node. Tested here: a cancel
+//! landing while a run starts, cancels soon after the start under stress, and computing
+//! nodes on two workers after a node that waited, with more roots than workers, or after a
+//! router branch. A node that would start a request, ready beside long chains of nodes that
+//! end at once, starts at the drivers' next yield instead of after the chains.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -16,11 +16,11 @@ use crate::{BoxError, Graph, Node, Orchestrator, Outcome, RunError, run::StartMo
 // A cancel that lands while `start` queues the roots.
 // ---------------------------------------------------------------------------------------
 
-/// `start` queues the roots beyond the first few, then gives each first root a driver; a
+/// `start` queues the roots beyond the first few, then gives each first root a driver. A
 /// cancel in between sweeps first roots not yet claimed, and `start` then spawns a driver
-/// for the queued ones itself (they would wait forever otherwise). The observer tells a
-/// thread the run started (`RunStarted` comes just before the roots are claimed); the thread
-/// cancels while the 20 000 roots are being queued.
+/// for the queued ones itself; they would wait forever otherwise. The observer tells a
+/// thread the run started, since `RunStarted` comes just before the roots are claimed; the
+/// thread cancels while the 20 000 roots are being queued.
 #[test]
 fn cancel_while_start_queues_roots_does_not_hang() {
     for round in 0..20 {
@@ -69,12 +69,12 @@ fn cancel_while_start_queues_roots_does_not_hang() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Concurrency of computing nodes on a two-worker runtime, in `StartMode::Spread` (in the
-// default `Inline`, computing nodes ready together run one after another, as in `join!`).
+// Concurrency of computing nodes on a two-worker runtime, in `StartMode::Spread`. In the
+// default `Inline`, computing nodes ready together run one after another, as in `join!`.
 // ---------------------------------------------------------------------------------------
 
-/// A fan-out of CPU-bound nodes made ready by a node that waited first (its driver is no
-/// longer counted active when it finishes it).
+/// A fan-out of CPU-bound nodes made ready by a node that waited first. Its driver is no
+/// longer counted active when it finishes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cpu_fan_out_after_a_waiting_node_uses_both_workers() {
     for _ in 0..20 {
@@ -124,7 +124,7 @@ async fn cpu_roots_use_both_workers() {
     }
 }
 
-/// A router's chosen branch makes two CPU-bound nodes (depending on it by name) ready.
+/// A router's chosen branch makes two CPU-bound nodes, depending on it by name, ready.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cpu_nodes_after_a_router_branch_use_both_workers() {
     for _ in 0..20 {
@@ -160,10 +160,10 @@ async fn cpu_nodes_after_a_router_branch_use_both_workers() {
 // ---------------------------------------------------------------------------------------
 
 /// One worker. `root` makes `chain0` and `io` ready. `chain0` heads a chain of 2 000 nodes
-/// that end at once; `io` would start a request (it sleeps). The driver runs `chain0` inline
-/// and keeps `io` on its own stack; when it yields to tokio (its coop budget, ~128 nodes, is
-/// spent) the oldest node of its stack goes first, so `io` starts within the first few
-/// hundred chain nodes, not after all of them.
+/// that end at once; `io` would start a request, and sleeps. The driver runs `chain0`
+/// inline and keeps `io` on its own stack. When it yields to tokio, its coop budget of
+/// about 128 nodes spent, the oldest node of its stack goes first, so `io` starts within
+/// the first few hundred chain nodes, not after all of them.
 #[tokio::test(start_paused = true)]
 async fn one_worker_independent_node_is_not_held_behind_a_long_chain() {
     let progress = Arc::new(AtomicUsize::new(0));
@@ -264,7 +264,7 @@ fn stress_cancel_soon_after_start_many_roots() {
     }
 }
 
-/// Two workers, two long chains of nodes that end at once, and one node that waits (`io`),
+/// Two workers, two long chains of nodes that end at once, and one node that waits, `io`,
 /// all made ready by `root`. The driver runs chain `a` inline, queues `b0` and `io`, and
 /// spawns a second driver, which takes `b0` and runs chain `b` inline. When a driver yields
 /// to tokio with nodes waiting in the queue, its chain's next node joins the queue and the
@@ -328,7 +328,7 @@ async fn multi_worker_queued_node_is_not_held_behind_two_long_chains() {
 
 /// One worker: a driver that yields with nodes queued hands its chain's next node to the
 /// queue and goes idle; the nodes on its own stack go to the queue with it. Here another
-/// driver (woken from a wait) empties the queue first, and the first one then ends: had it
+/// driver, woken from a wait, empties the queue first, and the first one then ends: had it
 /// kept `x` on its stack, `x` would never run and the run would never end.
 #[tokio::test(start_paused = true)]
 async fn one_worker_stack_is_not_lost_when_a_driver_takes_turns() {

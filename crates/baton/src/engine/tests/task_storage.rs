@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use crate::{BoxError, BuildError, Graph, Node};
 
-/// Nodes alternate between two closure types (each capturing its node's index and a clone
-/// of `witness`), and every seventh is a blocking task: three columns, interleaved.
+/// Nodes alternate between two closure types, each capturing its node's index and a clone
+/// of `witness`, and every seventh is a blocking task: three columns, interleaved.
 fn interleaved(n: u64, witness: &Arc<()>) -> (Graph<u64>, Vec<(Node<u64>, u64)>) {
     let mut g = Graph::<u64>::builder();
     let mut nodes = Vec::new();
@@ -47,7 +47,7 @@ fn interleaved(n: u64, witness: &Arc<()>) -> (Graph<u64>, Vec<(Node<u64>, u64)>)
 }
 
 /// Two workers, so that tasks are read from both. Tests shut it down before dropping their
-/// graph: a driver may still hold an ended run (and, through it, the graph) for a moment
+/// graph: a driver may still hold an ended run, and through it the graph, for a moment
 /// after the run's future resolved.
 fn two_workers() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -60,7 +60,7 @@ fn two_workers() -> tokio::runtime::Runtime {
 #[test]
 fn every_node_runs_its_own_task_and_the_graph_drops_each_task_once() {
     let witness = Arc::new(());
-    // Enough nodes for many chunks per type (1, 2, 4, ... 2 048 tasks).
+    // Enough nodes for many chunks per type: 1, 2, 4, ... 2 048 tasks.
     let (graph, nodes) = interleaved(5_000, &witness);
     assert_eq!(Arc::strong_count(&witness), 5_001, "one clone per task");
     let runtime = two_workers();
@@ -158,7 +158,7 @@ fn capturing(
 
 #[test]
 fn a_graph_that_fails_to_build_drops_its_tasks() {
-    // A duplicate name (found before the graph is assembled).
+    // A duplicate name, found before the graph is assembled.
     let witness = Arc::new(());
     let mut g = Graph::<()>::builder();
     for name in ["a", "b", "a"] {
@@ -171,8 +171,9 @@ fn a_graph_that_fails_to_build_drops_its_tasks() {
     assert!(g.build().is_err(), "a duplicate name");
     assert_eq!(Arc::strong_count(&witness), 1);
 
-    // A cycle through names (found once the graph is assembled, its tasks moved in), and a
-    // type mismatch through a name (found while names are resolved, reading a task's type).
+    // A cycle through names, found once the graph is assembled and its tasks moved in, and
+    // a type mismatch through a name, found while names are resolved, reading a task's
+    // type.
     for (b_after, why) in [("a", "a cycle"), ("c", "a type mismatch")] {
         let witness = Arc::new(());
         let mut g = Graph::<()>::builder();

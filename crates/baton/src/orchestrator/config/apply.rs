@@ -9,8 +9,8 @@ use crate::orchestrator::registry::Registry;
 use crate::orchestrator::{Orchestrator, deliver};
 
 /// What [`Orchestrator::apply`] did: every policy the configuration named, and what
-/// happened to it, in the configuration's order (breakers, bulkheads, rate limiters,
-/// retry budgets, policy sets; by name within each).
+/// happened to it, in the configuration's order. That order is breakers, bulkheads, rate
+/// limiters, retry budgets, then policy sets, and by name within each.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applied {
     changes: Vec<ConfigChange>,
@@ -34,16 +34,16 @@ impl Applied {
 
 impl Orchestrator {
     /// Applies `config`: registers the policies it names that the orchestrator lacks, and
-    /// changes the settings of those it has in place, so that every graph, pipeline and
-    /// run holding them sees the new thresholds from their next call (see
+    /// changes the settings of those it has in place, so that every graph, pipeline and run
+    /// holding them sees the new thresholds from their next call.
     /// [`CircuitBreaker::reconfigure`](crate::CircuitBreaker::reconfigure),
-    /// [`Bulkhead::reconfigure`](crate::Bulkhead::reconfigure),
-    /// [`RateLimiter::reconfigure`](crate::RateLimiter::reconfigure) for what a change
-    /// does to calls in flight). Named policy sets replace those of the same name; the
-    /// graphs and pipelines that name a changed set, built before or after, use the new one
-    /// from their next run or call (runs and calls in flight keep theirs). Nothing is removed: a policy the
-    /// configuration leaves out stays as it is. Sends one
-    /// [`Event::ConfigApplied`] to the observers.
+    /// [`Bulkhead::reconfigure`](crate::Bulkhead::reconfigure) and
+    /// [`RateLimiter::reconfigure`](crate::RateLimiter::reconfigure) say what a change does
+    /// to calls in flight. Named policy sets replace those of the same name. The graphs and
+    /// pipelines that name a changed set, built before or after, use the new one from their
+    /// next run or call; runs and calls in flight keep theirs. Nothing is removed: a policy
+    /// the configuration leaves out stays as it is. Sends one [`Event::ConfigApplied`] to
+    /// the observers.
     ///
     /// All or nothing: everything is checked before anything changes.
     ///
@@ -52,8 +52,8 @@ impl Orchestrator {
     /// policy set refers to that neither `config` nor the orchestrator has, and
     /// [`ConfigErrorKind::WrongKind`] for one the orchestrator has only as another kind;
     /// [`ConfigErrorKind::NotInPlace`] for new settings of a breaker or rate limiter whose
-    /// state is shared with other processes, or of a retry budget (its settings cannot
-    /// change in place).
+    /// state is shared with other processes, or of a retry budget, whose settings cannot
+    /// change in place.
     pub fn apply(&self, config: &Config) -> Result<Applied, ConfigError> {
         config.validate()?;
         let changes = {

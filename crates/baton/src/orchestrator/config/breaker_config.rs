@@ -10,7 +10,7 @@ use super::ConfigError;
 use crate::policy::CircuitBreaker;
 use crate::policy::breaker::{BreakerConfigError, BreakerWindow, CircuitBreakerBuilder};
 
-/// A circuit breaker's settings (`[breakers.NAME]`): the setters of
+/// A circuit breaker's settings, under `[breakers.NAME]`: the setters of
 /// [`CircuitBreakerBuilder`], each optional, with the builder's defaults.
 ///
 /// ```toml
@@ -56,7 +56,7 @@ pub struct BreakerConfig {
 pub struct FailureRateConfig {
     /// In `(0, 1]`.
     pub threshold: f64,
-    /// A number of calls (`20`) or a duration (`"10s"`).
+    /// A number of calls, such as `20`, or a duration, such as `"10s"`.
     pub window: BreakerWindow,
     /// At least 1, and at most a count window's size.
     pub min_calls: u32,
@@ -140,7 +140,7 @@ pub(crate) fn error(name: &str, e: &BreakerConfigError) -> ConfigError {
     ConfigError::invalid(path, e)
 }
 
-/// A window is a number of calls (`20`) or a duration (`"10s"`).
+/// A window is a number of calls, such as `20`, or a duration, such as `"10s"`.
 impl<'de> Deserialize<'de> for BreakerWindow {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_any(WindowVisitor)

@@ -22,7 +22,7 @@ pub enum ConfigErrorKind {
     /// The format or the schema rejected it: a syntax error, an unknown key, a bad
     /// duration, a value of the wrong type.
     Format,
-    /// A value no policy can work with (a zero count, a rate above 1, …).
+    /// A value no policy can work with, such as a zero count or a rate above 1.
     Invalid,
     /// A policy set names a policy that neither the configuration nor the orchestrator
     /// has.
@@ -32,8 +32,8 @@ pub enum ConfigErrorKind {
         /// The name.
         name: String,
     },
-    /// A policy set names, as one kind, a policy defined only as another (a `breaker`
-    /// that is a bulkhead).
+    /// A policy set names, as one kind, a policy defined only as another, such as a
+    /// `breaker` that is a bulkhead.
     WrongKind {
         /// The kind the key expects.
         expected: &'static str,
@@ -42,8 +42,8 @@ pub enum ConfigErrorKind {
         /// The name.
         name: String,
     },
-    /// A policy given in the configuration cannot take its new settings in place (a
-    /// breaker or rate limiter whose state is shared with other processes).
+    /// A policy given in the configuration cannot take its new settings in place: a breaker
+    /// or rate limiter whose state is shared with other processes.
     NotInPlace,
 }
 
@@ -64,8 +64,8 @@ impl ConfigError {
         ConfigError::new(path, ConfigErrorKind::Invalid, message)
     }
 
-    /// The path of the key at fault, keys joined by `.` (e.g.
-    /// `policies.checkout.retry.backoff.exponential`); `.` for the document itself.
+    /// The path of the key at fault, keys joined by `.`, for example
+    /// `policies.checkout.retry.backoff.exponential`; `.` for the document itself.
     #[must_use]
     pub fn path(&self) -> &str {
         &self.path

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use super::ConfigError;
 use crate::policy::{Bulkhead, RateLimiter, RetryBudget};
 
-/// A bulkhead's settings (`[bulkheads.NAME]`), as [`Bulkhead::new`] takes them.
+/// A bulkhead's settings, under `[bulkheads.NAME]`, as [`Bulkhead::new`] takes them.
 ///
 /// ```toml
 /// [bulkheads.db]
@@ -25,7 +25,7 @@ pub struct BulkheadConfig {
     pub max_wait: Duration,
 }
 
-/// A rate limiter's settings (`[rate_limiters.NAME]`), as [`RateLimiter::new`],
+/// A rate limiter's settings, under `[rate_limiters.NAME]`, as [`RateLimiter::new`],
 /// [`burst`](RateLimiter::burst) and [`max_wait`](RateLimiter::max_wait) take them.
 ///
 /// ```toml
@@ -51,7 +51,7 @@ pub struct RateLimiterConfig {
     pub max_wait: Duration,
 }
 
-/// A retry budget's settings (`[retry_budgets.NAME]`), as [`RetryBudget::with`] takes
+/// A retry budget's settings, under `[retry_budgets.NAME]`, as [`RetryBudget::with`] takes
 /// them, with [`RetryBudget::new`]'s defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]

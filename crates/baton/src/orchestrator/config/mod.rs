@@ -1,10 +1,10 @@
 //! Policies from configuration: circuit breakers, bulkheads, rate limiters, retry budgets
-//! and named policy sets, read from any serde format (TOML, YAML, JSON, …), checked, and
-//! applied to an [`Orchestrator`](crate::Orchestrator) — at start and again on a reload.
+//! and named policy sets, read from any serde format such as TOML, YAML or JSON, checked,
+//! and applied to an [`Orchestrator`](crate::Orchestrator), at start and again on a reload.
 //!
-//! Durations are written the way people write them (`"300ms"`, `"2s"`, `"1m 30s"`).
-//! Every key is known: an unknown key, a bad duration and an impossible value are errors
-//! that name the key's path (`breakers.inventory.failure_rate.threshold`).
+//! Durations are written the way people write them: `"300ms"`, `"2s"`, `"1m 30s"`. Every
+//! key is known: an unknown key, a bad duration and an impossible value are errors that
+//! name the key's path, such as `breakers.inventory.failure_rate.threshold`.
 //!
 //! ```
 //! use baton_graph::{Orchestrator, config::Config};
@@ -50,28 +50,29 @@ pub use crate::observe::{ConfigAction, ConfigChange};
 /// A configuration file's policies, by name: what [`Orchestrator::apply`] registers or
 /// updates. Every map may be left out.
 ///
-/// Read it with [`Config::from_deserializer`] (any serde format; the error names the key's
-/// path, and impossible values are rejected there too), or build it in code and check it
-/// with [`Config::validate`].
+/// Read it with [`Config::from_deserializer`] from any serde format, or build it in code
+/// and check it with [`Config::validate`]. Reading rejects impossible values too, and its
+/// error names the key's path.
 ///
 /// [`Orchestrator::apply`]: crate::Orchestrator::apply
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct Config {
-    /// Circuit breakers (`[breakers.inventory]`).
+    /// Circuit breakers, as in `[breakers.inventory]`.
     #[serde(default)]
     pub breakers: BTreeMap<String, BreakerConfig>,
-    /// Bulkheads (`[bulkheads.db]`).
+    /// Bulkheads, as in `[bulkheads.db]`.
     #[serde(default)]
     pub bulkheads: BTreeMap<String, BulkheadConfig>,
-    /// Rate limiters (`[rate_limiters.inventory]`).
+    /// Rate limiters, as in `[rate_limiters.inventory]`.
     #[serde(default)]
     pub rate_limiters: BTreeMap<String, RateLimiterConfig>,
-    /// Retry budgets (`[retry_budgets.inventory]`).
+    /// Retry budgets, as in `[retry_budgets.inventory]`.
     #[serde(default)]
     pub retry_budgets: BTreeMap<String, RetryBudgetConfig>,
-    /// Named policy sets that nodes and pipelines take by name (`[policies.checkout]`).
+    /// Named policy sets that nodes and pipelines take by name, as in
+    /// `[policies.checkout]`.
     #[serde(default)]
     pub policies: BTreeMap<String, PolicySet>,
 }
@@ -81,8 +82,8 @@ impl Config {
     ///
     /// # Errors
     /// A [`ConfigError`] naming the key's path: [`ConfigErrorKind::Format`] for what the
-    /// format or the schema rejects (a syntax error, an unknown key, a bad duration, a
-    /// wrong type), else what [`validate`](Self::validate) rejects.
+    /// format or the schema rejects, such as a syntax error, an unknown key, a bad duration
+    /// or a wrong type; else what [`validate`](Self::validate) rejects.
     pub fn from_deserializer<'de, D: Deserializer<'de>>(
         deserializer: D,
     ) -> Result<Config, ConfigError> {
@@ -97,14 +98,14 @@ impl Config {
     /// Checks every value with the same rules as the builders, and that each name a policy
     /// set refers to is defined in this configuration.
     ///
-    /// A policy set may also name a policy that is only registered in the orchestrator
-    /// (in code, or by an earlier configuration): [`Orchestrator::apply`] checks those.
-    /// This check only rejects a name defined here under another kind (a `breaker` that
-    /// is a bulkhead here, and no breaker).
+    /// A policy set may also name a policy that is only registered in the orchestrator, in
+    /// code or by an earlier configuration: [`Orchestrator::apply`] checks those. This
+    /// check only rejects a name defined here under another kind, such as a `breaker` that
+    /// is a bulkhead here, and no breaker.
     ///
     /// # Errors
-    /// The first impossible value ([`ConfigErrorKind::Invalid`]) or wrongly kinded name
-    /// ([`ConfigErrorKind::WrongKind`]), with its key's path.
+    /// The first impossible value, as [`ConfigErrorKind::Invalid`], or wrongly kinded name,
+    /// as [`ConfigErrorKind::WrongKind`], with its key's path.
     ///
     /// [`Orchestrator::apply`]: crate::Orchestrator::apply
     pub fn validate(&self) -> Result<(), ConfigError> {

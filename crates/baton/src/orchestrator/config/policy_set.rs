@@ -7,7 +7,7 @@ use serde::{Deserialize, Deserializer};
 use super::{Config, ConfigError, ConfigErrorKind};
 use crate::policy::{Backoff, DEFAULT_MIN_ATTEMPT_TIME, Hedge, Jitter};
 
-/// The policies of a node or a pipeline, under a name (`[policies.NAME]`); nodes and
+/// The policies of a node or a pipeline, under a name, `[policies.NAME]`; nodes and
 /// pipelines take it by that name. The circuit breaker, bulkhead, rate limiter and retry
 /// budget are names too, of policies in the same configuration or in the orchestrator.
 ///
@@ -59,8 +59,8 @@ pub struct RetryConfig {
     pub budget: Option<String>,
 }
 
-/// A backoff: exactly one of `exponential` (its base) and `constant` (its delay), and a
-/// jitter (`none`, `full`, `equal` or `decorrelated`).
+/// A backoff: exactly one of `exponential`, giving its base, and `constant`, giving its
+/// delay, and a jitter: `none`, `full`, `equal` or `decorrelated`.
 ///
 /// ```toml
 /// backoff = { exponential = "100ms", multiplier = 2.0, max_delay = "2s", jitter = "full" }
@@ -70,15 +70,15 @@ pub struct RetryConfig {
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct BackoffConfig {
-    /// The first delay of an exponential backoff ([`Backoff::exponential`]).
+    /// The first delay of an exponential backoff; see [`Backoff::exponential`].
     #[serde(default, with = "humantime_serde")]
     pub exponential: Option<Duration>,
-    /// The delay of a constant backoff ([`Backoff::constant`]).
+    /// The delay of a constant backoff; see [`Backoff::constant`].
     #[serde(default, with = "humantime_serde")]
     pub constant: Option<Duration>,
-    /// An exponential backoff's factor ([`Backoff::multiplier`]).
+    /// An exponential backoff's factor; see [`Backoff::multiplier`].
     pub multiplier: Option<f64>,
-    /// An exponential backoff's cap ([`Backoff::max_delay`]).
+    /// An exponential backoff's cap; see [`Backoff::max_delay`].
     #[serde(default, with = "humantime_serde")]
     pub max_delay: Option<Duration>,
     /// The jitter; none when left out.
@@ -86,20 +86,20 @@ pub struct BackoffConfig {
     pub jitter: Jitter,
 }
 
-/// A hedge: either a `delay` (with `max_hedges` and a `percentile` over `min_samples`) or
-/// `all_at_once` attempts, as [`Hedge`] takes them.
+/// A hedge, as [`Hedge`] takes it: either a `delay`, with `max_hedges` and a `percentile`
+/// over `min_samples`, or `all_at_once` attempts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct HedgeConfig {
-    /// Hedge an attempt not ended after this ([`Hedge::new`]).
+    /// Hedge an attempt not ended after this; see [`Hedge::new`].
     #[serde(default, with = "humantime_serde")]
     pub delay: Option<Duration>,
-    /// Start this many attempts at once ([`Hedge::all_at_once`]).
+    /// Start this many attempts at once; see [`Hedge::all_at_once`].
     pub all_at_once: Option<u32>,
-    /// At most this many hedges per attempt ([`Hedge::max_hedges`]).
+    /// At most this many hedges per attempt; see [`Hedge::max_hedges`].
     pub max_hedges: Option<u32>,
-    /// Hedge after this percentile of recent latencies ([`Hedge::percentile`]).
+    /// Hedge after this percentile of recent latencies; see [`Hedge::percentile`].
     pub percentile: Option<f64>,
     /// How many latencies the percentile needs first; 10 when left out.
     pub min_samples: Option<usize>,
