@@ -129,9 +129,16 @@ async fn spawn_front(
 ) -> Result<(Child, SocketAddr), BoxError> {
     let workers = workers.map_or_else(String::new, |n| n.to_string());
     let exe = std::env::current_exe()?;
-    // A profiler to run the front under, e.g. `valgrind --tool=callgrind`.
+    // A profiler to run the front under, e.g. `valgrind --tool=callgrind`. In its words,
+    // `{build}` stands for the build's name and `{front}` for the front's number in this
+    // process, counted from 1, so that each front can write a file of its own.
+    static FRONTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let front = FRONTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
     let wrapper = std::env::var("SERVICE_FRONT_WRAPPER").unwrap_or_default();
-    let mut words = wrapper.split_whitespace();
+    let mut words = wrapper.split_whitespace().map(|word| {
+        word.replace("{build}", build.name())
+            .replace("{front}", &front.to_string())
+    });
     let mut command = match words.next() {
         Some(program) => {
             let mut c = Command::new(program);
