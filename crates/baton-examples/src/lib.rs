@@ -30,7 +30,6 @@
 
 pub mod burst;
 pub mod hops;
-pub mod serve;
 
 pub use baton_stand_in::*;
 
