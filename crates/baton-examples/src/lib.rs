@@ -28,7 +28,6 @@
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
-pub mod burst;
 pub mod hops;
 
 pub use baton_stand_in::*;
