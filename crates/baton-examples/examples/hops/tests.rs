@@ -8,7 +8,9 @@
 
 use std::time::Duration;
 
-use baton_examples::hops::{HopConfig, HopReport, HopServers, NodeEnd};
+use crate::config::HopConfig;
+use crate::reports::{HopReport, NodeEnd};
+use crate::servers::HopServers;
 
 fn node<'a>(report: &'a HopReport, name: &str) -> &'a NodeEnd {
     report
