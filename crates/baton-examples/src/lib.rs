@@ -1,6 +1,5 @@
-//! Shared pieces of the baton examples: the scenarios that are more than a graph (an order
-//! service behind axum, three services passing one deadline on, a burst against a shared
-//! breaker), and the stand-in services every example calls.
+//! Shared pieces of the baton examples: the stand-in services every example calls, and
+//! the helpers they print and time with. Each example's graph is in its own `main.rs`.
 //!
 //! The stand-ins are the `baton-stand-in` crate's, re-exported here: an embedded HTTP
 //! server that plays the downstream services over real HTTP on `127.0.0.1`, their wire
@@ -27,10 +26,6 @@
 //! ```
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
-
-pub mod burst;
-pub mod hops;
-pub mod serve;
 
 pub use baton_stand_in::*;
 

@@ -8,7 +8,9 @@
 
 use std::time::Duration;
 
-use baton_examples::hops::{HopConfig, HopReport, HopServers, NodeEnd};
+use crate::config::HopConfig;
+use crate::reports::{HopReport, NodeEnd};
+use crate::servers::HopServers;
 
 fn node<'a>(report: &'a HopReport, name: &str) -> &'a NodeEnd {
     report
@@ -70,9 +72,11 @@ async fn the_callers_deadline_stops_every_hop() -> Result<(), baton_graph::BoxEr
         "{budgets:?}"
     );
 
-    // Too little left for C's minimum attempt time: its work never starts.
-    // 130 ms at A leaves C about 30 ms: enough for its local work, not for `work`.
-    let (status, _) = servers.call(&client, Duration::from_millis(130)).await?;
+    // Too little left for C's minimum attempt time: its work never starts. Each hop above
+    // C spends 20 ms of local work and keeps a 30 ms margin, so 160 ms at A leaves C at
+    // most 60 ms, and `work` at most 40 ms after C's local work: under its 50 ms minimum
+    // attempt time, yet (on an unloaded machine, about 30 ms) enough to start without it.
+    let (status, _) = servers.call(&client, Duration::from_millis(160)).await?;
     assert_eq!(status, reqwest::StatusCode::GATEWAY_TIMEOUT);
     let reports = servers.reports(Duration::from_secs(5)).await;
     assert!(reports.iter().any(|r| r.hop == "C"), "{reports:#?}");

@@ -4,14 +4,14 @@
 
 use std::time::Duration;
 
-use baton_examples::burst::{self, Figures, Options, Scenario};
+use crate::scenario::{self, Figures, Options, Scenario};
 
 async fn figures(count_every_attempt: bool, ramp: bool) -> Figures {
     let options = Options {
         count_every_attempt,
         recovery_ramp: ramp.then_some(Duration::from_secs(1)),
     };
-    burst::run(&Scenario::default(), options).await.unwrap()
+    scenario::run(&Scenario::default(), options).await.unwrap()
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]

@@ -1,4 +1,4 @@
-//! The order graph served by axum (`route_service`) on `127.0.0.1:0`, called with a real
+//! The order graph served by axum (`post_service`) on `127.0.0.1:0`, called with a real
 //! HTTP client (reqwest): the answer for a placed order, for a fallback, for each run
 //! error (naming the failing node), and for a body that is not an order.
 //!
@@ -7,10 +7,14 @@
 
 use std::time::Duration;
 
-use baton_examples::serve::{self, Config, HttpServer, Placed};
-use baton_examples::{Behavior, Downstreams, OrderApi, OrderRequest, OrderServer, Service};
+use baton_examples::{
+    Behavior, Downstreams, HttpServer, Limits, OrderApi, OrderRequest, OrderServer, Service,
+};
 use reqwest::StatusCode;
 use serde_json::Value;
+
+use crate::config::Config;
+use crate::{Placed, router};
 
 const ORDER: OrderRequest = OrderRequest {
     user_id: 7,
@@ -22,7 +26,7 @@ async fn start(config: &Config) -> (Downstreams, OrderServer, HttpServer) {
     let downstreams = Downstreams::new();
     let services = OrderServer::start(downstreams.clone()).await.unwrap();
     let api = OrderApi::new(reqwest::Client::new(), services.base_url());
-    let orders = HttpServer::start(serve::router(&api, config).unwrap())
+    let orders = HttpServer::start(router(&api, config, Limits::default()).unwrap())
         .await
         .unwrap();
     (downstreams, services, orders)
@@ -154,13 +158,13 @@ async fn slow_clients_are_cut() {
     let downstreams = Downstreams::new();
     let services = OrderServer::start(downstreams.clone()).await.unwrap();
     let api = OrderApi::new(reqwest::Client::new(), services.base_url());
-    let limits = serve::Limits {
+    let limits = Limits {
         header_read: Duration::from_millis(600),
         body_idle: Duration::from_millis(600),
         request: Duration::from_millis(1_500),
     };
-    let router = serve::router_with(&api, &Config::new().unwrap(), limits).unwrap();
-    let orders = HttpServer::start_with(router, limits).await.unwrap();
+    let app = router(&api, &Config::new().unwrap(), limits).unwrap();
+    let orders = HttpServer::start_with(app, limits).await.unwrap();
 
     let head = "POST /orders HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n";
     let answer = trickle(orders.addr(), head, 1_000).await;
