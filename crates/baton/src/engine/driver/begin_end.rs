@@ -1,5 +1,5 @@
-//! How a driver begins a node (the fast path when nothing needs the full one) and ends it:
-//! recording its outcome and moving on to a downstream it made ready.
+//! How a driver begins a node and ends it. It begins on the fast path when nothing needs the
+//! full one, and ends by recording its outcome and moving on to a downstream it made ready.
 
 use std::sync::Arc;
 use std::task::Context;
@@ -27,7 +27,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
         let graph = &run.graph;
         let span = trace::node_span(|| core.span(), || graph.meta.name(id));
         let (cut, held) = match run.task_policy(id) {
-            // A task node without policies (nor a run deadline to cut it, nor a span).
+            // A task node without policies, without a run deadline to cut it and without a span.
             Some(None) if core.deadline().is_none() && span.is_disabled() => {
                 (CtxCut::At(None), None)
             }
@@ -64,7 +64,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
         }
     }
 
-    /// Node `id` goes on on the full path (`full_path.rs`), boxed; `first` is its first attempt
+    /// Node `id` goes on on the full path of `full_path.rs`, boxed; `first` is its first attempt
     /// when the fast path started it.
     pub(super) fn full(&mut self, span: tracing::Span, first: Option<First<AttemptFuture>>) {
         let run = Arc::clone(&self.run);
@@ -93,8 +93,8 @@ impl<I: Send + Sync + 'static> Driver<I> {
         // subgraph, running their callbacks: not mere bookkeeping.
         let produced = record.value.is_some();
         let released = self.run.finish(self.id, record, &mut self.local);
-        // A worker may be idle while this driver keeps nodes: share the older half (not in
-        // a local run, whose drivers all run in one task).
+        // A worker may be idle while this driver keeps nodes: share the older half. A local
+        // run does not, since its drivers all run in one task.
         let mut spawned = released.spawned;
         let core = &self.run.core;
         if !self.local.is_empty() && !core.is_local() && core.ready().wants_help(self.run.workers())
@@ -102,13 +102,13 @@ impl<I: Send + Sync + 'static> Driver<I> {
             let half = self.local.len().div_ceil(2);
             spawned |= self.run.share(self.local.drain(..half));
         }
-        // A driver was spawned for the others: yield once before going on (`schedule`).
+        // A driver was spawned for the others: yield once before going on; `schedule` says why.
         self.handoff = spawned;
         match released.next {
             Some(next) => {
                 // `next` starts now: when the last of its upstreams ended, if nothing but
-                // bookkeeping ran since (their records are written before they release it,
-                // so reading them saves a clock read); otherwise the clock is read afresh.
+                // bookkeeping ran since. Their records are written before they release it, so
+                // reading them saves a clock read. Otherwise the clock is read afresh.
                 let id = self.id;
                 self.start = self.run.ready_at(id, next, end);
                 self.id = next;
@@ -139,9 +139,9 @@ impl<I: Send + Sync + 'static> Driver<I> {
         self.end(record);
     }
 
-    /// The current attempt waits: the task's waker goes into the node's slot (a cancel
-    /// wakes it) and the driver suspends; whether it did (`false`: the run was cancelled
-    /// meanwhile, and the node ended `Cancelled`; the caller goes on).
+    /// The current attempt waits: the task's waker goes into the node's slot, where a cancel
+    /// wakes it, and the driver suspends. Returns whether it did: `false` means the run was
+    /// cancelled meanwhile and the node ended `Cancelled`, and the caller goes on.
     pub(super) fn wait_for_attempt(&mut self, cx: &mut Context<'_>) -> bool {
         let core = &self.run.core;
         if let Some(slot) = core.slot(self.id) {
@@ -157,8 +157,8 @@ impl<I: Send + Sync + 'static> Driver<I> {
     }
 
     /// Leaves the current node: the state becomes `Done` and the attempt, if any, is
-    /// dropped. Dropping a future runs the task's code: a panic there is caught and logged
-    /// (the node has ended otherwise), so that it cannot unwind through the driver and
+    /// dropped. Dropping a future runs the task's code: a panic there is caught and logged,
+    /// as the node has ended otherwise, so that it cannot unwind through the driver and
     /// leave the run unfinished.
     pub(super) fn discard(&mut self) {
         let state = std::mem::replace(&mut self.state, State::Done);

@@ -1,45 +1,47 @@
-//! The driver: the tokio task that runs nodes. It takes a node from the run's ready queue
-//! (`ready/mod.rs`), runs it, records its outcome, carries on with one downstream it made ready
-//! (Taskflow's continuation: a chain runs in one task, not one spawn per node), queues the
-//! others, and goes back to the queue until it is empty. A node whose attempt waits
-//! (`Pending`) keeps its driver, which then stops draining the queue and spawns a
-//! replacement if nodes are waiting there.
+//! The driver: the tokio task that runs nodes. It takes a node from the run's ready queue,
+//! whose protocol is in `ready/mod.rs`, runs it, records its outcome, carries on with one
+//! downstream it made ready, queues the others, and goes back to the queue until it is
+//! empty. Carrying on is Taskflow's continuation: a chain runs in one task, not one spawn per
+//! node. A node whose attempt waits with `Pending` keeps its driver, which then stops
+//! draining the queue and spawns a replacement if nodes are waiting there.
 //!
-//! In an inline run (`StartMode::Inline`, the default), or on a runtime where one thread
-//! runs every task (taken to be so on current-thread, or one worker awaited from a task:
-//! `RunState::start`), a run's first driver is no task but part of the run's future
-//! (`embedded`): it runs nodes in the task that awaits the run, spending
-//! that task's coop budget as a spawned driver would (and at most [`INLINE_MAX`] of them),
-//! and never waits: a node whose attempt returns `Pending` moves, as it is, to
-//! a driver spawned for it (the embedded one goes on with its stack and the queue), and
-//! where a spawned driver would yield, the embedded one hands its node and stack to spawned
-//! drivers and ends. So a graph of nodes that end at once costs no spawn at all.
+//! In an inline run, with the default `StartMode::Inline`, or on a runtime where one thread
+//! runs every task, a run's first driver is no task but part of the run's future: the
+//! `embedded` driver. `RunState::start` takes one thread to run every task on a
+//! current-thread runtime, or on one worker awaited from a task. The embedded driver runs nodes
+//! in the task that awaits the run, spending that task's coop budget as a spawned driver
+//! would, and at most [`INLINE_MAX`] of them. It never waits: a node whose attempt returns
+//! `Pending` moves, as it is, to a driver spawned for it, and the embedded one goes on with
+//! its stack and the queue. Where a spawned driver would yield, the embedded one hands its
+//! node and stack to spawned drivers and ends. So a graph of nodes that end at once costs no
+//! spawn at all.
 //!
-//! A driver "spawned" by an inline run that has not spread is no task either (`joined`):
-//! it goes to the run's inbox (`RunState::spawn`), and the run's future polls it among the
-//! others (`run/joined.rs`: the first few together, the rest each woken on its own). It waits like a spawned
-//! driver. So an inline run uses one task, the awaiting one, until the spread rule
-//! ([`Driver::out_of_budget`]) spreads it: on several workers, when one poll of the run's
-//! future would start more than its budget of nodes. In a spread run the embedded driver's
-//! nodes that wait move to tasks, so that run goes on while its future is not polled.
+//! A driver "spawned" by an inline run that has not spread is no task either: it is a
+//! `joined` driver. It goes to the run's inbox through `RunState::spawn`, and the run's
+//! future polls it among the others. `run/joined.rs` polls the first few together and wakes
+//! each of the rest on its own. It waits like a spawned driver. So an inline run uses one
+//! task, the awaiting one, until the spread rule of [`Driver::out_of_budget`] spreads it on
+//! several workers, when one poll of the run's future would start more than its budget of
+//! nodes. In a spread run the embedded driver's nodes that wait move to tasks, so that run
+//! goes on while its future is not polled.
 //!
-//! It is a hand-written future, fifteen words wide (its attempt box among them), because
-//! every spawn copies it into a new tokio task. Its poll is a loop over one step per state
-//! ([`State`]): take a node from the queue (`queue.rs`), begin it, poll its attempt
-//! (`poll_attempt.rs`), end it and go on with a downstream it made ready (`begin_end.rs`). A node
-//! takes one of two paths:
+//! It is a hand-written future, fifteen words wide with its attempt box among them, because
+//! every spawn copies it into a new tokio task. Its poll is a loop over one step per
+//! [`State`]: take a node from the queue in `queue.rs`, begin it, poll its attempt in
+//! `poll_attempt.rs`, then end it and go on with a downstream it made ready in
+//! `begin_end.rs`. A node takes one of two paths:
 //!
 //! - the **fast path**, here: one boxed attempt future, polled under `catch_unwind`; the
 //!   driver writes its next node's attempt into the same box when the two futures have the
 //!   same layout, so a run of such nodes allocates one box per driver, not one per node.
-//!   Nodes with policies start their first attempt here too (`first_attempt.rs`), waited for
-//!   under the driver's timer, kept from one such attempt to the next;
-//! - the **full path** of `full_path.rs`, boxed: the onion (retries, the breaker's verdict, the
-//!   fallback), routers, and nodes with `tracing` spans. A policy node's first attempt goes
-//!   there only when it fails, panics or reaches its cut.
+//!   Nodes with policies start their first attempt here too, through `first_attempt.rs`,
+//!   waited for under the driver's timer, which is kept from one such attempt to the next;
+//! - the **full path** of `full_path.rs`, boxed: the onion with its retries, the breaker's
+//!   verdict and the fallback; routers; and nodes with `tracing` spans. A policy node's first
+//!   attempt goes there only when it fails, panics or reaches its cut.
 //!
 //! Both paths count attempts, end their tokens and tell the observers through the same
-//! routines (`paths/attempt_steps.rs` of the engine).
+//! routines, in the engine's `paths/attempt_steps.rs`.
 
 mod begin_end;
 mod poll_attempt;
@@ -70,16 +72,16 @@ enum State {
     /// Node `id` is `RUNNING` and nothing of it has run yet.
     Begin,
     /// Fast path: its first attempt is running, in the driver's `attempt` box; with what it
-    /// holds for the node's policies, if it has any (`first_attempt.rs`).
+    /// holds for the node's policies, if it has any, as `first_attempt.rs` defines it.
     Attempt(Option<Held>),
-    /// Full path (policies, routers, spans); with the node's record, whether it spawned a
-    /// driver for nodes it queued (a router's branch made them ready).
+    /// Full path, for policies, routers and spans. With the node's record, whether it
+    /// spawned a driver for nodes it queued, which a router's branch made ready.
     Full(Pin<Box<dyn Future<Output = (Record, bool)> + Send>>),
     /// The driver has nothing left to run.
     Done,
 }
 
-/// Runs nodes from the ready queue (or a given first node, already `RUNNING`), each
+/// Runs nodes from the ready queue, or from a given first node already `RUNNING`. Each is
 /// followed, while finishing a node makes a downstream ready, by one such downstream.
 /// Counted in the run's `live` by whoever spawned it; releases itself when it ends or is
 /// dropped.
@@ -89,52 +91,54 @@ pub(in crate::engine) struct Driver<I> {
     /// Counted in the queue's active drivers: it looks at the queue again before it ends
     /// or waits.
     active: bool,
-    /// Nodes this driver finished, released from `live` with the driver itself (a graph
-    /// has at most `u32::MAX` nodes).
+    /// Nodes this driver finished, released from `live` with the driver itself. A graph
+    /// has at most `u32::MAX` nodes.
     finished: u32,
-    /// When the current node started, once read. `Idle`: the end of the node it just
-    /// finished (still `id`) if that node produced a value (so `finish` skipped nothing),
-    /// until it takes its next node in the same poll; when that node is a root (ready from
-    /// the run's start: no upstream ended later) and nothing but bookkeeping followed the
-    /// end (`RunState::quiet_after`), it starts then.
+    /// When the current node started, once read. In `Idle`, it is the end of the node it
+    /// just finished, which is still `id`, if that node produced a value, so that `finish`
+    /// skipped nothing; it stays until the driver takes its next node in the same poll. When
+    /// that node is a root, ready from the run's start with no upstream ended later, and
+    /// nothing but bookkeeping followed the end, as `RunState::quiet_after` checks, it
+    /// starts then.
     start: Option<Instant>,
-    /// Nodes it made ready and keeps for itself, run last in, first out (`ready/mod.rs`).
+    /// Nodes it made ready and keeps for itself, run last in, first out; see `ready/mod.rs`.
     local: VecDeque<u32>,
-    /// The current node came from the queue (it may not be queued again this run).
+    /// The current node came from the queue, so it may not be queued again this run.
     from_queue: bool,
     /// It just spawned a driver for nodes it queued: it yields once before its next node,
     /// so that the new driver, in this worker's LIFO slot, runs here while this one moves
-    /// to where an idle worker can take it (see `RunState::schedule`).
+    /// to where an idle worker can take it; see `RunState::schedule`.
     handoff: bool,
-    /// Polled inside the run's own future (`Run::poll`), not a task of its own: it runs
+    /// Polled inside the run's own future by `Run::poll`, not a task of its own: it runs
     /// nodes only while they end at once and holds nothing across a `Pending`. Where a
-    /// spawned driver would wait or yield, it hands its node to a spawned driver instead
-    /// ([`migrate`](Self::migrate), [`hand_off`](Self::hand_off)) and carries on or ends.
+    /// spawned driver would wait or yield, it hands its node to a spawned driver instead,
+    /// with [`migrate`](Self::migrate) or [`hand_off`](Self::hand_off), and carries on or ends.
     embedded: bool,
-    /// Spawned by an inline run that had not spread (`RunState::spawn`): polled by the run's
-    /// future among its other such drivers (`run/joined.rs`). It waits there like a
+    /// Spawned by an inline run that had not spread, through `RunState::spawn`: polled by
+    /// the run's future among its other such drivers, in `run/joined.rs`. It waits there like a
     /// spawned driver, and where it would spawn, the run spawns locally too.
     joined: bool,
-    /// Embedded or local: how many nodes it started in this poll; it hands off at [`INLINE_MAX`] even when the
-    /// awaiting task's coop budget is not spent (`tokio::task::unconstrained`).
+    /// Embedded or local: how many nodes it started in this poll. It hands off at
+    /// [`INLINE_MAX`] even when the awaiting task's coop budget is not spent, as under
+    /// `tokio::task::unconstrained`.
     inline: u8,
     /// The fast path's attempt future: the current node's in `State::Attempt`, else the
     /// last one, ended, whose box the next attempt reuses when their layouts match.
     attempt: Option<AttemptFuture>,
     /// The timer that wakes the driver by the cut of a policy node's first attempt that
-    /// waits, kept from one such attempt to the next and polled only by this driver's task
-    /// (`first_attempt::wait`); deregistered when the driver ends.
+    /// waits, kept from one such attempt to the next and polled only by this driver's task,
+    /// in `first_attempt::wait`. It is deregistered when the driver ends.
     timer: Option<Pin<Box<Sleep>>>,
     state: State,
 }
 
-/// The most nodes a driver polled by the run's future (embedded or local) starts in one poll
+/// The most nodes a driver polled by the run's future, embedded or local, starts in one poll
 /// before the run spreads or yields: tokio's coop budget per poll, which an unconstrained
 /// task does not have.
 const INLINE_MAX: u8 = 128;
 
 impl<I: Send + Sync + 'static> Driver<I> {
-    /// A driver that starts with node `id` (already `RUNNING`), or, with `None`, with the
+    /// A driver that starts with node `id`, already `RUNNING`, or, with `None`, with the
     /// queue; `active`: its spawner counted it as an active driver.
     pub(in crate::engine) fn new(run: Arc<RunState<I>>, id: Option<u32>, active: bool) -> Self {
         Driver {
@@ -159,10 +163,10 @@ impl<I: Send + Sync + 'static> Driver<I> {
         }
     }
 
-    /// A driver for the run's future to poll (see the `embedded` field), starting with node
-    /// `id` (already `RUNNING`); `active`: its creator counted it as an active driver;
+    /// A driver for the run's future to poll, as the `embedded` field says, starting with
+    /// node `id`, already `RUNNING`. `active`: its creator counted it as an active driver.
     /// `start`: when node `id` starts, if the creator read the clock with nothing but
-    /// bookkeeping left before the node's first poll (`None`: read when it starts).
+    /// bookkeeping left before the node's first poll; with `None`, it is read when it starts.
     pub(in crate::engine) fn embedded(
         run: Arc<RunState<I>>,
         id: u32,
@@ -180,13 +184,13 @@ impl<I: Send + Sync + 'static> Driver<I> {
         self.joined = true;
     }
 
-    /// It leaves the run's future for a task of its own (`Run::poll`, polled away from the
-    /// run's runtime).
+    /// It leaves the run's future for a task of its own. `Run::poll` does so when it is
+    /// polled away from the run's runtime.
     pub(in crate::engine) fn unjoin(&mut self) {
         self.joined = false;
     }
 
-    /// Whether the run's future polls it (embedded or local), rather than a task of its own.
+    /// Whether the run's future polls it, embedded or local, rather than a task of its own.
     fn in_run(&self) -> bool {
         self.embedded || self.joined
     }
@@ -195,8 +199,8 @@ impl<I: Send + Sync + 'static> Driver<I> {
         *self.start.get_or_insert_with(Instant::now)
     }
 
-    /// It just spawned a driver for nodes it queued: it yields once (a spawned driver) or
-    /// hands off and ends (an embedded one), before its next node.
+    /// It just spawned a driver for nodes it queued: before its next node, a spawned driver
+    /// yields once and an embedded one hands off and ends.
     fn after_spawn(&mut self, cx: &mut Context<'_>) -> Step {
         self.handoff = false;
         self.start = None;
@@ -224,7 +228,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
 
     /// Begins the current node, if tokio's coop budget lets it: every node started spends
     /// a unit of the task's budget, so a long chain or a long queue yields its worker now
-    /// and then (to timers, I/O and other tasks), as tokio's own resources do.
+    /// and then to timers, I/O and other tasks, as tokio's own resources do.
     fn step_begin(&mut self, cx: &mut Context<'_>) -> Step {
         // A run that spread starts no node in the task that awaits it.
         if self.joined && !self.run.core.is_local() {
@@ -262,11 +266,11 @@ impl<I: Send + Sync + 'static> Driver<I> {
 }
 
 impl<I: Send + Sync + 'static> Driver<I> {
-    /// Polled by the run's future, it may start no more nodes in this poll (tokio's coop
-    /// budget is spent, or it started [`INLINE_MAX`]): the spread rule. An inline run on
-    /// several workers spreads here, its ready nodes going to spawned drivers, as does a
-    /// spread run's embedded driver; an inline run on one worker stays in the awaiting
-    /// task, which yields: the embedded driver (which never waits) hands its nodes to a
+    /// Polled by the run's future, it may start no more nodes in this poll: tokio's coop
+    /// budget is spent, or it started [`INLINE_MAX`]. This is the spread rule. An inline run
+    /// on several workers spreads here, its ready nodes going to spawned drivers, as does a
+    /// spread run's embedded driver. An inline run on one worker stays in the awaiting
+    /// task, which yields: the embedded driver, which never waits, hands its nodes to a
     /// local driver, and a local driver yields with them.
     fn out_of_budget(&mut self, cx: &mut Context<'_>) -> Step {
         let core = &self.run.core;
@@ -276,7 +280,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
             return ControlFlow::Break(Poll::Ready(()));
         }
         self.take_turns();
-        // (A spent budget woke the task already; a driver that started `INLINE_MAX` wakes it.)
+        // A spent budget woke the task already; a driver that started `INLINE_MAX` wakes it.
         cx.waker().wake_by_ref();
         ControlFlow::Break(Poll::Pending)
     }
@@ -315,7 +319,7 @@ impl<I> Drop for Driver<I> {
 }
 
 impl<I: Send + Sync + 'static> Driver<I> {
-    /// What a driver does when dropped (through [`RunState`]'s `drop_driver`).
+    /// What a driver does when dropped, through [`RunState`]'s `drop_driver`.
     pub(in crate::engine) fn on_drop(&mut self) {
         // Dropped before its end: its node, and every node still queued, which no driver
         // may be left to take, end `Cancelled`. An embedded driver goes with the run's

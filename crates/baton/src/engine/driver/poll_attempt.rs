@@ -1,6 +1,6 @@
-//! How a driver polls the current node: its attempt on the fast path (a bare node's, or a
-//! policy node's first, which goes on here while it succeeds or waits within its cut), or
-//! its boxed full path.
+//! How a driver polls the current node: its attempt on the fast path, or its boxed full
+//! path. The fast path's attempt is a bare node's, or a policy node's first, which goes on
+//! here while it succeeds or waits within its cut.
 
 use std::ops::ControlFlow;
 use std::panic::AssertUnwindSafe;
@@ -32,13 +32,13 @@ impl<I: Send + Sync + 'static> Driver<I> {
         };
         let polled = std::panic::catch_unwind(AssertUnwindSafe(|| fut.poll(cx)));
         if polled.is_err() {
-            // A future that panicked is dropped now, not kept for its box (its drop may
-            // panic too: the first panic is the one reported).
+            // A future that panicked is dropped now, not kept for its box. Its drop may
+            // panic too: the first panic is the one reported.
             let attempt = &mut self.attempt;
             let _ = std::panic::catch_unwind(AssertUnwindSafe(|| *attempt = None));
         }
         // Taken out of the state: from here on, only the permit made of it holds the
-        // breaker's ticket (`release_held` must not give it back too).
+        // breaker's ticket, and `release_held` must not give it back too.
         let State::Attempt(held) = &mut self.state else {
             unreachable!("polled in `State::Attempt`")
         };
@@ -57,7 +57,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
                     return ControlFlow::Break(Poll::Pending);
                 }
             }
-            // The attempt's token (if it asked for one) ends when the node's record is
+            // The attempt's token, if it asked for one, ends when the node's record is
             // written, before its callbacks run.
             Ok(Poll::Ready(Ok(value))) => {
                 let end = self.run.core.now();
@@ -107,18 +107,18 @@ impl<I: Send + Sync + 'static> Driver<I> {
     }
 
     /// A policy node's first attempt waits: the driver waits too, under its timer for the
-    /// attempt's cut (`first_attempt::wait`), or hands the attempt, still running, to the onion
-    /// once the cut passed.
+    /// attempt's cut in `first_attempt::wait`, or hands the attempt, still running, to the
+    /// onion once the cut passed.
     fn wait_within_cut(&mut self, mut held: Held, cx: &mut Context<'_>) -> Step {
         let start = *self.start.get_or_insert_with(Instant::now);
-        // (Tokio panics making a timer on a runtime without them.)
+        // Tokio panics making a timer on a runtime without timers.
         let (run, id, timer) = (&self.run, self.id, &mut self.timer);
         let waited = std::panic::catch_unwind(AssertUnwindSafe(|| {
             first_attempt::wait(run, id, start, &mut held, timer, cx)
         }));
         match waited {
             // As when the policy path's own timer panics: the breaker's permit goes back
-            // uncounted, and the node fails with the panic (no retry, no fallback).
+            // uncounted, and the node fails with the panic, with no retry and no fallback.
             Err(panic) => {
                 first_attempt::release(&self.run, self.id, held);
                 self.discard();
@@ -166,8 +166,9 @@ impl<I: Send + Sync + 'static> Driver<I> {
         self.full(span, Some(first));
     }
 
-    /// Polls the current node's full path. User code runs there too (retry predicates,
-    /// breaker filters, backoff iterators): a panic fails the node like a task's would.
+    /// Polls the current node's full path. User code runs there too, such as retry
+    /// predicates, breaker filters and backoff iterators: a panic fails the node like a
+    /// task's would.
     pub(super) fn poll_full(&mut self, cx: &mut Context<'_>) -> Step {
         let State::Full(fut) = &mut self.state else {
             unreachable!("polled in `State::Full`")

@@ -1,6 +1,6 @@
 //! How a driver shares the run's ready queue with the others: taking its next node, taking
 //! turns when it yields, handing its nodes off when it stops driving, suspending when its
-//! node waits (`ready/mod.rs` has the queue's protocol).
+//! node waits. `ready/mod.rs` has the queue's protocol.
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -8,10 +8,10 @@ use std::task::{Context, Poll};
 use super::{Driver, Pop, State};
 
 impl<I: Send + Sync + 'static> Driver<I> {
-    /// Embedded: the current node waits (its attempt returned `Pending`). It moves, as it
-    /// is, to a driver spawned for it (in an inline run that has not spread, a local one,
-    /// which the run's future polls when it is woken), which polls it again and goes on from
-    /// there; this one carries on with its own stack or the queue.
+    /// Embedded: the current node waits, as its attempt returned `Pending`. It moves, as it
+    /// is, to a driver spawned for it, which polls it again and goes on from there; this one
+    /// carries on with its own stack or the queue. In an inline run that has not spread, the
+    /// new driver is a local one, which the run's future polls when it is woken.
     pub(super) fn migrate(&mut self) {
         let state = std::mem::replace(&mut self.state, State::Idle);
         let mut driver = Driver::new(Arc::clone(&self.run), Some(self.id), false);
@@ -19,7 +19,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
             driver.attempt = self.attempt.take();
         }
         driver.state = state;
-        // (Idle, this one has no end to start a root at: its node has not ended.)
+        // Once idle, this one has no end to start a root at: its node has not ended.
         driver.start = self.start.take();
         let _ = self.run.spawn(driver);
         if let Some(next) = self.local.pop_back() {
@@ -36,8 +36,8 @@ impl<I: Send + Sync + 'static> Driver<I> {
     /// it. With `spread`, or in a run that is not local, the run spreads first; otherwise
     /// the drivers it spawns are local too.
     pub(super) fn hand_off(&mut self, spread: bool) {
-        // What is left spreads over the workers, from the drivers spawned here on (before
-        // they are spawned, so that they see it).
+        // What is left spreads over the workers, from the drivers spawned here on. It
+        // spreads before they are spawned, so that they see it.
         if spread || !self.run.core.is_local() {
             self.run.core.spread();
         }
@@ -59,8 +59,8 @@ impl<I: Send + Sync + 'static> Driver<I> {
             }
             None => {}
         }
-        // Queued nodes get as many drivers as the workers (a thousand ready roots would
-        // otherwise wait for the one driver above, nothing queuing more to spawn another).
+        // Queued nodes get as many drivers as the workers. A thousand ready roots would
+        // otherwise wait for the one driver above, nothing queuing more to spawn another.
         let ready = &self.run.core.ready();
         while !ready.is_empty() && ready.try_activate(self.run.workers()) {
             let _ = self.run.spawn_driver(None, true);
@@ -87,11 +87,12 @@ impl<I: Send + Sync + 'static> Driver<I> {
         }
     }
 
-    /// The driver yields to tokio (its budget is spent) before starting node `id`: nodes
+    /// The driver yields to tokio, its budget spent, before starting node `id`: nodes
     /// that have waited longer go first, so that a long chain run inline does not hold up a
-    /// node that would start a request. The oldest queued node if any (`id` joins the queue,
-    /// unless it came from there: a node is queued once per run), else the oldest node of the
-    /// driver's own stack (`id` goes on top).
+    /// node that would start a request. The oldest queued node goes first if there is one,
+    /// and `id` joins the queue unless it came from there, since a node is queued once per
+    /// run. Otherwise the oldest node of the driver's own stack goes first, and `id` goes on
+    /// top.
     pub(super) fn take_turns(&mut self) {
         if self.from_queue {
             return;
@@ -99,8 +100,8 @@ impl<I: Send + Sync + 'static> Driver<I> {
         if !self.run.core.ready().is_empty() {
             // Whether it spawned a driver does not matter: this one returns `Pending` now.
             let _ = self.run.schedule(self.id);
-            // An idle driver looks only at the queue: its own stack goes there too (another
-            // driver may empty the queue first, and this one would then end).
+            // An idle driver looks only at the queue: its own stack goes there too. Another
+            // driver may empty the queue first, and this one would then end.
             if !self.local.is_empty() {
                 let _ = self.run.share(self.local.drain(..));
             }
@@ -111,14 +112,14 @@ impl<I: Send + Sync + 'static> Driver<I> {
         }
     }
 
-    /// Takes the next node from the queue (`None`: it is in `id`, the state is `Begin`);
-    /// otherwise what `poll` returns: `Ready` when the driver is done, `Pending` when it
-    /// yielded.
+    /// Takes the next node from the queue. `None` means it is in `id` and the state is
+    /// `Begin`; otherwise it returns what `poll` returns: `Ready` when the driver is done,
+    /// `Pending` when it yielded.
     pub(super) fn next_from_queue(&mut self, cx: &mut Context<'_>) -> Option<Poll<()>> {
         let ready = &self.run.core.ready();
         if !self.active {
-            // Not counted active, it owes the queue nothing: nothing waits, it is done
-            // (whoever queues a node later spawns a driver if too few are active).
+            // Not counted active, it owes the queue nothing: nothing waits, it is done.
+            // Whoever queues a node later spawns a driver if too few are active.
             if ready.is_empty() {
                 self.state = State::Done;
                 return Some(Poll::Ready(()));

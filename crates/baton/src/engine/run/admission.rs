@@ -21,7 +21,7 @@ pub(in crate::engine) struct Admission(AtomicU8);
 pub(in crate::engine) enum Admit {
     /// The run is admitted; its end will tell the orchestrator.
     Admitted,
-    /// The run ended while it was being admitted (a cancel swept it): the caller tells the
+    /// The run ended while it was being admitted, as a cancel swept it: the caller tells the
     /// orchestrator now.
     AlreadyEnded,
 }
@@ -43,8 +43,8 @@ impl Admission {
 
     /// Marks the run admitted by its orchestrator.
     pub(in crate::engine) fn admit(&self) -> Admit {
-        // AcqRel: the side that comes second sees what the first published (the key the
-        // orchestrator keeps the run at, the records of nodes swept meanwhile).
+        // AcqRel: the side that comes second sees what the first published: the key the
+        // orchestrator keeps the run at, and the records of nodes swept meanwhile.
         match self
             .0
             .compare_exchange(NOT_ADMITTED, ADMITTED, Ordering::AcqRel, Ordering::Acquire)
@@ -54,7 +54,7 @@ impl Admission {
         }
     }
 
-    /// The run ended (every node finalized, every driver gone).
+    /// The run ended: every node is finalized and every driver gone.
     pub(in crate::engine) fn end(&self) -> End {
         match self.0.swap(ENDED, Ordering::AcqRel) {
             ADMITTED => End::WasAdmitted,
@@ -62,8 +62,8 @@ impl Admission {
         }
     }
 
-    /// Whether a node's outcome recorded now is counted at once: the run was admitted (or
-    /// ended, which it can only be after its nodes were recorded).
+    /// Whether a node's outcome recorded now is counted at once: the run was admitted, or
+    /// ended, which it can only be after its nodes were recorded.
     #[inline]
     pub(in crate::engine) fn counts_outcomes(&self) -> bool {
         self.0.load(Ordering::Acquire) != NOT_ADMITTED

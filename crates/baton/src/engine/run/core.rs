@@ -1,7 +1,7 @@
 //! [`RunCore`]: the state of one run that does not depend on its input type: the per-node
 //! arrays, the ready queue, the run's lifecycle counters and flags, and what it fixed when
-//! it started. Its fields are private: the run's protocols (`live`, admission, cancellation)
-//! are methods here, each with its orderings beside it.
+//! it started. Its fields are private: the run's protocols, `live`, admission and
+//! cancellation, are methods here, each with its orderings beside it.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
@@ -39,9 +39,9 @@ struct Started {
     span: tracing::Span,
 }
 
-/// Graphs of at least this many nodes prefetch what their nodes touch at scattered places
-/// (about 170 bytes per node in the run's and the graph's arrays: 4 096 nodes are some
-/// 700 KB, most of a core's second-level cache). Smaller graphs stay in the caches, where
+/// Graphs of at least this many nodes prefetch what their nodes touch at scattered places.
+/// The run's and the graph's arrays take about 170 bytes per node: 4 096 nodes are some
+/// 700 KB, most of a core's second-level cache. Smaller graphs stay in the caches, where
 /// the hints would only add instructions.
 pub(in crate::engine) const PREFETCH_MIN_NODES: usize = 4096;
 
@@ -53,7 +53,7 @@ pub(crate) struct RunCore {
     /// The nodes' values, apart from their records: downstreams read them at random places
     /// on large graphs, and a dense array of 24-byte cells is kinder to the cache.
     values: Box<[WriteOnce<Value>]>,
-    /// Nodes made ready that no driver has picked up yet (`ready/mod.rs`).
+    /// Nodes made ready that no driver has picked up yet; see `ready/mod.rs`.
     ready: ReadyQueue,
     /// Nodes not finalized plus drivers alive; the run ends when it reaches zero.
     live: AtomicUsize,
@@ -61,17 +61,17 @@ pub(crate) struct RunCore {
     done: AtomicWaker,
     cancelled: AtomicBool,
     reason: OnceLock<CancelReason>,
-    /// What the run fixed when it started (one cell, set once; a `WriteOnce`, whose write
-    /// is a compare-and-swap and a store, where `OnceLock::set` runs a `Once`).
+    /// What the run fixed when it started, in one cell set once. It is a `WriteOnce`, whose
+    /// write is a compare-and-swap and a store, where `OnceLock::set` runs a `Once`.
     started: WriteOnce<Started>,
     token: OnceLock<CancellationToken>,
     run_id: RunId,
     mode: FailureMode,
     /// The run starts in the task that awaits it, and schedules as on a one-worker runtime
-    /// until that task stops driving it ([`spread`](Self::spread)).
+    /// until that task stops driving it; see [`spread`](Self::spread).
     inline: bool,
-    /// An inline run that has not spread: every driver it spawns is polled by its future
-    /// (`RunState::spawn`), so the run uses no task but the one that awaits it. Cleared by
+    /// An inline run that has not spread: every driver it spawns is polled by its future,
+    /// through `RunState::spawn`, so the run uses no task but the one that awaits it. Cleared by
     /// [`spread`](Self::spread), never set again. Written and read only by code the run's
     /// future polls until then, hence `Relaxed`.
     local: AtomicBool,
@@ -84,13 +84,13 @@ pub(crate) struct RunCore {
     /// scattered: the scheduler prefetches what a node touches at scattered places.
     prefetch: bool,
     /// The graph's set of spare arrays this run took, or would have taken, and gives its
-    /// own back to when it ends (`graph/spare.rs`).
+    /// own back to when it ends; see `graph/spare.rs`.
     home: usize,
     admission: Admission,
     /// Where the orchestrator keeps the run while it is in flight: set once admitted.
     key: WriteOnce<RunKey>,
     /// Some node's outcome was recorded before the run was marked admitted, and is not
-    /// counted yet (`RunState::report_end`).
+    /// counted yet; see `RunState::report_end`.
     uncounted: AtomicBool,
     /// Set once the run's end has told the orchestrator and the observers.
     ended: AtomicBool,
@@ -100,12 +100,12 @@ pub(crate) struct RunCore {
     /// The key the run's caller gave its nodes' idempotency keys, if any.
     caller_key: Option<Arc<str>>,
     /// A timer at the cut of the run's first policy attempt that waited, registered with
-    /// tokio's and never polled again ([`floor_timers`](Self::floor_timers)).
+    /// tokio's and never polled again; see [`floor_timers`](Self::floor_timers).
     timer_floor: WriteOnce<Pin<Box<Sleep>>>,
 }
 
 impl RunCore {
-    /// A run over `buffers` (reset for it) with these options; `prefetch` and `home` as
+    /// A run over `buffers`, reset for it, with these options; `prefetch` and `home` as
     /// described on the fields. Inlined, so that the run's state is built in place.
     #[inline(always)]
     pub(in crate::engine) fn new(
@@ -163,7 +163,7 @@ impl RunCore {
         self.caller_key.as_ref()
     }
 
-    /// The per-node arrays, for the graph's next run (`self` is being dropped), and the
+    /// The per-node arrays, for the graph's next run as `self` is being dropped, and the
     /// set of spare arrays they go back to.
     #[inline]
     pub(in crate::engine) fn take_buffers(&mut self) -> (RunBuffers, usize) {
@@ -177,7 +177,7 @@ impl RunCore {
         (buffers, self.home)
     }
 
-    /// Now, on tokio's clock (paused in tests).
+    /// Now, on tokio's clock, which tests pause.
     #[inline]
     pub(in crate::engine) fn now(&self) -> Instant {
         Instant::now()
@@ -246,16 +246,16 @@ impl RunCore {
         self.values.get(id as usize)
     }
 
-    /// `at` as an offset from the run's start (zero before it started).
+    /// `at` as an offset from the run's start; zero before it started.
     pub(in crate::engine) fn offset(&self, at: Instant) -> Duration {
         self.started
             .get()
             .map_or(Duration::ZERO, |s| at.saturating_duration_since(s.origin))
     }
 
-    /// Fixes what the run fixes when it starts at `origin`: its deadline (from its options,
-    /// the earlier of its timeout and its fixed deadline), its runtime, its span, and how
-    /// many drivers it starts with. Called once, by the run's first poll.
+    /// Fixes what the run fixes when it starts at `origin`: its deadline, its runtime, its
+    /// span, and how many drivers it starts with. The deadline comes from its options: the
+    /// earlier of its timeout and its fixed deadline. Called once, by the run's first poll.
     #[inline]
     pub(in crate::engine) fn fix_start(
         &self,
@@ -278,7 +278,7 @@ impl RunCore {
         debug_assert!(fixed.is_ok(), "a run starts once");
     }
 
-    /// Whether the run's options give it a deadline (a timeout or an instant).
+    /// Whether the run's options give it a deadline, as a timeout or an instant.
     pub(in crate::engine) fn has_deadline(&self) -> bool {
         self.timeout.is_some() || self.fixed_deadline.is_some()
     }
@@ -288,7 +288,7 @@ impl RunCore {
         self.started.get().map(|s| &s.handle)
     }
 
-    /// Whether the run starts in the task that awaits it ([`StartMode::Inline`]).
+    /// Whether the run starts in the task that awaits it, with [`StartMode::Inline`].
     ///
     /// [`StartMode::Inline`]: crate::engine::StartMode::Inline
     #[inline]
@@ -309,16 +309,16 @@ impl RunCore {
         self.started.get().is_some_and(|s| s.runtime_workers > 1)
     }
 
-    /// How many drivers at most drain the ready queue: the runtime's worker threads (one for
-    /// an inline run while its future drives it).
+    /// How many drivers at most drain the ready queue: the runtime's worker threads, or one
+    /// for an inline run while its future drives it.
     #[inline]
     pub(in crate::engine) fn drivers(&self) -> usize {
         self.drivers.load(Ordering::Relaxed)
     }
 
     /// The run spreads: an inline run that started more nodes in one poll of its future
-    /// than that poll's budget allows, on several workers (`driver/`), or a spread run whose
-    /// future stopped driving its first nodes. It is now scheduled over every worker: the
+    /// than that poll's budget allows, on several workers, as `driver/` says; or a spread run
+    /// whose future stopped driving its first nodes. It is now scheduled over every worker: the
     /// drivers it spawns from here on are tokio tasks, nodes that become ready go to the
     /// shared queue, and drivers keeping nodes for themselves share half of them at their
     /// next node's end.
@@ -329,7 +329,7 @@ impl RunCore {
         }
     }
 
-    /// The run's deadline (from its options), once it started.
+    /// The run's deadline from its options, once it started.
     #[inline]
     pub(in crate::engine) fn deadline(&self) -> Option<Instant> {
         self.started.get().and_then(|s| s.deadline)
@@ -340,18 +340,18 @@ impl RunCore {
         self.started.get().map(|s| &s.span)
     }
 
-    /// Registers, once per run, a timer at `until` (the cut of the run's first policy
-    /// attempt that waits) that nobody waits for: it keeps tokio's timer from being woken
-    /// for each later attempt's timer. Called just before an attempt's timer is set (the
-    /// fast path's `first_attempt::wait`, and the policy path's `Deadline` through
-    /// [`TimerHook`]).
+    /// Registers, once per run, a timer at `until` that nobody waits for: it keeps tokio's
+    /// timer from being woken for each later attempt's timer. `until` is the cut of the
+    /// run's first policy attempt that waits. Called just before an attempt's timer is set:
+    /// by the fast path's `first_attempt::wait`, and by the policy path's `Deadline` through
+    /// [`TimerHook`].
     ///
     /// Tokio's timer wakes the worker parked in its drivers whenever a timer is registered
     /// that is due before any the parked worker knows of: with nothing else registered,
     /// that is every attempt's first timer, each a wake-up of a second worker. With this
-    /// floor registered, an attempt whose cut is not earlier (with one timeout for the
-    /// graph's nodes, every later one) registers its timer without waking anyone, until the
-    /// floor's own instant passes. The floor costs one wake-up per run, fires at its cut
+    /// floor registered, an attempt whose cut is not earlier registers its timer without
+    /// waking anyone, until the floor's own instant passes. With one timeout for the graph's
+    /// nodes, that is every later attempt. The floor costs one wake-up per run, fires at its cut
     /// waking no task, and is dropped with the run. A runtime with one worker has no other
     /// thread to wake: no floor.
     ///
@@ -365,11 +365,11 @@ impl RunCore {
             return;
         }
         let mut timer = Box::pin(tokio::time::sleep_until(until));
-        // Registered by its first poll (outside the coop budget, which the attempt may have
-        // spent: a poll inside it would register nothing, and there is no second one); the
-        // waker it keeps is a no-op.
+        // Registered by its first poll, made outside the coop budget, which the attempt may
+        // have spent: a poll inside it would register nothing, and there is no second one.
+        // The waker it keeps is a no-op.
         let _ = poll_timer(timer.as_mut(), &mut Context::from_waker(Waker::noop()));
-        // (Another driver's, set meanwhile, does as well: this one is dropped.)
+        // Another driver's floor, set meanwhile, does as well: this one is dropped.
         let _ = self.timer_floor.set(timer);
     }
 
@@ -385,8 +385,8 @@ impl RunCore {
         self.live.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Drops `k` parties from `live`; whether this call brought it to zero (then the caller
-    /// ends the run). AcqRel: the party that ends the run sees every record written.
+    /// Drops `k` parties from `live`; whether this call brought it to zero, in which case
+    /// the caller ends the run. AcqRel: the party that ends the run sees every record written.
     #[inline]
     pub(in crate::engine) fn release(&self, k: usize) -> bool {
         k > 0 && self.live.fetch_sub(k, Ordering::AcqRel) == k
@@ -398,7 +398,7 @@ impl RunCore {
     }
 
     /// Where the orchestrator keeps the run: set once, when it admits the run, before the
-    /// run is marked admitted (`Admission::admit`, whose compare-and-swap publishes it).
+    /// run is marked admitted by `Admission::admit`, whose compare-and-swap publishes it.
     #[inline]
     pub(in crate::engine) fn keep(&self, key: RunKey) {
         let kept = self.key.set(key).is_ok();
@@ -446,8 +446,8 @@ impl RunCore {
     }
 
     /// Marks the run cancelled for `reason`, and cancels the run-wide token if one was
-    /// made; whether this call did (the first reason wins, and a run that is over is not
-    /// cancelled).
+    /// made; whether this call did. The first reason wins, and a run that is over is not
+    /// cancelled.
     pub(in crate::engine) fn begin_cancel(&self, reason: CancelReason) -> bool {
         // The reason is set before the flag: whoever sees the flag finds the reason.
         if self.is_over() || self.reason.set(reason).is_err() {

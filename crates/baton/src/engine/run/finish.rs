@@ -1,6 +1,6 @@
-//! How a node's end spreads: its downstreams released (one returned to run inline, the
-//! others queued), and, for a node without a value, its pending downstreams skipped; a
-//! router's branches not taken.
+//! How a node's end spreads. Its downstreams are released: one is returned to run inline,
+//! the others are queued. For a node without a value, its pending downstreams are skipped.
+//! A router's branches not taken end `NotTaken`.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use crate::error::CancelReason;
 use crate::report::{Outcome, Record};
 
 /// What finishing a node released: a downstream for the caller to run inline, and whether
-/// a driver was spawned for the others (see [`RunState::schedule`]).
+/// a driver was spawned for the others; see [`RunState::schedule`].
 #[derive(Debug, Clone, Copy)]
 pub(in crate::engine) struct Released {
     pub(in crate::engine) next: Option<u32>,
@@ -23,7 +23,7 @@ pub(in crate::engine) struct Released {
 }
 
 impl<I: Send + Sync + 'static> RunState<I> {
-    /// Finalizes a node that was pending (`PENDING -> DONE`), if nobody else did. Returns
+    /// Finalizes a node that was pending, from `PENDING` to `DONE`, if nobody else did. Returns
     /// whether this call did it.
     pub(in crate::engine) fn pass_over(&self, id: u32, record: Record) -> bool {
         let Some(node) = self.core.node(id) else {
@@ -46,7 +46,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
     }
 
     /// Ends `first` and everything downstream of it that is still pending with `outcome`
-    /// (`Skipped`, or `NotTaken` below a branch that was not taken).
+    /// `Skipped`, or `NotTaken` below a branch that was not taken.
     fn pass_over_from(&self, first: u32, because: u32, outcome: Outcome) {
         let core = &self.core;
         let meta = &self.graph.meta;
@@ -67,9 +67,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
         self.release(ended);
     }
 
-    /// Marks the branches of router `id` other than `chosen` `NotTaken` (and skips whatever
-    /// depends on them directly); returns how many branches it marked, for the caller to
-    /// release.
+    /// Marks the branches of router `id` other than `chosen`, and whatever depends on them,
+    /// `NotTaken`. Returns how many branches it marked, for the caller to release.
     pub(in crate::engine) fn not_taken_except(
         &self,
         id: u32,
@@ -92,13 +91,14 @@ impl<I: Send + Sync + 'static> RunState<I> {
         marked
     }
 
-    /// Records how node `id` (run by a driver) ended and releases its downstreams: one
+    /// Records how node `id`, run by a driver, ended and releases its downstreams: one
     /// downstream that became ready is returned for the caller to run inline, the others are
     /// queued. Does not release the node from `live`: the driver does, with itself, when it
-    /// ends (one atomic operation for a whole chain).
+    /// ends, in one atomic operation for a whole chain.
     ///
-    /// The others are queued for all, or, on a one-worker runtime (or in an inline run while
-    /// its future drives it), go on `local`, the driver's own stack (`ready/mod.rs`).
+    /// The others are queued for all. On a one-worker runtime, or in an inline run while its
+    /// future drives it, they go on `local` instead, the driver's own stack; see
+    /// `ready/mod.rs`.
     pub(in crate::engine) fn finish(
         self: &Arc<Self>,
         id: u32,
@@ -134,9 +134,9 @@ impl<I: Send + Sync + 'static> RunState<I> {
         self.record(id, record, true);
         let mut next = None;
         let mut spawned = false;
-        // A driver keeps extra ready nodes for itself only on a one-worker runtime (or in an
-        // inline run, which counts one), where no other worker could take them (`ready.rs`);
-        // always while an inline run is local (every driver is polled in the same task).
+        // A driver keeps extra ready nodes for itself only on a one-worker runtime, where no
+        // other worker could take them, as `ready/mod.rs` says; an inline run counts one. It
+        // always keeps them while an inline run is local: every driver is polled in one task.
         let workers = self.workers();
         let keep = core.is_local() || (workers == 1 && !core.ready().wants_help(workers));
         for &d in downstreams {
@@ -165,9 +165,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
 
     /// When `next`, released by its upstream `id` that ended at `end`, starts if run at once:
     /// the latest end among its upstreams, when nothing but the scheduler's own bookkeeping
-    /// ran between those ends and now. `None` (read the clock) when user code may have run
-    /// in between (callbacks, observers), when `id` has more than two downstreams (queuing
-    /// the others takes time, and may spawn a driver), or past two upstreams (reading records at scattered places costs more than the clock).
+    /// ran between those ends and now. `None`, to read the clock, when user code such as
+    /// callbacks or observers may have run in between; when `id` has more than two
+    /// downstreams, as queuing the others takes time and may spawn a driver; or past two
+    /// upstreams, as reading records at scattered places costs more than the clock.
     pub(in crate::engine) fn ready_at(&self, id: u32, next: u32, end: Instant) -> Option<Instant> {
         if !self.quiet_after(id) {
             return None;
@@ -187,10 +188,11 @@ impl<I: Send + Sync + 'static> RunState<I> {
         }
     }
 
-    /// Whether finishing node `id`, which produced a value (a node without one skips its
-    /// downstreams, running their callbacks), runs nothing but the scheduler's bookkeeping,
-    /// and little of it: no observer, no callbacks of `id`, at most two downstreams to
-    /// release. Then the node's end is still "now" for whatever its driver starts next.
+    /// Whether finishing node `id`, which produced a value, runs nothing but the scheduler's
+    /// bookkeeping, and little of it: no observer, no callbacks of `id`, at most two
+    /// downstreams to release. Then the node's end is still "now" for whatever its driver
+    /// starts next. A node without a value is not asked: it skips its downstreams, running
+    /// their callbacks.
     pub(in crate::engine) fn quiet_after(&self, id: u32) -> bool {
         let graph = &self.graph;
         !self.observed() && graph.callbacks(id).is_none() && graph.meta.downstreams(id).len() <= 2

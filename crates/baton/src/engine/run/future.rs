@@ -33,52 +33,55 @@ enum Phase {
 
 /// One run of a graph: a future that resolves to the run's [`Report`].
 ///
-/// Nothing starts until it is first polled; it must be polled inside a tokio runtime (any
-/// flavour), on which its nodes run. Dropping it before it is ready cancels every node
+/// Nothing starts until it is first polled; it must be polled inside a tokio runtime of any
+/// flavour, on which its nodes run. Dropping it before it is ready cancels every node
 /// of the run: a node that has not started never starts, a running one is dropped at its
 /// next `.await`. [`Run::canceller`] gives a handle that cancels it from elsewhere.
 ///
-/// By default ([`StartMode::Inline`](crate::run::StartMode::Inline)) the run's nodes run inside
-/// this future, in the task that awaits it (so the first poll may already call tasks), as
-/// `tokio::join!` would poll them: a node that waits stays here, polled again when it is
-/// woken, and the run spawns no task, unless it spreads (on several workers, when one poll
-/// would start more nodes than its budget: see `StartMode::Inline`). Each node spends a
-/// unit of the awaiting task's coop budget (tokio's `coop`), as a spawned driver's would
-/// (starting a run spends a unit too: a run that finds none left yields before it starts).
-/// A node sees the awaiting task's task-locals and current `LocalSet`; it should not rely on
-/// either. A run that spreads ([`StartMode::Spread`](crate::run::StartMode::Spread)) on a
-/// runtime with more workers runs every node in tasks of its own instead, so a node that
-/// computes never holds up the awaiting task (its timeout, the futures it joins). Where one
-/// thread runs every task (taken to be so on a current-thread runtime, or on a one-worker
-/// runtime awaited from one of its tasks) a spread run starts its first nodes here, and a
-/// node that waits moves to a task of its own, so that run goes on while this future is not
-/// polled. Tokio does not say which thread is its worker: a spread run awaited from a
-/// `LocalSet`, a blocking thread (`spawn_blocking` and `Handle::block_on`) or another
-/// thread's `Handle::block_on` on such a runtime starts its nodes in the awaiting task too,
-/// and one that computes holds that thread as it would in a `tokio::join!`.
+/// By default, with [`StartMode::Inline`](crate::run::StartMode::Inline), the run's nodes run
+/// inside this future, in the task that awaits it, so the first poll may already call tasks.
+/// They are polled as `tokio::join!` would poll them: a node that waits stays here, polled
+/// again when it is woken, and the run spawns no task unless it spreads. It spreads on
+/// several workers, when one poll would start more nodes than its budget: see
+/// `StartMode::Inline`. Each node spends a unit of the awaiting task's coop budget, tokio's
+/// `coop`, as a spawned driver's would. Starting a run spends a unit too: a run that finds
+/// none left yields before it starts. A node sees the awaiting task's task-locals and
+/// current `LocalSet`; it should not rely on either. A run that spreads, with
+/// [`StartMode::Spread`](crate::run::StartMode::Spread), on a runtime with more workers
+/// runs every node in tasks of its own instead, so a node that computes never holds up the
+/// awaiting task, its timeout or the futures it joins. Where one thread runs every task, a
+/// spread run starts its first nodes here, and a node that waits moves to a task of its own,
+/// so that run goes on while this future is not polled. One thread is taken to run every
+/// task on a current-thread runtime, and on a one-worker runtime awaited from one of its
+/// tasks. Tokio does not say which thread is its worker: a spread run awaited on such a
+/// runtime from a `LocalSet`, from a blocking thread of `spawn_blocking` or
+/// `Handle::block_on`, or from another thread's `Handle::block_on` starts its nodes in the
+/// awaiting task too, and one that computes holds that thread as it would in a
+/// `tokio::join!`.
 ///
 /// # Output
 /// - `Ok(report)`: every node ended, and the failure mode accepts the outcomes.
-/// - [`RunError::Failed`] (fail-all, fail-fast) or [`RunError::Cancelled`], both carrying the
-///   report; [`RunError::NoRuntime`] when polled outside tokio; [`RunError::NoTimers`]
-///   when its policies need timers and its runtime has none (nothing runs).
+/// - [`RunError::Failed`], under fail-all or fail-fast, or [`RunError::Cancelled`], both
+///   carrying the report; [`RunError::NoRuntime`] when polled outside tokio;
+///   [`RunError::NoTimers`] when its policies need timers and its runtime has none, and
+///   then nothing runs.
 ///
 /// Polling it again after it is ready returns the same result again.
 #[must_use = "a run does nothing until it is awaited"]
 pub struct Run<I: Send + Sync + 'static> {
     pub(in crate::engine) state: Arc<RunState<I>>,
     phase: Phase,
-    /// Its span has no parent ([`RunOptions::detached_span`]).
+    /// Its span has no parent; see [`RunOptions::detached_span`].
     detached_span: bool,
     /// The driver that runs the first nodes inside this future, if `start` gave one.
-    /// (`SyncWrapper`: reached only through `&mut self`, so `Run` stays `Sync` although the
-    /// driver's boxed futures are only `Send`.)
+    /// It is in a `SyncWrapper`, reached only through `&mut self`, so `Run` stays `Sync`
+    /// although the driver's boxed futures are only `Send`.
     embedded: Option<SyncWrapper<driver::Driver<I>>>,
-    /// The drivers an inline run spawned while local (nodes that wait, and those that run
-    /// after them), polled here (`joined.rs`).
+    /// The drivers an inline run spawned while local, for nodes that wait and those that run
+    /// after them, polled here through `joined.rs`.
     joined: SyncWrapper<Joined<I>>,
     /// The waker last registered for the run's end: a poll with the same one registers
-    /// nothing (the run's end wakes it once).
+    /// nothing, as the run's end wakes it once.
     registered: Option<Waker>,
     /// The task this future was last found polled in on the run's own runtime, if any.
     home: Option<tokio::task::Id>,
@@ -116,7 +119,7 @@ impl<I: Send + Sync + 'static> Run<I> {
         }
     }
 
-    /// The run's id (also part of every node's idempotency key).
+    /// The run's id, also part of every node's idempotency key.
     #[must_use]
     pub fn id(&self) -> RunId {
         self.state.core.run_id()
@@ -219,7 +222,7 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
                     return Poll::Ready(Err(RunError::NoTimers));
                 }
                 // Starting a run spends a unit of the task's coop budget; with none left the
-                // task yields first (its first nodes run here, see `RunState::start`).
+                // task yields first. Its first nodes run here; see `RunState::start`.
                 match tokio::task::coop::poll_proceed(cx) {
                     Poll::Ready(coop) => coop.made_progress(),
                     Poll::Pending => return Poll::Pending,
@@ -237,7 +240,7 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
                         self.phase = Phase::Refused;
                         return Poll::Ready(Err(RunError::ShuttingDown));
                     };
-                    // Read when the run ends (`report_end`), after `start` marked it
+                    // Read when the run ends, by `report_end`, after `start` marked it
                     // admitted: that compare-and-swap publishes it.
                     state.core.keep(key);
                     // `start` also marks the run admitted, before its first driver.
@@ -248,15 +251,15 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
             }
             Phase::Running | Phase::Done => {}
         }
-        // The first nodes run here while they end at once; the driver then ends (it never
-        // waits: see `RunState::start`), and the rest of an inline run spreads over the
+        // The first nodes run here while they end at once; the driver then ends, since it
+        // never waits: see `RunState::start`. The rest of an inline run spreads over the
         // workers.
         if let Some(driver) = self.embedded.as_mut() {
             if Pin::new(driver.get_mut()).poll(cx).is_ready() {
                 self.embedded = None;
                 // A spread run's future stops driving it: the rest spreads. An inline run
-                // stays local (its drivers are polled below) until the spread rule says
-                // otherwise (`driver/`).
+                // stays local, its drivers polled below, until the spread rule of `driver/`
+                // says otherwise.
                 if !self.state.core.is_local() {
                     self.state.core.spread();
                 }
@@ -285,8 +288,8 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
 
 impl<I: Send + Sync + 'static> Run<I> {
     /// Whether this poll runs on the runtime the run started on: in the task where it last
-    /// found so (task ids are unique in the process, and a task stays on its runtime), or
-    /// else on a runtime of the same id.
+    /// found so, or else on a runtime of the same id. Task ids are unique in the process,
+    /// and a task stays on its runtime.
     fn on_its_runtime(&mut self) -> bool {
         let task = tokio::task::try_id();
         if task.is_some() && task == self.home {
@@ -300,9 +303,9 @@ impl<I: Send + Sync + 'static> Run<I> {
         home
     }
 
-    /// Polled away from the runtime it started on (that runtime may be gone: its timers
-    /// with it), the run spreads: the drivers polled here become tasks of that runtime,
-    /// which end their nodes `Cancelled` for `RuntimeShutdown` if it shut down.
+    /// Polled away from the runtime it started on, the run spreads: the drivers polled here
+    /// become tasks of that runtime, which end their nodes `Cancelled` for `RuntimeShutdown`
+    /// if it shut down. That runtime may be gone, and its timers with it.
     fn send_home(&mut self) {
         self.state.core.spread();
         for mut driver in self.joined.get_mut().take_all() {
@@ -318,7 +321,7 @@ impl<I: Send + Sync + 'static> Drop for Run<I> {
             self.state.cancel(CancelReason::Dropped);
         }
         // Drivers not yet moved to the set hold the run's state: they end here, with the
-        // run cancelled, not with it (the state would keep itself alive).
+        // run cancelled, not with it, or the state would keep itself alive.
         let inbox = std::mem::take(
             &mut *self
                 .state
@@ -331,8 +334,8 @@ impl<I: Send + Sync + 'static> Drop for Run<I> {
 }
 
 /// Whether `handle`'s runtime has timers, checked once per runtime and thread: tokio says
-/// so only by panicking when a timer is made without them (the panic is caught; the
-/// default panic hook prints it once).
+/// so only by panicking when a timer is made without them. The panic is caught, and the
+/// default panic hook prints it once.
 fn timers_on(handle: &tokio::runtime::Handle) -> bool {
     use std::cell::Cell;
     thread_local! {
@@ -381,8 +384,8 @@ impl RunCanceller {
         }
     }
 
-    /// Whether the run has been cancelled (by this handle, a drop, fail-fast, the
-    /// orchestrator, or its runtime shutting down).
+    /// Whether the run has been cancelled: by this handle, a drop, fail-fast, the
+    /// orchestrator, or its runtime shutting down.
     #[must_use]
     pub fn is_cancelled(&self) -> bool {
         self.cancelled.is_cancelled()
@@ -409,7 +412,7 @@ pub enum RunError {
         "run failed: node `{node}` failed ({failed} failed, {skipped} skipped, {cancelled} cancelled)"
     )]
     Failed {
-        /// The first node (in end-time order) that failed.
+        /// The first node, in end-time order, that failed.
         node: String,
         /// How many nodes ended `Failed`.
         failed: usize,
@@ -432,17 +435,17 @@ pub enum RunError {
     /// The run was polled outside a tokio runtime, so it could not spawn its nodes.
     #[error("no tokio runtime: a baton run must be awaited inside a tokio runtime")]
     NoRuntime,
-    /// The run's policies (timeouts, retries, budgets, bulkheads) or its own timeout need
-    /// tokio's timers, and its runtime was built without them; nothing ran.
+    /// The run's policies, such as timeouts, retries, budgets and bulkheads, or its own
+    /// timeout need tokio's timers, and its runtime was built without them; nothing ran.
     #[error(
         "the tokio runtime has no timers, which this run's timeouts, retries or budgets need: build it with `enable_time()` (or `enable_all()`)"
     )]
     NoTimers,
-    /// The orchestrator is shutting down (or shut down) and accepts no new run; nothing ran.
+    /// The orchestrator is shutting down or shut down, and accepts no new run; nothing ran.
     #[error("orchestrator is shutting down: run refused")]
     ShuttingDown,
     /// The run failed by its graph's compensation trigger, and every compensation of the
-    /// nodes that succeeded succeeded ([`Report::compensation`]).
+    /// nodes that succeeded succeeded; see [`Report::compensation`].
     #[error("run failed and was compensated ({compensated} compensation(s) ran)")]
     Compensated {
         /// How many compensations ran.
@@ -451,7 +454,7 @@ pub enum RunError {
         report: Box<Report>,
     },
     /// The run failed by its graph's compensation trigger, and some compensation failed
-    /// (or could not run): `failed` names their nodes.
+    /// or could not run: `failed` names their nodes.
     #[error("run failed and was partially compensated: compensation of {} failed", failed.join(", "))]
     PartiallyCompensated {
         /// The nodes whose compensation failed or could not run.

@@ -1,5 +1,5 @@
 //! The drivers an inline run polls in its own future: those it "spawned" while it had not
-//! spread (nodes that wait, and the nodes that run after them in the same driver).
+//! spread: nodes that wait, and the nodes that run after them in the same driver.
 //!
 //! The first [`POLLED_TOGETHER`] of them are held in a list and polled with the run's
 //! waker, every one at each wake-up of the run, as `tokio::join!` polls its futures: no
@@ -34,7 +34,7 @@ pub(super) struct Joined<I> {
 }
 
 impl<I: Send + Sync + 'static> Joined<I> {
-    /// None yet (allocates nothing).
+    /// None yet; allocates nothing.
     pub(super) fn new() -> Self {
         Joined {
             few: Vec::new(),
@@ -55,9 +55,9 @@ impl<I: Send + Sync + 'static> Joined<I> {
     }
 
     /// Polls the drivers held: the few polled together, and those of the set woken since
-    /// their last poll; first taking in the ones spawned since (`run`'s inbox), and again
-    /// while polling them spawned more (those are polled at once, as a spawned task would
-    /// be; the others are not polled twice in one call).
+    /// their last poll. It first takes in the ones spawned since, from `run`'s inbox, and
+    /// again while polling them spawned more. Those are polled at once, as a spawned task
+    /// would be; the others are not polled twice in one call.
     pub(super) fn poll(&mut self, run: &RunState<I>, cx: &mut Context<'_>) {
         let mut from = 0;
         loop {
@@ -77,7 +77,7 @@ impl<I: Send + Sync + 'static> Joined<I> {
             from = self.few.len();
             if let Some(set) = self.set.as_mut().filter(|set| !set.is_empty()) {
                 // Each driver returns when it ends; the set returns `Pending` once none of
-                // those woken is left, or it gives the task's turn back (it polled each once).
+                // those woken is left, or it gives the task's turn back after polling each once.
                 while let Poll::Ready(Some(())) = set.poll_next_unpin(cx) {}
             }
             if !run.inboxed.load(Ordering::Relaxed) {
@@ -88,7 +88,7 @@ impl<I: Send + Sync + 'static> Joined<I> {
 
     /// Takes in the drivers spawned since the last look at `run`'s inbox. With none held
     /// and few enough, the inbox's list becomes the held one, and the empty held one the
-    /// inbox's (no driver moves, and neither list allocates again).
+    /// inbox's: no driver moves, and neither list allocates again.
     fn take_inbox(&mut self, run: &RunState<I>) {
         let mut inbox = run.inbox.lock().unwrap_or_else(PoisonError::into_inner);
         if self.is_empty() && inbox.len() <= POLLED_TOGETHER {

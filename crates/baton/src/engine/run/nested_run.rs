@@ -1,4 +1,4 @@
-//! A run nested in a node of another run (`NodeBuilder::subgraph`): its events reach the
+//! A run nested in a node of another run by `NodeBuilder::subgraph`: its events reach the
 //! outer run's observers, told as the outer run's, and its report is kept for the node's
 //! entry, also when the node's attempt is cut and the inner run with it.
 
@@ -22,7 +22,7 @@ pub(in crate::engine) struct Parent {
     /// The outer run's orchestrator.
     orchestrator: Orchestrator,
     /// Whether its observers get the events here: not when a run further out has the
-    /// same observers (they get the events there, once).
+    /// same observers, which get the events there, once.
     delivers: bool,
     run: RunId,
     graph: Option<Box<str>>,
@@ -48,7 +48,7 @@ impl Parent {
     }
 
     /// Tells `event` of a nested run as the outer run's, about `node/name`; a run's start
-    /// and end are not told (the outer node's start and end frame the nested run).
+    /// and end are not told, as the outer node's start and end frame the nested run.
     pub(in crate::engine) fn forward(&self, event: &Event<'_>) {
         let Some(name) = event.node() else {
             return;
@@ -86,8 +86,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
 }
 
 /// A subgraph node's inner run: resolves to its result, and keeps its report for the
-/// node's entry when it ends or when it is dropped (the attempt cut, the outer run
-/// cancelled), the report then saying what the inner run did until then.
+/// node's entry when it ends or when it is dropped, as when the attempt is cut or the outer
+/// run cancelled. The report then says what the inner run did until then.
 pub(crate) struct NestedRun<I: Send + Sync + 'static, J: Send + Sync + 'static> {
     run: Option<Run<J>>,
     outer: Arc<RunState<I>>,
@@ -149,8 +149,8 @@ impl<I: Send + Sync + 'static, J: Send + Sync + 'static> Future for NestedRun<I,
 }
 
 impl<I: Send + Sync + 'static, J: Send + Sync + 'static> Drop for NestedRun<I, J> {
-    /// Cut before it ended: dropping the run cancels it (its nodes running end
-    /// `Cancelled`, and those pending); its report is kept as it stands.
+    /// Cut before it ended: dropping the run cancels it, and its nodes running or pending
+    /// end `Cancelled`. Its report is kept as it stands.
     fn drop(&mut self) {
         let Some(run) = self.run.take() else {
             return;

@@ -1,11 +1,11 @@
-//! One node's per-run state: its lifecycle and join counter ([`NodeState`], the protocol
-//! every party that starts or ends a node goes through), and the rest of its bookkeeping
-//! ([`Slot`]); and the per-run arrays of them ([`RunBuffers`]).
+//! One node's per-run state. [`NodeState`] holds its lifecycle and join counter, the
+//! protocol every party that starts or ends a node goes through. [`Slot`] holds the rest of
+//! its bookkeeping, and [`RunBuffers`] the per-run arrays of both.
 //!
 //! A node's lifecycle goes `PENDING -> RUNNING -> DONE` or `PENDING -> DONE`, each step one
 //! atomic operation, so exactly one party finalizes each node: whoever moved it to
-//! `RUNNING` (and ran it), or whoever moved it straight to `DONE` (skipped, not taken,
-//! cancelled while pending). Only [`NodeState`]'s methods touch its atomics.
+//! `RUNNING` and ran it, or whoever moved it straight to `DONE` when it was skipped, not
+//! taken, or cancelled while pending. Only [`NodeState`]'s methods touch its atomics.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 
@@ -21,8 +21,8 @@ const RUNNING: u8 = 1;
 const DONE: u8 = 2;
 
 /// What the scheduler touches for every edge: a node's join counter and lifecycle state,
-/// eight bytes, in an array of their own (a million nodes' worth fits in the cache, where
-/// the records would not).
+/// eight bytes, in an array of their own. A million nodes' worth fits in the cache, where
+/// the records would not.
 #[derive(Debug)]
 pub(in crate::engine) struct NodeState {
     /// Upstreams that have not ended yet.
@@ -34,7 +34,7 @@ pub(in crate::engine) struct NodeState {
 #[must_use]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(in crate::engine) enum Claim {
-    /// The node was pending and is now `RUNNING`: the caller runs it (or queues it).
+    /// The node was pending and is now `RUNNING`: the caller runs it or queues it.
     Claimed,
     /// Someone else already started or ended it.
     Taken,
@@ -55,11 +55,11 @@ pub(in crate::engine) enum PassOver {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(in crate::engine) enum Release {
     /// This was its last upstream and the node was pending: it is now `RUNNING`, the
-    /// caller's to run (or queue).
+    /// caller's to run or queue.
     Ready,
     /// Other upstreams have not ended yet.
     Waiting,
-    /// Its last upstream ended, but the node was already ended (skipped, cancelled).
+    /// Its last upstream ended, but the node was already ended: skipped or cancelled.
     Ended,
 }
 
@@ -92,7 +92,7 @@ impl NodeState {
         }
     }
 
-    /// `PENDING -> DONE`: the node ends without running (skipped, not taken, cancelled).
+    /// `PENDING -> DONE`: the node ends without running, when skipped, not taken or cancelled.
     #[inline]
     pub(in crate::engine) fn pass_over(&self) -> PassOver {
         match self
@@ -127,7 +127,7 @@ impl NodeState {
         self.state.store(DONE, Ordering::Release);
     }
 
-    /// Whether some driver is running it (claimed, not finished).
+    /// Whether some driver is running it: claimed, not finished.
     #[inline]
     pub(in crate::engine) fn is_running(&self) -> bool {
         self.state.load(Ordering::Acquire) == RUNNING
@@ -140,18 +140,18 @@ impl NodeState {
     }
 }
 
-/// The rest of one node's per-run state: written by whoever runs the node (one party at a
-/// time), read by the report once the node ended.
+/// The rest of one node's per-run state: written by whoever runs the node, one party at a
+/// time, and read by the report once the node ended.
 #[derive(Debug)]
 pub(in crate::engine) struct Slot {
     attempts: AtomicU32,
-    /// Counted in the orchestrator's `nodes_in_flight` gauge (it started): uncounted when it
-    /// ends. A node cancelled or abandoned before it started was never counted.
+    /// Counted in the orchestrator's `nodes_in_flight` gauge, as it started; uncounted when
+    /// it ends. A node cancelled or abandoned before it started was never counted.
     counted: AtomicBool,
     /// Its outcome is not in the orchestrator's counters yet: it was recorded before its run
-    /// was marked admitted (see `RunState::report_end`).
+    /// was marked admitted; see `RunState::report_end`.
     uncounted: AtomicBool,
-    /// Blocking attempts abandoned (timed out or cancelled) while their closure still ran.
+    /// Blocking attempts abandoned by a timeout or a cancel while their closure still ran.
     abandoned: AtomicU32,
     /// The driver running the node, woken when the run is cancelled.
     waker: AtomicWaker,
@@ -184,7 +184,8 @@ impl Slot {
         self.attempts.load(Ordering::SeqCst)
     }
 
-    /// Marks the node counted in the in-flight gauge; whether this call did (it was not).
+    /// Marks the node counted in the in-flight gauge; whether this call did, which it does
+    /// only if the node was not counted yet.
     /// Only whoever runs the node calls it: a load and a store do what a swap would.
     #[inline]
     pub(in crate::engine) fn mark_counted(&self) -> bool {
@@ -201,7 +202,7 @@ impl Slot {
         self.counted.load(Ordering::Relaxed)
     }
 
-    /// Marks the node's outcome as not counted yet (recorded before its run was admitted).
+    /// Marks the node's outcome as not counted yet: it was recorded before its run was admitted.
     pub(in crate::engine) fn mark_uncounted(&self) {
         self.uncounted.store(true, Ordering::Relaxed);
     }
@@ -238,7 +239,7 @@ impl Slot {
         self.record.get()
     }
 
-    /// Writes the node's record (once: only whoever finalizes the node writes it).
+    /// Writes the node's record, once: only whoever finalizes the node writes it.
     #[inline]
     pub(in crate::engine) fn set_record(&self, record: Settled) {
         let written = self.record.set(record).is_ok();
@@ -248,8 +249,8 @@ impl Slot {
 
 /// The per-run arrays of one run: node states, slots, values, ready-queue slots.
 ///
-/// The graph keeps those of its ended runs, cleared (no value or record survives its run),
-/// for its next runs (`graph/spare.rs`).
+/// The graph keeps those of its ended runs for its next runs, cleared so that no value or
+/// record survives its run; see `graph/spare.rs`.
 #[derive(Debug)]
 pub(in crate::engine) struct RunBuffers {
     pub(in crate::engine) nodes: Box<[NodeState]>,
@@ -266,8 +267,8 @@ impl RunBuffers {
                 .map(|i| NodeState::new(in_degree(i)))
                 .collect(),
             // From a constant, not a value built on the stack: LLVM then writes each slot
-            // with a few stores instead of building it and copying it over (a
-            // store-forwarding stall per slot, the most costly part of a small run's start).
+            // with a few stores instead of building it and copying it over. The copy costs a
+            // store-forwarding stall per slot, the most costly part of a small run's start.
             slots: (0..n).map(|_| Slot::EMPTY).collect(),
             values: (0..n).map(|_| WriteOnce::new()).collect(),
             queue: ReadyQueue::slots(n),

@@ -2,12 +2,13 @@
 //!
 //! A node of such a graph touches a dozen cache lines that sit wherever its index puts
 //! them: its definition, its slot, its edges, its upstreams' values, its downstreams' join
-//! counters. Each hint is issued as soon as its address is known: when a node is made
-//! ready ([`RunState::prefetch_node`]), when it starts (`GraphInner::prefetch_task`), when
-//! it reads its upstreams ([`RunState::prefetch_values`]) and when it ends
-//! ([`RunState::prefetch_counters`]). Only runs of large, scattered graphs issue them
-//! (`RunCore::prefetch`); hints change nothing observable, so the tests that check the
-//! values of such graphs (4 900 nodes in layers, a fan-out of 10 000) check these paths.
+//! counters. Each hint is issued as soon as its address is known: by
+//! [`RunState::prefetch_node`] when a node is made ready, by `GraphInner::prefetch_task`
+//! when it starts, by [`RunState::prefetch_values`] when it reads its upstreams and by
+//! [`RunState::prefetch_counters`] when it ends. Only runs of large, scattered graphs issue
+//! them, as `RunCore::prefetch` decides. Hints change nothing observable, so the tests that
+//! check the values of such graphs check these paths: 4 900 nodes in layers, and a fan-out
+//! of 10 000.
 
 use super::state::RunState;
 use crate::engine::graph::neighbours;
@@ -18,7 +19,7 @@ use crate::util::prefetch::{prefetch, prefetch_all};
 const MAX_EDGES: usize = 16;
 
 impl<I> RunState<I> {
-    /// Prefetches the values of node `id`'s upstreams `ups` (the first [`MAX_EDGES`]).
+    /// Prefetches the values of node `id`'s upstreams `ups`, the first [`MAX_EDGES`] of them.
     #[inline]
     pub(crate) fn prefetch_values(&self, id: u32, ups: &[u32]) {
         for &u in ups.iter().take(MAX_EDGES) {
@@ -28,8 +29,8 @@ impl<I> RunState<I> {
         }
     }
 
-    /// Prefetches the join counters of node `id`'s downstreams `downs` (the first
-    /// [`MAX_EDGES`]), which its end decrements.
+    /// Prefetches the join counters of node `id`'s downstreams `downs`, which its end
+    /// decrements; only the first [`MAX_EDGES`] of them.
     #[inline]
     pub(crate) fn prefetch_counters(&self, id: u32, downs: &[u32]) {
         for &d in downs.iter().take(MAX_EDGES) {
@@ -40,7 +41,7 @@ impl<I> RunState<I> {
     }
 
     /// Prefetches what node `id`, just made ready, will read first: its definition, its
-    /// slot (every line of it), its edge offsets, its value's cell.
+    /// slot with every line of it, its edge offsets, its value's cell.
     #[inline]
     pub(crate) fn prefetch_node(&self, id: u32) {
         let i = id as usize;

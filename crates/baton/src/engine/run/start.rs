@@ -2,16 +2,16 @@
 
 use std::fmt;
 
-/// Where a run's nodes run: in the task that awaits the run, as in `tokio::join!` (the
-/// default), or in tasks of the run's own, spread over tokio's workers. Set per graph with
+/// Where a run's nodes run: by default in the task that awaits the run, as in `tokio::join!`,
+/// or in tasks of the run's own, spread over tokio's workers. Set per graph with
 /// [`GraphBuilder::start_mode`](crate::GraphBuilder::start_mode), per run with
 /// [`RunOptions::start_mode`](crate::RunOptions::start_mode).
 ///
-/// Both run independent nodes at once (a node that waits never holds up another) and both
-/// report the same; they differ in what a node that *computes* in its poll (no `.await`
-/// that waits) does to the others, and in what a run costs. Where one thread runs every task
-/// (a current-thread runtime, or a one-worker runtime awaited from one of its tasks) they
-/// are the same.
+/// Both run independent nodes at once, so a node that waits never holds up another, and both
+/// report the same. They differ in what a node that *computes* in its poll, with no `.await`
+/// that waits, does to the others, and in what a run costs. Where one thread runs every
+/// task, as on a current-thread runtime or a one-worker runtime awaited from one of its
+/// tasks, they are the same.
 ///
 /// Why `Inline` is the default: baton's graphs are mostly handlers fanning out to
 /// downstream services, whose nodes wait on I/O; for them `Inline` runs a request in one
@@ -42,16 +42,16 @@ use std::fmt;
 #[non_exhaustive]
 pub enum StartMode {
     /// The default. The task that awaits the run polls its nodes, as `tokio::join!` or a
-    /// `FuturesUnordered` would, and spawns no task: nodes that end on their first poll (a
-    /// cache hit, a no-op, a short computation) run one after another, and a node that
-    /// waits stays in the run's future, polled again there when it is woken (a wake-up polls
+    /// `FuturesUnordered` would, and spawns no task. Nodes that end on their first poll, such
+    /// as a cache hit, a no-op or a short computation, run one after another. A node that
+    /// waits stays in the run's future, polled again there when it is woken. A wake-up polls
     /// the nodes it woke and at most eight others: up to eight waiting nodes are polled
-    /// together, as `tokio::join!` polls its futures). While the run's future is not polled,
+    /// together, as `tokio::join!` polls its futures. While the run's future is not polled,
     /// its nodes make no progress.
     ///
     /// The run uses more than one task only when it spreads: on a runtime with more than
-    /// one worker, when one poll of its future would start more nodes than its budget (128
-    /// nodes, or the awaiting task's coop budget once spent). The nodes it has not started
+    /// one worker, when one poll of its future would start more nodes than its budget:
+    /// 128 nodes, or the awaiting task's coop budget once spent. The nodes it has not started
     /// then run in tasks of its own, as in [`Spread`](Self::Spread), so a large graph uses
     /// every worker after its first nodes; nodes already waiting in its future end there.
     /// On one worker it never spreads: its future yields, and goes on at its next poll.
@@ -59,14 +59,14 @@ pub enum StartMode {
     ///
     /// The price, as with `join!`: nodes that compute in their poll run one after the other
     /// in the awaiting task, not in parallel, and while one computes there, that task does
-    /// nothing else (a timeout around the run cannot fire until the node's poll returns).
+    /// nothing else: a timeout around the run cannot fire until the node's poll returns.
     /// A node sees the awaiting task's task-locals. For graphs whose nodes wait on I/O — a
     /// handler fanning out to downstream services — that costs nothing; put computations in
     /// a [`blocking_task`](crate::NodeBuilder::blocking_task), or spread the run.
     #[default]
     Inline,
-    /// On a multi-thread runtime the run's nodes start in tokio tasks of its own (a few
-    /// drivers, not one task per node), so nodes that compute run in parallel on the
+    /// On a multi-thread runtime the run's nodes start in tokio tasks of its own, a few
+    /// drivers rather than one task per node, so nodes that compute run in parallel on the
     /// workers, and never in the task that awaits the run: a timeout around the run fires
     /// while a node computes, and the futures that task joins go on. Starting costs a spawn
     /// per driver and wake-ups of the other workers. Where one thread runs every task, its
@@ -87,7 +87,7 @@ impl fmt::Display for StartMode {
 impl std::str::FromStr for StartMode {
     type Err = String;
 
-    /// Parses `inline` or `spread` (the names `Display` writes).
+    /// Parses `inline` or `spread`, the names `Display` writes.
     ///
     /// # Errors
     /// Any other text: a message that quotes it and lists the two names.

@@ -2,29 +2,30 @@
 //! recorded, and how the run ends and is cancelled.
 //!
 //! # Invariants
-//! 1. A node's state goes `PENDING -> RUNNING -> DONE` or `PENDING -> DONE` ([`NodeState`],
-//!    `node_state.rs`), so exactly one party finalizes each node: the driver that ran it, or the
-//!    one that skipped, passed over or cancelled it while it was pending. Finalizing
-//!    ([`record`](RunState::record)) writes the record, counts the outcome, fires the node's
-//!    callbacks and its `NodeFinished` event, in that order, exactly once.
-//! 2. `live` counts the nodes not yet finalized plus the drivers still alive (tokio tasks,
-//!    and those a run's future holds: its embedded one, and an inline run's joined ones,
-//!    in its inbox or its set, `driver/`). A record is written before `live`
-//!    is decremented for it, and a driver decrements it as its very last action; the run
-//!    ends when `live` reaches zero, so when the run future resolves every record is
-//!    readable, every callback has fired, and no driver of the run will run a node again
-//!    (one may still be returning from its last poll).
+//! 1. A node's state goes `PENDING -> RUNNING -> DONE` or `PENDING -> DONE`, through
+//!    [`NodeState`] in `node_state.rs`, so exactly one party finalizes each node: the driver
+//!    that ran it, or the one that skipped, passed over or cancelled it while it was pending.
+//!    Finalizing, in [`record`](RunState::record), writes the record, counts the outcome,
+//!    fires the node's callbacks and its `NodeFinished` event, in that order, exactly once.
+//! 2. `live` counts the nodes not yet finalized plus the drivers still alive. Those drivers
+//!    are tokio tasks, and those a run's future holds: its embedded one, and an inline run's
+//!    joined ones in its inbox or its set, as `driver/` says. A record is written before
+//!    `live` is decremented for it, and a driver decrements it as its very last action; the
+//!    run ends when `live` reaches zero, so when the run future resolves every record is
+//!    readable, every callback has fired, and no driver of the run will run a node again.
+//!    One may still be returning from its last poll.
 //! 3. A node starts only when its join counter reaches zero *and* it is still `PENDING`.
-//!    An upstream that ends without a value passes its downstreams over (state to `DONE`)
-//!    *before* decrementing their counters, so whoever brings a counter to zero sees the
-//!    skip.
+//!    An upstream that ends without a value passes its downstreams over, setting their state
+//!    to `DONE`, *before* decrementing their counters, so whoever brings a counter to zero
+//!    sees the skip.
 //! 4. After the run is cancelled, no node starts its task: pending nodes are swept to
 //!    `Cancelled`, and drivers check the flag before and while polling a node.
 //! 5. A `RUNNING` node is, until it ends, in exactly one place: run by a driver, on one
-//!    driver's own stack (one-worker runtimes, and inline runs while their future drives
-//!    them), or in the ready queue (`ready/mod.rs`), which some driver counted active will look
-//!    at before it ends. A driver whose node waits hands its stack to the queue; a driver
-//!    dropped (its runtime shut down) ends what it holds and what is queued `Cancelled`.
+//!    driver's own stack, or in the ready queue of `ready/mod.rs`, which some driver counted
+//!    active will look at before it ends. Drivers keep nodes on their own stack on one-worker
+//!    runtimes, and in inline runs while their future drives them. A driver whose node waits
+//!    hands its stack to the queue; a driver dropped because its runtime shut down ends what
+//!    it holds and what is queued `Cancelled`.
 //!
 //! [`NodeState`]: super::node_state::NodeState
 
@@ -58,7 +59,7 @@ use crate::util::value::Value;
 /// compensations, when it is nested in another run, or when a reload replaced policies.
 #[derive(Default)]
 struct Kept {
-    /// What nodes kept beside their records (a map node's items), by node.
+    /// What nodes kept beside their records, such as a map node's items, by node.
     details: Mutex<Vec<(u32, Arc<Detail>)>>,
     /// What its compensations did, once they ran.
     compensation: OnceLock<Arc<CompensationRecord>>,
@@ -66,7 +67,7 @@ struct Kept {
     /// tell.
     nesting: OnceLock<Nesting>,
     /// The policy records that replaced the graph's after a reload changed a policy set
-    /// they name, as they were when the run started (`None`: the graph's stand).
+    /// they name, as they were when the run started. With `None`, the graph's stand.
     reloaded: Option<Arc<[Arc<ResolvedPolicies>]>>,
 }
 
@@ -78,22 +79,23 @@ pub(crate) struct RunState<I> {
     /// What only runs of map nodes or compensations keep, made on first use, so that
     /// other runs pay one pointer for it.
     kept: OnceLock<Box<Kept>>,
-    /// Drivers spawned by an inline run that has not spread ([`RunCore::is_local`]), for
-    /// its future to poll next (`Run::poll` moves them to the set it polls). Pushed and
+    /// Drivers spawned by an inline run that has not spread, as [`RunCore::is_local`] tells,
+    /// for its future to poll next. `Run::poll` moves them to the set it polls. Pushed and
     /// taken only by code that future polls; emptied when it is dropped.
     pub(in crate::engine) inbox: Mutex<Vec<Driver<I>>>,
     /// The inbox has drivers: set by whoever pushes one, cleared by the future that takes
-    /// them (both polled by that future, on its thread: `Relaxed`).
+    /// them. Both are polled by that future, on its thread, hence `Relaxed`.
     pub(in crate::engine) inboxed: AtomicBool,
-    /// What a driver of this run does when dropped (`Driver::on_drop`), reached from
+    /// What a driver of this run does when dropped, `Driver::on_drop`, reached from
     /// `Drop`, which cannot name the bounds the run's input has.
     pub(in crate::engine) drop_driver: fn(&mut Driver<I>),
     me: Weak<RunState<I>>,
 }
 
 impl<I> RunState<I> {
-    /// Node `id`'s policies in this run, if it has any (a map node's apply to its items:
-    /// none here): the graph's, or those a reload put in their place before the run began.
+    /// Node `id`'s policies in this run, if it has any: the graph's, or those a reload put
+    /// in their place before the run began. A map node's policies apply to its items, so it
+    /// has none here.
     #[inline]
     pub(in crate::engine) fn policy(&self, id: u32) -> Option<&ResolvedPolicies> {
         let policy = self.graph.policy(id)?;
@@ -110,15 +112,15 @@ impl<I> RunState<I> {
         reload::current(policy, reloaded)
     }
 
-    /// The policies of map node `id`'s items in this run, if it has any (as
-    /// [`policy`](Self::policy)).
+    /// The policies of map node `id`'s items in this run, if it has any, found as
+    /// [`policy`](Self::policy) finds a node's.
     pub(in crate::engine) fn item_policy(&self, id: u32) -> Option<&ResolvedPolicies> {
         let policy = self.graph.item_policy(id)?;
         Some(self.reloaded(policy))
     }
 
     /// Node `id`'s policies in this run if it is a task node, as
-    /// [`GraphInner::task_policy`] tells them (as [`policy`](Self::policy)).
+    /// [`GraphInner::task_policy`] tells them, found as [`policy`](Self::policy) finds them.
     #[inline]
     pub(in crate::engine) fn task_policy(&self, id: u32) -> Option<Option<&ResolvedPolicies>> {
         let found = self.graph.task_policy(id);
@@ -245,7 +247,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
     }
 
     /// Counts node `id` as started in the orchestrator's `nodes_in_flight` gauge, once
-    /// ([`record`](Self::record) uncounts it). Called only by whoever runs the node.
+    /// until [`record`](Self::record) uncounts it. Called only by whoever runs the node.
     #[inline]
     pub(in crate::engine) fn count_started(&self, id: u32) {
         if self.core.slot(id).is_some_and(|slot| slot.mark_counted()) {
@@ -287,9 +289,9 @@ impl<I: Send + Sync + 'static> RunState<I> {
         self.core.mark_ended();
     }
 
-    /// The orchestrator admitted the run (`start` calls this once it has fixed the run's
-    /// origin, before the first driver). If the run already ended (it was cancelled while
-    /// being admitted), says so now.
+    /// The orchestrator admitted the run. `start` calls this once it has fixed the run's
+    /// origin, before the first driver. If the run already ended, cancelled while being
+    /// admitted, says so now.
     pub(in crate::engine) fn mark_admitted(&self) {
         if self.core.admission().admit() == Admit::AlreadyEnded {
             self.report_end();
@@ -297,8 +299,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
     }
 
     /// Tells the observers and the orchestrator that the admitted run ended. Counts the
-    /// outcomes of nodes recorded before the run was marked admitted (a cancel that swept
-    /// them while it was being admitted): its nodes were submitted, so they count.
+    /// outcomes of nodes recorded before the run was marked admitted, by a cancel that swept
+    /// them while it was being admitted: its nodes were submitted, so they count.
     fn report_end(&self) {
         let core = &self.core;
         if core.has_uncounted() {
@@ -320,9 +322,9 @@ impl<I: Send + Sync + 'static> RunState<I> {
             }
         }
         if let Some(key) = core.key() {
-            // Ended `Cancelled` by a shutdown, as the run's future will tell its caller (a
-            // cancel that raced with the last node's end cancelled nothing: see
-            // `Run::result`). Rare: the records are read only then.
+            // Ended `Cancelled` by a shutdown, as the run's future will tell its caller. A
+            // cancel that raced with the last node's end cancelled nothing; see
+            // `Run::result`. Rare: the records are read only then.
             let by_shutdown = core.reason() == Some(&CancelReason::Shutdown)
                 && core.nodes().any(|(_, slot)| {
                     slot.record()
@@ -333,8 +335,9 @@ impl<I: Send + Sync + 'static> RunState<I> {
     }
 
     /// Records how node `id` ended and fires what follows from it: outcome count, callbacks,
-    /// `NodeFinished`. The caller owns the node: it moved it to `RUNNING` (`was_running`:
-    /// this moves it to `DONE`), or from `PENDING` to `DONE`. Does not release `live`.
+    /// `NodeFinished`. The caller owns the node: it moved it to `RUNNING`, and with
+    /// `was_running` this moves it to `DONE`; or it moved it from `PENDING` to `DONE`. Does
+    /// not release `live`.
     pub(in crate::engine) fn record(&self, id: u32, record: Record, was_running: bool) {
         let core = &self.core;
         let (Some(node), Some(slot)) = (core.node(id), core.slot(id)) else {
@@ -353,9 +356,9 @@ impl<I: Send + Sync + 'static> RunState<I> {
         }
         self.attempt_ended(id, u32::MAX);
         let counters = self.graph.orchestrator.counters().local();
-        // A node that did not run, recorded before its run was marked admitted (a cancel's
-        // sweep), counts only if the run turns out admitted: `report_end` counts it then.
-        // (A run cancelled before the orchestrator saw it submitted nothing.)
+        // A node that did not run, recorded by a cancel's sweep before its run was marked
+        // admitted, counts only if the run turns out admitted: `report_end` counts it then.
+        // A run cancelled before the orchestrator saw it submitted nothing.
         if was_running || core.admission().counts_outcomes() {
             counters.outcome(outcome);
         } else {
@@ -389,7 +392,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
     }
 
     /// Cancels the run: no node starts its task from now on; pending nodes end `Cancelled`
-    /// at once, running ones as soon as their driver is polled (it is woken here). The first
+    /// at once, running ones as soon as their driver, woken here, is polled. The first
     /// reason wins. Cancelling a run that has ended does nothing.
     pub(in crate::engine) fn cancel(&self, reason: CancelReason) {
         let core = &self.core;
@@ -409,9 +412,9 @@ impl<I: Send + Sync + 'static> RunState<I> {
     }
 
     /// Finalizes a node whose driver disappeared without ending it: it ends `Cancelled`,
-    /// and so does the rest of the run, which cannot go on without it, for `reason` (the
-    /// run's future was dropped with the driver it polled, or the runtime dropped the
-    /// driver's task as it shut down).
+    /// and so does the rest of the run, which cannot go on without it, for `reason`. Either
+    /// the run's future was dropped with the driver it polled, or the runtime dropped the
+    /// driver's task as it shut down.
     pub(in crate::engine) fn abandon(&self, id: u32, reason: &CancelReason) {
         if self.core.node(id).is_some_and(|n| n.is_running()) {
             self.cancel(reason.clone());
@@ -506,7 +509,7 @@ impl<I: Send + Sync + 'static> RunRecords for RunState<I> {
 
 impl<I> RunState<I> {
     /// Node `id`'s idempotency key in this run: what its task's attempts, its map items
-    /// (with their index) and its compensation send downstream.
+    /// with their index, and its compensation send downstream.
     pub(in crate::engine) fn key_of(&self, id: u32) -> IdempotencyKey {
         let caller = self.core.caller_key().cloned();
         IdempotencyKey::new(self.core.run_id(), caller, id)

@@ -28,7 +28,7 @@ fn run_of(graph: &Graph<()>) -> Arc<RunState<()>> {
     )
 }
 
-/// Runs `graph` once on a runtime with `workers` worker threads (from outside it); the
+/// Runs `graph` once on a runtime with `workers` worker threads, from outside it; the
 /// run's state, after its report was dropped.
 fn run_on(graph: &Graph<()>, workers: usize) -> Arc<RunState<()>> {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -65,10 +65,10 @@ where
     g.build().expect("a valid graph")
 }
 
-/// A node with a timeout whose attempts wait (yield twice), and that fails its first
+/// A node with a timeout whose attempts wait by yielding twice, and that fails its first
 /// attempt at once when `retried`: its waiting attempt then runs on the policy path.
-/// (Twice: a run that starts inline moves an attempt to a driver of its own at its first
-/// `Pending`, and that driver sets its timer at the next.)
+/// Twice, because a run that starts inline moves an attempt to a driver of its own at its
+/// first `Pending`, and that driver sets its timer at the next.
 fn waiting_graph(retried: bool) -> Graph<()> {
     timed_graph(Duration::from_secs(60), move |first| async move {
         if first && retried {
@@ -80,7 +80,7 @@ fn waiting_graph(retried: bool) -> Graph<()> {
     })
 }
 
-/// The timer floor (`RunCore::floor_timers`) is set where a policy node's attempt waits,
+/// The timer floor of `RunCore::floor_timers` is set where a policy node's attempt waits,
 /// on the fast path and on the policy path alike, on a runtime with several workers, and
 /// not on one with a single worker, where no other thread parks.
 #[test]
@@ -91,9 +91,9 @@ fn waiting_policy_attempts_set_the_timer_floor_on_several_workers() {
     assert!(!sets_a_floor(&waiting_graph(true), 1), "one worker");
 }
 
-/// An inline run counts one driver while its future drives it; once the future stops
-/// (a 300-node chain: it hands off after its first nodes), every worker's. Spread runs
-/// count every worker from the start, and one worker is one either way.
+/// An inline run counts one driver while its future drives it; once the future stops,
+/// every worker's. A 300-node chain makes it stop: it hands off after its first nodes.
+/// Spread runs count every worker from the start, and one worker is one either way.
 #[test]
 fn an_inline_run_spreads_once_its_future_stops_driving_it() {
     let chain = |start: StartMode| {
@@ -122,8 +122,8 @@ fn an_inline_run_spreads_once_its_future_stops_driving_it() {
 }
 
 /// Holds both workers of `rt`: spawns two tasks that block their worker until `release`
-/// is set. True when both are running within 10 s; false when one worker took both (it
-/// then runs them one after the other, and they are released at once).
+/// is set. True when both are running within 10 s; false when one worker took both. That
+/// worker then runs them one after the other, and they are released at once.
 fn hold_both_workers(rt: &tokio::runtime::Runtime, release: &Arc<AtomicBool>) -> bool {
     let holding = Arc::new(AtomicU32::new(0));
     for _ in 0..2 {
@@ -147,10 +147,10 @@ fn hold_both_workers(rt: &tokio::runtime::Runtime, release: &Arc<AtomicBool>) ->
 }
 
 /// An inline run's future that hands off a run with nodes still queued gives them a
-/// driver per worker: with both workers of the runtime held (so that no spawned driver
-/// runs and leaves), the first poll of a run of 300 roots that end at once runs the
-/// first ones, then hands off, and two drivers are counted active (one without the
-/// hand-off's spawns for queued nodes, or without `spread`). The workers are held with a
+/// driver per worker. With both workers of the runtime held, so that no spawned driver
+/// runs and leaves, the first poll of a run of 300 roots that end at once runs the
+/// first ones, then hands off, and two drivers are counted active. Without the hand-off's
+/// spawns for queued nodes, or without `spread`, only one would be. The workers are held with a
 /// bounded wait, so the test fails instead of hanging when they cannot be.
 #[test]
 fn an_inline_hand_off_gives_queued_nodes_a_driver_per_worker() {
@@ -188,10 +188,10 @@ fn an_inline_hand_off_gives_queued_nodes_a_driver_per_worker() {
 }
 
 /// The floor is registered when the attempt that sets it spent the task's coop budget
-/// before its first `Pending` (its one poll is made outside the budget): it fires with
-/// the attempt's cut, at the same instant, before the run can end. (A 5 ms cut on a
-/// multi-thread runtime, whose clock cannot be paused; nothing is timed: the run ends
-/// after its cut whatever the machine.)
+/// before its first `Pending`, its one poll being made outside the budget: it fires with
+/// the attempt's cut, at the same instant, before the run can end. The cut is 5 ms on a
+/// multi-thread runtime, whose clock cannot be paused. Nothing is timed: the run ends
+/// after its cut whatever the machine.
 #[test]
 fn a_floor_set_with_the_coop_budget_spent_is_registered() {
     let graph = timed_graph(Duration::from_millis(5), |first| async move {
@@ -208,8 +208,8 @@ fn a_floor_set_with_the_coop_budget_spent_is_registered() {
     assert!(floor.is_elapsed(), "the floor was never registered");
 }
 
-/// What a node costs per run, beside its join counter (8 bytes), value cell (24) and
-/// ready-queue cell (4): about 130 bytes per node in all.
+/// What a node costs per run, beside its join counter of 8 bytes, its value cell of
+/// 24 bytes and its ready-queue cell of 4 bytes: about 130 bytes per node in all.
 #[cfg(target_pointer_width = "64")]
 #[test]
 fn a_slot_is_96_bytes_and_its_record_48() {
@@ -220,7 +220,7 @@ fn a_slot_is_96_bytes_and_its_record_48() {
 }
 
 /// A run's arrays go back to the set of the thread that created it, not to that of the
-/// thread that drops it (a run spread over the workers often ends on another): the next
+/// thread that drops it, as a run spread over the workers often ends on another. The next
 /// run created here finds them.
 #[test]
 fn a_run_gives_its_arrays_back_to_its_home_set() {
@@ -253,16 +253,16 @@ fn a_run_gives_its_arrays_back_to_its_home_set() {
     assert!(graph.inner.spare.take(home).is_some(), "the home set");
 }
 
-/// A run prefetches only on a graph that is both large (its arrays outgrow the caches)
-/// and scattered (some edge joins nodes that are not neighbours): not on a small graph,
-/// nor on a long chain or many independent nodes, whose entries the hardware streams.
+/// A run prefetches only on a graph that is both large, its arrays outgrowing the caches,
+/// and scattered, some edge joining nodes that are not neighbours. It does not on a small
+/// graph, nor on a long chain or many independent nodes, whose entries the hardware streams.
 #[test]
 fn only_large_scattered_graphs_prefetch() {
     fn prefetches(graph: &Graph<()>) -> bool {
         run_of(graph).core.prefetch()
     }
     let n = PREFETCH_MIN_NODES;
-    // A chain, then one edge back to the first node (the only scattered edge).
+    // A chain, then one edge back to the first node: the only scattered edge.
     let chain = |len: usize, back: bool| {
         let mut g = Graph::<()>::builder();
         let first: Node<()> = g.node("n0").task(noop);
@@ -290,8 +290,8 @@ fn only_large_scattered_graphs_prefetch() {
 
 /// A node continued inline reuses its upstream's end as its start only when nothing but
 /// the scheduler's bookkeeping can have run in between: no callbacks on the upstreams,
-/// at most one other downstream spawned, at most two upstreams (the other one's record
-/// written).
+/// at most one other downstream spawned, and at most two upstreams, the other one's record
+/// written.
 #[test]
 fn a_start_is_reused_only_when_no_user_code_ran_in_between() {
     let mut g = Graph::<()>::builder();
