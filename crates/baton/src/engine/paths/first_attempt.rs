@@ -43,6 +43,9 @@ use crate::report::{AttemptReport, Record};
 pub(in crate::engine) struct Held {
     ticket: Option<Ticket>,
     armed: Armed,
+    /// The attempt's cut is its start plus its timeout, if it has one: no budget, no run
+    /// deadline (the policy is `simple`).
+    timeout_only: bool,
 }
 
 /// Whether the driver's timer wakes it in time for this attempt's cut ([`wait`]).
@@ -103,6 +106,7 @@ pub(in crate::engine) fn prepare<I: Send + Sync + 'static>(
         Held {
             ticket,
             armed: Armed::No,
+            timeout_only: simple,
         },
     ))
 }
@@ -221,14 +225,22 @@ pub(in crate::engine) fn succeeded<I: Send + Sync + 'static>(
 ) -> Option<Duration> {
     let policy = run.policy(id)?;
     if let (Some(ticket), Some(breaker)) = (held.ticket, policy.breaker.as_ref()) {
-        // Only a slow-call rule reads the duration: skip the arithmetic otherwise.
-        let elapsed = match start {
-            Some(start) if breaker.times_calls() => end.saturating_duration_since(start),
-            _ => Duration::ZERO,
-        };
-        breaker.resume(ticket).success(elapsed);
+        // Only a slow-call rule reads the duration.
+        breaker.closed_success(ticket, || {
+            start.map_or(Duration::ZERO, |start| end.saturating_duration_since(start))
+        });
     }
-    let until = policy.first_cut(run.core.deadline(), start?)?;
+    let start = start?;
+    let until = if held.timeout_only {
+        // What `first_cut` gives with no deadline, without its detour through one.
+        let timeout = policy.declared.timeout?;
+        start
+            .into_std()
+            .checked_add(timeout)
+            .map(Instant::from_std)?
+    } else {
+        policy.first_cut(run.core.deadline(), start)?
+    };
     (end > until).then(|| end.saturating_duration_since(until))
 }
 
