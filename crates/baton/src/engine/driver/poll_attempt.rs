@@ -42,13 +42,30 @@ impl<I: Send + Sync + 'static> Driver<I> {
         let State::Attempt(held) = &mut self.state else {
             unreachable!("polled in `State::Attempt`")
         };
-        match held.take() {
-            Some(held) => self.policy_attempt(polled, held, cx),
-            None => self.bare_attempt(polled, cx),
+        let held = held.take();
+        match polled {
+            // The attempt's token, if it asked for one, ends when the node's record is
+            // written, before its callbacks run; a policy node's breaker is told first.
+            Ok(Poll::Ready(Ok(value))) => {
+                let end = self.run.core.now();
+                let (run, id, start) = (&self.run, self.id, self.start);
+                let overran =
+                    held.and_then(|held| first_attempt::succeeded(run, id, held, start, end));
+                let record = Record::ended(Outcome::Succeeded, Some(value), start, end);
+                self.end(match overran {
+                    None => record,
+                    Some(by) => first_attempt::overran(&self.run, record, by),
+                });
+                ControlFlow::Continue(())
+            }
+            polled => match held {
+                Some(held) => self.policy_attempt(polled, held, cx),
+                None => self.bare_attempt(polled, cx),
+            },
         }
     }
 
-    /// A bare node's attempt was polled: it ends the node, or waits.
+    /// A bare node's attempt was polled and did not succeed: it fails the node, or waits.
     fn bare_attempt(&mut self, polled: Polled, cx: &mut Context<'_>) -> Step {
         match polled {
             Ok(Poll::Pending) if self.embedded => self.migrate(),
@@ -57,13 +74,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
                     return ControlFlow::Break(Poll::Pending);
                 }
             }
-            // The attempt's token, if it asked for one, ends when the node's record is
-            // written, before its callbacks run.
-            Ok(Poll::Ready(Ok(value))) => {
-                let end = self.run.core.now();
-                let record = Record::ended(Outcome::Succeeded, Some(value), self.start, end);
-                self.end(record);
-            }
+            Ok(Poll::Ready(Ok(_))) => unreachable!("a success ends in `poll_attempt`"),
             Ok(Poll::Ready(Err(error))) => {
                 let start = self.start();
                 self.attempt_failed(start, NodeError::Task(error));
@@ -76,22 +87,11 @@ impl<I: Send + Sync + 'static> Driver<I> {
         ControlFlow::Continue(())
     }
 
-    /// A policy node's first attempt was polled: it goes on here while it succeeds or waits
-    /// within its cut; the onion takes it over otherwise.
+    /// A policy node's first attempt was polled and did not succeed: it goes on here while
+    /// it waits within its cut; the onion takes it over otherwise.
     fn policy_attempt(&mut self, polled: Polled, held: Held, cx: &mut Context<'_>) -> Step {
         let attempt = match polled {
-            Ok(Poll::Ready(Ok(value))) => {
-                let end = self.run.core.now();
-                let overran = first_attempt::succeeded(&self.run, self.id, held, self.start, end);
-                let record = Record::ended(Outcome::Succeeded, Some(value), self.start, end);
-                match (overran, self.start) {
-                    (Some(by), Some(start)) => {
-                        self.end(first_attempt::overran(&self.run, record, start, by));
-                    }
-                    _ => self.end(record),
-                }
-                return ControlFlow::Continue(());
-            }
+            Ok(Poll::Ready(Ok(_))) => unreachable!("a success ends in `poll_attempt`"),
             Ok(Poll::Pending) if self.embedded => {
                 // The driver spawned for it polls it next, on this path.
                 self.hold(held);

@@ -31,34 +31,12 @@ use crate::engine::run::state::RunState;
 use crate::engine::task::ctx::{AttemptFuture, CtxCut};
 use crate::onion::{First, FirstAttempt, ResolvedPolicies};
 use crate::policy::CircuitBreaker;
-use crate::policy::breaker::Ticket;
 use crate::policy::deadline::poll_timer;
 use crate::report::{AttemptReport, Record};
 
-/// What the driver holds for a policy node's first attempt while it polls it: the breaker
-/// permit's ticket, when the node has a breaker, and whether the driver's timer wakes it in
-/// time for the attempt's cut. A ticket issued by a closed breaker owns nothing; a
-/// half-open probe's must be given back with [`release`] if the attempt is abandoned.
-#[derive(Debug)]
-pub(in crate::engine) struct Held {
-    ticket: Option<Ticket>,
-    armed: Armed,
-}
-
-/// Whether the driver's timer wakes it in time for this attempt's cut; see [`wait`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Armed {
-    /// The attempt has not waited yet. The timer, if the driver has one, is another
-    /// attempt's, ended or handed to the onion, and may be running at an instant later than
-    /// this attempt's cut, or have elapsed.
-    No,
-    /// The attempt has no cut, because it has no timeout, deadline or budget: it waits
-    /// untimed.
-    Untimed,
-    /// The timer is set for this attempt's cut or, left there, for an earlier instant:
-    /// another attempt's cut. It is moved to this one's when it elapses there.
-    Yes,
-}
+mod held;
+use held::Armed;
+pub(in crate::engine) use held::Held;
 
 /// Prepares the first attempt of a task node with `policy`, starting at `start`: takes the
 /// breaker's permit and deposits in the retry budget. Gives the attempt's cut, when it must
@@ -99,13 +77,7 @@ pub(in crate::engine) fn prepare<I: Send + Sync + 'static>(
     if !policy.simple {
         policy.deposit();
     }
-    Some((
-        at,
-        Held {
-            ticket,
-            armed: Armed::No,
-        },
-    ))
+    Some((at, Held::new(ticket, simple)))
 }
 
 /// Node `id`'s first attempt, started at `start`, returned `Pending`: waits for its cut,
@@ -150,15 +122,15 @@ pub(in crate::engine) fn wait<I: Send + Sync + 'static>(
     timer: &mut Option<Pin<Box<Sleep>>>,
     cx: &mut Context<'_>,
 ) -> Poll<()> {
-    match held.armed {
+    match held.armed() {
         Armed::Untimed => return Poll::Pending,
         Armed::Yes => {}
         Armed::No => {
             let Some(until) = cut(run, id, start) else {
-                held.armed = Armed::Untimed;
+                held.set_armed(Armed::Untimed);
                 return Poll::Pending;
             };
-            held.armed = Armed::Yes;
+            held.set_armed(Armed::Yes);
             match timer {
                 // Running at an earlier cut: it wakes the driver in time. One that elapsed
                 // is moved now rather than after a poll that would say so.
@@ -221,28 +193,38 @@ pub(in crate::engine) fn succeeded<I: Send + Sync + 'static>(
     end: Instant,
 ) -> Option<Duration> {
     let policy = run.policy(id)?;
-    if let (Some(ticket), Some(breaker)) = (held.ticket, policy.breaker.as_ref()) {
-        // Only a slow-call rule reads the duration: skip the arithmetic otherwise.
-        let elapsed = match start {
-            Some(start) if breaker.times_calls() => end.saturating_duration_since(start),
-            _ => Duration::ZERO,
-        };
-        breaker.resume(ticket).success(elapsed);
+    if let (Some(ticket), Some(breaker)) = (held.ticket(), policy.breaker.as_ref()) {
+        // Only a slow-call rule reads the duration.
+        breaker.closed_success(ticket, || {
+            start.map_or(Duration::ZERO, |start| end.saturating_duration_since(start))
+        });
     }
-    let until = policy.first_cut(run.core.deadline(), start?)?;
+    let start = start?;
+    let until = if held.timeout_only() {
+        // What `first_cut` gives with no deadline, without its detour through one.
+        let timeout = policy.declared.timeout?;
+        start
+            .into_std()
+            .checked_add(timeout)
+            .map(Instant::from_std)?
+    } else {
+        policy.first_cut(run.core.deadline(), start)?
+    };
     (end > until).then(|| end.saturating_duration_since(until))
 }
 
-/// The record of node `id`, whose first attempt began at `start`, ended at `end` and
-/// overran its cut by `by`, with an attempt log saying so. It computed without yielding, so
-/// it could not be cut.
+/// `record`, of a node whose first attempt overran its cut by `by`, with an attempt log
+/// saying so. It computed without yielding, so it could not be cut.
 #[cold]
 pub(in crate::engine) fn overran<I: Send + Sync + 'static>(
     run: &RunState<I>,
     record: Record,
-    start: Instant,
     by: Duration,
 ) -> Record {
+    // An attempt overruns only from a known start.
+    let Some(start) = record.start else {
+        return record;
+    };
     let (from, to) = (run.core.offset(start), run.core.offset(record.end));
     record.with_log(vec![AttemptReport::overran(1, from, to, by)])
 }
@@ -255,7 +237,7 @@ pub(in crate::engine) fn hand_over<I: Send + Sync + 'static>(
     attempt: FirstAttempt<AttemptFuture>,
 ) -> First<AttemptFuture> {
     // The driver keeps its timer for its next attempt that waits: the onion makes its own.
-    let permit = match (held.ticket, breaker(run, id)) {
+    let permit = match (held.ticket(), breaker(run, id)) {
         (Some(ticket), Some(breaker)) => Some(breaker.resume(ticket).into_owned(breaker)),
         _ => None,
     };
@@ -265,7 +247,7 @@ pub(in crate::engine) fn hand_over<I: Send + Sync + 'static>(
 /// Node `id`'s first attempt is abandoned, because the run was cancelled or the driver
 /// dropped: the breaker's permit is released uncounted.
 pub(in crate::engine) fn release<I: Send + Sync + 'static>(run: &RunState<I>, id: u32, held: Held) {
-    if let (Some(ticket), Some(breaker)) = (held.ticket, breaker(run, id)) {
+    if let (Some(ticket), Some(breaker)) = (held.ticket(), breaker(run, id)) {
         drop(breaker.resume(ticket));
     }
 }

@@ -192,6 +192,7 @@ impl<S: SyncFamily> Machine<S> {
 
     /// Whether a call's duration matters to this breaker, because a slow-call rule is
     /// configured. When it does not, callers may skip measuring it.
+    #[cfg(test)]
     pub(crate) fn times_calls(&self) -> bool {
         self.rules.load(Relaxed) & RULE_TIMES_CALLS != 0
     }
@@ -368,6 +369,26 @@ impl<S: SyncFamily> Machine<S> {
             }
         }
         self.complete_slow(t, outcome, now);
+    }
+
+    /// Reports the success of a call admitted by [`closed_ticket`](Self::closed_ticket),
+    /// which took `elapsed()` (read only when a slow-call rule needs it). With no rate rule
+    /// and no failure counted since the last success, a success changes nothing, whether
+    /// the ticket's state is still the current one or gone: that case reads neither the
+    /// state word nor the clock, and takes no lock.
+    #[inline]
+    pub(crate) fn closed_success(&self, t: Ticket, elapsed: impl FnOnce() -> Duration) {
+        debug_assert!(!t.probe, "a closed ticket is no probe");
+        let rules = self.rules.load(Relaxed);
+        if self.shared.is_none() && rules & RULE_RATES == 0 && self.consecutive.load(Acquire) == 0 {
+            return;
+        }
+        let elapsed = if rules & RULE_TIMES_CALLS != 0 {
+            elapsed()
+        } else {
+            Duration::ZERO
+        };
+        self.complete(t, Outcome::Success(elapsed), Instant::now);
     }
 
     #[cold]

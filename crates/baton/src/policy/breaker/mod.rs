@@ -210,11 +210,6 @@ impl CircuitBreaker {
         self.machine.name()
     }
 
-    /// Whether a call's duration matters to this breaker, because it has a slow-call rule.
-    pub(crate) fn times_calls(&self) -> bool {
-        self.machine.times_calls()
-    }
-
     /// Whether the breaker is told every attempt's result, not one per series, as set by
     /// [`count_every_attempt`](CircuitBreakerBuilder::count_every_attempt).
     pub(crate) fn counts_every_attempt(&self) -> bool {
@@ -395,6 +390,13 @@ impl CircuitBreaker {
         BreakerPermit {
             inner: Permit::new(&self.machine, ticket),
         }
+    }
+
+    /// Reports that the call admitted by a ticket of [`closed_ticket`](Self::closed_ticket)
+    /// succeeded after `elapsed()`, which is called only when a slow-call rule needs it.
+    #[inline]
+    pub(crate) fn closed_success(&self, ticket: Ticket, elapsed: impl FnOnce() -> Duration) {
+        self.machine.closed_success(ticket, elapsed);
     }
 
     /// Registers a listener called once for every transition from now on, in transition

@@ -256,3 +256,42 @@ fn a_ramp_failure_races_the_end_of_the_ramp() {
         }
     });
 }
+
+/// A fast-path success racing a failure after one failure was counted, with two to trip.
+/// The success is `closed_success`, which reads no state word when no failure is counted.
+/// Either the success resets the count first and the failure counts one, or the failure
+/// trips the breaker and the success, now stale, is ignored. Never a lost reset or a lost
+/// trip.
+#[test]
+fn a_closed_success_races_a_failure() {
+    let t0 = Instant::now();
+    model(move || {
+        let config = CircuitBreakerBuilder::new("loom".to_owned())
+            .consecutive_failures(2)
+            .open_duration(COOLDOWN)
+            .validate()
+            .unwrap();
+        let m = Arc::new(Machine::<LoomSync>::new(Arc::from("loom"), config, t0));
+        let first = m.try_acquire(|| t0).unwrap();
+        m.complete(first, Outcome::Failure(Duration::ZERO), || t0);
+        let ticket = m.closed_ticket().unwrap();
+        let failing = m.try_acquire(|| t0).unwrap();
+        let succeeder = {
+            let m = Arc::clone(&m);
+            loom::thread::spawn(move || m.closed_success(ticket, || Duration::ZERO))
+        };
+        let failer = {
+            let m = Arc::clone(&m);
+            loom::thread::spawn(move || {
+                m.complete(failing, Outcome::Failure(Duration::ZERO), || t0);
+            })
+        };
+        succeeder.join().unwrap();
+        failer.join().unwrap();
+        match m.state() {
+            BreakerState::Closed => assert_eq!(m.core.with(|c| c.consecutive), 1),
+            BreakerState::Open => assert_eq!(m.core.with(|c| c.seq), 1),
+            other => panic!("ended {other}"),
+        }
+    });
+}

@@ -233,6 +233,52 @@ fn slot_invariant_holds_under_random_operations() {
     assert!(transitions > 100, "only {transitions} transitions");
 }
 
+/// The fast path's success: with no failure counted and no rate rule, it reads neither
+/// the clock nor the duration; after a failure it resets the count; a slow-call rule reads
+/// the duration; a stale ticket's success changes nothing.
+#[test]
+fn a_closed_success_reads_only_what_it_needs() {
+    let (m, t0) = machine(builder().consecutive_failures(2));
+    let ticket = m.closed_ticket().unwrap();
+    m.closed_success(ticket, || panic!("no rule reads the duration"));
+    assert_eq!(m.consecutive.load(Acquire), 0);
+    m.acquire(|| t0)
+        .unwrap()
+        .finish(Outcome::Failure(ms(1)), || t0);
+    assert_eq!(m.consecutive.load(Acquire), 1);
+    m.closed_success(m.closed_ticket().unwrap(), || panic!("nor here"));
+    assert_eq!(m.consecutive.load(Acquire), 0);
+    // A ticket from before a trip: its success neither resets nor closes anything.
+    let stale = m.closed_ticket().unwrap();
+    for _ in 0..2 {
+        m.acquire(|| t0)
+            .unwrap()
+            .finish(Outcome::Failure(ms(1)), || t0);
+    }
+    assert_eq!(m.state(), BreakerState::Open);
+    m.closed_success(stale, || ms(1));
+    assert_eq!((m.state(), core(&m, |c| c.seq)), (BreakerState::Open, 1));
+
+    let window = crate::breaker::BreakerWindow::Count(4);
+    let slow = builder()
+        .failure_rate(1.0, window, 4)
+        .slow_calls(ms(100), 0.5);
+    let (m, _) = machine(slow);
+    let mut read = 0;
+    for _ in 0..4 {
+        m.closed_success(m.closed_ticket().unwrap(), || {
+            read += 1;
+            ms(200)
+        });
+    }
+    assert_eq!(read, 4);
+    assert_eq!(
+        m.state(),
+        BreakerState::Open,
+        "four slow calls of four trip it"
+    );
+}
+
 #[test]
 fn only_a_slow_call_rule_times_calls() {
     assert!(!machine(builder()).0.times_calls());
