@@ -1,4 +1,5 @@
-//! The fan-out example's flags, and the services' behaviour they ask for.
+//! The fan-out example's flags, and the services' behaviour they ask for. Each flag's help
+//! text says what it does; `--help` prints them all, with example commands.
 
 use std::str::FromStr;
 
@@ -7,7 +8,7 @@ use clap::Parser;
 
 /// A notification fan-out with per-channel budgets and breakers.
 #[derive(Debug, Parser)]
-#[command(name = "notify_fanout")]
+#[command(name = "notify_fanout", after_long_help = EXAMPLES)]
 pub(crate) struct Args {
     /// How many borrow notifications to send.
     #[arg(long, value_name = "N", default_value_t = 36, value_parser = clap::value_parser!(u32).range(1..))]
@@ -22,14 +23,22 @@ pub(crate) struct Args {
     pub(crate) down: Down,
 
     /// The channel that is down comes back after this many requests.
+    ///
+    /// It is back after the N-th request, so that a half-open probe succeeds and the
+    /// breaker closes.
     #[arg(long, value_name = "N")]
     pub(crate) up_after: Option<u32>,
 
     /// How long an open breaker rejects calls, in milliseconds.
+    ///
+    /// When it has elapsed, the next request is a half-open probe.
     #[arg(long, value_name = "MS", default_value_t = 200)]
     pub(crate) open_ms: u64,
 
     /// Add latency to a channel, in milliseconds (repeatable).
+    ///
+    /// That channel answers MS ms later; with a down channel, each failing attempt then
+    /// takes longer, and the budget cuts the last one short ("attempt 3 budget=42.24 ms").
     #[arg(long, value_name = "CHANNEL=MS", value_parser = parse_slow)]
     pub(crate) slow: Vec<(Channel, u64)>,
 
@@ -37,6 +46,14 @@ pub(crate) struct Args {
     #[arg(long)]
     pub(crate) verbose: bool,
 }
+
+/// The example commands `--help` ends with.
+const EXAMPLES: &str = "\
+Examples:
+  cargo run --release --example notify_fanout
+  cargo run --release --example notify_fanout -- --up-after 16
+  cargo run --release --example notify_fanout -- --down sms --slow sms=250 --requests 12
+  cargo run --release --example notify_fanout -- --down none --requests 5 --verbose";
 
 /// `--down`: a channel, or none.
 #[derive(Debug, Clone, Copy)]

@@ -7,53 +7,16 @@
 //!          └─> push   budget  500 ms, breaker `push` trips after 2
 //! ```
 //!
-//! Every channel retries (`Retry::new(3)`: up to 3 attempts, exponential backoff 15 ms ×2,
-//! capped at 200 ms, no jitter so that the log is reproducible) inside its own budget
-//! (`.budget(..)`): no attempt starts with less than 10 ms left, backoffs are clipped to
-//! the budget, and each attempt's task passes the time it has left (`ctx.remaining()`) on to
-//! the HTTP call, as the request's timeout and in the `x-budget-ms` header, so that the
-//! service stops working when the caller stops waiting. Each channel has its own breaker
-//! (one guard per downstream, not one for all), registered in one
-//! `Orchestrator`, so every request shares them.
-//!
 //! The example sends a stream of borrow notifications (each a run of the graph, started a
-//! few milliseconds apart, running concurrently) while one channel is down (answers 503),
-//! and prints, as it happens, from an observer given to the orchestrator:
-//! - every breaker transition, with its time since the start:
-//!   closed → open after the threshold of failed requests, open → half-open when the open
-//!   duration has elapsed and a request asks, half-open → open (probe failed, fresh
-//!   cooldown) or → closed (probe succeeded);
-//! - for the watched channels (the one down, the slowed ones; all with `--verbose`), each
-//!   attempt with the budget it had when it started and what it used, each backoff with the
-//!   budget left, and each request the open breaker rejected without calling.
+//! few milliseconds apart, running concurrently) while one channel is down (answers 503).
+//! The comments in `fanout_graph` say how each channel retries inside its budget.
 //!
-//! Then one line per request (what each channel did, attempts, time used of its budget),
-//! the breakers' final states, how many calls each service received (against how many a
-//! naive retry loop would have made) and the orchestrator's stats panel.
-//!
-//! # Flags
-//! - `--requests N` (default 36): how many borrow notifications to send.
-//! - `--interval-ms MS` (default 25): the time between two requests.
-//! - `--down CHANNEL` (default `push`): the channel that answers 503 (`mail`, `sms`, `push`
-//!   or `none`).
-//! - `--up-after N`: the channel that is down comes back after the N-th request, so that a
-//!   half-open probe succeeds and the breaker closes.
-//! - `--open-ms MS` (default 200): how long an open breaker rejects before a probe.
-//! - `--slow CHANNEL=MS` (repeatable): that channel answers MS ms later; with a down
-//!   channel, each failing attempt then takes longer, and the budget cuts the last one
-//!   short ("attempt 3 budget=42.24 ms").
-//! - `--verbose`: log the attempts of every channel, not only the watched ones.
-//!
-//! # Examples
 //! ```text
-//! cargo run --release --example notify_fanout
-//! cargo run --release --example notify_fanout -- --up-after 16
-//! cargo run --release --example notify_fanout -- --down sms --slow sms=250 --requests 12
-//! cargo run --release --example notify_fanout -- --down none --requests 5 --verbose
+//! cargo run --release -p baton-examples --example notify_fanout
 //! ```
 //!
-//! The graph is `fanout_graph` in this file; the flags are `args.rs`, the observer's log
-//! of attempts `log.rs`, and the per-request table and the summary `output.rs`.
+//! The flags and more commands are `args.rs` (`--help` lists them), the observer's log of
+//! attempts `log.rs`, and the per-request table and the summary `output.rs`.
 
 mod args;
 mod log;
@@ -72,18 +35,6 @@ use clap::Parser;
 use crate::args::Args;
 use crate::log::Log;
 
-/// The per-channel settings: "mail 2 s, 5 failures; sms 800 ms, 3; push 500 ms,
-/// 2".
-pub(crate) fn settings(channel: Channel) -> (Duration, u32) {
-    match channel {
-        Channel::Mail => (ms(2000), 5),
-        Channel::Sms => (ms(800), 3),
-        Channel::Push => (ms(500), 2),
-    }
-}
-
-pub(crate) const MAX_ATTEMPTS: u32 = 3;
-
 /// The graph: the borrow event, fanned out to the three channels, each with its budget, its
 /// retries and its breaker (registered in `orch`, open for `open` once tripped).
 fn fanout_graph(
@@ -95,6 +46,14 @@ fn fanout_graph(
     let borrow = g
         .node("borrow")
         .task(|ctx, ()| async move { Ok::<_, CallError>(ctx.input().clone()) });
+    // Every channel retries (`Retry::new(3)`: up to 3 attempts, exponential backoff 15 ms
+    // ×2, capped at 200 ms, no jitter so that the log is reproducible) inside its own budget
+    // (`.budget(..)`): no attempt starts with less than 10 ms left, backoffs are clipped to
+    // the budget, and each attempt's task passes the time it has left (`ctx.remaining()`)
+    // on to the HTTP call, as the request's timeout and in the `x-budget-ms` header, so
+    // that the service stops working when the caller stops waiting. Each channel has its
+    // own breaker (one guard per downstream, not one for all), registered in one
+    // `Orchestrator`, so every request shares them.
     let mut breakers = Vec::new();
     for channel in Channel::ALL {
         let (budget, trips_after) = settings(channel);
@@ -125,6 +84,18 @@ fn fanout_graph(
     let graph: Result<Graph<Notice>, BuildError> = g.build();
     Ok((graph?, breakers))
 }
+
+/// The per-channel settings: "mail 2 s, 5 failures; sms 800 ms, 3; push 500 ms,
+/// 2".
+pub(crate) fn settings(channel: Channel) -> (Duration, u32) {
+    match channel {
+        Channel::Mail => (ms(2000), 5),
+        Channel::Sms => (ms(800), 3),
+        Channel::Push => (ms(500), 2),
+    }
+}
+
+pub(crate) const MAX_ATTEMPTS: u32 = 3;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {

@@ -1,5 +1,18 @@
 //! The fan-out example's output: the settings, a table of how each request's channels
 //! ended, and per channel what its breaker spared the service.
+//!
+//! As it happens, an observer given to the orchestrator prints (`log.rs`):
+//! - every breaker transition, with its time since the start:
+//!   closed → open after the threshold of failed requests, open → half-open when the open
+//!   duration has elapsed and a request asks, half-open → open (probe failed, fresh
+//!   cooldown) or → closed (probe succeeded);
+//! - for the watched channels (the one down, the slowed ones; all with `--verbose`), each
+//!   attempt with the budget it had when it started and what it used, each backoff with the
+//!   budget left, and each request the open breaker rejected without calling.
+//!
+//! Then one line per request (what each channel did, attempts, time used of its budget),
+//! the breakers' final states, how many calls each service received (against how many a
+//! naive retry loop would have made) and the orchestrator's stats panel.
 
 use std::time::Duration;
 

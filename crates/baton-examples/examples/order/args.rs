@@ -1,4 +1,5 @@
-//! The order example's flags, and the services' behaviour they ask for.
+//! The order example's flags, and the services' behaviour they ask for. Each flag's help
+//! text says what it shows; `--help` prints them all, with example commands.
 
 use std::path::PathBuf;
 
@@ -8,29 +9,46 @@ use clap::Parser;
 
 /// The order flow as a baton graph, against HTTP services on 127.0.0.1.
 #[derive(Debug, Parser)]
-#[command(name = "order")]
+#[command(name = "order", after_long_help = AFTER_HELP)]
 pub(crate) struct Args {
     /// Stock answers 503 to its first K calls, then recovers.
+    ///
+    /// Retries with their backoffs, then success: K = 2 recovers on the last attempt; K = 3
+    /// exhausts the attempts and uses the fallback.
     #[arg(long, value_name = "K")]
     pub(crate) flaky_stock: Option<u64>,
 
     /// Stock answers MS milliseconds later (past its 300 ms timeout when MS > 150).
+    ///
+    /// Stock then answers after 150 + MS ms; past 150 the 300 ms timeout cuts every attempt:
+    /// timeouts, retries, then the fallback 0 and the `shortage` branch.
     #[arg(long, value_name = "MS")]
     pub(crate) slow_stock: Option<u64>,
 
     /// Stock always answers 503.
+    ///
+    /// The fallback 0, then `shortage`. With `--runs 12` the breaker opens after the 5th
+    /// failed run, and later runs are rejected at once by the open breaker (no call is made)
+    /// and served by the fallback.
     #[arg(long)]
     pub(crate) stock_down: bool,
 
     /// With --stock-down: stock is back after this many runs.
+    ///
+    /// With enough runs and `--pause-ms` the breaker goes closed → open → half-open →
+    /// closed.
     #[arg(long, value_name = "RUNS", requires = "stock_down")]
     pub(crate) recover_after: Option<u32>,
 
     /// Stock answers that it has 0 units.
+    ///
+    /// `shortage` runs, `ship` is not taken.
     #[arg(long)]
     pub(crate) out_of_stock: bool,
 
     /// How long the `inventory` breaker stays open, in milliseconds.
+    ///
+    /// The default is the original handler's.
     #[arg(long, value_name = "MS", default_value_t = 3000)]
     pub(crate) open_ms: u64,
 
@@ -39,10 +57,15 @@ pub(crate) struct Args {
     pub(crate) pause_ms: u64,
 
     /// Make this service answer 503 Service Unavailable (repeatable).
+    ///
+    /// NODE is one of user, sku, stock, ship, shortage, notify; `--fail notify` shows the
+    /// notify fallback.
     #[arg(long, value_name = "NODE")]
     pub(crate) fail: Vec<Service>,
 
     /// Add latency to a service, in milliseconds (repeatable).
+    ///
+    /// That service answers MS ms later.
     #[arg(long, value_name = "NODE=MS", value_parser = parse_slow)]
     pub(crate) slow: Vec<(Service, u64)>,
 
@@ -51,6 +74,10 @@ pub(crate) struct Args {
     pub(crate) mode: FailureMode,
 
     /// How many times to run the graph, through the same orchestrator and breaker.
+    ///
+    /// With N > 1 each run prints one line (start time, makespan, how `stock` ended, the
+    /// branch taken, the breaker's state), and the full timeline is printed for runs in
+    /// which the breaker changed state and for the last run.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) runs: u32,
 
@@ -59,6 +86,8 @@ pub(crate) struct Args {
     pub(crate) json: Option<PathBuf>,
 
     /// Write the last run as a Chrome trace (open it in Perfetto or chrome://tracing).
+    ///
+    /// In Perfetto: ui.perfetto.dev, "Open trace file".
     #[arg(long, value_name = "PATH")]
     pub(crate) trace: Option<PathBuf>,
 
@@ -70,6 +99,23 @@ pub(crate) struct Args {
     #[arg(long, value_name = "ID", default_value_t = 42)]
     pub(crate) sku: u64,
 }
+
+/// What `--help` ends with: the exit status and example commands.
+const AFTER_HELP: &str = "\
+Exit status: 0 when the last run returned its report (in `preserve-partial` mode also when
+nodes failed, which the output says), 1 when it was an error (`fail-all` or `fail-fast` with
+a failure). `RUST_LOG=debug` shows every call the server answers.
+
+Examples:
+  cargo run --release --example order
+  cargo run --release --example order -- --flaky-stock 2
+  cargo run --release --example order -- --slow-stock 400
+  cargo run --release --example order -- --out-of-stock --fail notify
+  cargo run --release --example order -- --stock-down --runs 12
+  cargo run --release --example order -- --stock-down --runs 8 --recover-after 5 --open-ms 1000 --pause-ms 200
+  cargo run --release --example order -- --fail user --mode fail-all --json report.json
+  cargo run --release --example order -- --flaky-stock 2 --trace order-trace.json
+  cargo run --release --example order -- --fail ship";
 
 impl Args {
     /// Whether no flag changes how the services answer (the serial comparison is fair).

@@ -22,7 +22,7 @@ type PerCall<I> = Arc<dyn Fn(&I, RunOptions) -> RunOptions + Send + Sync>;
 /// or what [`map_report`](Self::map_report) makes of it. From [`Graph::into_service`].
 ///
 /// Cheap to clone, as two `Arc`s and the run options, and `Send + Sync`: clone it into
-/// every connection, or hand it to `axum::Router::route_service` through
+/// every connection, or serve it with `axum::routing::post_service` through
 /// [`http`](Self::http), with feature `axum`. It is always ready: `poll_ready` returns
 /// `Ready(Ok(()))`, and each call starts a run of its own, as [`Graph::run`] does.
 ///
