@@ -1,11 +1,12 @@
 //! The synchronization primitives concurrent code is written against.
 //!
-//! The breaker's state machine, the run's ready queue and the write-once cell are generic
-//! over a [`SyncFamily`]: [`StdSync`] in the library, and, in this crate's own tests, a
-//! family backed by the [loom](https://docs.rs/loom) model checker. Loom replaces the
-//! atomics, the mutex and the unsafe cell with instrumented versions and explores every
-//! interleaving of a small test, so the properties these types promise are checked, not
-//! hoped for: exactly N half-open probes, no ready node stranded, one write per cell. Because
+//! The breaker's state machine, the run's ready queue, an inline run's inbox and the
+//! write-once cell are generic over a [`SyncFamily`]: [`StdSync`] in the library, and, in
+//! this crate's own tests, a family backed by the [loom](https://docs.rs/loom) model
+//! checker. Loom replaces the atomics, the mutex and the unsafe cell with instrumented
+//! versions and explores every interleaving of a small test, so the properties these types
+//! promise are checked, not hoped for: exactly N half-open probes, no ready node stranded,
+//! one write per cell, no driver of an inline run left unpolled. Because
 //! the swap happens through this trait rather than `--cfg loom`, the loom tests run under a
 //! plain `cargo test` and tokio is left alone. The std family is each type's default
 //! parameter, so the library names them without it.
@@ -17,7 +18,8 @@
 //! - 8-, 32-, 64-bit and pointer-sized atomics with the few read-modify-writes the ready
 //!   queue, the write-once cell and the rate limiter use;
 //! - a mutex used through a closure, so that no guard can be held across an `.await` or
-//!   leak out of a critical section;
+//!   leak out of a critical section (two: one for values that are `Send`, and one over any
+//!   value, for the inbox of an inline run, whose drivers are `Send` only when its input is);
 //! - an unsafe cell reached through closures, as loom's is, so that loom sees each access
 //!   begin and end.
 
@@ -79,6 +81,15 @@ pub(crate) trait AtomicInt: Send + Sync + fmt::Debug {
     fn with_mut<R>(&mut self, f: impl FnOnce(&mut Self::Int) -> R) -> R;
 }
 
+/// A mutex over any value, used through a closure, as [`Lock`] is; unlike it, `Sync` only
+/// when the value is `Send` (as std's mutex), so that a type with no bounds can hold one.
+pub(crate) trait Exclusive<T> {
+    /// A mutex holding `v`.
+    fn new(v: T) -> Self;
+    /// Runs `f` with exclusive access. A poisoned lock is recovered, as [`Lock::with`] does.
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R;
+}
+
 /// A cell whose value is reached through raw pointers, as `std::cell::UnsafeCell`'s is.
 /// Each access is a closure call, so that loom can check that no write overlaps another
 /// access; dereferencing the pointer is the caller's `unsafe`.
@@ -97,6 +108,8 @@ pub(crate) trait SyncFamily: Send + Sync + 'static {
     type Atomic: Atomic;
     /// The mutex.
     type Lock<T: Send>: Lock<T>;
+    /// The mutex over any value.
+    type Mutex<T>: Exclusive<T>;
     /// An 8-bit atomic integer.
     type AtomicU8: AtomicInt<Int = u8>;
     /// A 32-bit atomic integer.
@@ -171,6 +184,7 @@ pub(crate) enum StdSync {}
 impl SyncFamily for StdSync {
     type Atomic = std::sync::atomic::AtomicU64;
     type Lock<T: Send> = std::sync::Mutex<T>;
+    type Mutex<T> = std::sync::Mutex<T>;
     type AtomicU8 = std::sync::atomic::AtomicU8;
     type AtomicU32 = std::sync::atomic::AtomicU32;
     type AtomicUsize = std::sync::atomic::AtomicUsize;
@@ -230,6 +244,17 @@ impl<T: Send> Lock<T> for std::sync::Mutex<T> {
     }
 }
 
+impl<T> Exclusive<T> for std::sync::Mutex<T> {
+    fn new(v: T) -> Self {
+        std::sync::Mutex::new(v)
+    }
+    #[inline]
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        let mut guard = self.lock().unwrap_or_else(PoisonError::into_inner);
+        f(&mut guard)
+    }
+}
+
 /// Loom's primitives, for the model-checking tests.
 #[cfg(test)]
 #[derive(Debug)]
@@ -239,6 +264,7 @@ pub(crate) enum LoomSync {}
 impl SyncFamily for LoomSync {
     type Atomic = loom::sync::atomic::AtomicU64;
     type Lock<T: Send> = loom::sync::Mutex<T>;
+    type Mutex<T> = loom::sync::Mutex<T>;
     type AtomicU8 = loom::sync::atomic::AtomicU8;
     type AtomicU32 = loom::sync::atomic::AtomicU32;
     type AtomicUsize = loom::sync::atomic::AtomicUsize;
@@ -286,6 +312,17 @@ impl Atomic for loom::sync::atomic::AtomicU64 {
 
 #[cfg(test)]
 impl<T: Send> Lock<T> for loom::sync::Mutex<T> {
+    fn new(v: T) -> Self {
+        loom::sync::Mutex::new(v)
+    }
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        let mut guard = self.lock().unwrap_or_else(PoisonError::into_inner);
+        f(&mut guard)
+    }
+}
+
+#[cfg(test)]
+impl<T> Exclusive<T> for loom::sync::Mutex<T> {
     fn new(v: T) -> Self {
         loom::sync::Mutex::new(v)
     }

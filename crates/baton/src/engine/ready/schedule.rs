@@ -1,8 +1,7 @@
 //! Where ready nodes go: the run's ready queue and the drivers that drain it, spawned as
 //! the queue needs them; and the run's start, which claims its roots.
 
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
 use tokio::runtime::Handle;
 use tokio::time::Instant;
@@ -78,9 +77,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         self.core.retain();
         if self.core.is_local() {
             driver.set_joined();
-            let mut inbox = self.inbox.lock().unwrap_or_else(PoisonError::into_inner);
-            inbox.push(driver);
-            self.inboxed.store(true, Ordering::Relaxed);
+            self.inbox.push(driver);
             return false;
         }
         self.spawn_task(driver);

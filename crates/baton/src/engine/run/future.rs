@@ -3,7 +3,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -79,7 +79,7 @@ pub struct Run<I: Send + Sync + 'static> {
     embedded: Option<SyncWrapper<driver::Driver<I>>>,
     /// The drivers an inline run spawned while local, for nodes that wait and those that run
     /// after them, polled here through `joined.rs`.
-    joined: SyncWrapper<Joined<I>>,
+    joined: SyncWrapper<Joined<driver::Driver<I>>>,
     /// The waker last registered for the run's end: a poll with the same one registers
     /// nothing, as the run's end wakes it once.
     registered: Option<Waker>,
@@ -269,7 +269,7 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
             self.send_home();
         }
         let this = &mut *self;
-        this.joined.get_mut().poll(&this.state, cx);
+        this.joined.get_mut().poll(&this.state.inbox, cx);
         // A run that ended in this poll registers no waker.
         if !self.state.core.is_ended() {
             let waker = cx.waker();
@@ -322,14 +322,7 @@ impl<I: Send + Sync + 'static> Drop for Run<I> {
         }
         // Drivers not yet moved to the set hold the run's state: they end here, with the
         // run cancelled, not with it, or the state would keep itself alive.
-        let inbox = std::mem::take(
-            &mut *self
-                .state
-                .inbox
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
-        drop(inbox);
+        drop(self.state.inbox.take());
     }
 }
 

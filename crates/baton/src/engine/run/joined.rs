@@ -8,32 +8,73 @@
 //! keeping track, for a few drivers. Past them, drivers go to a `FuturesUnordered`, which
 //! gives each its own waker and keeps the list of those woken, so a wake-up polls them and
 //! no other, however many wait.
+//!
+//! A driver spawned while the run is local goes to the run's [`Inbox`] first. Only code
+//! that the run's future polls spawns while the run is local: its drivers, in this poll. So
+//! the inbox is pushed to on the thread that polls the future, within that poll, and
+//! [`Joined::poll`] looks at it again after polling its drivers, before it returns: a
+//! push wakes nobody, and none is missed. The `joined_loom_tests` module model-checks
+//! this, with the drivers' wake-ups coming from other threads and the future moved to
+//! another task between two polls.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
-use super::state::RunState;
-use crate::engine::driver::Driver;
+use crate::util::sync::{AtomicInt, Exclusive, StdSync, SyncFamily};
 
 /// The most drivers an inline run's future polls together at each wake-up, as
 /// `tokio::join!` polls its futures; past them, drivers join a set that polls only those
 /// woken.
 pub(super) const POLLED_TOGETHER: usize = 8;
 
-/// See the module docs.
-pub(super) struct Joined<I> {
-    /// Up to [`POLLED_TOGETHER`] drivers, polled together.
-    few: Vec<Driver<I>>,
-    /// The drivers past them, each woken on its own. Made when first needed.
-    set: Option<FuturesUnordered<Driver<I>>>,
+/// The drivers spawned by an inline run that has not spread, for its future to take in;
+/// see the module docs. Generic over its mutex and flag: std's, or loom's in the
+/// model-checking tests.
+pub(in crate::engine) struct Inbox<F, S: SyncFamily = StdSync> {
+    drivers: S::Mutex<Vec<F>>,
+    /// It has drivers: set by whoever pushes one, cleared by the future that takes them.
+    /// Both run on the thread that polls that future, in its poll, hence `Relaxed`.
+    pushed: S::AtomicU8,
 }
 
-impl<I: Send + Sync + 'static> Joined<I> {
+impl<F, S: SyncFamily> Inbox<F, S> {
+    /// An empty inbox; allocates nothing.
+    pub(in crate::engine) fn new() -> Self {
+        Inbox {
+            drivers: Exclusive::new(Vec::new()),
+            pushed: AtomicInt::new(0),
+        }
+    }
+
+    /// Adds `driver`, for the run's future to take in before its poll returns. Called only
+    /// by code that future polls; see the module docs.
+    pub(in crate::engine) fn push(&self, driver: F) {
+        self.drivers.with(|drivers| {
+            drivers.push(driver);
+            self.pushed.store(1, Ordering::Relaxed);
+        });
+    }
+
+    /// Every driver it holds, leaving it empty: the run's future is dropped, and those
+    /// drivers with it, outside the inbox's lock.
+    pub(in crate::engine) fn take(&self) -> Vec<F> {
+        self.drivers.with(std::mem::take)
+    }
+}
+
+/// See the module docs.
+pub(super) struct Joined<F> {
+    /// Up to [`POLLED_TOGETHER`] drivers, polled together.
+    few: Vec<F>,
+    /// The drivers past them, each woken on its own. Made when first needed.
+    set: Option<FuturesUnordered<F>>,
+}
+
+impl<F: Future<Output = ()> + Unpin> Joined<F> {
     /// None yet; allocates nothing.
     pub(super) fn new() -> Self {
         Joined {
@@ -48,22 +89,22 @@ impl<I: Send + Sync + 'static> Joined<I> {
     }
 
     /// Every driver held, leaving none.
-    pub(super) fn take_all(&mut self) -> impl Iterator<Item = Driver<I>> {
+    pub(super) fn take_all(&mut self) -> impl Iterator<Item = F> {
         let few = std::mem::take(&mut self.few);
         let set = self.set.take();
         few.into_iter().chain(set.into_iter().flatten())
     }
 
     /// Polls the drivers held: the few polled together, and those of the set woken since
-    /// their last poll. It first takes in the ones spawned since, from `run`'s inbox, and
-    /// again while polling them spawned more. Those are polled at once, as a spawned task
-    /// would be; the others are not polled twice in one call.
-    pub(super) fn poll(&mut self, run: &RunState<I>, cx: &mut Context<'_>) {
+    /// their last poll. It first takes in the ones spawned since, from the run's `inbox`,
+    /// and again while polling them spawned more. Those are polled at once, as a spawned
+    /// task would be; the others are not polled twice in one call.
+    pub(super) fn poll<S: SyncFamily>(&mut self, inbox: &Inbox<F, S>, cx: &mut Context<'_>) {
         let mut from = 0;
         loop {
-            if run.inboxed.load(Ordering::Relaxed) {
-                run.inboxed.store(false, Ordering::Relaxed);
-                self.take_inbox(run);
+            if inbox.pushed.load(Ordering::Relaxed) != 0 {
+                inbox.pushed.store(0, Ordering::Relaxed);
+                self.take_inbox(inbox);
             }
             // A driver that ends leaves its place to the last one, not yet polled here.
             let mut at = from;
@@ -80,29 +121,30 @@ impl<I: Send + Sync + 'static> Joined<I> {
                 // those woken is left, or it gives the task's turn back after polling each once.
                 while let Poll::Ready(Some(())) = set.poll_next_unpin(cx) {}
             }
-            if !run.inboxed.load(Ordering::Relaxed) {
+            if inbox.pushed.load(Ordering::Relaxed) == 0 {
                 return;
             }
         }
     }
 
-    /// Takes in the drivers spawned since the last look at `run`'s inbox. With none held
-    /// and few enough, the inbox's list becomes the held one, and the empty held one the
+    /// Takes in the drivers spawned since the last look at the inbox. With none held and
+    /// few enough, the inbox's list becomes the held one, and the empty held one the
     /// inbox's: no driver moves, and neither list allocates again.
-    fn take_inbox(&mut self, run: &RunState<I>) {
-        let mut inbox = run.inbox.lock().unwrap_or_else(PoisonError::into_inner);
-        if self.is_empty() && inbox.len() <= POLLED_TOGETHER {
-            std::mem::swap(&mut self.few, &mut *inbox);
-            return;
-        }
-        for driver in inbox.drain(..) {
-            self.take_in(driver);
-        }
+    fn take_inbox<S: SyncFamily>(&mut self, inbox: &Inbox<F, S>) {
+        inbox.drivers.with(|drivers| {
+            if self.is_empty() && drivers.len() <= POLLED_TOGETHER {
+                std::mem::swap(&mut self.few, drivers);
+                return;
+            }
+            for driver in drivers.drain(..) {
+                self.take_in(driver);
+            }
+        });
     }
 
     /// Takes in one driver: among the few polled together while there is room and the set
     /// is empty, else in the set.
-    fn take_in(&mut self, driver: Driver<I>) {
+    fn take_in(&mut self, driver: F) {
         let set_empty = self.set.as_ref().is_none_or(FuturesUnordered::is_empty);
         if set_empty && self.few.len() < POLLED_TOGETHER {
             self.few.push(driver);
@@ -113,3 +155,6 @@ impl<I: Send + Sync + 'static> Joined<I> {
             .push(driver);
     }
 }
+
+#[cfg(test)]
+mod joined_loom_tests;

@@ -30,7 +30,6 @@
 //! [`NodeState`]: super::node_state::NodeState
 
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
@@ -38,6 +37,7 @@ use tokio::time::Instant;
 
 use super::admission::{Admit, End};
 use super::core::{PREFETCH_MIN_NODES, RunCore};
+use super::joined::Inbox;
 use super::nested_run::Nesting;
 use super::node_state::RunBuffers;
 use super::options::FailureMode;
@@ -82,10 +82,7 @@ pub(crate) struct RunState<I> {
     /// Drivers spawned by an inline run that has not spread, as [`RunCore::is_local`] tells,
     /// for its future to poll next. `Run::poll` moves them to the set it polls. Pushed and
     /// taken only by code that future polls; emptied when it is dropped.
-    pub(in crate::engine) inbox: Mutex<Vec<Driver<I>>>,
-    /// The inbox has drivers: set by whoever pushes one, cleared by the future that takes
-    /// them. Both are polled by that future, on its thread, hence `Relaxed`.
-    pub(in crate::engine) inboxed: AtomicBool,
+    pub(in crate::engine) inbox: Inbox<Driver<I>>,
     /// What a driver of this run does when dropped, `Driver::on_drop`, reached from
     /// `Drop`, which cannot name the bounds the run's input has.
     pub(in crate::engine) drop_driver: fn(&mut Driver<I>),
@@ -180,8 +177,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             input,
             core,
             kept,
-            inbox: Mutex::new(Vec::new()),
-            inboxed: AtomicBool::new(false),
+            inbox: Inbox::new(),
             drop_driver: Driver::on_drop,
             me: me.clone(),
         })

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use baton_graph::{BoxError, Graph, GraphBuilder, Node, Retry, RunOptions, run::StartMode};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, oneshot};
 use tokio::task::Id;
 
 use crate::ms;
@@ -297,4 +297,227 @@ async fn a_run_moved_to_another_task_wakes_that_task_at_its_end() {
     gates[0].add_permits(1);
     let done = tokio::time::timeout(ms(10_000), awaiting).await;
     assert!(done.expect("woken at its end").unwrap().expect("run"));
+}
+
+/// Records, in `seen`, that `label` ran in the current task.
+fn record(seen: &Seen, label: String) {
+    seen.lock().unwrap().push((label, tokio::task::try_id()));
+}
+
+/// A request handler's graph whose nodes all wait: `timers` roots on a timer each (1 to 3
+/// ms), one root on a oneshot `rx`, and a last node after them all, on a timer too. Each
+/// records where it was called and where it resumed.
+fn all_waiting(timers: u64, rx: oneshot::Receiver<()>, seen: &Seen) -> Graph<()> {
+    let mut g = Graph::<()>::builder();
+    let timer = |g: &mut GraphBuilder<()>, i: u64, after: Vec<Node<()>>| {
+        let name = if after.is_empty() {
+            format!("timer{i}")
+        } else {
+            "last".to_owned()
+        };
+        let (seen, label, wait) = (Arc::clone(seen), name.clone(), ms(1 + i % 3));
+        let body = move || {
+            let (seen, name) = (Arc::clone(&seen), label.clone());
+            record(&seen, name.clone());
+            async move {
+                tokio::time::sleep(wait).await;
+                record(&seen, format!("{name} resumed"));
+                Ok::<_, BoxError>(())
+            }
+        };
+        match after.is_empty() {
+            true => g.node(name.as_str()).task(move |_ctx, ()| body()),
+            false => g
+                .node(name.as_str())
+                .after(after)
+                .task(move |_ctx, _| body()),
+        }
+    };
+    let mut roots: Vec<Node<()>> = (0..timers).map(|i| timer(&mut g, i, Vec::new())).collect();
+    let (rx, seen_rx) = (Arc::new(Mutex::new(Some(rx))), Arc::clone(seen));
+    roots.push(g.node("oneshot").task(move |_ctx, ()| {
+        let (rx, seen) = (rx.lock().unwrap().take(), Arc::clone(&seen_rx));
+        record(&seen, "oneshot".to_owned());
+        async move {
+            rx.ok_or("called twice")?.await?;
+            record(&seen, "oneshot resumed".to_owned());
+            Ok::<_, BoxError>(())
+        }
+    }));
+    timer(&mut g, 0, roots);
+    g.build().expect("valid")
+}
+
+/// What one request used, from [`one_request`].
+struct Used {
+    /// The most tasks seen alive at once besides the request's, while the run waited.
+    most: usize,
+    /// The tasks alive besides the request's, once the run resolved (seen from the request).
+    after: usize,
+    /// The request's task.
+    request: Id,
+    /// Where each node was called and resumed.
+    seen: Vec<(String, Option<Id>)>,
+}
+
+/// Runs [`all_waiting`] (twelve timers) on `rt`, started as `start`, in a task of its own (a
+/// server's request). It counts the tasks alive while the run waits: at each step of the
+/// clock until every root was called and the timers' roots resumed, then while only the
+/// oneshot's node waits; then it sends on the oneshot.
+fn one_request(rt: &tokio::runtime::Runtime, start: StartMode) -> Used {
+    rt.block_on(async {
+        let (tx, rx) = oneshot::channel();
+        let seen: Seen = Arc::default();
+        let graph = all_waiting(12, rx, &seen);
+        let before = alive();
+        let options = RunOptions::new().start_mode(start);
+        let request = tokio::spawn(async move {
+            graph.run_with((), options).await.expect("run");
+            (tokio::task::id(), alive() - before - 1)
+        });
+        let mut most = 0;
+        let mut sample = || most = most.max(alive().saturating_sub(before + 1));
+        while seen.lock().unwrap().len() < 13 + 12 {
+            sample();
+            tokio::time::sleep(ms(1)).await;
+        }
+        for _ in 0..5 {
+            sample();
+            tokio::task::yield_now().await;
+        }
+        sample();
+        tx.send(()).unwrap();
+        let (request, after) = request.await.unwrap();
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(
+            seen.len(),
+            2 * 14,
+            "fourteen nodes, called and resumed: {seen:?}"
+        );
+        Used {
+            most,
+            after,
+            request,
+            seen,
+        }
+    })
+}
+
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+fn two_workers() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// One task per request, counted with tokio's task metrics, on a current-thread runtime: a
+/// run whose nodes all wait (twelve on timers, one on a oneshot, more than the eight polled
+/// together) spawns no task at all in the default mode, and every node is called, and
+/// resumes, in the request's task.
+#[test]
+fn inline_nodes_waiting_on_timers_and_a_oneshot_spawn_no_task_on_a_current_thread_runtime() {
+    let used = one_request(&current_thread(), StartMode::Inline);
+    assert_eq!(used.most, 0, "tasks alive besides the request's");
+    assert_eq!(used.after, 0);
+    let elsewhere: Vec<_> = used
+        .seen
+        .iter()
+        .filter(|(_, t)| *t != Some(used.request))
+        .collect();
+    assert!(
+        elsewhere.is_empty(),
+        "ran outside the request's task: {elsewhere:?}"
+    );
+}
+
+/// The same on a two-worker runtime: no task besides the request's, and every node in it.
+#[test]
+fn inline_nodes_waiting_on_timers_and_a_oneshot_spawn_no_task_on_two_workers() {
+    let used = one_request(&two_workers(), StartMode::Inline);
+    assert_eq!(used.most, 0, "tasks alive besides the request's");
+    assert_eq!(used.after, 0);
+    let elsewhere: Vec<_> = used
+        .seen
+        .iter()
+        .filter(|(_, t)| *t != Some(used.request))
+        .collect();
+    assert!(
+        elsewhere.is_empty(),
+        "ran outside the request's task: {elsewhere:?}"
+    );
+}
+
+/// `StartMode::Spread`, the same request: its nodes wait in tasks of the run's own. On a
+/// current-thread runtime the first nodes are called in the request's task and the oneshot's
+/// node resumes in another; on two workers no node runs in the request's task.
+#[test]
+fn spread_nodes_waiting_on_timers_and_a_oneshot_wait_in_tasks_of_their_own() {
+    let used = one_request(&current_thread(), StartMode::Spread);
+    assert!(used.most >= 1, "a task waits for the oneshot");
+    let resumed = used.seen.iter().find(|(l, _)| l == "oneshot resumed");
+    assert!(resumed.is_some_and(|(_, t)| t.is_some() && *t != Some(used.request)));
+    let used = one_request(&two_workers(), StartMode::Spread);
+    assert!(used.most >= 1, "a task waits for the oneshot");
+    let here: Vec<_> = used
+        .seen
+        .iter()
+        .filter(|(_, t)| *t == Some(used.request))
+        .collect();
+    assert!(here.is_empty(), "ran in the request's task: {here:?}");
+}
+
+/// How many of `width` nodes after a root, which end at once, ran in the task that awaited
+/// the run (`None`: the runtime's `block_on`, made unconstrained by tokio's coop budget), on a
+/// two-worker runtime.
+fn ran_where_awaited(width: usize, in_a_task: bool) -> usize {
+    two_workers().block_on(async {
+        let seen: Seen = Arc::default();
+        let graph = fan_out(width, &seen);
+        let awaiting = match in_a_task {
+            true => tokio::spawn(async move {
+                graph.run(()).await.expect("run");
+                tokio::task::try_id()
+            })
+            .await
+            .unwrap(),
+            false => {
+                tokio::task::unconstrained(graph.run(()))
+                    .await
+                    .expect("run");
+                None
+            }
+        };
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), width);
+        seen.iter().filter(|(_, t)| *t == awaiting).count()
+    })
+}
+
+/// The spread rule at its boundary, the budget of 128 nodes: awaited where tokio's coop
+/// budget does not constrain it, a run whose future starts 128 nodes in one poll (a root
+/// and 127 after it) runs them all there; one more node, and that one runs in a task of the
+/// run's own.
+#[test]
+fn inline_on_two_workers_a_run_spreads_past_128_nodes_in_one_poll() {
+    assert_eq!(ran_where_awaited(127, false), 127);
+    assert_eq!(ran_where_awaited(128, false), 127, "the 129th node spreads");
+}
+
+/// The spread rule at its other boundary, the awaiting task's coop budget (tokio's 128
+/// units per poll of a task): starting the run spends one, each node one, so a run awaited
+/// in a fresh task starts 127 nodes in its first poll (a root and 126 after it), and the
+/// next one spreads.
+#[test]
+fn inline_on_two_workers_a_run_spreads_once_its_task_s_coop_budget_is_spent() {
+    assert_eq!(ran_where_awaited(126, true), 126);
+    assert_eq!(ran_where_awaited(127, true), 126, "the 128th node spreads");
 }

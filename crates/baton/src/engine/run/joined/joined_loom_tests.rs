@@ -1,0 +1,268 @@
+//! Model checking with loom: an inline run's future polling its joined drivers while their
+//! wake-ups come from other threads, and while it moves from one task to another.
+//!
+//! [`Joined`] and [`Inbox`] are the real ones, the inbox instantiated with [`LoomSync`]
+//! (loom's mutex and atomic) through the sync shim, so these run under a plain `cargo
+//! test`. The drivers are small futures in place of `Driver` (which needs a tokio runtime
+//! and a run): each waits for a gate that another thread opens (as a timer or a socket
+//! wakes a node), and may "spawn" one more such driver into the inbox from its poll, as a
+//! driver whose node ended and made a downstream ready does while the run is local. The
+//! tasks are small wakers that wake the model's main thread. What `Run::poll` does
+//! after polling its drivers, registering its waker for the run's end only when it
+//! changed, is a faithful copy of its few lines ([`End`]), as that future needs a
+//! runtime and a graph. `FuturesUnordered` (the set past [`POLLED_TOGETHER`] drivers)
+//! uses std's atomics, which loom does not interleave: its wake-ups are checked to reach
+//! the right task, not its own protocol.
+//!
+//! Each model checks that no wake-up is lost: the main thread plays the run's task and
+//! waits whenever the run's future returns `Pending`; loom reports a deadlock if it is
+//! never woken, and the model asserts that every driver ended, once.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
+use std::task::{Context, Poll, Wake, Waker};
+
+use loom::future::AtomicWaker;
+use loom::sync::Arc;
+use loom::sync::atomic::{AtomicBool, AtomicUsize};
+use loom::sync::{Condvar, Mutex};
+use loom::thread;
+
+use super::{Inbox, Joined, POLLED_TOGETHER};
+use crate::util::sync::LoomSync;
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(f);
+}
+
+/// A task: its waker marks it woken and wakes the thread that waits for it (a loom
+/// mutex and condition variable, as a runtime's worker parks).
+#[derive(Default)]
+struct Task {
+    woken: Mutex<bool>,
+    wake_up: Condvar,
+}
+
+impl Wake for Task {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        *self.woken.lock().unwrap() = true;
+        self.wake_up.notify_one();
+    }
+}
+
+/// A task for the model's main thread to run.
+fn task() -> std::sync::Arc<Task> {
+    std::sync::Arc::default()
+}
+
+impl Task {
+    /// Waits until the task is woken (a wake-up before this call counts).
+    fn wait(&self) {
+        let mut woken = self.woken.lock().unwrap();
+        while !*woken {
+            woken = self.wake_up.wait(woken).unwrap();
+        }
+        *woken = false;
+    }
+}
+
+/// What another thread opens, waking whoever waits for it: a timer, a socket, a oneshot.
+#[derive(Default)]
+struct Gate {
+    open: AtomicBool,
+    waker: AtomicWaker,
+}
+
+impl Gate {
+    fn open(&self) {
+        self.open.store(true, Release);
+        self.waker.wake();
+    }
+}
+
+type Shared = std::sync::Arc<Inbox<Node, LoomSync>>;
+
+/// A driver: waits for its gate, then pushes `next` (if any) to the inbox and ends.
+struct Node {
+    gate: Arc<Gate>,
+    next: Option<Box<Node>>,
+    inbox: Shared,
+    ended: Arc<AtomicUsize>,
+}
+
+impl Future for Node {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.gate.waker.register_by_ref(cx.waker());
+        if !self.gate.open.load(Acquire) {
+            return Poll::Pending;
+        }
+        if let Some(next) = self.next.take() {
+            self.inbox.push(*next);
+        }
+        self.ended.fetch_add(1, AcqRel);
+        Poll::Ready(())
+    }
+}
+
+/// The run's end as `Run::poll` waits for it: `RunCore::mark_ended`, `wait_end` and
+/// `is_ended`.
+#[derive(Default)]
+struct End {
+    ended: AtomicBool,
+    done: AtomicWaker,
+}
+
+impl End {
+    /// `Run::poll` after polling its drivers, with the waker it registered last: whether the
+    /// run ended.
+    fn poll(&self, registered: &mut Option<Waker>, cx: &Context<'_>) -> bool {
+        if !self.ended.load(Acquire) {
+            let waker = cx.waker();
+            if !registered.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                self.done.register_by_ref(waker);
+                *registered = Some(waker.clone());
+            }
+            if !self.ended.load(Acquire) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// `RunCore::mark_ended`.
+    fn end(&self) {
+        self.ended.store(true, Release);
+        self.done.wake();
+    }
+}
+
+/// A run's parts shared with its drivers.
+struct Run {
+    inbox: Shared,
+    ended: Arc<AtomicUsize>,
+}
+
+impl Run {
+    fn new() -> Self {
+        Run {
+            inbox: std::sync::Arc::new(Inbox::new()),
+            ended: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// A driver waiting for `gate`, pushing `next` when it ends.
+    fn node(&self, gate: &Arc<Gate>, next: Option<Node>) -> Node {
+        Node {
+            gate: Arc::clone(gate),
+            next: next.map(Box::new),
+            inbox: std::sync::Arc::clone(&self.inbox),
+            ended: Arc::clone(&self.ended),
+        }
+    }
+}
+
+type TaskRef = std::sync::Arc<Task>;
+
+/// Polls `joined` as the run's future does until `nodes` drivers ended (the run's `live`
+/// count), in task `first`, then in `then` (when they differ, the future moved: `then`
+/// polls it at once), waiting for the task whenever a poll returns `Pending`.
+fn drive(joined: &mut Joined<Node>, run: &Run, nodes: usize, first: &TaskRef, then: &TaskRef) {
+    let over = || run.ended.load(Acquire) == nodes;
+    let waker = Waker::from(TaskRef::clone(first));
+    joined.poll(&run.inbox, &mut Context::from_waker(&waker));
+    let waker = Waker::from(TaskRef::clone(then));
+    if !TaskRef::ptr_eq(first, then) && !over() {
+        joined.poll(&run.inbox, &mut Context::from_waker(&waker));
+    }
+    while !over() {
+        then.wait();
+        joined.poll(&run.inbox, &mut Context::from_waker(&waker));
+    }
+    assert!(joined.is_empty());
+}
+
+/// Two drivers wait for gates that two other threads open; the first to end spawns a third,
+/// which waits for a gate opened by one of them too. Every driver ends and the run's
+/// future is polled after each wake-up: none is lost, whatever the interleaving.
+#[test]
+fn no_driver_pushed_while_the_run_polls_is_left_unpolled() {
+    model(|| {
+        let run = Run::new();
+        let gates: Vec<Arc<Gate>> = (0..3).map(|_| Arc::default()).collect();
+        let third = run.node(&gates[2], None);
+        run.inbox.push(run.node(&gates[0], Some(third)));
+        run.inbox.push(run.node(&gates[1], None));
+        let openers: Vec<_> = [vec![0, 2], vec![1]]
+            .into_iter()
+            .map(|opens| {
+                let gates = gates.clone();
+                thread::spawn(move || opens.into_iter().for_each(|i| gates[i].open()))
+            })
+            .collect();
+        let task = task();
+        drive(&mut Joined::new(), &run, 3, &task, &task);
+        openers.into_iter().for_each(|t| t.join().unwrap());
+        assert!(run.inbox.take().is_empty());
+    });
+}
+
+/// The run's future moves to another task after its first poll (as a request's future
+/// handed to `tokio::spawn`): a driver it polls together with others, and one in its set
+/// past [`POLLED_TOGETHER`], is woken in the new task, never only in the old one.
+#[test]
+fn a_run_moved_to_another_task_is_woken_there() {
+    for nodes in [1, POLLED_TOGETHER + 1] {
+        model(move || {
+            let run = Run::new();
+            let open: Arc<Gate> = Arc::default();
+            open.open.store(true, Release);
+            let gate: Arc<Gate> = Arc::default();
+            // `nodes - 1` drivers that end at their first poll, then one that waits: past
+            // `POLLED_TOGETHER`, in the set.
+            for _ in 1..nodes {
+                run.inbox.push(run.node(&open, None));
+            }
+            run.inbox.push(run.node(&gate, None));
+            let opener = {
+                let gate = Arc::clone(&gate);
+                thread::spawn(move || gate.open())
+            };
+            drive(&mut Joined::new(), &run, nodes, &task(), &task());
+            opener.join().unwrap();
+        });
+    }
+}
+
+/// The run's end, told from another thread (its last driver ended on another worker), wakes
+/// the task that polled the run's future last, also when it moved there after registering
+/// its waker in the first: a poll with another waker registers that one.
+#[test]
+fn the_run_s_end_wakes_the_task_that_polled_it_last() {
+    model(|| {
+        let end: Arc<End> = Arc::default();
+        let ender = {
+            let end = Arc::clone(&end);
+            thread::spawn(move || end.end())
+        };
+        let (old, new) = (task(), task());
+        let (old_waker, new_waker) = (Waker::from(old), Waker::from(TaskRef::clone(&new)));
+        let mut registered = None;
+        let mut ended = end.poll(&mut registered, &Context::from_waker(&old_waker));
+        if !ended {
+            ended = end.poll(&mut registered, &Context::from_waker(&new_waker));
+        }
+        while !ended {
+            new.wait();
+            ended = end.poll(&mut registered, &Context::from_waker(&new_waker));
+        }
+        ender.join().unwrap();
+    });
+}
