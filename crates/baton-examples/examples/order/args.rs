@@ -48,7 +48,7 @@ pub(crate) struct Args {
 
     /// How long the `inventory` breaker stays open, in milliseconds.
     ///
-    /// The default is the original handler's.
+    /// The default, 3 s, is what a hand-written handler of this flow would use.
     #[arg(long, value_name = "MS", default_value_t = 3000)]
     pub(crate) open_ms: u64,
 
@@ -103,8 +103,8 @@ pub(crate) struct Args {
 /// What `--help` ends with: the exit status and example commands.
 const AFTER_HELP: &str = "\
 Exit status: 0 when the last run returned its report (in `preserve-partial` mode also when
-nodes failed, which the output says), 1 when it was an error (`fail-all` or `fail-fast` with
-a failure). `RUST_LOG=debug` shows every call the server answers.
+nodes failed, which the output says), 1 when it was an error: under `fail-all` or
+`fail-fast` with a failure, or when compensations ran (`--fail ship`). `RUST_LOG=debug` shows every call the server answers.
 
 Examples:
   cargo run --release --example order

@@ -42,7 +42,7 @@ use clap::Parser;
 use crate::args::Args;
 use crate::session::{Session, Transitions};
 
-/// The graph of the final chapter, on `orch` (which has the `inventory` breaker); `stock`
+/// The order graph, on `orch` (which has the `inventory` breaker); `stock`
 /// deducts from `count`, and its compensation puts it back when `ship` fails.
 fn order_graph(
     orch: &Orchestrator,
@@ -167,7 +167,7 @@ struct Nodes {
     notify: Node<String>,
 }
 
-/// What `notify` says when the notify service fails (the seed's "通知失败，已转站内信").
+/// What `notify` says when the notify service fails.
 const IN_APP: &str = "sent by in-app message";
 
 /// The stand-in stock count's value before any order.

@@ -6,8 +6,8 @@
 //! attempts of nodes that retried with their backoffs, which branch ran and which was not
 //! taken, and the orchestrator's stats panel.
 //!
-//! In the default happy path it also makes the same calls one after another, as the seed's
-//! original handler does (user 200 + sku 200 + stock 150 + ship 80 + notify 50 = 680 ms),
+//! In the default happy path it also makes the same calls one after another, as a hand-written
+//! handler would (user 200 + sku 200 + stock 150 + ship 80 + notify 50 = 680 ms),
 //! and prints both figures; with any failure flag that comparison is dropped (the serial
 //! code has no retry, breaker or fallback, so its figure would compare different work).
 

@@ -491,8 +491,8 @@ macro_rules! policy_setters {
         /// gives them through [`Orchestrator::apply`](crate::Orchestrator::apply). A policy
         /// set here too keeps its own value, whether set before or after. When a later
         /// `apply` changes the set, the runs and calls that start after it take the new
-        /// one; those in flight keep theirs. A set the orchestrator does not have, or
-        /// having no orchestrator, fails the build with
+        /// one; those in flight keep theirs. A set the orchestrator does not have fails the
+        /// build, as does any set when there is no orchestrator, with
         /// [`BuildError::UnknownPolicy`](crate::BuildError::UnknownPolicy).
         ///
         /// ```

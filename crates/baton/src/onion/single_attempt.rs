@@ -236,7 +236,7 @@ impl Waits {
 }
 
 /// Attempt `number`, with `budget` before its cut, failed with `error`: the host is told,
-/// and of its cut too when it was cut.
+/// and also of its cut when it was cut.
 fn failed<H: Host>(host: &H, number: u32, budget: Option<Duration>, error: NodeError) -> NodeError {
     if matches!(
         error,

@@ -7,7 +7,7 @@
 //!
 //! In an inline run, with the default `StartMode::Inline`, or on a runtime where one thread
 //! runs every task, a run's first driver is no task but part of the run's future: the
-//! `embedded` driver. `RunState::start` takes one thread to run every task on a
+//! `embedded` driver. `RunState::start` assumes one thread runs every task on a
 //! current-thread runtime, or on one worker awaited from a task. The embedded driver runs nodes
 //! in the task that awaits the run, spending that task's coop budget as a spawned driver
 //! would, and at most [`INLINE_MAX`] of them. It never waits: a node whose attempt returns

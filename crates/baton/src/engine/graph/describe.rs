@@ -1,7 +1,8 @@
 //! A built graph drawn as a Mermaid flowchart or a Graphviz DOT digraph.
 //!
 //! Both read the compiled graph once and allocate only the text: nothing here runs when a
-//! graph runs. Each kind of node maps to a [`Shape`]; a new kind adds its arm in
+//! graph runs. A graph that names a policy set changed by a reload resolves the set
+//! again first, as its next run would, and a set that no longer fits warns then. Each kind of node maps to a [`Shape`]; a new kind adds its arm in
 //! [`shape`].
 
 use std::time::Duration;

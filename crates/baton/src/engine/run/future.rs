@@ -51,7 +51,7 @@ enum Phase {
 /// runs every node in tasks of its own instead, so a node that computes never holds up the
 /// awaiting task, its timeout or the futures it joins. Where one thread runs every task, a
 /// spread run starts its first nodes here, and a node that waits moves to a task of its own,
-/// so that run goes on while this future is not polled. One thread is taken to run every
+/// so that run goes on while this future is not polled. baton assumes one thread runs every
 /// task on a current-thread runtime, and on a one-worker runtime awaited from one of its
 /// tasks. Tokio does not say which thread is its worker: a spread run awaited on such a
 /// runtime from a `LocalSet`, from a blocking thread of `spawn_blocking` or

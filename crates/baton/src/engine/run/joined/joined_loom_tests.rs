@@ -2,8 +2,8 @@
 //! wake-ups come from other threads, and while it moves from one task to another.
 //!
 //! [`Joined`] and [`Inbox`] are the real ones, the inbox instantiated with [`LoomSync`]
-//! (loom's mutex and atomic) through the sync shim, so these run under a plain `cargo
-//! test`. The drivers are small futures in place of `Driver` (which needs a tokio runtime
+//! (loom's mutex and atomic) through the sync shim, so these run under a plain
+//! `cargo test`. The drivers are small futures in place of `Driver` (which needs a tokio runtime
 //! and a run): each waits for a gate that another thread opens (as a timer or a socket
 //! wakes a node), and may "spawn" one more such driver into the inbox from its poll, as a
 //! driver whose node ended and made a downstream ready does while the run is local. The
