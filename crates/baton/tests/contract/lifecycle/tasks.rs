@@ -419,13 +419,9 @@ fn two_workers() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// One task per request, counted with tokio's task metrics, on a current-thread runtime: a
-/// run whose nodes all wait (twelve on timers, one on a oneshot, more than the eight polled
-/// together) spawns no task at all in the default mode, and every node is called, and
-/// resumes, in the request's task.
-#[test]
-fn inline_nodes_waiting_on_timers_and_a_oneshot_spawn_no_task_on_a_current_thread_runtime() {
-    let used = one_request(&current_thread(), StartMode::Inline);
+/// Asserts that `used` saw no task alive besides the request's, while the run waited or
+/// after it, and every node called and resumed in the request's task.
+fn only_the_requests_task(used: &Used) {
     assert_eq!(used.most, 0, "tasks alive besides the request's");
     assert_eq!(used.after, 0);
     let elsewhere: Vec<_> = used
@@ -439,21 +435,19 @@ fn inline_nodes_waiting_on_timers_and_a_oneshot_spawn_no_task_on_a_current_threa
     );
 }
 
+/// One task per request, counted with tokio's task metrics, on a current-thread runtime: a
+/// run whose nodes all wait (twelve on timers, one on a oneshot, more than the eight polled
+/// together) spawns no task at all in the default mode, and every node is called, and
+/// resumes, in the request's task.
+#[test]
+fn inline_nodes_waiting_on_timers_and_a_oneshot_spawn_no_task_on_a_current_thread_runtime() {
+    only_the_requests_task(&one_request(&current_thread(), StartMode::Inline));
+}
+
 /// The same on a two-worker runtime: no task besides the request's, and every node in it.
 #[test]
 fn inline_nodes_waiting_on_timers_and_a_oneshot_spawn_no_task_on_two_workers() {
-    let used = one_request(&two_workers(), StartMode::Inline);
-    assert_eq!(used.most, 0, "tasks alive besides the request's");
-    assert_eq!(used.after, 0);
-    let elsewhere: Vec<_> = used
-        .seen
-        .iter()
-        .filter(|(_, t)| *t != Some(used.request))
-        .collect();
-    assert!(
-        elsewhere.is_empty(),
-        "ran outside the request's task: {elsewhere:?}"
-    );
+    only_the_requests_task(&one_request(&two_workers(), StartMode::Inline));
 }
 
 /// `StartMode::Spread`, the same request: its nodes wait in tasks of the run's own. On a
