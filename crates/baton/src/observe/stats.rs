@@ -7,93 +7,150 @@
 //! no run is in flight is exact.
 
 use std::fmt;
+use std::marker::PhantomData;
 
 use crate::report::Outcome;
-use crate::util::striped::{Count, Padded, STRIPES, stripe};
+use crate::util::striped::{Bump, Count, Padded, STRIPES, is_owned, stripe};
 
 macro_rules! counters {
-    ($($field:ident),* $(,)?) => {
+    (counts: [$($count:ident),* $(,)?], gauges: [$($gauge:ident),* $(,)?] $(,)?) => {
         /// One stripe of the live counters behind [`Stats`].
         #[derive(Debug, Default)]
         pub(crate) struct Stripe {
-            $(pub(crate) $field: Count,)*
+            $($count: Count,)*
+            $($gauge: Count,)*
+        }
+
+        impl<'a> Local<'a> {
+            $(
+                #[inline]
+                pub(crate) fn $count(&self) -> Bump<'a> {
+                    Bump::new(&self.stripe.$count, self.owner)
+                }
+            )*
+            $(
+                #[inline]
+                pub(crate) fn $gauge(&self) -> Bump<'a> {
+                    Bump::new(&self.stripe.$gauge, self.owner)
+                }
+            )*
         }
 
         impl Counters {
+            /// The stripes summed: counts since the counters were made, gauges now.
             fn sums(&self) -> Stripe {
                 let total = Stripe::default();
-                for s in &self.stripes {
-                    $(total.$field.add(s.0.$field.get());)*
+                for s in self.stripes.iter() {
+                    $(total.$count.set(total.$count.get().wrapping_add(s.0.$count.get()));)*
+                    $(total.$gauge.set(total.$gauge.get().wrapping_add(s.0.$gauge.get()));)*
                 }
                 total
+            }
+
+            /// Zeroes the counts; the gauges are kept. The stripes are not written, since
+            /// their owners write them with plain stores: their sums now become the
+            /// baseline that later reads subtract.
+            pub(crate) fn reset(&self) {
+                let t = self.sums();
+                $(self.baseline.$count.set(t.$count.get());)*
+            }
+
+            /// The counts since the last reset, and the gauges.
+            fn current(&self) -> Stripe {
+                let t = self.sums();
+                $(t.$count.set(t.$count.get().wrapping_sub(self.baseline.$count.get()));)*
+                t
             }
         }
     };
 }
 
 counters!(
-    runs_started,
-    runs_finished,
-    runs_rejected,
-    nodes_submitted,
-    succeeded,
-    recovered,
-    failed,
-    skipped,
-    not_taken,
-    cancelled,
-    items_started,
-    items_succeeded,
-    items_recovered,
-    items_failed,
-    items_cancelled,
-    compensations_succeeded,
-    compensations_failed,
-    attempts,
-    retries,
-    timeouts,
-    breaker_rejections,
-    fallbacks,
-    rate_limited,
-    hedges,
-    faults_injected,
-    runs_in_flight,
-    nodes_in_flight,
+    counts: [
+        runs_started,
+        runs_finished,
+        runs_rejected,
+        nodes_submitted,
+        succeeded,
+        recovered,
+        failed,
+        skipped,
+        not_taken,
+        cancelled,
+        items_started,
+        items_succeeded,
+        items_recovered,
+        items_failed,
+        items_cancelled,
+        compensations_succeeded,
+        compensations_failed,
+        attempts,
+        retries,
+        timeouts,
+        breaker_rejections,
+        fallbacks,
+        rate_limited,
+        hedges,
+        faults_injected,
+    ],
+    gauges: [runs_in_flight, nodes_in_flight],
 );
 
-/// The live counters behind [`Stats`], striped per thread.
-#[derive(Debug, Default)]
+/// The live counters behind [`Stats`], striped per thread; see `util/striped.rs`.
+#[derive(Debug)]
 pub(crate) struct Counters {
-    stripes: [Padded<Stripe>; STRIPES],
+    stripes: Box<[Padded<Stripe>; STRIPES]>,
+    /// The counts' sums at the last reset.
+    baseline: Stripe,
 }
 
-impl Stripe {
+impl Default for Counters {
+    fn default() -> Self {
+        Counters {
+            stripes: Box::new(std::array::from_fn(|_| Padded::default())),
+            baseline: Stripe::default(),
+        }
+    }
+}
+
+/// This thread's stripe of an orchestrator's counters, to bump at once: it is neither
+/// `Send` nor `Sync`, so it is never held across an `.await`; see `util/striped.rs`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Local<'a> {
+    stripe: &'a Stripe,
+    /// This thread owns the stripe.
+    owner: bool,
+    _thread: PhantomData<*const ()>,
+}
+
+impl Local<'_> {
+    #[inline]
     pub(crate) fn outcome(&self, outcome: Outcome) {
         match outcome {
-            Outcome::Succeeded => self.succeeded.incr(),
-            Outcome::Recovered => self.recovered.incr(),
-            Outcome::Failed => self.failed.incr(),
-            Outcome::Skipped => self.skipped.incr(),
-            Outcome::NotTaken => self.not_taken.incr(),
-            Outcome::Cancelled => self.cancelled.incr(),
+            Outcome::Succeeded => self.succeeded().incr(),
+            Outcome::Recovered => self.recovered().incr(),
+            Outcome::Failed => self.failed().incr(),
+            Outcome::Skipped => self.skipped().incr(),
+            Outcome::NotTaken => self.not_taken().incr(),
+            Outcome::Cancelled => self.cancelled().incr(),
         }
     }
 
     /// Counts a compensation that ended with `outcome`.
     pub(crate) fn compensation(&self, outcome: Outcome) {
         match outcome {
-            Outcome::Succeeded => self.compensations_succeeded.incr(),
-            _ => self.compensations_failed.incr(),
+            Outcome::Succeeded => self.compensations_succeeded().incr(),
+            _ => self.compensations_failed().incr(),
         }
     }
 
     /// Counts an item of a map node that ended with `outcome`.
     pub(crate) fn item(&self, outcome: Outcome) {
         match outcome {
-            Outcome::Succeeded => self.items_succeeded.incr(),
-            Outcome::Recovered => self.items_recovered.incr(),
-            Outcome::Failed => self.items_failed.incr(),
-            _ => self.items_cancelled.incr(),
+            Outcome::Succeeded => self.items_succeeded().incr(),
+            Outcome::Recovered => self.items_recovered().incr(),
+            Outcome::Failed => self.items_failed().incr(),
+            _ => self.items_cancelled().incr(),
         }
     }
 }
@@ -101,43 +158,13 @@ impl Stripe {
 impl Counters {
     /// This thread's stripe: bump its fields.
     #[inline]
-    pub(crate) fn local(&self) -> &Stripe {
-        &self.stripes[stripe() % STRIPES].0
-    }
-
-    /// Zeroes the counters; the gauges `runs_in_flight` and `nodes_in_flight` are kept.
-    pub(crate) fn reset(&self) {
-        for s in &self.stripes {
-            let s = &s.0;
-            for c in [
-                &s.runs_started,
-                &s.runs_finished,
-                &s.runs_rejected,
-                &s.nodes_submitted,
-                &s.succeeded,
-                &s.recovered,
-                &s.failed,
-                &s.skipped,
-                &s.not_taken,
-                &s.cancelled,
-                &s.items_started,
-                &s.items_succeeded,
-                &s.items_recovered,
-                &s.items_failed,
-                &s.items_cancelled,
-                &s.compensations_succeeded,
-                &s.compensations_failed,
-                &s.attempts,
-                &s.retries,
-                &s.timeouts,
-                &s.breaker_rejections,
-                &s.fallbacks,
-                &s.rate_limited,
-                &s.hedges,
-                &s.faults_injected,
-            ] {
-                c.reset();
-            }
+    pub(crate) fn local(&self) -> Local<'_> {
+        let index = stripe();
+        debug_assert!(index < STRIPES, "stripe {index} out of range");
+        Local {
+            stripe: &self.stripes[index.min(STRIPES - 1)].0,
+            owner: is_owned(index),
+            _thread: PhantomData,
         }
     }
 
@@ -150,7 +177,7 @@ impl Counters {
                 global_queue_depth: m.global_queue_depth(),
             }
         });
-        let t = self.sums();
+        let t = self.current();
         let n = |c: &Count| c.get().max(0) as u64;
         Stats {
             runs_started: n(&t.runs_started),

@@ -17,7 +17,7 @@ use super::tell::{self, Subject, Teller};
 use crate::error::{BoxError, NodeError, UserCode};
 use crate::id::RunId;
 use crate::observe::Event;
-use crate::observe::stats::Stripe;
+use crate::observe::stats::Local;
 use crate::orchestrator::deliver;
 use crate::policy::deadline::TimerHook;
 use crate::policy::limit::bulkhead::BulkheadPermit;
@@ -193,7 +193,7 @@ impl<T, F> CallHost<'_, T, F> {
 }
 
 impl<T, F> Teller for CallHost<'_, T, F> {
-    fn stripe(&self) -> Option<&Stripe> {
+    fn stripe(&self) -> Option<Local<'_>> {
         let orchestrator = self.inner.orchestrator.as_ref()?;
         Some(orchestrator.counters().local())
     }

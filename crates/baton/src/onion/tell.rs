@@ -8,7 +8,7 @@ use crate::error::NodeError;
 use crate::id::RunId;
 use crate::observe::Event;
 use crate::observe::log;
-use crate::observe::stats::Stripe;
+use crate::observe::stats::Local;
 use crate::policy::breaker::BreakerState;
 
 /// Whom an attempt's events name: the run, its graph, the node or item, and the item's
@@ -24,7 +24,7 @@ pub(crate) struct Subject<'a> {
 pub(crate) trait Teller {
     /// This thread's stripe of the orchestrator's counters; `None` without an
     /// orchestrator.
-    fn stripe(&self) -> Option<&Stripe>;
+    fn stripe(&self) -> Option<Local<'_>>;
     /// Whether an observer hears the events.
     fn observed(&self) -> bool;
     /// Whom the events name; called only when [`observed`](Self::observed).
@@ -33,7 +33,7 @@ pub(crate) trait Teller {
     fn tell(&self, event: &Event<'_>);
 }
 
-fn count(t: &(impl Teller + ?Sized), counter: impl FnOnce(&Stripe)) {
+fn count(t: &(impl Teller + ?Sized), counter: impl FnOnce(Local<'_>)) {
     if let Some(stripe) = t.stripe() {
         counter(stripe);
     }
@@ -43,9 +43,9 @@ fn count(t: &(impl Teller + ?Sized), counter: impl FnOnce(&Stripe)) {
 /// first, and told.
 pub(crate) fn attempt_started(t: &(impl Teller + ?Sized), attempt: u32, budget: Option<Duration>) {
     count(t, |c| {
-        c.attempts.incr();
+        c.attempts().incr();
         if attempt > 1 {
-            c.retries.incr();
+            c.retries().incr();
         }
     });
     if t.observed() {
@@ -94,7 +94,7 @@ pub(crate) fn attempt_failed(
 
 /// Attempt `attempt` was cut after `limit`: counted as a timeout and told.
 pub(crate) fn attempt_cut(t: &(impl Teller + ?Sized), attempt: u32, limit: Duration) {
-    count(t, |c| c.timeouts.incr());
+    count(t, |c| c.timeouts().incr());
     if t.observed() {
         let Subject {
             run,
@@ -178,7 +178,7 @@ pub(crate) fn rate_limited(
     admitted: bool,
 ) {
     if !admitted {
-        count(t, |c| c.rate_limited.incr());
+        count(t, |c| c.rate_limited().incr());
     }
     if t.observed() {
         let Subject {
@@ -207,7 +207,7 @@ pub(crate) fn fault_injected(
     latency: Duration,
     error: bool,
 ) {
-    count(t, |c| c.faults_injected.incr());
+    count(t, |c| c.faults_injected().incr());
     if t.observed() {
         let Subject {
             run,
@@ -229,7 +229,7 @@ pub(crate) fn fault_injected(
 
 /// Hedge `attempt` started `after` the attempt before it: counted and told.
 pub(crate) fn hedged(t: &(impl Teller + ?Sized), attempt: u32, after: Duration) {
-    count(t, |c| c.hedges.incr());
+    count(t, |c| c.hedges().incr());
     if t.observed() {
         let Subject {
             run,
@@ -250,7 +250,7 @@ pub(crate) fn hedged(t: &(impl Teller + ?Sized), attempt: u32, after: Duration) 
 
 /// Circuit breaker `breaker`, in `state`, rejected the series: counted and told.
 pub(crate) fn rejected(t: &(impl Teller + ?Sized), breaker: &str, state: BreakerState) {
-    count(t, |c| c.breaker_rejections.incr());
+    count(t, |c| c.breaker_rejections().incr());
     if t.observed() {
         let Subject {
             run,
@@ -271,7 +271,7 @@ pub(crate) fn rejected(t: &(impl Teller + ?Sized), breaker: &str, state: Breaker
 
 /// The fallback ran after `error`: counted and told.
 pub(crate) fn fell_back(t: &(impl Teller + ?Sized), error: &NodeError) {
-    count(t, |c| c.fallbacks.incr());
+    count(t, |c| c.fallbacks().incr());
     if t.observed() {
         let Subject {
             run,

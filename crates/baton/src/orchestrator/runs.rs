@@ -194,13 +194,13 @@ impl Orchestrator {
         if !inner.accepting.load(Ordering::SeqCst) {
             self.shard(shard).remove(slot);
             self.leave();
-            inner.counters.local().runs_rejected.incr();
+            inner.counters.local().runs_rejected().incr();
             return None;
         }
         let c = inner.counters.local();
-        c.runs_started.incr();
-        c.runs_in_flight.incr();
-        c.nodes_submitted.add(nodes as i64);
+        c.runs_started().incr();
+        c.runs_in_flight().incr();
+        c.nodes_submitted().add(nodes as i64);
         Some(key)
     }
 
@@ -217,8 +217,8 @@ impl Orchestrator {
                 .fetch_add(1 | by_shutdown, Ordering::SeqCst);
         }
         let c = inner.counters.local();
-        c.runs_finished.incr();
-        c.runs_in_flight.decr();
+        c.runs_finished().incr();
+        c.runs_in_flight().decr();
         self.leave();
     }
 

@@ -8,7 +8,9 @@
 //! over. The run's cells have one writer too: its future, when it starts. A read before
 //! the write finds `None`, as `OnceLock::get` would, and the run's readers treat that as
 //! "not started". This cell is what that needs: one compare-and-swap to claim
-//! the write, one release store to publish it, one acquire load to read it. The
+//! the write, one release store to publish it, one acquire load to read it. A writer that
+//! is alone by construction, as a node's finalizer is, skips the compare-and-swap with
+//! `set_alone`. The
 //! `once_loom_tests` module model-checks the claim, the publication and the drops.
 
 #![allow(unsafe_code)]
@@ -65,6 +67,30 @@ impl<T, S: SyncFamily> WriteOnce<T, S> {
         Ok(())
     }
 
+    /// Stores `value` without claiming the write: for a cell whose one writer is known by
+    /// other means, as a node's finalizer is. A relaxed load and a release store, no
+    /// compare-and-swap. Returns whether it wrote: a cell already written keeps its value,
+    /// and `value` is dropped.
+    ///
+    /// # Safety
+    ///
+    /// No other call of `set` or `set_alone` on this cell may run at the same time as
+    /// this one. Calls one after the other, on any threads, are fine: the later one finds
+    /// the cell written.
+    #[inline]
+    pub(crate) unsafe fn set_alone(&self, value: T) -> bool {
+        if self.state.load(Ordering::Relaxed) != EMPTY {
+            refused(value);
+            return false;
+        }
+        // SAFETY: the caller is the only writer at this time, and the cell is empty, so no
+        // earlier write is overwritten; readers do not look at the value until `READY` is
+        // stored below.
+        self.value.with_mut(|cell| unsafe { (*cell).write(value) });
+        self.state.store(READY, Ordering::Release);
+        true
+    }
+
     /// The value, once its write is complete.
     pub(crate) fn get(&self) -> Option<&T> {
         if self.state.load(Ordering::Acquire) == READY {
@@ -96,6 +122,13 @@ impl<T, S: SyncFamily> WriteOnce<T, S> {
             .with_mut(|cell| unsafe { (*cell).assume_init_read() });
         Some(value)
     }
+}
+
+/// Drops the value of a write refused because the cell was written: rare, kept off the
+/// write's path.
+#[cold]
+fn refused<T>(value: T) {
+    drop(value);
 }
 
 impl<T, S: SyncFamily> Default for WriteOnce<T, S> {

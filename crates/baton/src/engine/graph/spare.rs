@@ -4,8 +4,8 @@
 //! 130 bytes per node. Its end hands its arrays back instead of freeing them, unless the set it
 //! came from holds arrays already or is locked at that instant.
 //!
-//! A small graph, run by many requests at once, keeps one set per thread stripe, up to
-//! [`STRIPES`]. A run takes the set of its home: the stripe of the thread that creates it
+//! A small graph, run by many requests at once, keeps up to [`SETS`] sets, one per thread
+//! stripe modulo that. A run takes the set of its home: that of the thread that creates it
 //! by calling `Graph::run`. It gives the set back there when it ends, wherever that is, so
 //! workers that each create runs of one handler's graph do not fight over one lock. A
 //! larger graph keeps one set, whose allocations would cost little beside its nodes anyway.
@@ -20,10 +20,13 @@
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use crate::engine::run::node_state::RunBuffers;
-use crate::util::striped::{Padded, STRIPES, stripe};
+use crate::util::striped::{Padded, stripe};
+
+/// How many sets of run arrays a small graph keeps at most.
+const SETS: usize = 8;
 
 /// Graphs of at most this many nodes keep a set of run arrays per thread stripe, at most
-/// [`STRIPES`] sets of about 130 bytes per node each. Larger ones keep one.
+/// [`SETS`] sets of about 130 bytes per node each. Larger ones keep one.
 const STRIPED_MAX_NODES: usize = 64;
 
 /// A graph's spare run arrays.
@@ -35,11 +38,7 @@ pub(crate) struct Spares {
 impl Spares {
     /// No spare arrays yet, for a graph of `nodes` nodes.
     pub(crate) fn new(nodes: usize) -> Self {
-        let count = if nodes <= STRIPED_MAX_NODES {
-            STRIPES
-        } else {
-            1
-        };
+        let count = if nodes <= STRIPED_MAX_NODES { SETS } else { 1 };
         Spares {
             sets: (0..count).map(|_| Padded(Mutex::new(None))).collect(),
         }
@@ -88,8 +87,8 @@ mod tests {
 
     #[test]
     fn small_graphs_keep_a_set_per_stripe_larger_ones_one() {
-        assert_eq!(Spares::new(1).sets.len(), STRIPES);
-        assert_eq!(Spares::new(STRIPED_MAX_NODES).sets.len(), STRIPES);
+        assert_eq!(Spares::new(1).sets.len(), SETS);
+        assert_eq!(Spares::new(STRIPED_MAX_NODES).sets.len(), SETS);
         assert_eq!(Spares::new(STRIPED_MAX_NODES + 1).sets.len(), 1);
     }
 
@@ -101,7 +100,7 @@ mod tests {
         spares.put(home, buffers(3));
         // The stripe holds a set: this one is dropped.
         spares.put(home, buffers(5));
-        let other = (home + 1) % STRIPES;
+        let other = (home + 1) % SETS;
         assert!(spares.take(other).is_none(), "another stripe's set");
         let taken = spares.take(home).map(|b| b.nodes.len());
         assert_eq!(taken, Some(3));

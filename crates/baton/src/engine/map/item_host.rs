@@ -14,7 +14,7 @@ use super::super::run::state::RunState;
 use super::ItemCtx;
 use crate::error::{BoxError, NodeError, UserCode};
 use crate::observe::Event;
-use crate::observe::stats::Stripe;
+use crate::observe::stats::Local;
 use crate::onion::tell::{self, Subject, Teller};
 use crate::onion::{Fallback, Held, Host, Recovered};
 use crate::policy::deadline::TimerHook;
@@ -72,7 +72,7 @@ impl<I: Send + Sync + 'static, X, F, R> ItemHost<'_, I, X, F, R> {
 }
 
 impl<I: Send + Sync + 'static, X, F, R> Teller for ItemHost<'_, I, X, F, R> {
-    fn stripe(&self) -> Option<&Stripe> {
+    fn stripe(&self) -> Option<Local<'_>> {
         Some(self.run.graph.orchestrator.counters().local())
     }
 

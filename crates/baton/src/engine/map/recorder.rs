@@ -47,7 +47,7 @@ impl<'a, I: Send + Sync + 'static> Recorder<'a, I> {
     }
 
     /// The orchestrator's statistics counters, this thread's stripe.
-    fn stats(&self) -> &crate::observe::stats::Stripe {
+    fn stats(&self) -> crate::observe::stats::Local<'_> {
         self.run.graph.orchestrator.counters().local()
     }
 
@@ -60,7 +60,7 @@ impl<'a, I: Send + Sync + 'static> Recorder<'a, I> {
     pub(super) fn started(&mut self, index: u32, at: Duration) {
         if let Some(item) = self.items.get_mut(index as usize) {
             item.start = Some(at);
-            self.stats().items_started.incr();
+            self.stats().items_started().incr();
         }
     }
 
@@ -122,7 +122,7 @@ impl<'a, I: Send + Sync + 'static> Recorder<'a, I> {
             }
         }
         if cancelled > 0 {
-            self.stats().items_cancelled.add(cancelled as i64);
+            self.stats().items_cancelled().add(cancelled as i64);
         }
         let decision = self.tally.decide(cancelled);
         if !self.kept {

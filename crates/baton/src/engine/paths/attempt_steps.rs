@@ -31,9 +31,9 @@ impl<I: Send + Sync + 'static> RunState<I> {
             slot.count_attempt();
         }
         let counters = self.graph.orchestrator.counters().local();
-        counters.attempts.incr();
+        counters.attempts().incr();
         if number > 1 {
-            counters.retries.incr();
+            counters.retries().incr();
         }
         if self.observed() {
             self.emit(&Event::AttemptStarted {

@@ -12,7 +12,7 @@ use crate::engine::task::ctx::{AttemptFuture, FallbackFuture};
 use crate::engine::task::node_fallback::FallbackScope;
 use crate::error::NodeError;
 use crate::observe::Event;
-use crate::observe::stats::Stripe;
+use crate::observe::stats::Local;
 use crate::onion::Host;
 use crate::onion::tell::{Subject, Teller};
 use crate::policy::deadline::TimerHook;
@@ -81,7 +81,7 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
 }
 
 impl<I: Send + Sync + 'static> Teller for NodeHost<'_, I> {
-    fn stripe(&self) -> Option<&Stripe> {
+    fn stripe(&self) -> Option<Local<'_>> {
         Some(self.run.graph.orchestrator.counters().local())
     }
 

@@ -248,7 +248,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
     pub(in crate::engine) fn count_started(&self, id: u32) {
         if self.core.slot(id).is_some_and(|slot| slot.mark_counted()) {
             let counters = self.graph.orchestrator.counters();
-            counters.local().nodes_in_flight.incr();
+            counters.local().nodes_in_flight().incr();
         }
     }
 
@@ -342,11 +342,16 @@ impl<I: Send + Sync + 'static> RunState<I> {
         };
         let outcome = record.outcome;
         let (settled, value) = record.settle();
-        if let (Some(value), Some(cell)) = (value, core.value_cell(id)) {
-            let written = cell.set(value).is_ok();
-            debug_assert!(written, "a node's value is written once");
+        // SAFETY: invariant 1: the caller finalizes node `id`, so it is the one writer of
+        // the node's value and record, and writes each once.
+        #[allow(unsafe_code)]
+        unsafe {
+            if let (Some(value), Some(cell)) = (value, core.value_cell(id)) {
+                let written = cell.set_alone(value);
+                debug_assert!(written, "a node's value is written once");
+            }
+            slot.set_record(settled);
         }
-        slot.set_record(settled);
         if was_running {
             node.finish();
         }
@@ -362,7 +367,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             core.note_uncounted();
         }
         if slot.is_counted() {
-            counters.nodes_in_flight.decr();
+            counters.nodes_in_flight().decr();
         }
         let callbacks = self.graph.callbacks(id);
         let observed = self.observed();

@@ -59,6 +59,34 @@ fn one_of_two_writers_wins_and_a_reader_sees_none_or_its_whole_value() {
     });
 }
 
+/// A lone writer publishes while a reader looks: the reader sees nothing or the whole value,
+/// and a later write finds the cell written.
+#[test]
+fn a_lone_writer_publishes_its_whole_value() {
+    model(|| {
+        let cell = Arc::new(WriteOnce::<[usize; 2], LoomSync>::default());
+        let writer = {
+            let cell = Arc::clone(&cell);
+            // SAFETY: this thread is the cell's only writer until it is joined.
+            thread::spawn(move || unsafe { cell.set_alone([7, 7]) })
+        };
+        let reader = {
+            let cell = Arc::clone(&cell);
+            thread::spawn(move || cell.get().copied())
+        };
+        assert!(writer.join().unwrap());
+        let seen = reader.join().unwrap();
+        assert!(
+            seen.is_none() || seen == Some([7, 7]),
+            "the reader saw {seen:?}"
+        );
+        // SAFETY: the writer was joined; this is the only writer now.
+        assert!(!unsafe { cell.set_alone([8, 8]) });
+        assert_eq!(cell.set([9, 9]), Err([9, 9]));
+        assert_eq!(cell.get(), Some(&[7, 7]));
+    });
+}
+
 /// Drops per value, reset by each execution of the model.
 static DROPS: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
 

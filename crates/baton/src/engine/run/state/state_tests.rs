@@ -230,23 +230,32 @@ fn a_run_gives_its_arrays_back_to_its_home_set() {
     let home = graph.inner.spare.home();
     let mut run = Some(run_of(&graph));
     let mut elsewhere = None;
-    // New threads take new stripes: one of the next few is not this thread's.
+    // Threads alive at once hold distinct stripes: one of the next few is not this
+    // thread's set. Each stays alive until the end, so that the next takes a new stripe.
+    let (done, wait) = std::sync::mpsc::channel::<()>();
+    let wait = Arc::new(std::sync::Mutex::new(wait));
+    let mut alive = Vec::new();
     for _ in 0..=crate::util::striped::STRIPES {
         let Some(r) = run.take() else { break };
         let inner = Arc::clone(&graph.inner);
-        let (back, other) = std::thread::spawn(move || {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let wait = Arc::clone(&wait);
+        alive.push(std::thread::spawn(move || {
             let other = inner.spare.home();
             if other == home {
-                (Some(r), None)
+                tx.send((Some(r), None)).unwrap();
             } else {
                 drop(r);
-                (None, Some(other))
+                tx.send((None, Some(other))).unwrap();
             }
-        })
-        .join()
-        .unwrap();
-        run = back;
-        elsewhere = other;
+            drop(inner);
+            let _ = wait.lock().unwrap().recv();
+        }));
+        (run, elsewhere) = rx.recv().unwrap();
+    }
+    drop(done);
+    for t in alive {
+        t.join().unwrap();
     }
     let other = elsewhere.expect("a thread of another stripe dropped the run");
     assert!(graph.inner.spare.take(other).is_none(), "the dropper's set");
@@ -328,7 +337,11 @@ fn a_start_is_reused_only_when_no_user_code_ran_in_between() {
     );
     let later = t + Duration::from_millis(5);
     let slot = run.core.slot(h.index).expect("a slot");
-    slot.set_record(Settled::empty(Outcome::Succeeded, later));
+    // SAFETY: the run is not started; this test is the slot's only writer.
+    #[allow(unsafe_code)]
+    unsafe {
+        slot.set_record(Settled::empty(Outcome::Succeeded, later));
+    }
     assert_eq!(
         run.ready_at(b.index, k.index, t),
         Some(later),
