@@ -61,6 +61,8 @@ pub(crate) trait AtomicInt: Send + Sync + fmt::Debug {
     fn fetch_add(&self, v: Self::Int, order: Ordering) -> Self::Int;
     /// Subtracts `v`, wrapping; returns the previous value.
     fn fetch_sub(&self, v: Self::Int, order: Ordering) -> Self::Int;
+    /// Writes `v`; returns the previous value.
+    fn swap(&self, v: Self::Int, order: Ordering) -> Self::Int;
     /// Writes `new` if the cell holds `current`; the previous value, `Ok` if it was written.
     fn compare_exchange(
         &self,
@@ -102,6 +104,16 @@ pub(crate) trait RawCell<T> {
     fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R;
 }
 
+/// A cell holding a waker that another thread wakes, as `futures`' `AtomicWaker`.
+pub(crate) trait WakerCell: Send + Sync {
+    /// An empty cell.
+    fn new() -> Self;
+    /// Keeps `waker`, replacing the one kept; wakes it at once if a wake-up raced this.
+    fn register(&self, waker: &std::task::Waker);
+    /// Wakes the waker kept, if any, and takes it out.
+    fn wake(&self);
+}
+
 /// A family of primitives: std's in the library, loom's in the model-checking tests.
 pub(crate) trait SyncFamily: Send + Sync + 'static {
     /// The 64-bit atomic cell.
@@ -120,6 +132,8 @@ pub(crate) trait SyncFamily: Send + Sync + 'static {
     type AtomicU64: AtomicInt<Int = u64>;
     /// The unsafe cell.
     type UnsafeCell<T>: RawCell<T>;
+    /// The waker cell.
+    type WakerCell: WakerCell;
 }
 
 /// Implements [`AtomicInt`] for an atomic type by forwarding to its inherent methods;
@@ -147,6 +161,10 @@ macro_rules! atomic_int {
             #[inline]
             fn fetch_sub(&self, v: $int, order: Ordering) -> $int {
                 <$atomic>::fetch_sub(self, v, order)
+            }
+            #[inline]
+            fn swap(&self, v: $int, order: Ordering) -> $int {
+                <$atomic>::swap(self, v, order)
             }
             #[inline]
             fn compare_exchange(
@@ -190,6 +208,21 @@ impl SyncFamily for StdSync {
     type AtomicUsize = std::sync::atomic::AtomicUsize;
     type AtomicU64 = std::sync::atomic::AtomicU64;
     type UnsafeCell<T> = std::cell::UnsafeCell<T>;
+    type WakerCell = futures_util::task::AtomicWaker;
+}
+
+impl WakerCell for futures_util::task::AtomicWaker {
+    fn new() -> Self {
+        futures_util::task::AtomicWaker::new()
+    }
+    #[inline]
+    fn register(&self, waker: &std::task::Waker) {
+        futures_util::task::AtomicWaker::register(self, waker);
+    }
+    #[inline]
+    fn wake(&self) {
+        futures_util::task::AtomicWaker::wake(self);
+    }
 }
 
 atomic_int!(std::sync::atomic::AtomicU8, u8, |this, f| f(this.get_mut()));
@@ -270,6 +303,20 @@ impl SyncFamily for LoomSync {
     type AtomicUsize = loom::sync::atomic::AtomicUsize;
     type AtomicU64 = loom::sync::atomic::AtomicU64;
     type UnsafeCell<T> = loom::cell::UnsafeCell<T>;
+    type WakerCell = loom::future::AtomicWaker;
+}
+
+#[cfg(test)]
+impl WakerCell for loom::future::AtomicWaker {
+    fn new() -> Self {
+        loom::future::AtomicWaker::new()
+    }
+    fn register(&self, waker: &std::task::Waker) {
+        self.register_by_ref(waker);
+    }
+    fn wake(&self) {
+        loom::future::AtomicWaker::wake(self);
+    }
 }
 
 #[cfg(test)]

@@ -5,9 +5,9 @@
 //! waker, every one at each wake-up of the run, as `tokio::join!` polls its futures: no
 //! allocation per driver, no waker of its own, no list of those woken to keep. A driver not
 //! woken is then polled for nothing, which a future allows, and which costs less than
-//! keeping track, for a few drivers. Past them, drivers go to a `FuturesUnordered`, which
-//! gives each its own waker and keeps the list of those woken, so a wake-up polls them and
-//! no other, however many wait.
+//! keeping track, for a few drivers. Past them, drivers go to a [`ReadySet`], which gives
+//! each its own waker and keeps the list of those woken, as a `FuturesUnordered` does, so a
+//! wake-up polls them and no other, however many wait; see `joined/ready_set.rs`.
 //!
 //! A driver spawned while the run is local goes to the run's [`Inbox`] first. Only code
 //! that the run's future polls spawns while the run is local: its drivers, in this poll. So
@@ -20,11 +20,12 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::task::{Context, Poll};
-
-use futures_util::stream::{FuturesUnordered, StreamExt};
+use std::task::Context;
 
 use crate::util::sync::{AtomicInt, Exclusive, StdSync, SyncFamily};
+
+mod ready_set;
+use ready_set::ReadySet;
 
 /// The most drivers an inline run's future polls together at each wake-up, as
 /// `tokio::join!` polls its futures; past them, drivers join a set that polls only those
@@ -66,15 +67,15 @@ impl<F, S: SyncFamily> Inbox<F, S> {
     }
 }
 
-/// See the module docs.
-pub(super) struct Joined<F> {
+/// See the module docs. Generic over the primitives of its set, as [`Inbox`] is.
+pub(super) struct Joined<F, S: SyncFamily = StdSync> {
     /// Up to [`POLLED_TOGETHER`] drivers, polled together.
     few: Vec<F>,
     /// The drivers past them, each woken on its own. Made when first needed.
-    set: Option<FuturesUnordered<F>>,
+    set: Option<ReadySet<F, S>>,
 }
 
-impl<F: Future<Output = ()> + Unpin> Joined<F> {
+impl<F: Future<Output = ()> + Unpin, S: SyncFamily> Joined<F, S> {
     /// None yet; allocates nothing.
     pub(super) fn new() -> Self {
         Joined {
@@ -85,21 +86,22 @@ impl<F: Future<Output = ()> + Unpin> Joined<F> {
 
     /// Whether no driver is held.
     pub(super) fn is_empty(&self) -> bool {
-        self.few.is_empty() && self.set.as_ref().is_none_or(FuturesUnordered::is_empty)
+        self.few.is_empty() && self.set.as_ref().is_none_or(ReadySet::is_empty)
     }
 
     /// Every driver held, leaving none.
     pub(super) fn take_all(&mut self) -> impl Iterator<Item = F> {
         let few = std::mem::take(&mut self.few);
         let set = self.set.take();
-        few.into_iter().chain(set.into_iter().flatten())
+        few.into_iter()
+            .chain(set.into_iter().flat_map(ReadySet::into_drivers))
     }
 
     /// Polls the drivers held: the few polled together, and those of the set woken since
     /// their last poll. It first takes in the ones spawned since, from the run's `inbox`,
     /// and again while polling them spawned more. Those are polled at once, as a spawned
     /// task would be; the others are not polled twice in one call.
-    pub(super) fn poll<S: SyncFamily>(&mut self, inbox: &Inbox<F, S>, cx: &mut Context<'_>) {
+    pub(super) fn poll(&mut self, inbox: &Inbox<F, S>, cx: &mut Context<'_>) {
         let mut from = 0;
         loop {
             if inbox.pushed.load(Ordering::Relaxed) != 0 {
@@ -116,10 +118,8 @@ impl<F: Future<Output = ()> + Unpin> Joined<F> {
                 }
             }
             from = self.few.len();
-            if let Some(set) = self.set.as_mut().filter(|set| !set.is_empty()) {
-                // Each driver returns when it ends; the set returns `Pending` once none of
-                // those woken is left, or it gives the task's turn back after polling each once.
-                while let Poll::Ready(Some(())) = set.poll_next_unpin(cx) {}
+            if let Some(set) = self.set.as_mut() {
+                set.poll(cx);
             }
             if inbox.pushed.load(Ordering::Relaxed) == 0 {
                 return;
@@ -130,7 +130,7 @@ impl<F: Future<Output = ()> + Unpin> Joined<F> {
     /// Takes in the drivers spawned since the last look at the inbox. With none held and
     /// few enough, the inbox's list becomes the held one, and the empty held one the
     /// inbox's: no driver moves, and neither list allocates again.
-    fn take_inbox<S: SyncFamily>(&mut self, inbox: &Inbox<F, S>) {
+    fn take_inbox(&mut self, inbox: &Inbox<F, S>) {
         inbox.drivers.with(|drivers| {
             if self.is_empty() && drivers.len() <= POLLED_TOGETHER {
                 std::mem::swap(&mut self.few, drivers);
@@ -145,14 +145,12 @@ impl<F: Future<Output = ()> + Unpin> Joined<F> {
     /// Takes in one driver: among the few polled together while there is room and the set
     /// is empty, else in the set.
     fn take_in(&mut self, driver: F) {
-        let set_empty = self.set.as_ref().is_none_or(FuturesUnordered::is_empty);
+        let set_empty = self.set.as_ref().is_none_or(ReadySet::is_empty);
         if set_empty && self.few.len() < POLLED_TOGETHER {
             self.few.push(driver);
             return;
         }
-        self.set
-            .get_or_insert_with(FuturesUnordered::new)
-            .push(driver);
+        self.set.get_or_insert_with(ReadySet::new).push(driver);
     }
 }
 

@@ -1,8 +1,8 @@
 //! Model checking with loom: an inline run's future polling its joined drivers while their
 //! wake-ups come from other threads, and while it moves from one task to another.
 //!
-//! [`Joined`] and [`Inbox`] are the real ones, the inbox instantiated with [`LoomSync`]
-//! (loom's mutex and atomic) through the sync shim, so these run under a plain
+//! [`Joined`] and [`Inbox`] are the real ones, instantiated with [`LoomSync`] (loom's
+//! mutex, atomics and waker cell) through the sync shim, so these run under a plain
 //! `cargo test`. The drivers are small futures in place of `Driver` (which needs a tokio runtime
 //! and a run): each waits for a gate that another thread opens (as a timer or a socket
 //! wakes a node), and may "spawn" one more such driver into the inbox from its poll, as a
@@ -10,9 +10,8 @@
 //! tasks are small wakers that wake the model's main thread. What `Run::poll` does
 //! after polling its drivers, registering its waker for the run's end only when it
 //! changed, is a faithful copy of its few lines ([`End`]), as that future needs a
-//! runtime and a graph. `FuturesUnordered` (the set past [`POLLED_TOGETHER`] drivers)
-//! uses std's atomics, which loom does not interleave: its wake-ups are checked to reach
-//! the right task, not its own protocol.
+//! runtime and a graph. The set past [`POLLED_TOGETHER`] drivers, `ready_set.rs`, is the
+//! real one too: its stack of woken places and their flags are loom's atomics.
 //!
 //! Each model checks that no wake-up is lost: the main thread plays the run's task and
 //! waits whenever the run's future returns `Pending`; loom reports a deadlock if it is
@@ -33,8 +32,13 @@ use super::{Inbox, Joined, POLLED_TOGETHER};
 use crate::util::sync::LoomSync;
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
+    model_with(3, f);
+}
+
+/// [`model`] with `preemptions` as loom's preemption bound.
+fn model_with(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
+    b.preemption_bound = Some(preemptions);
     b.check(f);
 }
 
@@ -88,9 +92,11 @@ impl Gate {
 
 type Shared = std::sync::Arc<Inbox<Node, LoomSync>>;
 
-/// A driver: waits for its gate, then pushes `next` (if any) to the inbox and ends.
+/// A driver: waits for its gate, then for its second gate if it has one, then pushes
+/// `next` (if any) to the inbox and ends.
 struct Node {
     gate: Arc<Gate>,
+    then: Option<Arc<Gate>>,
     next: Option<Box<Node>>,
     inbox: Shared,
     ended: Arc<AtomicUsize>,
@@ -100,9 +106,15 @@ impl Future for Node {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        self.gate.waker.register_by_ref(cx.waker());
-        if !self.gate.open.load(Acquire) {
-            return Poll::Pending;
+        loop {
+            self.gate.waker.register_by_ref(cx.waker());
+            if !self.gate.open.load(Acquire) {
+                return Poll::Pending;
+            }
+            match self.then.take() {
+                Some(then) => self.gate = then,
+                None => break,
+            }
         }
         if let Some(next) = self.next.take() {
             self.inbox.push(*next);
@@ -162,6 +174,7 @@ impl Run {
     fn node(&self, gate: &Arc<Gate>, next: Option<Node>) -> Node {
         Node {
             gate: Arc::clone(gate),
+            then: None,
             next: next.map(Box::new),
             inbox: std::sync::Arc::clone(&self.inbox),
             ended: Arc::clone(&self.ended),
@@ -174,7 +187,13 @@ type TaskRef = std::sync::Arc<Task>;
 /// Polls `joined` as the run's future does until `nodes` drivers ended (the run's `live`
 /// count), in task `first`, then in `then` (when they differ, the future moved: `then`
 /// polls it at once), waiting for the task whenever a poll returns `Pending`.
-fn drive(joined: &mut Joined<Node>, run: &Run, nodes: usize, first: &TaskRef, then: &TaskRef) {
+fn drive(
+    joined: &mut Joined<Node, LoomSync>,
+    run: &Run,
+    nodes: usize,
+    first: &TaskRef,
+    then: &TaskRef,
+) {
     let over = || run.ended.load(Acquire) == nodes;
     let waker = Waker::from(TaskRef::clone(first));
     joined.poll(&run.inbox, &mut Context::from_waker(&waker));
@@ -208,7 +227,7 @@ fn no_driver_pushed_while_the_run_polls_is_left_unpolled() {
             })
             .collect();
         let task = task();
-        drive(&mut Joined::new(), &run, 3, &task, &task);
+        drive(&mut Joined::<Node, LoomSync>::new(), &run, 3, &task, &task);
         openers.into_iter().for_each(|t| t.join().unwrap());
         assert!(run.inbox.take().is_empty());
     });
@@ -235,7 +254,13 @@ fn a_run_moved_to_another_task_is_woken_there() {
                 let gate = Arc::clone(&gate);
                 thread::spawn(move || gate.open())
             };
-            drive(&mut Joined::new(), &run, nodes, &task(), &task());
+            drive(
+                &mut Joined::<Node, LoomSync>::new(),
+                &run,
+                nodes,
+                &task(),
+                &task(),
+            );
             opener.join().unwrap();
         });
     }
@@ -264,5 +289,44 @@ fn the_run_s_end_wakes_the_task_that_polled_it_last() {
             ended = end.poll(&mut registered, &Context::from_waker(&new_waker));
         }
         ender.join().unwrap();
+    });
+}
+
+/// Past [`POLLED_TOGETHER`], two drivers in the set wait at once, one of them twice: each
+/// wake-up, from two other threads, pushes its driver's place on the set's stack, and a
+/// place woken again after the run's poll took it, or while its driver is polled, is
+/// pushed again. Every driver ends: no wake-up is lost, and none leaves a place on the
+/// stack twice.
+#[test]
+fn the_set_polls_every_driver_woken_from_other_threads() {
+    // Two preemptions: the ten drivers make three a long model.
+    model_with(2, || {
+        let run = Run::new();
+        let open: Arc<Gate> = Arc::default();
+        open.open.store(true, Release);
+        let gates: Vec<Arc<Gate>> = (0..3).map(|_| Arc::default()).collect();
+        for _ in 0..POLLED_TOGETHER {
+            run.inbox.push(run.node(&open, None));
+        }
+        let mut twice = run.node(&gates[0], None);
+        twice.then = Some(Arc::clone(&gates[1]));
+        run.inbox.push(twice);
+        run.inbox.push(run.node(&gates[2], None));
+        let openers: Vec<_> = [vec![0, 1], vec![2]]
+            .into_iter()
+            .map(|opens| {
+                let gates = gates.clone();
+                thread::spawn(move || opens.into_iter().for_each(|i| gates[i].open()))
+            })
+            .collect();
+        let task = task();
+        drive(
+            &mut Joined::<Node, LoomSync>::new(),
+            &run,
+            POLLED_TOGETHER + 2,
+            &task,
+            &task,
+        );
+        openers.into_iter().for_each(|t| t.join().unwrap());
     });
 }

@@ -1,0 +1,185 @@
+//! The drivers of an inline run past those polled together: each has its own waker, and a
+//! wake-up adds the driver to a list of those woken, so that a poll of the run polls them
+//! and no other, however many wait. It is what a `FuturesUnordered` does, with fewer
+//! locked instructions: a driver's place, its flag and its waker are made once and reused
+//! by the drivers that come after it, and a wake-up wakes the run's task only when the
+//! list was empty.
+//!
+//! The list is a stack of place numbers: a wake-up pushes its place with one
+//! compare-and-swap on the head, and the run's poll takes the whole stack with one swap,
+//! so no place is ever popped alone and no stale head can be swapped back in. A place is
+//! on the stack at most once: its flag says it is, set by the wake-up that pushes it and
+//! cleared by the poll that takes it, before polling its driver, so a wake-up during that
+//! poll pushes it again. The flag's two sides are swaps, so the poll reads what the
+//! wake-up wrote and sees what was done before it. The `joined_loom_tests` module
+//! model-checks this.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Wake, Waker};
+
+use crate::util::sync::{AtomicInt, StdSync, SyncFamily, WakerCell};
+
+/// The stack of woken places, and the waker of the run's task, woken when the stack
+/// stops being empty.
+struct Woken<S: SyncFamily> {
+    /// The last place pushed, plus one; zero when the stack is empty.
+    head: S::AtomicU32,
+    task: S::WakerCell,
+}
+
+/// One place of the set, for one driver at a time.
+struct Place<S: SyncFamily> {
+    number: u32,
+    /// On the stack: one while pushed and not yet taken.
+    queued: S::AtomicU8,
+    /// The place pushed before it, plus one; zero at the stack's bottom.
+    below: S::AtomicU32,
+    woken: Arc<Woken<S>>,
+}
+
+impl<S: SyncFamily> Wake for Place<S> {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if self.queued.swap(1, Ordering::AcqRel) != 0 {
+            return;
+        }
+        let woken = &self.woken;
+        let mut head = woken.head.load(Ordering::Relaxed);
+        loop {
+            self.below.store(head, Ordering::Relaxed);
+            match woken.head.compare_exchange_weak(
+                head,
+                self.number + 1,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(now) => head = now,
+            }
+        }
+        // A stack that was not empty was pushed onto since the run's last poll took it, by
+        // a wake-up that wakes, or has woken, the run's task.
+        if head == 0 {
+            woken.task.wake();
+        }
+    }
+}
+
+/// See the module docs. Generic over its atomics and waker cell: std's, or loom's in the
+/// model-checking tests.
+pub(super) struct ReadySet<F, S: SyncFamily = StdSync> {
+    /// The driver in each place; `None` where the place is free.
+    drivers: Vec<Option<F>>,
+    /// Each place, with the waker that pushes it. Kept for the set's life.
+    places: Vec<(Arc<Place<S>>, Waker)>,
+    /// Free places.
+    free: Vec<u32>,
+    /// Places whose driver was added since the last poll: polled at the next, unwoken.
+    added: Vec<u32>,
+    /// How many drivers it holds.
+    len: usize,
+    woken: Arc<Woken<S>>,
+}
+
+impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
+    /// An empty set.
+    pub(super) fn new() -> Self {
+        ReadySet {
+            drivers: Vec::new(),
+            places: Vec::new(),
+            free: Vec::new(),
+            added: Vec::new(),
+            len: 0,
+            woken: Arc::new(Woken {
+                head: AtomicInt::new(0),
+                task: WakerCell::new(),
+            }),
+        }
+    }
+
+    /// Whether it holds no driver.
+    pub(super) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Adds `driver`, to be polled at the next poll.
+    pub(super) fn push(&mut self, driver: F) {
+        let number = match self.free.pop() {
+            Some(number) => number,
+            None => {
+                let Ok(number) = u32::try_from(self.places.len()) else {
+                    unreachable!("a run has fewer than 2^32 drivers");
+                };
+                let place = Arc::new(Place {
+                    number,
+                    queued: AtomicInt::new(0),
+                    below: AtomicInt::new(0),
+                    woken: Arc::clone(&self.woken),
+                });
+                let waker = Waker::from(Arc::clone(&place));
+                self.places.push((place, waker));
+                self.drivers.push(None);
+                number
+            }
+        };
+        self.drivers[number as usize] = Some(driver);
+        self.added.push(number);
+        self.len += 1;
+    }
+
+    /// Polls the drivers added since the last poll, then those woken since, each once: a
+    /// driver woken while this runs is polled at the next poll, for which the task is
+    /// woken.
+    pub(super) fn poll(&mut self, cx: &Context<'_>) {
+        if self.len == 0 {
+            return;
+        }
+        // Registered before the stack is taken: a wake-up that finds it empty after the
+        // take wakes this task.
+        self.woken.task.register(cx.waker());
+        let mut added = std::mem::take(&mut self.added);
+        for number in added.drain(..) {
+            self.poll_place(number);
+        }
+        self.added = added;
+        let mut head = self.woken.head.swap(0, Ordering::Acquire);
+        while let Some(number) = head.checked_sub(1) {
+            let Some((place, _)) = self.places.get(number as usize) else {
+                unreachable!("place {number} was made by this set");
+            };
+            head = place.below.load(Ordering::Relaxed);
+            place.queued.swap(0, Ordering::AcqRel);
+            self.poll_place(number);
+        }
+    }
+
+    /// Polls the driver in place `number`, if any, with the place's waker; frees the
+    /// place if the driver ended. A place woken after its driver ended has none.
+    fn poll_place(&mut self, number: u32) {
+        let index = number as usize;
+        let (Some(Some(driver)), Some((_, waker))) =
+            (self.drivers.get_mut(index), self.places.get(index))
+        else {
+            return;
+        };
+        if Pin::new(driver)
+            .poll(&mut Context::from_waker(waker))
+            .is_ready()
+        {
+            self.drivers[index] = None;
+            self.free.push(number);
+            self.len -= 1;
+        }
+    }
+
+    /// Every driver it holds.
+    pub(super) fn into_drivers(self) -> impl Iterator<Item = F> {
+        self.drivers.into_iter().flatten()
+    }
+}
