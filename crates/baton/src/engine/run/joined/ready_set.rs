@@ -133,9 +133,11 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
         self.len += 1;
     }
 
-    /// Polls the drivers added since the last poll, then those woken since, each once: a
-    /// driver woken while this runs is polled at the next poll, for which the task is
-    /// woken.
+    /// Polls the drivers added since the last poll, then those woken since, in the order
+    /// they were woken, as a `FuturesUnordered` does: a driver woken while this runs is
+    /// polled in this call too, until it made as many polls as it holds drivers. Once two
+    /// drivers woke again during their own poll, it stops, wakes the task and leaves the
+    /// rest for the next poll, so that drivers that keep waking give the task's turn back.
     pub(super) fn poll(&mut self, cx: &Context<'_>) {
         if self.len == 0 {
             return;
@@ -143,31 +145,64 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
         // Registered before the stack is taken: a wake-up that finds it empty after the
         // take wakes this task.
         self.woken.task.register(cx.waker());
-        let mut added = std::mem::take(&mut self.added);
-        for number in added.drain(..) {
-            self.poll_place(number);
+        let budget = self.len;
+        let (mut polled, mut yielded) = (0, 0);
+        // To poll, in order, from `at`: the places added, then each take of the stack.
+        let mut queue = std::mem::take(&mut self.added);
+        let mut at = 0;
+        loop {
+            if at == queue.len() {
+                queue.clear();
+                at = 0;
+                if polled >= budget {
+                    break;
+                }
+                self.take_woken(&mut queue);
+                if queue.is_empty() {
+                    break;
+                }
+            }
+            let number = queue[at];
+            at += 1;
+            polled += 1;
+            if self.poll_place(number) {
+                yielded += 1;
+                if yielded == 2 {
+                    queue.drain(..at);
+                    cx.waker().wake_by_ref();
+                    break;
+                }
+            }
         }
-        self.added = added;
+        self.added = queue;
+    }
+
+    /// Takes the stack of woken places into `queue`, in the order they were woken.
+    fn take_woken(&self, queue: &mut Vec<u32>) {
         let mut head = self.woken.head.swap(0, Ordering::Acquire);
         while let Some(number) = head.checked_sub(1) {
             let Some((place, _)) = self.places.get(number as usize) else {
                 unreachable!("place {number} was made by this set");
             };
             head = place.below.load(Ordering::Relaxed);
-            place.queued.swap(0, Ordering::AcqRel);
-            self.poll_place(number);
+            queue.push(number);
         }
+        // The stack holds the last woken first.
+        queue.reverse();
     }
 
-    /// Polls the driver in place `number`, if any, with the place's waker; frees the
-    /// place if the driver ended. A place woken after its driver ended has none.
-    fn poll_place(&mut self, number: u32) {
+    /// Polls the driver in place `number`, if any, with the place's waker, and frees the
+    /// place if the driver ended. A place woken after its driver ended has none. Returns
+    /// whether the driver waits and was woken again during its poll.
+    fn poll_place(&mut self, number: u32) -> bool {
         let index = number as usize;
-        let (Some(Some(driver)), Some((_, waker))) =
+        let (Some(Some(driver)), Some((place, waker))) =
             (self.drivers.get_mut(index), self.places.get(index))
         else {
-            return;
+            return false;
         };
+        // Cleared before the poll, so that a wake-up during it pushes the place again.
+        place.queued.swap(0, Ordering::AcqRel);
         if Pin::new(driver)
             .poll(&mut Context::from_waker(waker))
             .is_ready()
@@ -175,7 +210,9 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
             self.drivers[index] = None;
             self.free.push(number);
             self.len -= 1;
+            return false;
         }
+        place.queued.load(Ordering::Relaxed) != 0
     }
 
     /// Every driver it holds.
