@@ -93,10 +93,12 @@ impl Gate {
 type Shared = std::sync::Arc<Inbox<Node, LoomSync>>;
 
 /// A driver: waits for its gate, then for its second gate if it has one, then pushes
-/// `next` (if any) to the inbox and ends.
+/// `next` (if any) to the inbox and ends. With `also`, it leaves its waker in that gate
+/// too, without waiting for it: a waker that wakes it late, maybe after it ended.
 struct Node {
     gate: Arc<Gate>,
     then: Option<Arc<Gate>>,
+    also: Option<Arc<Gate>>,
     next: Option<Box<Node>>,
     inbox: Shared,
     ended: Arc<AtomicUsize>,
@@ -106,6 +108,9 @@ impl Future for Node {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(also) = &self.also {
+            also.waker.register_by_ref(cx.waker());
+        }
         loop {
             self.gate.waker.register_by_ref(cx.waker());
             if !self.gate.open.load(Acquire) {
@@ -175,6 +180,7 @@ impl Run {
         Node {
             gate: Arc::clone(gate),
             then: None,
+            also: None,
             next: next.map(Box::new),
             inbox: std::sync::Arc::clone(&self.inbox),
             ended: Arc::clone(&self.ended),
@@ -324,6 +330,45 @@ fn the_set_polls_every_driver_woken_from_other_threads() {
             &mut Joined::<Node, LoomSync>::new(),
             &run,
             POLLED_TOGETHER + 2,
+            &task,
+            &task,
+        );
+        openers.into_iter().for_each(|t| t.join().unwrap());
+    });
+}
+
+/// Past [`POLLED_TOGETHER`], a driver in the set ends and its place is reused by the driver
+/// it makes ready, while a waker it left elsewhere wakes the place late: before it ends,
+/// after, or once the place holds the new driver. The late wake-up may leave the place on
+/// the set's stack when the new driver moves in; the new driver is still polled when its
+/// own wake-up comes, and the place is never pushed twice.
+#[test]
+fn a_reused_place_woken_late_loses_no_wake_up() {
+    model_with(2, || {
+        let run = Run::new();
+        let open: Arc<Gate> = Arc::default();
+        open.open.store(true, Release);
+        let gates: Vec<Arc<Gate>> = (0..4).map(|_| Arc::default()).collect();
+        for _ in 0..POLLED_TOGETHER {
+            run.inbox.push(run.node(&open, None));
+        }
+        let reuser = run.node(&gates[2], None);
+        let mut first = run.node(&gates[0], Some(reuser));
+        first.also = Some(Arc::clone(&gates[3]));
+        run.inbox.push(first);
+        run.inbox.push(run.node(&gates[1], None));
+        let openers: Vec<_> = [vec![0, 2], vec![3, 1]]
+            .into_iter()
+            .map(|opens| {
+                let gates = gates.clone();
+                thread::spawn(move || opens.into_iter().for_each(|i| gates[i].open()))
+            })
+            .collect();
+        let task = task();
+        drive(
+            &mut Joined::<Node, LoomSync>::new(),
+            &run,
+            POLLED_TOGETHER + 3,
             &task,
             &task,
         );

@@ -8,11 +8,13 @@
 //! The list is a stack of place numbers: a wake-up pushes its place with one
 //! compare-and-swap on the head, and the run's poll takes the whole stack with one swap,
 //! so no place is ever popped alone and no stale head can be swapped back in. A place is
-//! on the stack at most once: its flag says it is, set by the wake-up that pushes it and
-//! cleared by the poll that takes it, before polling its driver, so a wake-up during that
-//! poll pushes it again. The flag's two sides are swaps, so the poll reads what the
-//! wake-up wrote and sees what was done before it. The `joined_loom_tests` module
-//! model-checks this.
+//! on the stack at most once: its flag is set by the wake-up that pushes it and cleared
+//! only by the poll that took it from the stack, just before polling its driver, so a
+//! wake-up during that poll pushes it again. Nothing else clears the flag: a place freed
+//! while a late wake-up still has it on the stack is reused with its flag set, and its new
+//! driver is polled once more when the stack is taken. The flag's two sides are swaps, so
+//! the poll reads what the wake-up wrote and sees what was done before it. The
+//! `joined_loom_tests` module model-checks this, a late wake-up of a reused place included.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -80,8 +82,12 @@ pub(super) struct ReadySet<F, S: SyncFamily = StdSync> {
     places: Vec<(Arc<Place<S>>, Waker)>,
     /// Free places.
     free: Vec<u32>,
-    /// Places whose driver was added since the last poll: polled at the next, unwoken.
+    /// Places whose driver was added since the last poll: polled at the next, unwoken,
+    /// their flag left as it is.
     added: Vec<u32>,
+    /// Places taken from the stack and not polled yet, their flag still set: left by a poll
+    /// that gave the task's turn back.
+    left: Vec<u32>,
     /// How many drivers it holds.
     len: usize,
     woken: Arc<Woken<S>>,
@@ -95,6 +101,7 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
             places: Vec::new(),
             free: Vec::new(),
             added: Vec::new(),
+            left: Vec::new(),
             len: 0,
             woken: Arc::new(Woken {
                 head: AtomicInt::new(0),
@@ -133,11 +140,12 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
         self.len += 1;
     }
 
-    /// Polls the drivers added since the last poll, then those woken since, in the order
-    /// they were woken, as a `FuturesUnordered` does: a driver woken while this runs is
+    /// Polls the drivers the last poll left, those added since, then those woken, in the
+    /// order they were woken, as a `FuturesUnordered` does: a driver woken while this runs is
     /// polled in this call too, until it made as many polls as it holds drivers. Once two
     /// drivers woke again during their own poll, it stops, wakes the task and leaves the
     /// rest for the next poll, so that drivers that keep waking give the task's turn back.
+    /// A call that stops with places on the stack wakes the task too.
     pub(super) fn poll(&mut self, cx: &Context<'_>) {
         if self.len == 0 {
             return;
@@ -147,34 +155,46 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
         self.woken.task.register(cx.waker());
         let budget = self.len;
         let (mut polled, mut yielded) = (0, 0);
-        // To poll, in order, from `at`: the places added, then each take of the stack.
-        let mut queue = std::mem::take(&mut self.added);
-        let mut at = 0;
+        // What the last call left first, then the drivers added since, then each take of
+        // the stack; `taken` says which places came from the stack, so their flag is set.
+        let mut left = std::mem::take(&mut self.left);
+        let mut added = std::mem::take(&mut self.added);
+        let (mut in_left, mut in_added) = (0, 0);
         loop {
-            if at == queue.len() {
-                queue.clear();
-                at = 0;
-                if polled >= budget {
-                    break;
-                }
-                self.take_woken(&mut queue);
-                if queue.is_empty() {
-                    break;
-                }
+            if yielded >= 2 {
+                cx.waker().wake_by_ref();
+                break;
             }
-            let number = queue[at];
-            at += 1;
-            polled += 1;
-            if self.poll_place(number) {
-                yielded += 1;
-                if yielded == 2 {
-                    queue.drain(..at);
-                    cx.waker().wake_by_ref();
+            let (number, taken) = if in_left < left.len() {
+                in_left += 1;
+                (left[in_left - 1], true)
+            } else if in_added < added.len() {
+                in_added += 1;
+                (added[in_added - 1], false)
+            } else {
+                left.clear();
+                in_left = 0;
+                if polled >= budget {
+                    if self.woken.head.load(Ordering::Acquire) != 0 {
+                        cx.waker().wake_by_ref();
+                    }
                     break;
                 }
+                self.take_woken(&mut left);
+                if left.is_empty() {
+                    break;
+                }
+                continue;
+            };
+            polled += 1;
+            if self.poll_place(number, taken) {
+                yielded += 1;
             }
         }
-        self.added = queue;
+        left.drain(..in_left);
+        added.drain(..in_added);
+        self.left = left;
+        self.added = added;
     }
 
     /// Takes the stack of woken places into `queue`, in the order they were woken.
@@ -192,17 +212,26 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
     }
 
     /// Polls the driver in place `number`, if any, with the place's waker, and frees the
-    /// place if the driver ended. A place woken after its driver ended has none. Returns
-    /// whether the driver waits and was woken again during its poll.
-    fn poll_place(&mut self, number: u32) -> bool {
+    /// place if the driver ended. A place woken after its driver ended has none. `taken`:
+    /// the place was taken from the stack, so its flag is cleared first, and a wake-up
+    /// during the poll pushes it again. Returns whether the driver waits and its place is
+    /// on the stack: woken again during its poll, or, for a new driver, still there from
+    /// a late wake-up of the place.
+    fn poll_place(&mut self, number: u32, taken: bool) -> bool {
         let index = number as usize;
         let (Some(Some(driver)), Some((place, waker))) =
             (self.drivers.get_mut(index), self.places.get(index))
         else {
+            if taken {
+                if let Some((place, _)) = self.places.get(index) {
+                    place.queued.swap(0, Ordering::AcqRel);
+                }
+            }
             return false;
         };
-        // Cleared before the poll, so that a wake-up during it pushes the place again.
-        place.queued.swap(0, Ordering::AcqRel);
+        if taken {
+            place.queued.swap(0, Ordering::AcqRel);
+        }
         if Pin::new(driver)
             .poll(&mut Context::from_waker(waker))
             .is_ready()
@@ -212,6 +241,8 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
             self.len -= 1;
             return false;
         }
+        // A new driver in a place still on the stack counts as woken: it will be polled
+        // again when the stack is taken.
         place.queued.load(Ordering::Relaxed) != 0
     }
 
