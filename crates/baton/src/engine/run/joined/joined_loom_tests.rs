@@ -214,6 +214,28 @@ fn drive(
     assert!(joined.is_empty());
 }
 
+/// Two threads, each opening `gates` in the order its list gives.
+fn open_from_threads(gates: &[Arc<Gate>], plan: [Vec<usize>; 2]) -> Vec<thread::JoinHandle<()>> {
+    plan.into_iter()
+        .map(|opens| {
+            let gates = gates.to_vec();
+            thread::spawn(move || opens.into_iter().for_each(|i| gates[i].open()))
+        })
+        .collect()
+}
+
+impl Run {
+    /// Pushes [`POLLED_TOGETHER`] drivers whose gate is open: they end at their first
+    /// poll, and the drivers pushed after them go to the set.
+    fn fill_polled_together(&self) {
+        let open: Arc<Gate> = Arc::default();
+        open.open.store(true, Release);
+        for _ in 0..POLLED_TOGETHER {
+            self.inbox.push(self.node(&open, None));
+        }
+    }
+}
+
 /// Two drivers wait for gates that two other threads open; the first to end spawns a third,
 /// which waits for a gate opened by one of them too. Every driver ends and the run's
 /// future is polled after each wake-up: none is lost, whatever the interleaving.
@@ -225,13 +247,7 @@ fn no_driver_pushed_while_the_run_polls_is_left_unpolled() {
         let third = run.node(&gates[2], None);
         run.inbox.push(run.node(&gates[0], Some(third)));
         run.inbox.push(run.node(&gates[1], None));
-        let openers: Vec<_> = [vec![0, 2], vec![1]]
-            .into_iter()
-            .map(|opens| {
-                let gates = gates.clone();
-                thread::spawn(move || opens.into_iter().for_each(|i| gates[i].open()))
-            })
-            .collect();
+        let openers = open_from_threads(&gates, [vec![0, 2], vec![1]]);
         let task = task();
         drive(&mut Joined::<Node, LoomSync>::new(), &run, 3, &task, &task);
         openers.into_iter().for_each(|t| t.join().unwrap());
@@ -308,23 +324,13 @@ fn the_set_polls_every_driver_woken_from_other_threads() {
     // Two preemptions: the ten drivers make three a long model.
     model_with(2, || {
         let run = Run::new();
-        let open: Arc<Gate> = Arc::default();
-        open.open.store(true, Release);
+        run.fill_polled_together();
         let gates: Vec<Arc<Gate>> = (0..3).map(|_| Arc::default()).collect();
-        for _ in 0..POLLED_TOGETHER {
-            run.inbox.push(run.node(&open, None));
-        }
         let mut twice = run.node(&gates[0], None);
         twice.then = Some(Arc::clone(&gates[1]));
         run.inbox.push(twice);
         run.inbox.push(run.node(&gates[2], None));
-        let openers: Vec<_> = [vec![0, 1], vec![2]]
-            .into_iter()
-            .map(|opens| {
-                let gates = gates.clone();
-                thread::spawn(move || opens.into_iter().for_each(|i| gates[i].open()))
-            })
-            .collect();
+        let openers = open_from_threads(&gates, [vec![0, 1], vec![2]]);
         let task = task();
         drive(
             &mut Joined::<Node, LoomSync>::new(),
@@ -346,24 +352,14 @@ fn the_set_polls_every_driver_woken_from_other_threads() {
 fn a_reused_place_woken_late_loses_no_wake_up() {
     model_with(2, || {
         let run = Run::new();
-        let open: Arc<Gate> = Arc::default();
-        open.open.store(true, Release);
+        run.fill_polled_together();
         let gates: Vec<Arc<Gate>> = (0..4).map(|_| Arc::default()).collect();
-        for _ in 0..POLLED_TOGETHER {
-            run.inbox.push(run.node(&open, None));
-        }
         let reuser = run.node(&gates[2], None);
         let mut first = run.node(&gates[0], Some(reuser));
         first.also = Some(Arc::clone(&gates[3]));
         run.inbox.push(first);
         run.inbox.push(run.node(&gates[1], None));
-        let openers: Vec<_> = [vec![0, 2], vec![3, 1]]
-            .into_iter()
-            .map(|opens| {
-                let gates = gates.clone();
-                thread::spawn(move || opens.into_iter().for_each(|i| gates[i].open()))
-            })
-            .collect();
+        let openers = open_from_threads(&gates, [vec![0, 2], vec![3, 1]]);
         let task = task();
         drive(
             &mut Joined::<Node, LoomSync>::new(),
