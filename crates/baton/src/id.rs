@@ -2,6 +2,7 @@
 //! one run. Plain values that every layer above may hold; nothing here reaches a graph or
 //! a run.
 
+use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -72,7 +73,9 @@ impl<T> fmt::Debug for Node<T> {
     }
 }
 
-/// The identity of one run: 64 random bits per process and a 64-bit sequence number.
+/// The identity of one run: 64 random bits per process and a 64-bit number unique in the
+/// process. The numbers of runs one thread creates count up; those of runs created on
+/// different threads follow no order among them.
 ///
 /// Displays as 32 lowercase hex digits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -82,9 +85,10 @@ pub struct RunId {
 }
 
 impl RunId {
-    /// A fresh id: this process's random half and the next sequence number.
+    /// A fresh id: this process's random half and the thread's next number. A thread takes
+    /// its numbers from the process's counter [`SEQ_BLOCK`] at a time, so that workers
+    /// creating runs do not all write one counter.
     pub(crate) fn next() -> Self {
-        static SEQ: AtomicU64 = AtomicU64::new(1);
         static PROCESS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
         let process = *PROCESS.get_or_init(|| {
             use std::hash::{BuildHasher, Hasher};
@@ -94,7 +98,7 @@ impl RunId {
         });
         RunId {
             process,
-            seq: SEQ.fetch_add(1, Ordering::Relaxed),
+            seq: next_seq(),
         }
     }
 
@@ -107,6 +111,34 @@ impl RunId {
     pub fn as_u128(self) -> u128 {
         (u128::from(self.process) << 64) | u128::from(self.seq)
     }
+}
+
+/// How many run numbers a thread takes from the process's counter at once.
+const SEQ_BLOCK: u64 = 1024;
+
+/// The process's counter of run numbers, handed out in blocks, or one by one to a thread
+/// whose thread-locals are gone. Each block or number is taken once, so no two runs share
+/// one.
+static SEQ: AtomicU64 = AtomicU64::new(1);
+
+/// The calling thread's next run number.
+fn next_seq() -> u64 {
+    thread_local! {
+        /// The thread's next number and the end of its block.
+        static BLOCK: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+    }
+    BLOCK
+        .try_with(|block| {
+            let (next, end) = block.get();
+            if next < end {
+                block.set((next + 1, end));
+                return next;
+            }
+            let first = SEQ.fetch_add(SEQ_BLOCK, Ordering::Relaxed);
+            block.set((first + 1, first + SEQ_BLOCK));
+            first
+        })
+        .unwrap_or_else(|_| SEQ.fetch_add(1, Ordering::Relaxed))
 }
 
 impl fmt::Display for RunId {
@@ -211,5 +243,42 @@ impl fmt::Display for IdempotencyKey {
             Some(item) => write!(f, ".{item}"),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::{RunId, SEQ_BLOCK};
+
+    /// Runs created on one thread count up one by one, across the end of a block, and
+    /// threads creating runs at once never share a number.
+    #[test]
+    fn run_ids_count_up_on_a_thread_and_are_unique_across_threads() {
+        let ids = || {
+            (0..2 * SEQ_BLOCK + 3)
+                .map(|_| RunId::next().seq())
+                .collect::<Vec<_>>()
+        };
+        let threads: Vec<_> = (0..3).map(|_| std::thread::spawn(ids)).collect();
+        let mut seen = HashSet::new();
+        for thread in threads {
+            let Ok(seqs) = thread.join() else {
+                panic!("a thread creating ids panicked");
+            };
+            let mut within_blocks = 0;
+            for pair in seqs.windows(2) {
+                assert!(pair[1] > pair[0], "{} then {}", pair[0], pair[1]);
+                within_blocks += usize::from(pair[1] == pair[0] + 1);
+            }
+            assert!(within_blocks >= seqs.len() - 3, "at most a jump per block");
+            for seq in seqs {
+                assert!(seen.insert(seq), "number {seq} given twice");
+            }
+        }
+        let here = RunId::next();
+        assert_ne!(here, RunId::next());
+        assert_eq!(here.process, RunId::next().process);
     }
 }

@@ -13,7 +13,7 @@ mod runs;
 
 use std::fmt;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
@@ -22,12 +22,13 @@ pub use registry::NameTaken;
 use registry::Registry;
 pub(crate) use runs::RunKey;
 pub use runs::ShutdownReport;
-use runs::{RunsShard, SHARDS};
+use runs::{SHARDS, Shard};
 
 use crate::error::CancelReason;
 use crate::observe::stats::Counters;
 use crate::observe::{Event, Observer, Stats};
 use crate::policy::Bulkhead;
+use crate::util::striped::Padded;
 
 /// A run in flight, as the orchestrator holds it: something it can cancel. The engine
 /// implements it.
@@ -73,11 +74,9 @@ struct Inner {
     observers: Box<[Arc<dyn Observer>]>,
     counters: Counters,
     accepting: AtomicBool,
-    runs: [Mutex<RunsShard>; SHARDS],
-    /// Runs being admitted or admitted, and not ended: what `shutdown` waits on with
-    /// `idle`. A run counts here before the orchestrator checks that it accepts runs, as
-    /// `leave` says, so a run it refuses counts for a moment too.
-    in_flight: AtomicUsize,
+    /// The runs in flight, in shards picked by their sequence number, each on cache lines
+    /// of its own.
+    runs: [Padded<Shard>; SHARDS],
     /// Admitted runs that ended while the orchestrator refused new runs, in the low
     /// 32 bits, and those of them that a shutdown cancelled, in the high 32 bits: what
     /// [`ShutdownReport`] counts, as the difference over one shutdown. One word, so that a
@@ -172,8 +171,7 @@ impl OrchestratorBuilder {
                 observers: self.observers.into_boxed_slice(),
                 counters: Counters::default(),
                 accepting: AtomicBool::new(true),
-                runs: std::array::from_fn(|_| Mutex::default()),
-                in_flight: AtomicUsize::new(0),
+                runs: std::array::from_fn(|_| Padded::default()),
                 ended_in_shutdown: AtomicU64::new(0),
                 idle: Notify::new(),
                 policy_sets_changed: AtomicU64::new(0),

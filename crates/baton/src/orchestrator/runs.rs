@@ -1,14 +1,43 @@
 //! The runs in flight of an orchestrator: admitting them, their end, and cancelling them
 //! all or shutting down.
 
-use std::sync::atomic::Ordering;
-use std::sync::{MutexGuard, PoisonError, Weak};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use super::{InFlight, Orchestrator};
 use crate::error::CancelReason;
 
 pub(super) const SHARDS: usize = 16;
+
+/// One shard of an orchestrator's runs in flight: the runs, behind a lock, and how many
+/// there are, written under that lock and read without it by `runs_in_flight`.
+///
+/// A run is counted, and an ended one uncounted, under its shard's lock, which is also
+/// where it reads whether the orchestrator accepts runs. `shutdown` stops accepting before
+/// it counts the runs left, taking each shard's lock in turn. So for each shard, either the
+/// shutdown's count comes after a run's admission or end there, and sees it; or it comes
+/// before, and that run, taking the lock after the shutdown's store, reads "refusing": it
+/// is refused, or its end wakes the shutdown, which counts again. No shared counter is
+/// written per run.
+#[derive(Default)]
+pub(super) struct Shard {
+    runs: Mutex<RunsShard>,
+    in_flight: AtomicUsize,
+}
+
+impl Shard {
+    fn lock(&self) -> MutexGuard<'_, RunsShard> {
+        self.runs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Adds `by` to the count, holding the lock as `_held` shows.
+    fn count(&self, _held: &mut RunsShard, by: isize) {
+        let n = self.in_flight.load(Ordering::Relaxed);
+        self.in_flight
+            .store(n.wrapping_add_signed(by), Ordering::Relaxed);
+    }
+}
 
 /// Runs in flight of one shard: a slab, so that admitting a run and ending it cost a push
 /// and a pop of a free slot's index, not a hash-table insert and remove. The run keeps its
@@ -33,13 +62,15 @@ impl RunsShard {
         (self.slots.len() - 1) as u32
     }
 
-    /// Forgets the run in slot `i`; nothing happens if it is empty.
-    fn remove(&mut self, i: u32) {
+    /// Forgets the run in slot `i`; whether it held one. Nothing happens if it is empty.
+    fn remove(&mut self, i: u32) -> bool {
         if let Some(slot) = self.slots.get_mut(i as usize) {
             if slot.take().is_some() {
                 self.free.push(i);
+                return true;
             }
         }
+        false
     }
 
     fn runs(&self) -> impl Iterator<Item = &Weak<dyn InFlight>> {
@@ -69,12 +100,24 @@ pub struct ShutdownReport {
 }
 
 impl Orchestrator {
-    /// How many runs have started and not finished. A run being admitted counts for an
-    /// instant before the orchestrator checks that it accepts runs, and may still be
-    /// refused; a refused run is in no [`ShutdownReport`] count.
+    /// How many runs have started and not finished. A refused run never counts, and is in
+    /// no [`ShutdownReport`] count.
     #[must_use]
     pub fn runs_in_flight(&self) -> usize {
-        self.inner.in_flight.load(Ordering::Acquire)
+        let shards = self.inner.runs.iter();
+        shards.map(|s| s.0.in_flight.load(Ordering::Acquire)).sum()
+    }
+
+    /// [`runs_in_flight`](Self::runs_in_flight), counted under each shard's lock, as
+    /// `shutdown` needs; see [`Shard`].
+    fn runs_in_flight_locked(&self) -> usize {
+        let shards = self.inner.runs.iter();
+        shards
+            .map(|s| {
+                let _held = s.0.lock();
+                s.0.in_flight.load(Ordering::Relaxed)
+            })
+            .sum()
     }
 
     /// Whether [`shutdown`](Self::shutdown) was called: new runs are refused with
@@ -100,8 +143,7 @@ impl Orchestrator {
     fn cancel_runs(&self, reason: CancelReason) -> usize {
         let mut runs = Vec::new();
         for shard in &self.inner.runs {
-            let shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
-            runs.extend(shard.runs().filter_map(Weak::upgrade));
+            runs.extend(shard.0.lock().runs().filter_map(Weak::upgrade));
         }
         // Cancelling fires callbacks: never while holding a lock.
         for run in &runs {
@@ -153,7 +195,7 @@ impl Orchestrator {
         let before = inner.ended_in_shutdown.load(Ordering::SeqCst);
         inner.accepting.store(false, Ordering::SeqCst);
         let _ = tokio::time::timeout(grace, self.idle()).await;
-        if inner.in_flight.load(Ordering::SeqCst) > 0 {
+        if self.runs_in_flight_locked() > 0 {
             self.cancel_runs(CancelReason::Shutdown);
             self.idle().await;
         }
@@ -175,8 +217,8 @@ impl Orchestrator {
             let notified = self.inner.idle.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            // `SeqCst`, not `runs_in_flight`'s acquire: see `leave`.
-            if self.inner.in_flight.load(Ordering::SeqCst) == 0 {
+            // Under the shards' locks, not as `runs_in_flight` reads: see `Shard`.
+            if self.runs_in_flight_locked() == 0 {
                 return;
             }
             notified.await;
@@ -187,16 +229,24 @@ impl Orchestrator {
     /// nothing is kept. `seq`, the run's sequence number, picks the shard.
     pub(crate) fn admit(&self, run: Weak<dyn InFlight>, seq: u64, nodes: usize) -> Option<RunKey> {
         let inner = &self.inner;
-        let shard = (seq % SHARDS as u64) as u32;
-        let slot = self.shard(shard).insert(run);
-        let key = RunKey { shard, slot };
-        inner.in_flight.fetch_add(1, Ordering::SeqCst);
-        if !inner.accepting.load(Ordering::SeqCst) {
-            self.shard(shard).remove(slot);
-            self.leave();
+        let i = (seq % SHARDS as u64) as u32;
+        let shard = &inner.runs[i as usize].0;
+        let slot = {
+            let mut runs = shard.lock();
+            // Read under the lock: see `Shard`.
+            if inner.accepting.load(Ordering::SeqCst) {
+                let slot = runs.insert(run);
+                shard.count(&mut runs, 1);
+                Some(slot)
+            } else {
+                None
+            }
+        };
+        let Some(slot) = slot else {
             inner.counters.local().runs_rejected().incr();
             return None;
-        }
+        };
+        let key = RunKey { shard: i, slot };
         let c = inner.counters.local();
         c.runs_started().incr();
         c.runs_in_flight().incr();
@@ -205,42 +255,42 @@ impl Orchestrator {
     }
 
     /// A run admitted by [`admit`](Self::admit), kept at `key`, ended; `by_shutdown`: it
-    /// was cancelled by a shutdown. Counted before `leave`, so that a shutdown that sees no
-    /// run in flight finds it counted.
+    /// was cancelled by a shutdown. Counted in the shutdown's report before it leaves its
+    /// shard, so that a shutdown that sees no run in flight finds it counted.
+    ///
+    /// Only `shutdown` waits, with `idle`, for no run to be in flight, and only after it
+    /// stopped accepting runs. While the orchestrator accepts, nobody is told:
+    /// `notify_waiters` takes a lock. Once it refuses, every run's end wakes the shutdown,
+    /// which counts again; see [`Shard`].
     pub(crate) fn run_ended(&self, key: RunKey, by_shutdown: bool) {
         let inner = &self.inner;
-        self.shard(key.shard).remove(key.slot);
-        if !inner.accepting.load(Ordering::SeqCst) {
-            let by_shutdown = if by_shutdown { 1 << 32 } else { 0 };
-            inner
-                .ended_in_shutdown
-                .fetch_add(1 | by_shutdown, Ordering::SeqCst);
-        }
+        let Some(shard) = inner.runs.get(key.shard as usize).map(|s| &s.0) else {
+            debug_assert!(false, "shard {} of {SHARDS}", key.shard);
+            return;
+        };
+        let refusing = {
+            let mut runs = shard.lock();
+            // Read under the lock: see `Shard`.
+            let refusing = !inner.accepting.load(Ordering::SeqCst);
+            if refusing {
+                let by_shutdown = if by_shutdown { 1 << 32 } else { 0 };
+                inner
+                    .ended_in_shutdown
+                    .fetch_add(1 | by_shutdown, Ordering::SeqCst);
+            }
+            let removed = runs.remove(key.slot);
+            debug_assert!(removed, "a run ends once");
+            if removed {
+                shard.count(&mut runs, -1);
+            }
+            refusing
+        };
         let c = inner.counters.local();
         c.runs_finished().incr();
         c.runs_in_flight().decr();
-        self.leave();
-    }
-
-    /// A run admitted by [`admit`](Self::admit) is no longer in flight. Only `shutdown`
-    /// waits, with `idle`, for none to be, and only after it stopped accepting. While the
-    /// orchestrator accepts, nobody is told: `notify_waiters` takes a lock, on every run
-    /// that ends with no other in flight. Both sides are `SeqCst`: if this reads
-    /// "accepting", the shutdown's store comes later in their total order, and so does its
-    /// read of `in_flight`, which sees this decrement.
-    fn leave(&self) {
-        let inner = &self.inner;
-        if inner.in_flight.fetch_sub(1, Ordering::SeqCst) == 1
-            && !inner.accepting.load(Ordering::SeqCst)
-        {
+        if refusing {
             inner.idle.notify_waiters();
         }
-    }
-
-    fn shard(&self, shard: u32) -> MutexGuard<'_, RunsShard> {
-        self.inner.runs[shard as usize % SHARDS]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -275,9 +325,9 @@ mod tests {
             shard.insert(run()),
         );
         assert_eq!((a, b, c), (0, 1, 2));
-        shard.remove(b);
-        shard.remove(b);
-        shard.remove(7);
+        assert!(shard.remove(b));
+        assert!(!shard.remove(b));
+        assert!(!shard.remove(7));
         assert_eq!(shard.runs().count(), 2);
         assert_eq!(shard.insert(run()), b, "the freed slot");
         assert_eq!(shard.insert(run()), 3, "no slot freed twice");

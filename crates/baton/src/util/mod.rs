@@ -6,6 +6,8 @@
 //! - [`striped`]: counters split over cache-padded stripes, one per thread.
 //! - [`sync`]: the synchronization primitives concurrent code is written against, so that
 //!   loom can model-check it under a plain `cargo test`.
+//! - [`try_cell`]: a value one caller at a time reaches, the others giving up at once. Its
+//!   `unsafe` is fenced here.
 //! - [`names`]: a graph's node names in one text buffer, indexed on first lookup.
 //! - [`human`]: durations as people read them in messages.
 //! - [`value`]: a node's value, type-erased.
@@ -16,6 +18,7 @@ pub(crate) mod once;
 pub(crate) mod prefetch;
 pub(crate) mod striped;
 pub(crate) mod sync;
+pub(crate) mod try_cell;
 pub(crate) mod value;
 
 /// `a` and `b` both `None`, or both `Some` and `same`.

@@ -2,25 +2,24 @@
 //! its next runs. A run that finds a set writes its initial counters into memory it already
 //! has, instead of making four allocations and, for a large graph, faulting in about
 //! 130 bytes per node. Its end hands its arrays back instead of freeing them, unless the set it
-//! came from holds arrays already or is locked at that instant.
+//! came from holds arrays already or another run holds it at that instant.
 //!
 //! A small graph, run by many requests at once, keeps up to [`SETS`] sets, one per thread
 //! stripe modulo that. A run takes the set of its home: that of the thread that creates it
 //! by calling `Graph::run`. It gives the set back there when it ends, wherever that is, so
-//! workers that each create runs of one handler's graph do not fight over one lock. A
+//! workers that each create runs of one handler's graph do not fight over one set. A
 //! larger graph keeps one set, whose allocations would cost little beside its nodes anyway.
-//! Whoever finds the set's lock held at that instant allocates, or frees, its own: no run
-//! waits for another.
+//! Whoever finds the set held at that instant allocates, or frees, its own: no run waits
+//! for another; see `util/try_cell.rs`.
 //!
 //! What a graph keeps while idle is only the arrays, about 130 bytes per node per set; no
 //! value or record, since those are dropped when the run ends. That is at most 8 sets of
 //! 64 nodes, some 68 KB, for a small graph, and one set for a larger one, about 130 MB for a
 //! million nodes, until the graph is dropped.
 
-use std::sync::{Mutex, MutexGuard, TryLockError};
-
 use crate::engine::run::node_state::RunBuffers;
 use crate::util::striped::{Padded, stripe};
+use crate::util::try_cell::TryCell;
 
 /// How many sets of run arrays a small graph keeps at most.
 const SETS: usize = 8;
@@ -32,7 +31,7 @@ const STRIPED_MAX_NODES: usize = 64;
 /// A graph's spare run arrays.
 #[derive(Debug)]
 pub(crate) struct Spares {
-    sets: Box<[Padded<Mutex<Option<RunBuffers>>>]>,
+    sets: Box<[Padded<TryCell<Option<RunBuffers>>>]>,
 }
 
 impl Spares {
@@ -40,7 +39,7 @@ impl Spares {
     pub(crate) fn new(nodes: usize) -> Self {
         let count = if nodes <= STRIPED_MAX_NODES { SETS } else { 1 };
         Spares {
-            sets: (0..count).map(|_| Padded(Mutex::new(None))).collect(),
+            sets: (0..count).map(|_| Padded(TryCell::new(None))).collect(),
         }
     }
 
@@ -51,29 +50,26 @@ impl Spares {
         stripe() % self.sets.len().max(1)
     }
 
-    /// Set `home`'s arrays, if it has them and no other run holds its lock now.
+    /// Set `home`'s arrays, if it has them and no other run holds the set now.
     pub(in crate::engine) fn take(&self, home: usize) -> Option<RunBuffers> {
-        self.lock(home)?.take()
+        self.sets.get(home)?.0.try_with(Option::take)?
     }
 
     /// Keeps `buffers`, cleared, in set `home` for a later run. If the set holds arrays
-    /// already, or another run holds its lock now, `buffers` are dropped instead.
+    /// already, or another run holds the set now, `buffers` are dropped instead, outside
+    /// the set.
     pub(in crate::engine) fn put(&self, home: usize, buffers: RunBuffers) {
-        if let Some(mut set) = self.lock(home) {
-            if set.is_none() {
+        let Some(set) = self.sets.get(home) else {
+            return;
+        };
+        let refused = set.0.try_with(|set| match set {
+            None => {
                 *set = Some(buffers);
+                None
             }
-        }
-    }
-
-    fn lock(&self, home: usize) -> Option<MutexGuard<'_, Option<RunBuffers>>> {
-        let set = self.sets.get(home)?;
-        match set.0.try_lock() {
-            Ok(guard) => Some(guard),
-            // Nothing panics while holding it, so a poisoned set is as good as any.
-            Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
-            Err(TryLockError::WouldBlock) => None,
-        }
+            Some(_) => Some(buffers),
+        });
+        drop(refused);
     }
 }
 
@@ -112,10 +108,11 @@ mod tests {
         let spares = Spares::new(100);
         assert_eq!(spares.home(), 0);
         spares.put(0, buffers(1));
-        let held = spares.sets[0].0.lock().unwrap_or_else(|p| p.into_inner());
-        assert!(spares.take(0).is_none());
-        spares.put(0, buffers(2));
-        drop(held);
+        let inside = spares.sets[0].0.try_with(|_| {
+            assert!(spares.take(0).is_none());
+            spares.put(0, buffers(2));
+        });
+        assert!(inside.is_some());
         assert_eq!(spares.take(0).map(|b| b.nodes.len()), Some(1));
         assert!(spares.take(1).is_none(), "out of range");
     }

@@ -99,7 +99,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// Starts the run: fixes its origin and deadline, and makes its span, a child of the
     /// current span unless `detached`. Emits `RunStarted`, marks the run admitted, so that
     /// its nodes count in the stats from here on, and starts its first roots with
-    /// [`start_roots`](Self::start_roots).
+    /// [`start_roots`](Self::start_roots). Called once per run, by its future's first poll,
+    /// and nowhere else: `RunCore::fix_start` relies on it.
     ///
     /// Where one thread runs every task, and the run is inline, as with the default
     /// [`StartMode::Inline`], the first driver is not spawned but returned, for the run's
@@ -141,7 +142,12 @@ impl<I: Send + Sync + 'static> RunState<I> {
         // An inline run counts one worker while its future drives it: at most one driver
         // at a time drains the ready queue, and a driver keeps the nodes it makes ready for
         // itself. Once the future stops driving it, it spreads.
-        core.fix_start(now, handle, runtime_workers, span);
+        // SAFETY: `start` is called once per run, by its future's first poll, through
+        // `&mut Run`: no other call of `fix_start` runs at the same time.
+        #[allow(unsafe_code)]
+        unsafe {
+            core.fix_start(now, handle, runtime_workers, span);
+        }
         if self.observed() {
             self.emit(&Event::RunStarted {
                 run: core.run_id(),

@@ -256,8 +256,14 @@ impl RunCore {
     /// Fixes what the run fixes when it starts at `origin`: its deadline, its runtime, its
     /// span, and how many drivers it starts with. The deadline comes from its options: the
     /// earlier of its timeout and its fixed deadline. Called once, by the run's first poll.
+    ///
+    /// # Safety
+    ///
+    /// No other call of `fix_start` on this run may run at the same time: the run's future
+    /// makes the one call, in its first poll, through `&mut Run`.
     #[inline]
-    pub(in crate::engine) fn fix_start(
+    #[allow(unsafe_code)]
+    pub(in crate::engine) unsafe fn fix_start(
         &self,
         origin: Instant,
         handle: Handle,
@@ -268,14 +274,18 @@ impl RunCore {
         let deadline = crate::policy::deadline::earliest(by_timeout, self.fixed_deadline);
         let drivers = if self.inline { 1 } else { runtime_workers };
         self.drivers.store(drivers, Ordering::Relaxed);
-        let fixed = self.started.set(Started {
-            origin,
-            deadline,
-            handle,
-            runtime_workers,
-            span,
-        });
-        debug_assert!(fixed.is_ok(), "a run starts once");
+        // SAFETY: the caller is the one writer of `started`, as this function's contract
+        // says; readers wait for the write's release store.
+        let fixed = unsafe {
+            self.started.set_alone(Started {
+                origin,
+                deadline,
+                handle,
+                runtime_workers,
+                span,
+            })
+        };
+        debug_assert!(fixed, "a run starts once");
     }
 
     /// Whether the run's options give it a deadline, as a timeout or an instant.
@@ -399,9 +409,16 @@ impl RunCore {
 
     /// Where the orchestrator keeps the run: set once, when it admits the run, before the
     /// run is marked admitted by `Admission::admit`, whose compare-and-swap publishes it.
+    ///
+    /// # Safety
+    ///
+    /// No other call of `keep` on this run may run at the same time: the run's future
+    /// makes the one call, in its first poll, through `&mut Run`.
     #[inline]
-    pub(in crate::engine) fn keep(&self, key: RunKey) {
-        let kept = self.key.set(key).is_ok();
+    #[allow(unsafe_code)]
+    pub(in crate::engine) unsafe fn keep(&self, key: RunKey) {
+        // SAFETY: the caller is the one writer of `key`, as this function's contract says.
+        let kept = unsafe { self.key.set_alone(key) };
         debug_assert!(kept, "a run is admitted once");
     }
 

@@ -242,7 +242,12 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
                     };
                     // Read when the run ends, by `report_end`, after `start` marked it
                     // admitted: that compare-and-swap publishes it.
-                    state.core.keep(key);
+                    // SAFETY: this is the run's first poll, through `&mut Run`: the one
+                    // call of `keep` for this run.
+                    #[allow(unsafe_code)]
+                    unsafe {
+                        state.core.keep(key);
+                    }
                     // `start` also marks the run admitted, before its first driver.
                     let detached = self.detached_span;
                     self.embedded = self.state.start(handle, detached).map(SyncWrapper::new);

@@ -61,8 +61,12 @@ impl<F, S: SyncFamily> Inbox<F, S> {
     }
 
     /// Every driver it holds, leaving it empty: the run's future is dropped, and those
-    /// drivers with it, outside the inbox's lock.
+    /// drivers with it, outside the inbox's lock. An inbox that was emptied by the last
+    /// look of [`Joined::poll`], as it is unless a push came since, is not locked.
     pub(in crate::engine) fn take(&self) -> Vec<F> {
+        if self.pushed.load(Ordering::Relaxed) == 0 {
+            return Vec::new();
+        }
         self.drivers.with(std::mem::take)
     }
 }
