@@ -1,6 +1,7 @@
 //! Where ready nodes go: the run's ready queue and the drivers that drain it, spawned as
 //! the queue needs them; and the run's start, which claims its roots.
 
+use std::cell::Cell;
 use std::sync::Arc;
 
 use tokio::runtime::Handle;
@@ -125,7 +126,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
     ) -> Option<Driver<I>> {
         let core = &self.core;
         let now = Instant::now();
-        let runtime_workers = handle.metrics().num_workers().max(1);
+        let runtime_workers = workers_of(&handle);
         // Whether one thread runs every task, the caller's included, so that a node run in
         // the task that awaits the run holds nothing another worker could have run. Tokio
         // does not say which thread is a worker: this is a current-thread runtime, or one
@@ -207,4 +208,22 @@ impl<I: Send + Sync + 'static> RunState<I> {
         }
         first
     }
+}
+
+/// How many workers `handle`'s runtime has, at least one; read from tokio's metrics once per
+/// runtime and thread, as `handle.metrics()` clones the handle, and a runtime's count of
+/// workers never changes.
+fn workers_of(handle: &Handle) -> usize {
+    thread_local! {
+        static LAST: Cell<Option<(tokio::runtime::Id, usize)>> = const { Cell::new(None) };
+    }
+    let id = handle.id();
+    if let Ok(Some((seen, workers))) = LAST.try_with(Cell::get) {
+        if seen == id {
+            return workers;
+        }
+    }
+    let workers = handle.metrics().num_workers().max(1);
+    let _ = LAST.try_with(|last| last.set(Some((id, workers))));
+    workers
 }

@@ -104,11 +104,11 @@ impl<I: Send + Sync + 'static> Run<I> {
             state: RunState::new(
                 graph,
                 input,
-                mode,
-                start,
+                (mode, start),
                 options.timeout,
                 options.deadline,
                 options.key,
+                options.forwarded,
             ),
             phase: Phase::Idle,
             detached_span: options.detached,

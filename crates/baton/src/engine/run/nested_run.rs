@@ -104,8 +104,13 @@ impl<I: Send + Sync + 'static, J: Send + Sync + 'static> NestedRun<I, J> {
         input: J,
         options: RunOptions,
     ) -> Self {
+        let parent = outer.parent_for(node);
+        let options = RunOptions {
+            forwarded: parent.is_some(),
+            ..options
+        };
         let run = graph.run_with(input, options);
-        if let Some(parent) = outer.parent_for(node) {
+        if let Some(parent) = parent {
             let delivers_own = !parent.reaches(&graph.inner.orchestrator);
             run.state.set_nesting(Nesting {
                 parent,

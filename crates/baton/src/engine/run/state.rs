@@ -86,6 +86,10 @@ pub(crate) struct RunState<I> {
     /// What a driver of this run does when dropped, `Driver::on_drop`, reached from
     /// `Drop`, which cannot name the bounds the run's input has.
     pub(in crate::engine) drop_driver: fn(&mut Driver<I>),
+    /// The run's state itself, for what needs an `Arc` of it where only `&self` is at hand:
+    /// its compensations, and the report its observers are given. A run with neither, no
+    /// observer and no outer run to forward its events to, keeps `Weak::new()`, which
+    /// upgrades to nothing; see [`RunState::new`].
     me: Weak<RunState<I>>,
 }
 
@@ -129,14 +133,16 @@ impl<I> RunState<I> {
 }
 
 impl<I: Send + Sync + 'static> RunState<I> {
+    /// A run of `graph` on `input`, not started. `forwarded`: its events go to an outer
+    /// run, as a subgraph node's inner run's may, and its state keeps `me`.
     pub(in crate::engine) fn new(
         graph: Arc<GraphInner<I>>,
         input: I,
-        mode: FailureMode,
-        start: StartMode,
+        (mode, start): (FailureMode, StartMode),
         timeout: Option<Duration>,
         fixed_deadline: Option<Instant>,
         key: Option<Arc<str>>,
+        forwarded: bool,
     ) -> Arc<Self> {
         let meta = &graph.meta;
         let n = meta.len();
@@ -172,15 +178,24 @@ impl<I: Send + Sync + 'static> RunState<I> {
                 }));
             }
         }
-        Arc::new_cyclic(|me| RunState {
+        let keeps_me = forwarded
+            || graph.compensations.is_some()
+            || !graph.orchestrator.observers().is_empty();
+        let state = |me| RunState {
             graph,
             input,
             core,
             kept,
             inbox: Inbox::new(),
             drop_driver: Driver::on_drop,
-            me: me.clone(),
-        })
+            me,
+        };
+        // `Weak::new` points nowhere: making and dropping it touch no reference count.
+        if keeps_me {
+            Arc::new_cyclic(|me| state(me.clone()))
+        } else {
+            Arc::new(state(Weak::new()))
+        }
     }
 
     /// Keeps `detail` for node `id`'s report entry.
@@ -218,6 +233,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
 
     /// Makes this run nested in another, before it starts.
     pub(in crate::engine) fn set_nesting(&self, nesting: Nesting) {
+        debug_assert!(
+            self.me.strong_count() > 0,
+            "a forwarded run keeps a reference to itself"
+        );
         let kept = self.kept.get_or_init(Box::default);
         let _ = kept.nesting.set(nesting);
     }

@@ -20,11 +20,11 @@ fn run_of(graph: &Graph<()>) -> Arc<RunState<()>> {
     RunState::new(
         Arc::clone(&graph.inner),
         (),
-        FailureMode::default(),
-        StartMode::default(),
+        (FailureMode::default(), StartMode::default()),
         None,
         None,
         None,
+        false,
     )
 }
 
@@ -109,11 +109,11 @@ fn an_inline_run_spreads_once_its_future_stops_driving_it() {
     let state = RunState::new(
         Arc::clone(&inline.inner),
         (),
-        FailureMode::default(),
-        StartMode::Inline,
+        (FailureMode::default(), StartMode::Inline),
         None,
         None,
         None,
+        false,
     );
     assert_eq!(state.workers(), 1, "not started");
     assert_eq!(run_on(&inline, 2).workers(), 2, "inline, two workers");
