@@ -59,6 +59,24 @@ pub(crate) fn node_span<'a>(
     make_node_span(run(), node())
 }
 
+/// [`node_span`], unless it would be disabled: then `None`, which costs nothing to drop,
+/// where dropping even a disabled `Span` checks whether `log` records its lifecycle.
+#[inline]
+pub(crate) fn enabled_node_span<'a>(
+    run: impl FnOnce() -> Option<&'a Span>,
+    node: impl FnOnce() -> &'a str,
+) -> Option<Span> {
+    if !on() {
+        return None;
+    }
+    Some(make_node_span(run(), node())).filter(|span| !span.is_disabled())
+}
+
+/// `span`, unless it is disabled: as [`enabled_node_span`], for a run's span.
+pub(crate) fn enabled(span: Span) -> Option<Span> {
+    Some(span).filter(|span| !span.is_disabled())
+}
+
 #[inline(never)]
 fn make_node_span(run: Option<&Span>, node: &str) -> Span {
     match run {

@@ -25,19 +25,20 @@ impl<I: Send + Sync + 'static> Driver<I> {
         let core = &run.core;
         let id = self.id;
         let graph = &run.graph;
-        let span = trace::node_span(|| core.span(), || graph.meta.name(id));
+        let span = trace::enabled_node_span(|| core.span(), || graph.meta.name(id));
         let (cut, held) = match run.task_policy(id) {
             // A task node without policies, without a run deadline to cut it and without a span.
-            Some(None) if core.deadline().is_none() && span.is_disabled() => {
-                (CtxCut::At(None), None)
+            Some(None) if core.deadline().is_none() && span.is_none() => (CtxCut::At(None), None),
+            // One with policies and no span: its first attempt's cut and breaker permit, or
+            // the full path.
+            Some(Some(policy)) if span.is_none() => {
+                match first_attempt::prepare(run, policy, start) {
+                    Some((cut, held)) => (cut, Some(held)),
+                    None => return self.full(tracing::Span::none(), None),
+                }
             }
-            // One with policies: its first attempt's cut and breaker permit, or the full path.
-            Some(Some(policy)) => match first_attempt::prepare(run, policy, start, &span) {
-                Some((cut, held)) => (cut, Some(held)),
-                None => return self.full(span, None),
-            },
-            // A router or a branch, or a plain node with a run deadline or a span.
-            _ => return self.full(span, None),
+            // A router or a branch, or a node with a span, or a plain one with a run deadline.
+            _ => return self.full(span.unwrap_or_else(tracing::Span::none), None),
         };
         run.count_started(id);
         if run.observed() {
@@ -59,7 +60,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
             (Err(error), Some(held)) => {
                 let first =
                     first_attempt::hand_over(run, id, held, FirstAttempt::NotStarted(error));
-                self.full(span, Some(first));
+                self.full(tracing::Span::none(), Some(first));
             }
         }
     }

@@ -49,11 +49,7 @@ pub(in crate::engine) fn prepare<I: Send + Sync + 'static>(
     run: &Arc<RunState<I>>,
     policy: &ResolvedPolicies,
     start: Instant,
-    span: &tracing::Span,
 ) -> Option<(CtxCut, Held)> {
-    if !span.is_disabled() {
-        return None;
-    }
     let run_deadline = run.core.deadline();
     // The same deadline, check and cut as the onion's first attempt.
     let simple = policy.simple && run_deadline.is_none();

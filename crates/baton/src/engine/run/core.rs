@@ -36,8 +36,12 @@ struct Started {
     handle: Handle,
     /// The runtime's worker threads, whatever the start mode.
     runtime_workers: usize,
-    span: tracing::Span,
+    /// Its span, unless disabled.
+    span: Option<tracing::Span>,
 }
+
+/// The span a run whose own is disabled gives its nodes as their parent.
+static DISABLED: tracing::Span = tracing::Span::none();
 
 /// Graphs of at least this many nodes prefetch what their nodes touch at scattered places.
 /// The run's and the graph's arrays take about 170 bytes per node: 4 096 nodes are some
@@ -282,7 +286,7 @@ impl RunCore {
                 deadline,
                 handle,
                 runtime_workers,
-                span,
+                span: crate::observe::trace::enabled(span),
             })
         };
         debug_assert!(fixed, "a run starts once");
@@ -345,9 +349,11 @@ impl RunCore {
         self.started.get().and_then(|s| s.deadline)
     }
 
-    /// The run's span, once it started.
+    /// The run's span, once it started; a disabled one when the run's is.
     pub(in crate::engine) fn span(&self) -> Option<&tracing::Span> {
-        self.started.get().map(|s| &s.span)
+        self.started
+            .get()
+            .map(|s| s.span.as_ref().unwrap_or(&DISABLED))
     }
 
     /// Registers, once per run, a timer at `until` that nobody waits for: it keeps tokio's
