@@ -17,6 +17,7 @@ use crate::report::{Outcome, Record};
 impl<I: Send + Sync + 'static> Driver<I> {
     /// Starts node `id`: the fast path when nothing needs the full one.
     pub(super) fn begin(&mut self) {
+        self.waker_kept = false;
         if self.run.core.prefetch() {
             self.run.graph.prefetch_task(self.id);
         }
@@ -143,10 +144,18 @@ impl<I: Send + Sync + 'static> Driver<I> {
     /// The current attempt waits: the task's waker goes into the node's slot, where a cancel
     /// wakes it, and the driver suspends. Returns whether it did: `false` means the run was
     /// cancelled meanwhile and the node ended `Cancelled`, and the caller goes on.
+    ///
+    /// A joined driver whose slot holds its waker already registers nothing: two
+    /// compare-and-swaps saved per wait. Only a cancel takes the waker out of the slot, and
+    /// it sets the run's flag first: this driver reads the flag below, or is woken by it
+    /// and reads it at its next poll.
     pub(super) fn wait_for_attempt(&mut self, cx: &mut Context<'_>) -> bool {
         let core = &self.run.core;
-        if let Some(slot) = core.slot(self.id) {
-            slot.register(cx.waker());
+        if !self.waker_kept {
+            if let Some(slot) = core.slot(self.id) {
+                slot.register(cx.waker());
+            }
+            self.waker_kept = self.joined;
         }
         // `cancel` sets the flag, then wakes: re-check after registering.
         if core.is_cancelled() {

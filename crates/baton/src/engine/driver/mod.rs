@@ -118,6 +118,10 @@ pub(in crate::engine) struct Driver<I> {
     /// the run's future among its other such drivers, in `run/joined.rs`. It waits there like a
     /// spawned driver, and where it would spawn, the run spawns locally too.
     joined: bool,
+    /// Joined: the current node's slot holds the waker this driver is polled with, put
+    /// there at an earlier wait of the same node, so a wait registers nothing; see
+    /// [`forget_waker`](Self::forget_waker).
+    waker_kept: bool,
     /// Embedded or local: how many nodes it started in this poll. It hands off at
     /// [`INLINE_MAX`] even when the awaiting task's coop budget is not spent, as under
     /// `tokio::task::unconstrained`.
@@ -150,6 +154,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
             handoff: false,
             embedded: false,
             joined: false,
+            waker_kept: false,
             inline: 0,
             local: VecDeque::new(),
             from_queue: false,
@@ -188,6 +193,15 @@ impl<I: Send + Sync + 'static> Driver<I> {
     /// polled away from the run's runtime.
     pub(in crate::engine) fn unjoin(&mut self) {
         self.joined = false;
+        self.waker_kept = false;
+    }
+
+    /// A joined driver is to be polled with another waker than the one its node's slot may
+    /// hold: its next wait registers again. A joined driver is polled either by the run's
+    /// future with the awaiting task's waker, which `Run::poll` watches, calling this when
+    /// it changes, or by the run's ready set with its place's waker, which never changes.
+    pub(in crate::engine) fn forget_waker(&mut self) {
+        self.waker_kept = false;
     }
 
     /// Whether the run's future polls it, embedded or local, rather than a task of its own.

@@ -274,6 +274,18 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
             self.send_home();
         }
         let this = &mut *self;
+        // The drivers polled together register the awaiting task's waker in their nodes'
+        // slots once per node, and again only when it changes: as it does here, when the
+        // waker is not the one this future last registered.
+        if !this
+            .registered
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()))
+        {
+            for driver in this.joined.get_mut().few_mut() {
+                driver.forget_waker();
+            }
+        }
         this.joined.get_mut().poll(&this.state.inbox, cx);
         // A run that ended in this poll registers no waker.
         if !self.state.core.is_ended() {

@@ -88,6 +88,11 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> Joined<F, S> {
         }
     }
 
+    /// The drivers polled together, with the run's waker.
+    pub(super) fn few_mut(&mut self) -> &mut [F] {
+        &mut self.few
+    }
+
     /// Whether no driver is held.
     pub(super) fn is_empty(&self) -> bool {
         self.few.is_empty() && self.set.as_ref().is_none_or(ReadySet::is_empty)

@@ -391,6 +391,63 @@ async fn cancelling_before_the_first_poll_runs_nothing() {
     assert_eq!(alive_tasks(), 0);
 }
 
+/// A run's future first polled in one task, then awaited in another, while its `nodes`
+/// nodes wait: a cancel wakes the task that awaits it now. The waiting nodes, the first
+/// ones polled together with the awaiting task's waker and those past them each with a
+/// waker of its own, registered the first task's waker at their first wait; the second
+/// task's polls must replace it, or the cancel would wake a task that no longer polls the
+/// run.
+async fn cancel_after_the_run_moved(nodes: usize) {
+    let mut g = Graph::<()>::builder();
+    for i in 0..nodes {
+        g.node(format!("wait{i}"))
+            .task(|_ctx, ()| std::future::pending::<Result<(), BoxError>>());
+    }
+    let graph = g.build().expect("valid");
+    let mut run = Box::pin(graph.run(()));
+    let canceller = run.canceller();
+    // The first task polls it once: every node starts and waits.
+    #[allow(
+        clippy::async_yields_async,
+        reason = "the run is handed back unfinished, to be awaited here"
+    )]
+    let first = tokio::spawn(async move {
+        assert!(futures::poll!(run.as_mut()).is_pending());
+        run
+    });
+    let run = first.await.expect("the first task");
+    let cancel = tokio::spawn(async move {
+        sleep(ms(10)).await;
+        canceller.cancel();
+    });
+    // This task awaits it now; the cancel must wake it at 10 ms. A timeout polls the run
+    // when it fires, which would end it too, late: the paused clock tells them apart.
+    let awaited = tokio::time::Instant::now();
+    let ended = tokio::time::timeout(ms(1000), run).await;
+    let woken_after = awaited.elapsed();
+    cancel.await.expect("the cancelling task");
+    assert_eq!(
+        woken_after,
+        ms(10),
+        "{nodes} nodes: the cancel did not wake the awaiting task"
+    );
+    let Ok(Err(RunError::Cancelled { reason, report })) = ended else {
+        panic!("{nodes} nodes: the run did not end cancelled: {ended:?}");
+    };
+    assert_eq!(reason, CancelReason::Requested);
+    assert_eq!(report.counts().cancelled, nodes);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancel_wakes_the_task_a_run_of_few_waiting_nodes_moved_to() {
+    cancel_after_the_run_moved(4).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancel_wakes_the_task_a_run_of_many_waiting_nodes_moved_to() {
+    cancel_after_the_run_moved(12).await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn cancelling_after_completion_changes_nothing() {
     let s = shape();
