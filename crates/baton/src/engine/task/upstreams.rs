@@ -145,7 +145,13 @@ impl<T: Send + Sync + 'static> sealed::Sealed for Vec<Node<T>> {
         out.extend(self.iter().map(UpstreamRef::handle));
     }
     fn __fetch(cx: &FetchCx<'_>) -> Option<Vec<Arc<T>>> {
-        (0..cx.len()).map(|i| cx.typed(i)).collect()
+        // Allocated once at its length: collecting through `Option` would start from no
+        // size hint and grow.
+        let mut values = Vec::with_capacity(cx.len());
+        for i in 0..cx.len() {
+            values.push(cx.typed(i)?);
+        }
+        Some(values)
     }
 }
 
