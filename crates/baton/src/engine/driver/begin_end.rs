@@ -119,7 +119,10 @@ impl<I: Send + Sync + 'static> Driver<I> {
             }
             None => {
                 if let Some(next) = self.local.pop_back() {
-                    self.start = None;
+                    // This driver made `next` ready before `end` was read, so its upstreams
+                    // all ended before: `next` starts at `end` too, under the same terms.
+                    let quiet = produced && self.run.quiet_after(self.id);
+                    self.start = quiet.then_some(end);
                     self.id = next;
                     self.from_queue = false;
                     self.state = State::Begin;

@@ -165,10 +165,13 @@ impl<I: Send + Sync + 'static> RunState<I> {
 
     /// When `next`, released by its upstream `id` that ended at `end`, starts if run at once:
     /// the latest end among its upstreams, when nothing but the scheduler's own bookkeeping
-    /// ran between those ends and now. `None`, to read the clock, when user code such as
+    /// ran between those ends and now. That is `end` when `id` is its one upstream, or when
+    /// the run is local: one thread then ended its upstreams one after the other, each
+    /// reading the clock as it ended. `None`, to read the clock, when user code such as
     /// callbacks or observers may have run in between; when `id` has more than two
-    /// downstreams, as queuing the others takes time and may spawn a driver; or past two
-    /// upstreams, as reading records at scattered places costs more than the clock.
+    /// downstreams, as queuing the others takes time and may spawn a driver; or, in a run
+    /// spread over workers, past two upstreams, as reading records at scattered places
+    /// costs more than the clock.
     pub(in crate::engine) fn ready_at(&self, id: u32, next: u32, end: Instant) -> Option<Instant> {
         if !self.quiet_after(id) {
             return None;
@@ -176,6 +179,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         let graph = &self.graph;
         match *graph.meta.upstreams(next) {
             [_] => Some(end),
+            _ if self.core.is_local() => Some(end),
             [a, b] => {
                 let other = if a == id { b } else { a };
                 if graph.callbacks(other).is_some() || graph.meta.downstreams(other).len() > 2 {

@@ -298,9 +298,11 @@ fn only_large_scattered_graphs_prefetch() {
 }
 
 /// A node continued inline reuses its upstream's end as its start only when nothing but
-/// the scheduler's bookkeeping can have run in between: no callbacks on the upstreams,
-/// at most one other downstream spawned, and at most two upstreams, the other one's record
-/// written.
+/// the scheduler's bookkeeping can have run in between: no callbacks on the upstream, at
+/// most one other downstream spawned. In a local run, one thread ended every upstream, the
+/// last at that end: it is the start. In a run spread over workers, another upstream may
+/// have ended later on another worker: at most two upstreams, the other one's record
+/// written and without callbacks, and the later of the two ends.
 #[test]
 fn a_start_is_reused_only_when_no_user_code_ran_in_between() {
     let mut g = Graph::<()>::builder();
@@ -316,8 +318,35 @@ fn a_start_is_reused_only_when_no_user_code_ran_in_between() {
     let h: Node<()> = g.node("h").task(noop);
     let k: Node<()> = g.node("k").after((b, h)).task(noop);
     let graph = g.build().unwrap();
-    let run = run_of(&graph);
+    let local = run_of(&graph);
+    assert!(local.core.is_local());
     let t = Instant::now();
+    assert_eq!(local.ready_at(c.index, d.index, t), None, "callbacks ran");
+    assert_eq!(
+        local.ready_at(f.index, fan[0].index, t),
+        None,
+        "others spawned"
+    );
+    assert_eq!(
+        local.ready_at(a.index, e.index, t),
+        Some(t),
+        "local: the last end"
+    );
+    assert_eq!(
+        local.ready_at(b.index, k.index, t),
+        Some(t),
+        "local: the last end"
+    );
+    let run = RunState::new(
+        Arc::clone(&graph.inner),
+        (),
+        (FailureMode::default(), StartMode::Spread),
+        None,
+        None,
+        None,
+        false,
+    );
+    assert!(!run.core.is_local());
     assert_eq!(run.ready_at(a.index, b.index, t), Some(t), "a chain");
     assert_eq!(run.ready_at(c.index, d.index, t), None, "callbacks ran");
     assert_eq!(
