@@ -31,7 +31,7 @@ impl Shard {
         self.runs.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Adds `by` to the count, holding the lock as `_held` shows.
+    /// Adds `by` to the count; `_held` is this shard's locked runs, which the caller holds.
     fn count(&self, _held: &mut RunsShard, by: isize) {
         let n = self.in_flight.load(Ordering::Relaxed);
         self.in_flight
@@ -100,12 +100,13 @@ pub struct ShutdownReport {
 }
 
 impl Orchestrator {
-    /// How many runs have started and not finished. A refused run never counts, and is in
-    /// no [`ShutdownReport`] count.
+    /// How many runs have started and not finished: the sum of the shards' counts, read
+    /// one after the other, so runs starting and ending meanwhile may or may not be in it.
+    /// A refused run never counts, and is in no [`ShutdownReport`] count.
     #[must_use]
     pub fn runs_in_flight(&self) -> usize {
         let shards = self.inner.runs.iter();
-        shards.map(|s| s.0.in_flight.load(Ordering::Acquire)).sum()
+        shards.map(|s| s.0.in_flight.load(Ordering::Relaxed)).sum()
     }
 
     /// [`runs_in_flight`](Self::runs_in_flight), counted under each shard's lock, as
@@ -130,8 +131,7 @@ impl Orchestrator {
     /// Cancels every run in flight; each ends with
     /// [`RunError::Cancelled`](crate::RunError::Cancelled), reason
     /// [`CancelReason::CancelAll`]. Returns how many runs it found in flight; a run that
-    /// ended meanwhile, or was being refused during a shutdown, is among them. New runs are
-    /// still accepted.
+    /// ended meanwhile is among them. New runs are still accepted.
     #[allow(
         clippy::must_use_candidate,
         reason = "cancelling is the point; the count is informational"

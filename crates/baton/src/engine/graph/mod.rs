@@ -97,7 +97,7 @@ impl<I: Send + Sync + 'static> Graph<I> {
     /// # }
     /// ```
     pub fn run_with(&self, input: I, options: RunOptions) -> Run<I> {
-        Run::new(Arc::clone(&self.inner), input, options)
+        Run::new(Arc::clone(&self.inner), input, options, false)
     }
 }
 

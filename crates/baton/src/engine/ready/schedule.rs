@@ -100,8 +100,13 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// Starts the run: fixes its origin and deadline, and makes its span, a child of the
     /// current span unless `detached`. Emits `RunStarted`, marks the run admitted, so that
     /// its nodes count in the stats from here on, and starts its first roots with
-    /// [`start_roots`](Self::start_roots). Called once per run, by its future's first poll,
-    /// and nowhere else: `RunCore::fix_start` relies on it.
+    /// [`start_roots`](Self::start_roots).
+    ///
+    /// # Safety
+    ///
+    /// Called once per run: no other call of `start` on this run may run before or at the
+    /// same time as this one. `Run::poll` makes the one call, in the poll that starts the
+    /// run, through `&mut Run`; `RunCore::fix_start` relies on it.
     ///
     /// Where one thread runs every task, and the run is inline, as with the default
     /// [`StartMode::Inline`], the first driver is not spawned but returned, for the run's
@@ -119,7 +124,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
     ///
     /// [`StartMode::Inline`]: crate::engine::StartMode::Inline
     /// [`RunCore::spread`]: crate::engine::run::core::RunCore::spread
-    pub(in crate::engine) fn start(
+    #[allow(unsafe_code)]
+    pub(in crate::engine) unsafe fn start(
         self: &Arc<Self>,
         handle: Handle,
         detached: bool,
@@ -143,8 +149,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
         // An inline run counts one worker while its future drives it: at most one driver
         // at a time drains the ready queue, and a driver keeps the nodes it makes ready for
         // itself. Once the future stops driving it, it spreads.
-        // SAFETY: `start` is called once per run, by its future's first poll, through
-        // `&mut Run`: no other call of `fix_start` runs at the same time.
+        // SAFETY: `start` is called once per run, as its contract says, and it is
+        // `fix_start`'s one caller: no other call of `fix_start` runs at the same time.
         #[allow(unsafe_code)]
         unsafe {
             core.fix_start(now, handle, runtime_workers, span);
@@ -212,7 +218,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
 
 /// How many workers `handle`'s runtime has, at least one; read from tokio's metrics once per
 /// runtime and thread, as `handle.metrics()` clones the handle, and a runtime's count of
-/// workers never changes.
+/// workers never changes. Runtimes are told apart by their id, as `timers_on` does: tokio
+/// gives each runtime of the process an id of its own.
 fn workers_of(handle: &Handle) -> usize {
     thread_local! {
         static LAST: Cell<Option<(tokio::runtime::Id, usize)>> = const { Cell::new(None) };

@@ -97,7 +97,14 @@ impl<I: Send + Sync + 'static> fmt::Debug for Run<I> {
 }
 
 impl<I: Send + Sync + 'static> Run<I> {
-    pub(crate) fn new(graph: Arc<GraphInner<I>>, input: I, options: RunOptions) -> Self {
+    /// A run of `graph` on `input`, not started. `forwarded`: it is a subgraph node's inner
+    /// run whose events its outer run forwards.
+    pub(crate) fn new(
+        graph: Arc<GraphInner<I>>,
+        input: I,
+        options: RunOptions,
+        forwarded: bool,
+    ) -> Self {
         let mode = options.mode.unwrap_or(graph.mode);
         let start = options.start.unwrap_or(graph.start);
         Run {
@@ -108,7 +115,7 @@ impl<I: Send + Sync + 'static> Run<I> {
                 options.timeout,
                 options.deadline,
                 options.key,
-                options.forwarded,
+                forwarded,
             ),
             phase: Phase::Idle,
             detached_span: options.detached,
@@ -242,15 +249,19 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
                     };
                     // Read when the run ends, by `report_end`, after `start` marked it
                     // admitted: that compare-and-swap publishes it.
-                    // SAFETY: this is the run's first poll, through `&mut Run`: the one
-                    // call of `keep` for this run.
+                    // SAFETY: the phase leaves `Idle` below, in this call through
+                    // `&mut Run`: this is the one call of `keep` for this run.
                     #[allow(unsafe_code)]
                     unsafe {
                         state.core.keep(key);
                     }
                     // `start` also marks the run admitted, before its first driver.
                     let detached = self.detached_span;
-                    self.embedded = self.state.start(handle, detached).map(SyncWrapper::new);
+                    // SAFETY: the phase leaves `Idle` below, in this call through
+                    // `&mut Run`: this is the one call of `start` for this run.
+                    #[allow(unsafe_code)]
+                    let started = unsafe { self.state.start(handle, detached) };
+                    self.embedded = started.map(SyncWrapper::new);
                 }
                 self.phase = Phase::Running;
             }

@@ -152,7 +152,10 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> Joined<F, S> {
     }
 
     /// Takes in one driver: among the few polled together while there is room and the set
-    /// is empty, else in the set.
+    /// is empty, else in the set. A driver stays where it is taken in until it ends: the
+    /// few are polled with the run's waker and a driver of the set with its place's, and a
+    /// driver that waits registers its waker once per node, as `Driver::forget_waker`
+    /// says.
     fn take_in(&mut self, driver: F) {
         let set_empty = self.set.as_ref().is_none_or(ReadySet::is_empty);
         if set_empty && self.few.len() < POLLED_TOGETHER {

@@ -105,11 +105,7 @@ impl<I: Send + Sync + 'static, J: Send + Sync + 'static> NestedRun<I, J> {
         options: RunOptions,
     ) -> Self {
         let parent = outer.parent_for(node);
-        let options = RunOptions {
-            forwarded: parent.is_some(),
-            ..options
-        };
-        let run = graph.run_with(input, options);
+        let run = Run::new(Arc::clone(&graph.inner), input, options, parent.is_some());
         if let Some(parent) = parent {
             let delivers_own = !parent.reaches(&graph.inner.orchestrator);
             run.state.set_nesting(Nesting {

@@ -91,9 +91,6 @@ pub struct RunOptions {
     pub(in crate::engine) deadline: Option<Instant>,
     pub(in crate::engine) key: Option<Arc<str>>,
     pub(in crate::engine) detached: bool,
-    /// The run is a subgraph node's inner run whose events its outer run forwards: its
-    /// state keeps a reference to itself, as an observed run's does.
-    pub(in crate::engine) forwarded: bool,
 }
 
 impl RunOptions {

@@ -19,7 +19,8 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 }
 
 /// Three callers race to bump the value: those let in bump it one at a time, each seeing
-/// every earlier bump, those refused change nothing, and the first always gets in.
+/// every earlier bump, those refused change nothing, and once all are done the cell is
+/// free.
 #[test]
 fn callers_reach_the_value_one_at_a_time_and_see_earlier_writes() {
     model(|| {
