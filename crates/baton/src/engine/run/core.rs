@@ -109,17 +109,16 @@ pub(crate) struct RunCore {
 }
 
 impl RunCore {
-    /// A run over `buffers`, reset for it, with these options; `prefetch` and `home` as
-    /// described on the fields. Inlined, so that the run's state is built in place.
+    /// A run over `buffers`, reset for it, with these options and the key its caller gave
+    /// its nodes' idempotency keys; `prefetch` and `home` as described on the fields.
+    /// Inlined, so that the run's state is built in place.
     #[inline(always)]
     pub(in crate::engine) fn new(
         buffers: RunBuffers,
-        mode: FailureMode,
-        inline: bool,
-        prefetch: bool,
+        (mode, inline, prefetch): (FailureMode, bool, bool),
         home: usize,
-        timeout: Option<Duration>,
-        fixed_deadline: Option<Instant>,
+        (timeout, fixed_deadline): (Option<Duration>, Option<Instant>),
+        caller_key: Option<Arc<str>>,
     ) -> Self {
         let RunBuffers {
             nodes,
@@ -152,14 +151,9 @@ impl RunCore {
             tokens: Tokens::default(),
             timeout,
             fixed_deadline,
-            caller_key: None,
+            caller_key,
             timer_floor: WriteOnce::new(),
         }
-    }
-
-    /// Sets the key the run's caller gave its nodes' idempotency keys.
-    pub(in crate::engine) fn set_caller_key(&mut self, key: Option<Arc<str>>) {
-        self.caller_key = key;
     }
 
     /// The key the run's caller gave its nodes' idempotency keys, if any.

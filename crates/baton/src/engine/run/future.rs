@@ -551,3 +551,16 @@ impl RunError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// `docs/architecture.md`'s "24 words": a caller moves the run's future into its own.
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn a_run_future_is_24_words() {
+        assert_eq!(
+            std::mem::size_of::<super::Run<()>>(),
+            24 * std::mem::size_of::<usize>()
+        );
+    }
+}

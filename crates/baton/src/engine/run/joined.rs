@@ -75,8 +75,10 @@ impl<F, S: SyncFamily> Inbox<F, S> {
 pub(super) struct Joined<F, S: SyncFamily = StdSync> {
     /// Up to [`POLLED_TOGETHER`] drivers, polled together.
     few: Vec<F>,
-    /// The drivers past them, each woken on its own. Made when first needed.
-    set: Option<ReadySet<F, S>>,
+    /// The drivers past them, each woken on its own. Made when first needed, and boxed: a
+    /// run's future, which holds this, is moved as any future is, and most runs never need
+    /// the set.
+    set: Option<Box<ReadySet<F, S>>>,
 }
 
 impl<F: Future<Output = ()> + Unpin, S: SyncFamily> Joined<F, S> {
@@ -95,7 +97,7 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> Joined<F, S> {
 
     /// Whether no driver is held.
     pub(super) fn is_empty(&self) -> bool {
-        self.few.is_empty() && self.set.as_ref().is_none_or(ReadySet::is_empty)
+        self.few.is_empty() && self.set.as_deref().is_none_or(ReadySet::is_empty)
     }
 
     /// Every driver held, leaving none.
@@ -103,7 +105,7 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> Joined<F, S> {
         let few = std::mem::take(&mut self.few);
         let set = self.set.take();
         few.into_iter()
-            .chain(set.into_iter().flat_map(ReadySet::into_drivers))
+            .chain(set.into_iter().flat_map(|set| set.into_drivers()))
     }
 
     /// Polls the drivers held: the few polled together, and those of the set woken since
@@ -157,12 +159,14 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> Joined<F, S> {
     /// driver that waits registers its waker once per node, as `Driver::forget_waker`
     /// says.
     fn take_in(&mut self, driver: F) {
-        let set_empty = self.set.as_ref().is_none_or(ReadySet::is_empty);
+        let set_empty = self.set.as_deref().is_none_or(ReadySet::is_empty);
         if set_empty && self.few.len() < POLLED_TOGETHER {
             self.few.push(driver);
             return;
         }
-        self.set.get_or_insert_with(ReadySet::new).push(driver);
+        self.set
+            .get_or_insert_with(|| Box::new(ReadySet::new()))
+            .push(driver);
     }
 }
 

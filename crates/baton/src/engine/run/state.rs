@@ -158,16 +158,6 @@ impl<I: Send + Sync + 'static> RunState<I> {
         };
         let prefetch = n >= PREFETCH_MIN_NODES && meta.scattered;
         let inline = start == StartMode::Inline;
-        let mut core = RunCore::new(
-            buffers,
-            mode,
-            inline,
-            prefetch,
-            home,
-            timeout,
-            fixed_deadline,
-        );
-        core.set_caller_key(key);
         let kept = OnceLock::new();
         if let Some(reload) = &graph.reload {
             let reloaded = reload.current(&graph.orchestrator);
@@ -181,10 +171,17 @@ impl<I: Send + Sync + 'static> RunState<I> {
         let keeps_me = forwarded
             || graph.compensations.is_some()
             || !graph.orchestrator.observers().is_empty();
+        // One expression: the core built apart would be copied into the state.
         let state = |me| RunState {
             graph,
             input,
-            core,
+            core: RunCore::new(
+                buffers,
+                (mode, inline, prefetch),
+                home,
+                (timeout, fixed_deadline),
+                key,
+            ),
             kept,
             inbox: Inbox::new(),
             drop_driver: Driver::on_drop,
