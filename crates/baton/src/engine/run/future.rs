@@ -262,6 +262,8 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
                     #[allow(unsafe_code)]
                     let started = unsafe { self.state.start(handle, detached) };
                     self.embedded = started.map(SyncWrapper::new);
+                    // It started on the runtime of the task polling it, if a task is.
+                    self.home = tokio::task::try_id();
                 }
                 self.phase = Phase::Running;
             }
