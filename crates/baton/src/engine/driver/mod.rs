@@ -370,7 +370,12 @@ impl<I: Send + Sync + 'static> Driver<I> {
             self.active = false;
             self.run.core.ready().leave(0);
         }
-        self.run.release(1 + self.finished as usize);
+        let held = 1 + self.finished as usize;
+        if self.in_run() {
+            self.run.release_in_future(held);
+        } else {
+            self.run.release(held);
+        }
     }
 }
 

@@ -445,11 +445,14 @@ impl RunCore {
     }
 
     /// The run's end was told to the orchestrator and the observers: its future may resolve
-    /// now, and is woken.
-    pub(in crate::engine) fn mark_ended(&self) {
+    /// now, and is woken if `wake`. Not waking is for an end inside the future's own poll,
+    /// which looks at [`is_ended`](Self::is_ended) after polling its drivers.
+    pub(in crate::engine) fn mark_ended(&self, wake: bool) {
         // Release: whoever sees it ended finds the stats and the observers told.
         self.ended.store(true, Ordering::Release);
-        self.done.wake();
+        if wake {
+            self.done.wake();
+        }
     }
 
     /// The run is over and told so. What the run's future waits for.

@@ -35,7 +35,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::admission::{Admit, End};
 use super::core::{PREFETCH_MIN_NODES, RunCore};
 use super::joined::Inbox;
 use super::nested_run::Nesting;
@@ -50,9 +49,7 @@ use crate::observe::Event;
 use crate::onion::ResolvedPolicies;
 use crate::onion::reload;
 use crate::orchestrator::{InFlight, deliver};
-use crate::report::{
-    CompensationRecord, Detail, NodeReport, Outcome, Record, Report, RunRecords, Settled,
-};
+use crate::report::{CompensationRecord, Detail, NodeReport, Outcome, Record, RunRecords, Settled};
 use crate::util::value::Value;
 
 /// What a run keeps beside its nodes' records when its graph has map nodes or
@@ -90,7 +87,7 @@ pub(crate) struct RunState<I> {
     /// its compensations, and the report its observers are given. A run with neither, no
     /// observer and no outer run to forward its events to, keeps `Weak::new()`, which
     /// upgrades to nothing; see [`RunState::new`].
-    me: Weak<RunState<I>>,
+    pub(super) me: Weak<RunState<I>>,
 }
 
 impl<I> RunState<I> {
@@ -250,14 +247,6 @@ impl<I: Send + Sync + 'static> RunState<I> {
         !self.graph.orchestrator.observers().is_empty() || self.nesting().is_some()
     }
 
-    /// Drops `k` from `live`; the one that brings it to zero ends the run.
-    #[inline]
-    pub(in crate::engine) fn release(&self, k: usize) {
-        if self.core.release(k) {
-            self.on_end();
-        }
-    }
-
     /// Counts node `id` as started in the orchestrator's `nodes_in_flight` gauge, once
     /// until [`record`](Self::record) uncounts it. Called only by whoever runs the node.
     #[inline]
@@ -266,17 +255,6 @@ impl<I: Send + Sync + 'static> RunState<I> {
             let counters = self.graph.orchestrator.counters();
             counters.local().nodes_in_flight().incr();
         }
-    }
-
-    pub(in crate::engine) fn on_end(&self) {
-        if self.graph.compensations.is_some() {
-            if let Some(me) = self.me.upgrade() {
-                if me.start_compensation(Self::end) {
-                    return;
-                }
-            }
-        }
-        Self::end(self);
     }
 
     /// Keeps what the run's compensations did, for its report.
@@ -288,62 +266,6 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// What the run's compensations did, if they ran.
     pub(in crate::engine) fn compensation_record(&self) -> Option<&CompensationRecord> {
         self.kept.get()?.compensation.get().map(|c| &**c)
-    }
-
-    /// The run ended: tells the orchestrator and the observers, then lets its future
-    /// resolve.
-    fn end(&self) {
-        if self.core.admission().end() == End::WasAdmitted {
-            self.report_end();
-        }
-        // Only now may the run's future resolve: whoever reads the stats or awaits an
-        // observer's `RunFinished` after the run finds them in.
-        self.core.mark_ended();
-    }
-
-    /// The orchestrator admitted the run. `start` calls this once it has fixed the run's
-    /// origin, before the first driver. If the run already ended, cancelled while being
-    /// admitted, says so now.
-    pub(in crate::engine) fn mark_admitted(&self) {
-        if self.core.admission().admit() == Admit::AlreadyEnded {
-            self.report_end();
-        }
-    }
-
-    /// Tells the observers and the orchestrator that the admitted run ended. Counts the
-    /// outcomes of nodes recorded before the run was marked admitted, by a cancel that swept
-    /// them while it was being admitted: its nodes were submitted, so they count.
-    fn report_end(&self) {
-        let core = &self.core;
-        if core.has_uncounted() {
-            let counters = self.graph.orchestrator.counters().local();
-            for (_, slot) in core.nodes() {
-                if let Some(record) = slot.record().filter(|_| slot.is_uncounted()) {
-                    counters.outcome(record.outcome);
-                }
-            }
-        }
-        if self.observed() {
-            if let Some(me) = self.me.upgrade() {
-                let report = Report::new(me as Arc<dyn RunRecords>);
-                self.emit(&Event::RunFinished {
-                    run: core.run_id(),
-                    graph: self.graph_name(),
-                    report: &report,
-                });
-            }
-        }
-        if let Some(key) = core.key() {
-            // Ended `Cancelled` by a shutdown, as the run's future will tell its caller. A
-            // cancel that raced with the last node's end cancelled nothing; see
-            // `Run::result`. Rare: the records are read only then.
-            let by_shutdown = core.reason() == Some(&CancelReason::Shutdown)
-                && core.nodes().any(|(_, slot)| {
-                    slot.record()
-                        .is_some_and(|r| r.outcome == Outcome::Cancelled)
-                });
-            self.graph.orchestrator.run_ended(key, by_shutdown);
-        }
     }
 
     /// Records how node `id` ended and fires what follows from it: outcome count, callbacks,

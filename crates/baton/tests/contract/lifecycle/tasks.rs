@@ -278,6 +278,42 @@ async fn inline_a_wake_up_polls_what_it_woke_and_at_most_eight_others() {
     assert!(run.await.unwrap().expect("run"));
 }
 
+/// An inline run whose last node ends in its future's poll wakes no task for its end: the
+/// awaiting task is polled once to start the run and once when the nodes' timers fire,
+/// then waits on a oneshot. A wake-up at the run's end, from inside that poll, would have
+/// tokio poll it a third time for nothing. One node is polled among the few polled
+/// together; twelve fill those eight places and put four in the run's ready set.
+#[tokio::test(start_paused = true)]
+async fn inline_a_run_that_ends_in_its_own_poll_wakes_no_task() {
+    for width in [1, 12] {
+        let mut g = Graph::<()>::builder();
+        for i in 0..width {
+            g.node(format!("wait{i}")).task(|_ctx, ()| async {
+                tokio::time::sleep(ms(10)).await;
+                Ok::<_, BoxError>(())
+            });
+        }
+        let graph = g.build().unwrap();
+        let polls = Arc::new(AtomicUsize::new(0));
+        let (tx, rx) = oneshot::channel::<()>();
+        let mut body = Box::pin(async move {
+            let clean = graph.run(()).await.map(|r| r.is_clean());
+            let _ = rx.await;
+            clean
+        });
+        let counted = Arc::clone(&polls);
+        let task = tokio::spawn(std::future::poll_fn(move |cx| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            body.as_mut().poll(cx)
+        }));
+        tokio::time::sleep(ms(50)).await;
+        assert_eq!(polls.load(Ordering::SeqCst), 2, "{width} nodes");
+        tx.send(()).unwrap();
+        assert!(task.await.unwrap().expect("run"));
+        assert_eq!(polls.load(Ordering::SeqCst), 3, "{width} nodes");
+    }
+}
+
 /// A run's future is woken at the run's end in the task that polled it last: polled once
 /// where it was made, then moved to a task of its own while its node (in a task of the run,
 /// spread) waits, it resolves there when the node ends.
