@@ -112,6 +112,8 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> Joined<F, S> {
     /// their last poll. It first takes in the ones spawned since, from the run's `inbox`,
     /// and again while polling them spawned more. Those are polled at once, as a spawned
     /// task would be; the others are not polled twice in one call.
+    /// Inlined into `Run::poll`, its one caller.
+    #[inline(always)]
     pub(super) fn poll(&mut self, inbox: &Inbox<F, S>, cx: &mut Context<'_>) {
         let mut from = 0;
         loop {
