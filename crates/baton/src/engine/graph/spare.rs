@@ -1,73 +1,97 @@
 //! Where a graph keeps the per-run arrays of its ended runs, [`RunBuffers`], cleared, for
 //! its next runs. A run that finds a set writes its initial counters into memory it already
 //! has, instead of making four allocations and, for a large graph, faulting in about
-//! 130 bytes per node. Its end hands its arrays back instead of freeing them, unless the set it
-//! came from holds arrays already or another run holds it at that instant.
+//! 130 bytes per node. Its end hands its arrays back instead of freeing them, unless its
+//! stripe holds as many sets as it keeps or another run holds the stripe at that instant.
 //!
-//! A small graph, run by many requests at once, keeps up to [`SETS`] sets, one per thread
-//! stripe modulo that. A run takes the set of its home: that of the thread that creates it
-//! by calling `Graph::run`. It gives the set back there when it ends, wherever that is, so
-//! workers that each create runs of one handler's graph do not fight over one set. A
-//! larger graph keeps one set, whose allocations would cost little beside its nodes anyway.
-//! Whoever finds the set held at that instant allocates, or frees, its own: no run waits
-//! for another; see `util/try_cell.rs`.
+//! A small graph, run by many requests at once, keeps sets in [`STRIPES`] stripes, one per
+//! thread stripe modulo that. A run takes a set from the stripe of its home: that of the
+//! thread that creates it by calling `Graph::run`. It gives the set back there when it
+//! ends, wherever that is, so workers that each create runs of one handler's graph do not
+//! fight over one stripe. A stripe keeps as many sets as fit in [`STRIPE_BYTES`], at most
+//! [`STRIPE_MAX_SETS`]: a handler with 64 requests in flight on two workers finds a set for
+//! each. A larger graph keeps one set, whose allocations would cost little beside its nodes
+//! anyway. Whoever finds the stripe held at that instant allocates, or frees, its own: no
+//! run waits for another; see `util/try_cell.rs`.
 //!
 //! What a graph keeps while idle is only the arrays, about 130 bytes per node per set; no
-//! value or record, since those are dropped when the run ends. That is at most 8 sets of
-//! 64 nodes, some 68 KB, for a small graph, and one set for a larger one, about 130 MB for a
-//! million nodes, until the graph is dropped.
+//! value or record, since those are dropped when the run ends. A graph keeps no more sets
+//! than it had runs at once. That is at most 512 KiB for a small graph (eight stripes of
+//! 64 KiB), and one set for a larger one, about 130 MB for a million nodes, until the graph
+//! is dropped.
 
 use crate::engine::run::node_state::RunBuffers;
 use crate::util::striped::{Padded, stripe};
 use crate::util::try_cell::TryCell;
 
-/// How many sets of run arrays a small graph keeps at most.
-const SETS: usize = 8;
+/// How many stripes of run arrays a small graph keeps.
+const STRIPES: usize = 8;
 
-/// Graphs of at most this many nodes keep a set of run arrays per thread stripe, at most
-/// [`SETS`] sets of about 130 bytes per node each. Larger ones keep one.
+/// Graphs of at most this many nodes keep their run arrays in [`STRIPES`] stripes. Larger
+/// ones keep one set.
 const STRIPED_MAX_NODES: usize = 64;
+
+/// The bytes of run arrays a stripe of a small graph keeps at most.
+const STRIPE_BYTES: usize = 64 * 1024;
+
+/// The most sets a stripe keeps, however small the graph.
+const STRIPE_MAX_SETS: usize = 64;
+
+/// About how many bytes a node's run arrays take: its state, slot, value cell and queue
+/// cell.
+const BYTES_PER_NODE: usize = 130;
 
 /// A graph's spare run arrays.
 #[derive(Debug)]
 pub(crate) struct Spares {
-    sets: Box<[Padded<TryCell<Option<RunBuffers>>>]>,
+    stripes: Box<[Padded<TryCell<Vec<RunBuffers>>>]>,
+    /// How many sets a stripe keeps.
+    per_stripe: usize,
 }
 
 impl Spares {
-    /// No spare arrays yet, for a graph of `nodes` nodes.
+    /// No spare arrays yet, for a graph of `nodes` nodes. Allocates nothing.
     pub(crate) fn new(nodes: usize) -> Self {
-        let count = if nodes <= STRIPED_MAX_NODES { SETS } else { 1 };
+        let (count, per_stripe) = if nodes <= STRIPED_MAX_NODES {
+            let fit = STRIPE_BYTES / (BYTES_PER_NODE * nodes.max(1));
+            (STRIPES, fit.clamp(1, STRIPE_MAX_SETS))
+        } else {
+            (1, 1)
+        };
         Spares {
-            sets: (0..count).map(|_| Padded(TryCell::new(None))).collect(),
+            stripes: (0..count)
+                .map(|_| Padded(TryCell::new(Vec::new())))
+                .collect(),
+            per_stripe,
         }
     }
 
-    /// The set that a run created on this thread by `Graph::run` takes, and gives back when
-    /// it ends, on whichever thread that is: its stripe's. A run spread over the workers
-    /// often ends on another thread.
+    /// The stripe that a run created on this thread by `Graph::run` takes a set from, and
+    /// gives it back to when it ends, on whichever thread that is. A run spread over the
+    /// workers often ends on another thread.
     pub(crate) fn home(&self) -> usize {
-        stripe() % self.sets.len().max(1)
+        stripe() % self.stripes.len().max(1)
     }
 
-    /// Set `home`'s arrays, if it has them and no other run holds the set now.
+    /// A set of stripe `home`'s, if it has one and no other run holds the stripe now.
     pub(in crate::engine) fn take(&self, home: usize) -> Option<RunBuffers> {
-        self.sets.get(home)?.0.try_with(Option::take)?
+        self.stripes.get(home)?.0.try_with(Vec::pop)?
     }
 
-    /// Keeps `buffers`, cleared, in set `home` for a later run. If the set holds arrays
-    /// already, or another run holds the set now, `buffers` are dropped instead, outside
-    /// the set.
+    /// Keeps `buffers`, cleared, in stripe `home` for a later run. If the stripe holds as
+    /// many sets as it keeps, or another run holds the stripe now, `buffers` are dropped
+    /// instead, outside the stripe.
     pub(in crate::engine) fn put(&self, home: usize, buffers: RunBuffers) {
-        let Some(set) = self.sets.get(home) else {
+        let Some(stripe) = self.stripes.get(home) else {
             return;
         };
-        let refused = set.0.try_with(|set| match set {
-            None => {
-                *set = Some(buffers);
-                None
+        let per_stripe = self.per_stripe;
+        let refused = stripe.0.try_with(|sets| {
+            if sets.len() < per_stripe {
+                sets.push(buffers);
+                return None;
             }
-            Some(_) => Some(buffers),
+            Some(buffers)
         });
         drop(refused);
     }
@@ -82,25 +106,41 @@ mod tests {
     }
 
     #[test]
-    fn small_graphs_keep_a_set_per_stripe_larger_ones_one() {
-        assert_eq!(Spares::new(1).sets.len(), SETS);
-        assert_eq!(Spares::new(STRIPED_MAX_NODES).sets.len(), SETS);
-        assert_eq!(Spares::new(STRIPED_MAX_NODES + 1).sets.len(), 1);
+    fn small_graphs_keep_stripes_of_sets_larger_ones_one_set() {
+        let five = Spares::new(5);
+        assert_eq!(
+            (five.stripes.len(), five.per_stripe),
+            (STRIPES, STRIPE_MAX_SETS)
+        );
+        let most = Spares::new(STRIPED_MAX_NODES);
+        assert_eq!(most.stripes.len(), STRIPES);
+        assert_eq!(
+            most.per_stripe,
+            STRIPE_BYTES / (BYTES_PER_NODE * STRIPED_MAX_NODES)
+        );
+        let larger = Spares::new(STRIPED_MAX_NODES + 1);
+        assert_eq!((larger.stripes.len(), larger.per_stripe), (1, 1));
     }
 
     #[test]
-    fn a_set_put_is_taken_back_once_and_a_second_is_dropped() {
-        let spares = Spares::new(3);
+    fn a_stripe_keeps_its_sets_up_to_its_count_and_drops_the_rest() {
+        let spares = Spares::new(STRIPED_MAX_NODES);
         let home = spares.home();
         assert!(spares.take(home).is_none());
-        spares.put(home, buffers(3));
-        // The stripe holds a set: this one is dropped.
-        spares.put(home, buffers(5));
-        let other = (home + 1) % SETS;
+        for _ in 0..spares.per_stripe + 1 {
+            spares.put(home, buffers(STRIPED_MAX_NODES));
+        }
+        let other = (home + 1) % STRIPES;
         assert!(spares.take(other).is_none(), "another stripe's set");
-        let taken = spares.take(home).map(|b| b.nodes.len());
-        assert_eq!(taken, Some(3));
-        assert!(spares.take(home).is_none());
+        let mut taken = 0;
+        while let Some(set) = spares.take(home) {
+            assert_eq!(set.nodes.len(), STRIPED_MAX_NODES);
+            taken += 1;
+        }
+        assert_eq!(
+            taken, spares.per_stripe,
+            "the one past the count was dropped"
+        );
     }
 
     #[test]
@@ -108,12 +148,13 @@ mod tests {
         let spares = Spares::new(100);
         assert_eq!(spares.home(), 0);
         spares.put(0, buffers(1));
-        let inside = spares.sets[0].0.try_with(|_| {
+        let inside = spares.stripes[0].0.try_with(|_| {
             assert!(spares.take(0).is_none());
             spares.put(0, buffers(2));
         });
         assert!(inside.is_some());
         assert_eq!(spares.take(0).map(|b| b.nodes.len()), Some(1));
+        assert!(spares.take(0).is_none(), "the second set was dropped");
         assert!(spares.take(1).is_none(), "out of range");
     }
 }
