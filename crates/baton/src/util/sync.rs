@@ -61,6 +61,8 @@ pub(crate) trait AtomicInt: Send + Sync + fmt::Debug {
     fn fetch_add(&self, v: Self::Int, order: Ordering) -> Self::Int;
     /// Subtracts `v`, wrapping; returns the previous value.
     fn fetch_sub(&self, v: Self::Int, order: Ordering) -> Self::Int;
+    /// Bitwise or with `v`; returns the previous value.
+    fn fetch_or(&self, v: Self::Int, order: Ordering) -> Self::Int;
     /// Writes `v`; returns the previous value.
     fn swap(&self, v: Self::Int, order: Ordering) -> Self::Int;
     /// Writes `new` if the cell holds `current`; the previous value, `Ok` if it was written.
@@ -161,6 +163,10 @@ macro_rules! atomic_int {
             #[inline]
             fn fetch_sub(&self, v: $int, order: Ordering) -> $int {
                 <$atomic>::fetch_sub(self, v, order)
+            }
+            #[inline]
+            fn fetch_or(&self, v: $int, order: Ordering) -> $int {
+                <$atomic>::fetch_or(self, v, order)
             }
             #[inline]
             fn swap(&self, v: $int, order: Ordering) -> $int {

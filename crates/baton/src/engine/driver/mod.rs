@@ -119,8 +119,9 @@ pub(in crate::engine) struct Driver<I> {
     /// spawned driver, and where it would spawn, the run spawns locally too.
     joined: bool,
     /// Joined: the current node's slot holds the waker this driver is polled with, put
-    /// there at an earlier wait of the same node, so a wait registers nothing; see
-    /// [`forget_waker`](Self::forget_waker).
+    /// there at an earlier wait of the same node, so a wait registers nothing. A joined
+    /// driver is polled with a waker that never changes: the run's, or its ready-set
+    /// place's; see `run/joined.rs`.
     waker_kept: bool,
     /// Embedded or local: how many nodes it started in this poll. It hands off at
     /// [`INLINE_MAX`] even when the awaiting task's coop budget is not spent, as under
@@ -193,14 +194,6 @@ impl<I: Send + Sync + 'static> Driver<I> {
     /// polled away from the run's runtime.
     pub(in crate::engine) fn unjoin(&mut self) {
         self.joined = false;
-        self.waker_kept = false;
-    }
-
-    /// A joined driver is to be polled with another waker than the one its node's slot may
-    /// hold: its next wait registers again. A joined driver is polled either by the run's
-    /// future with the awaiting task's waker, which `Run::poll` watches, calling this when
-    /// it changes, or by the run's ready set with its place's waker, which never changes.
-    pub(in crate::engine) fn forget_waker(&mut self) {
         self.waker_kept = false;
     }
 
@@ -283,17 +276,20 @@ impl<I: Send + Sync + 'static> Driver<I> {
     /// Polled by the run's future, it may start no more nodes in this poll: tokio's coop
     /// budget is spent, or it started [`INLINE_MAX`]. This is the spread rule. An inline run
     /// on several workers spreads here, its ready nodes going to spawned drivers, as does a
-    /// spread run's embedded driver. An inline run on one worker stays in the awaiting
-    /// task, which yields: the embedded driver, which never waits, hands its nodes to a
-    /// local driver, and a local driver yields with them.
+    /// spread run's embedded driver, unless the future is polling its drivers again after
+    /// they woke during its poll (`run/joined.rs`): that work would have waited for the
+    /// task's next poll. An inline run on one worker stays in the awaiting task, which
+    /// yields: the embedded driver, which never waits, hands its nodes to a local driver,
+    /// and a local driver yields with them.
     fn out_of_budget(&mut self, cx: &mut Context<'_>) -> Step {
         let core = &self.run.core;
-        let spread = !core.is_local() || core.several_workers();
+        let spread = !core.is_local() || (core.several_workers() && !core.is_repolling());
         if self.embedded || spread {
             self.hand_off(spread);
             return ControlFlow::Break(Poll::Ready(()));
         }
         self.take_turns();
+        self.run.core.give_turn_back();
         // A spent budget woke the task already; a driver that started `INLINE_MAX` wakes it.
         cx.waker().wake_by_ref();
         ControlFlow::Break(Poll::Pending)

@@ -15,6 +15,7 @@ use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
 
 use super::admission::Admission;
+use super::joined::Passes;
 use super::node_state::{NodeState, RunBuffers, Slot};
 use super::options::FailureMode;
 use crate::engine::ready::ReadyQueue;
@@ -79,6 +80,13 @@ pub(crate) struct RunCore {
     /// [`spread`](Self::spread), never set again. Written and read only by code the run's
     /// future polls until then, hence `Relaxed`.
     local: AtomicBool,
+    /// The run's future is polling its drivers again, in passes after the first of its
+    /// poll: a spent budget there gives the task's turn back and spreads nothing. Written
+    /// and read only by code that future polls, hence `Relaxed`, as `turn_given_back`.
+    repolling: AtomicBool,
+    /// A driver the run's future polls gave the task's turn back in this poll: no other
+    /// pass follows.
+    turn_given_back: AtomicBool,
     /// How many drivers at most drain the ready queue: the runtime's worker threads, or one
     /// while an inline run is driven by its future. Read with `Relaxed`: the ready queue's
     /// protocol holds for any count of one or more, and a driver that reads one after it
@@ -141,6 +149,8 @@ impl RunCore {
             mode,
             inline,
             local: AtomicBool::new(inline),
+            repolling: AtomicBool::new(false),
+            turn_given_back: AtomicBool::new(false),
             drivers: AtomicUsize::new(1),
             prefetch,
             home,
@@ -309,6 +319,18 @@ impl RunCore {
     #[inline]
     pub(in crate::engine) fn is_local(&self) -> bool {
         self.local.load(Ordering::Relaxed)
+    }
+
+    /// A driver the run's future polls gives the task's turn back: its budget is spent.
+    #[inline]
+    pub(in crate::engine) fn give_turn_back(&self) {
+        self.turn_given_back.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the run's future is in a pass after the first of its poll.
+    #[inline]
+    pub(in crate::engine) fn is_repolling(&self) -> bool {
+        self.repolling.load(Ordering::Relaxed)
     }
 
     /// Whether the run's runtime has more than one worker thread: while one runs the run's
@@ -502,6 +524,23 @@ impl RunCore {
             token.cancel();
         }
         token
+    }
+}
+
+impl Passes for RunCore {
+    #[inline]
+    fn again(&self) -> bool {
+        if self.turn_given_back.load(Ordering::Relaxed) {
+            return false;
+        }
+        self.repolling.store(true, Ordering::Relaxed);
+        true
+    }
+
+    #[inline]
+    fn over(&self) {
+        self.repolling.store(false, Ordering::Relaxed);
+        self.turn_given_back.store(false, Ordering::Relaxed);
     }
 }
 

@@ -287,19 +287,9 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
             self.send_home();
         }
         let this = &mut *self;
-        // The drivers polled together register the awaiting task's waker in their nodes'
-        // slots once per node, and again only when it changes: as it does here, when the
-        // waker is not the one this future last registered.
-        if !this
-            .registered
-            .as_ref()
-            .is_some_and(|w| w.will_wake(cx.waker()))
-        {
-            for driver in this.joined.get_mut().few_mut() {
-                driver.forget_waker();
-            }
-        }
-        this.joined.get_mut().poll(&this.state.inbox, cx);
+        this.joined
+            .get_mut()
+            .poll(&this.state.inbox, cx, &this.state.core);
         // A run that ended in this poll registers no waker.
         if !self.state.core.is_ended() {
             let waker = cx.waker();
@@ -556,13 +546,13 @@ impl RunError {
 
 #[cfg(test)]
 mod tests {
-    /// `docs/architecture.md`'s "24 words": a caller moves the run's future into its own.
+    /// `docs/architecture.md`'s "25 words": a caller moves the run's future into its own.
     #[cfg(target_pointer_width = "64")]
     #[test]
-    fn a_run_future_is_24_words() {
+    fn a_run_future_is_25_words() {
         assert_eq!(
             std::mem::size_of::<super::Run<()>>(),
-            24 * std::mem::size_of::<usize>()
+            25 * std::mem::size_of::<usize>()
         );
     }
 }

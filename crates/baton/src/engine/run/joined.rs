@@ -2,12 +2,19 @@
 //! spread: nodes that wait, and the nodes that run after them in the same driver.
 //!
 //! The first [`POLLED_TOGETHER`] of them are held in a list and polled with the run's
-//! waker, every one at each wake-up of the run, as `tokio::join!` polls its futures: no
-//! allocation per driver, no waker of its own, no list of those woken to keep. A driver not
-//! woken is then polled for nothing, which a future allows, and which costs less than
-//! keeping track, for a few drivers. Past them, drivers go to a [`ReadySet`], which gives
-//! each its own waker and keeps the list of those woken, as a `FuturesUnordered` does, so a
-//! wake-up polls them and no other, however many wait; see `joined/ready_set.rs`.
+//! waker, every one at each pass, as `tokio::join!` polls its futures: no allocation per
+//! driver, no waker of its own, no list of those woken to keep. A driver not woken is then
+//! polled for nothing, which a future allows, and which costs less than keeping track, for
+//! a few drivers. Past them, drivers go to a [`ReadySet`], which gives each its own waker
+//! and keeps the list of those woken, as a `FuturesUnordered` does, so a wake-up polls them
+//! and no other, however many wait; see `joined/ready_set.rs`.
+//!
+//! The run's waker is a [`Woken`] of its own, not the awaiting task's: a driver woken while
+//! the future polls its drivers, as one whose I/O was ready at once, wakes no task. The
+//! future polls its drivers again in the same poll, pass after pass, while a pass was woken,
+//! tokio's coop budget lasts, no driver gave the task's turn back (it started its most
+//! nodes for one poll) and at most [`REPOLL_MAX`] polls of drivers were spent on passes
+//! after the first; then it wakes its task and returns. See `joined/woken.rs`.
 //!
 //! A driver spawned while the run is local goes to the run's [`Inbox`] first. Only code
 //! that the run's future polls spawns while the run is local: its drivers, in this poll. So
@@ -22,15 +29,35 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::task::Context;
 
+use std::sync::Arc;
+
+use futures_util::task::waker_ref;
+
 use crate::util::sync::{AtomicInt, Exclusive, StdSync, SyncFamily};
 
 mod ready_set;
+mod woken;
 use ready_set::ReadySet;
+use woken::Woken;
 
 /// The most drivers an inline run's future polls together at each wake-up, as
 /// `tokio::join!` polls its futures; past them, drivers join a set that polls only those
 /// woken.
 pub(super) const POLLED_TOGETHER: usize = 8;
+
+/// The most polls of drivers one poll of the run's future spends on passes after its
+/// first, as tokio's coop budget bounds a task's work per poll: drivers that wake
+/// themselves without spending that budget still give the task's turn back.
+pub(super) const REPOLL_MAX: usize = 128;
+
+/// What the run's future tells its run of its passes, and asks it.
+pub(super) trait Passes {
+    /// A pass after the first is to begin: whether it may, which it may not once a driver
+    /// gave the task's turn back in this poll. If it may, the run is repolling from now.
+    fn again(&self) -> bool;
+    /// The poll's passes are over.
+    fn over(&self);
+}
 
 /// The drivers spawned by an inline run that has not spread, for its future to take in;
 /// see the module docs. Generic over its mutex and flag: std's, or loom's in the
@@ -79,6 +106,8 @@ pub(super) struct Joined<F, S: SyncFamily = StdSync> {
     /// run's future, which holds this, is moved as any future is, and most runs never need
     /// the set.
     set: Option<Box<ReadySet<F, S>>>,
+    /// The run's waker for its drivers, made with the first driver taken in.
+    woken: Option<Arc<Woken<S>>>,
 }
 
 impl<F: Future<Output = ()> + Unpin, S: SyncFamily> Joined<F, S> {
@@ -87,12 +116,8 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> Joined<F, S> {
         Joined {
             few: Vec::new(),
             set: None,
+            woken: None,
         }
-    }
-
-    /// The drivers polled together, with the run's waker.
-    pub(super) fn few_mut(&mut self) -> &mut [F] {
-        &mut self.few
     }
 
     /// Whether no driver is held.
@@ -108,23 +133,34 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> Joined<F, S> {
             .chain(set.into_iter().flat_map(|set| set.into_drivers()))
     }
 
-    /// Polls the drivers held: the few polled together, and those of the set woken since
-    /// their last poll. It first takes in the ones spawned since, from the run's `inbox`,
-    /// and again while polling them spawned more. Those are polled at once, as a spawned
-    /// task would be; the others are not polled twice in one call.
+    /// Polls the drivers held, in passes: the few polled together, and those of the set
+    /// woken since the last pass. A pass first takes in the drivers spawned since, from the
+    /// run's `inbox`, and again while polling them spawned more: those are polled at once,
+    /// as a spawned task would be. Another pass follows while the last was woken, within the
+    /// budget the module docs give, and while `passes` allows it.
     /// Inlined into `Run::poll`, its one caller.
     #[inline(always)]
-    pub(super) fn poll(&mut self, inbox: &Inbox<F, S>, cx: &mut Context<'_>) {
-        let mut from = 0;
+    pub(super) fn poll(&mut self, inbox: &Inbox<F, S>, cx: &mut Context<'_>, passes: &impl Passes) {
+        if let Some(woken) = &self.woken {
+            woken.register(cx.waker());
+            woken.begin_pass();
+        }
+        let (mut from, mut spent, mut again) = (0, 0, false);
         loop {
             if inbox.pushed.load(Ordering::Relaxed) != 0 {
                 inbox.pushed.store(0, Ordering::Relaxed);
-                self.take_inbox(inbox);
+                self.take_inbox(inbox, cx);
             }
+            let Some(woken) = self.woken.as_ref() else {
+                return;
+            };
+            let waker = waker_ref(woken);
+            let mut few_cx = Context::from_waker(&waker);
             // A driver that ends leaves its place to the last one, not yet polled here.
             let mut at = from;
             while at < self.few.len() {
-                if Pin::new(&mut self.few[at]).poll(cx).is_ready() {
+                spent += usize::from(again);
+                if Pin::new(&mut self.few[at]).poll(&mut few_cx).is_ready() {
                     self.few.swap_remove(at);
                 } else {
                     at += 1;
@@ -132,18 +168,37 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> Joined<F, S> {
             }
             from = self.few.len();
             if let Some(set) = self.set.as_mut() {
-                set.poll(cx);
+                let polled = set.pass();
+                if again {
+                    spent += polled;
+                }
             }
-            if inbox.pushed.load(Ordering::Relaxed) == 0 {
-                return;
+            if inbox.pushed.load(Ordering::Relaxed) != 0 {
+                continue;
             }
+            if woken.end_pass() {
+                break;
+            }
+            if spent >= REPOLL_MAX || !tokio::task::coop::has_budget_remaining() || !passes.again()
+            {
+                woken.give_turn_back();
+                cx.waker().wake_by_ref();
+                break;
+            }
+            again = true;
+            woken.begin_pass();
+            from = 0;
         }
+        passes.over();
     }
 
     /// Takes in the drivers spawned since the last look at the inbox. With none held and
     /// few enough, the inbox's list becomes the held one, and the empty held one the
     /// inbox's: no driver moves, and neither list allocates again.
-    fn take_inbox(&mut self, inbox: &Inbox<F, S>) {
+    fn take_inbox(&mut self, inbox: &Inbox<F, S>, cx: &Context<'_>) {
+        if self.woken.is_none() {
+            self.woken = Some(Woken::polling(cx.waker()));
+        }
         inbox.drivers.with(|drivers| {
             if self.is_empty() && drivers.len() <= POLLED_TOGETHER {
                 std::mem::swap(&mut self.few, drivers);
@@ -157,17 +212,22 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> Joined<F, S> {
 
     /// Takes in one driver: among the few polled together while there is room and the set
     /// is empty, else in the set. A driver stays where it is taken in until it ends: the
-    /// few are polled with the run's waker and a driver of the set with its place's, and a
-    /// driver that waits registers its waker once per node, as `Driver::forget_waker`
-    /// says.
+    /// few are polled with the run's waker and a driver of the set with its place's, both
+    /// made once, so a driver that waits registers its waker once per node.
     fn take_in(&mut self, driver: F) {
         let set_empty = self.set.as_deref().is_none_or(ReadySet::is_empty);
         if set_empty && self.few.len() < POLLED_TOGETHER {
             self.few.push(driver);
             return;
         }
+        let woken = &self.woken;
         self.set
-            .get_or_insert_with(|| Box::new(ReadySet::new()))
+            .get_or_insert_with(|| {
+                let Some(woken) = woken else {
+                    unreachable!("the run's waker is made before its first driver is taken in");
+                };
+                Box::new(ReadySet::new(Arc::clone(woken)))
+            })
             .push(driver);
     }
 }

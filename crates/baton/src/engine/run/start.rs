@@ -47,11 +47,14 @@ pub enum StartMode {
     /// waits stays in the run's future, polled again there when it is woken. A wake-up polls
     /// the nodes it woke and at most eight others: up to eight waiting nodes are polled
     /// together, as `tokio::join!` polls its futures. While the run's future is not polled,
-    /// its nodes make no progress.
+    /// its nodes make no progress. A node woken during that future's poll, its I/O ready at
+    /// once, is polled again in the same poll, which wakes no task: up to 128 such polls,
+    /// while the awaiting task's coop budget lasts; then the task's turn is given back.
     ///
     /// The run uses more than one task only when it spreads: on a runtime with more than
     /// one worker, when one poll of its future would start more nodes than its budget:
-    /// 128 nodes, or the awaiting task's coop budget once spent. The nodes it has not started
+    /// 128 nodes, or the awaiting task's coop budget once spent, not counting the nodes it
+    /// starts when it polls again nodes woken during that poll. The nodes it has not started
     /// then run in tasks of its own, as in [`Spread`](Self::Spread), so a large graph uses
     /// every worker after its first nodes; nodes already waiting in its future end there.
     /// On one worker it never spreads: its future yields, and goes on at its next poll.

@@ -314,6 +314,125 @@ async fn inline_a_run_that_ends_in_its_own_poll_wakes_no_task() {
     }
 }
 
+/// `width` roots, a node after them all, then a chain of `len` nodes. The roots and the
+/// chain's nodes wake their own task and return `Pending` at their first `wakes` polls (as
+/// a future whose I/O is ready at once); every node records in `seen` where it ended.
+fn self_waking(width: usize, len: usize, wakes: usize, seen: &Seen) -> Graph<()> {
+    let mut g = Graph::<()>::builder();
+    let node = |g: &mut GraphBuilder<()>, name: String, after: Option<Node<()>>| {
+        let seen = Arc::clone(seen);
+        let task = move |_ctx, _ups| {
+            let (seen, mut left) = (Arc::clone(&seen), wakes);
+            std::future::poll_fn(move |cx| {
+                if left == 0 {
+                    record(&seen, String::new());
+                    return std::task::Poll::Ready(Ok::<_, BoxError>(()));
+                }
+                left -= 1;
+                cx.waker().wake_by_ref();
+                std::task::Poll::Pending
+            })
+        };
+        match after {
+            None => g.node(name.as_str()).task(move |ctx, ()| task(ctx, ())),
+            Some(up) => g
+                .node(name.as_str())
+                .after(up)
+                .task(move |ctx, _| task(ctx, ())),
+        }
+    };
+    let roots: Vec<Node<()>> = (0..width)
+        .map(|i| node(&mut g, format!("root{i}"), None))
+        .collect();
+    let seen_after = Arc::clone(seen);
+    let mut up: Node<()> = g.node("after roots").after(roots).task(move |_ctx, _| {
+        record(&seen_after, String::new());
+        async { Ok::<_, BoxError>(()) }
+    });
+    for i in 0..len {
+        up = node(&mut g, format!("n{i}"), Some(up));
+    }
+    g.build().expect("valid")
+}
+
+/// How many times the task awaiting `graph`'s run was polled before the run resolved, and
+/// that task's id.
+async fn polls_of_the_awaiting_task(graph: Graph<()>) -> (usize, Id) {
+    tokio::spawn(async move {
+        let polls = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&polls);
+        let mut run = Box::pin(graph.run(()));
+        std::future::poll_fn(move |cx| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            run.as_mut().poll(cx)
+        })
+        .await
+        .expect("run");
+        (polls.load(Ordering::SeqCst), tokio::task::id())
+    })
+    .await
+    .unwrap()
+}
+
+/// Nodes woken during their own poll (ready again at once) are polled again in the same
+/// poll of the run's future, which wakes no task for them: a request whose twenty nodes,
+/// five of them polled together and past them in the run's ready set, wake themselves
+/// twice each resolves in one poll of its task, on one worker and on two.
+#[test]
+fn inline_nodes_woken_during_the_run_s_poll_are_polled_again_in_it() {
+    for workers in [1, 2] {
+        let rt = match workers {
+            1 => tokio::runtime::Builder::new_current_thread(),
+            _ => {
+                let mut b = tokio::runtime::Builder::new_multi_thread();
+                b.worker_threads(2);
+                b
+            }
+        }
+        .enable_all()
+        .build()
+        .unwrap();
+        rt.block_on(async {
+            for width in [4, 12] {
+                let seen: Seen = Arc::default();
+                let graph = self_waking(width, 6, 2, &seen);
+                let (polls, task) = polls_of_the_awaiting_task(graph).await;
+                assert_eq!(polls, 1, "{width} roots on {workers} worker(s)");
+                let seen = seen.lock().unwrap();
+                assert_eq!(seen.len(), width + 7);
+                assert!(seen.iter().all(|(_, t)| *t == Some(task)));
+            }
+        });
+    }
+}
+
+/// A node that wakes itself at every poll does not hold the run's task: its future
+/// polls again at most a budget of times, then gives the task's turn back, and the run
+/// goes on at its next poll.
+#[tokio::test]
+async fn inline_a_node_that_keeps_waking_itself_gets_the_task_s_turn_given_back() {
+    let seen: Seen = Arc::default();
+    let graph = self_waking(1, 0, 10_000, &seen);
+    let (polls, _) = polls_of_the_awaiting_task(graph).await;
+    assert!(polls > 10_000 / 256, "{polls} polls of the awaiting task");
+}
+
+/// The spread rule counts the nodes a poll of the run's future starts in its first pass
+/// over its drivers, not those it starts when it polls again drivers woken during that
+/// poll: that work would have waited for the task's next poll. A chain of 400 nodes that
+/// each wake themselves once starts more than 128 nodes per poll of its task, on two
+/// workers, and never spreads: every node ends in the awaiting task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inline_on_two_workers_nodes_polled_again_in_a_poll_never_spread_it() {
+    let seen: Seen = Arc::default();
+    let graph = self_waking(1, 400, 1, &seen);
+    let (polls, task) = polls_of_the_awaiting_task(graph).await;
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 402);
+    assert!(seen.iter().all(|(_, t)| *t == Some(task)), "spread");
+    assert!(polls < 402, "{polls} polls of the awaiting task");
+}
+
 /// A run's future is woken at the run's end in the task that polled it last: polled once
 /// where it was made, then moved to a task of its own while its node (in a task of the run,
 /// spread) waits, it resolves there when the node ends.

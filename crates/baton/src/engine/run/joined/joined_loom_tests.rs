@@ -28,7 +28,7 @@ use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::sync::{Condvar, Mutex};
 use loom::thread;
 
-use super::{Inbox, Joined, POLLED_TOGETHER};
+use super::{Inbox, Joined, POLLED_TOGETHER, REPOLL_MAX};
 use crate::util::sync::LoomSync;
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
@@ -92,10 +92,13 @@ impl Gate {
 
 type Shared = std::sync::Arc<Inbox<Node, LoomSync>>;
 
-/// A driver: waits for its gate, then for its second gate if it has one, then pushes
-/// `next` (if any) to the inbox and ends. With `also`, it leaves its waker in that gate
-/// too, without waiting for it: a waker that wakes it late, maybe after it ended.
+/// A driver: wakes itself and returns `Pending` at its first `spins` polls (as a future
+/// whose I/O is ready at once), waits for its gate, then for its second gate if it has
+/// one, then pushes `next` (if any) to the inbox and ends. With `also`, it leaves its waker
+/// in that gate too, without waiting for it: a waker that wakes it late, maybe after it
+/// ended.
 struct Node {
+    spins: usize,
     gate: Arc<Gate>,
     then: Option<Arc<Gate>>,
     also: Option<Arc<Gate>>,
@@ -110,6 +113,11 @@ impl Future for Node {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         if let Some(also) = &self.also {
             also.waker.register_by_ref(cx.waker());
+        }
+        if self.spins > 0 {
+            self.spins -= 1;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
         }
         loop {
             self.gate.waker.register_by_ref(cx.waker());
@@ -178,6 +186,7 @@ impl Run {
     /// A driver waiting for `gate`, pushing `next` when it ends.
     fn node(&self, gate: &Arc<Gate>, next: Option<Node>) -> Node {
         Node {
+            spins: 0,
             gate: Arc::clone(gate),
             then: None,
             also: None,
@@ -202,14 +211,26 @@ fn drive(
 ) {
     let over = || run.ended.load(Acquire) == nodes;
     let waker = Waker::from(TaskRef::clone(first));
-    joined.poll(&run.inbox, &mut Context::from_waker(&waker));
+    joined.poll(
+        &run.inbox,
+        &mut Context::from_waker(&waker),
+        &Passes::default(),
+    );
     let waker = Waker::from(TaskRef::clone(then));
     if !TaskRef::ptr_eq(first, then) && !over() {
-        joined.poll(&run.inbox, &mut Context::from_waker(&waker));
+        joined.poll(
+            &run.inbox,
+            &mut Context::from_waker(&waker),
+            &Passes::default(),
+        );
     }
     while !over() {
         then.wait();
-        joined.poll(&run.inbox, &mut Context::from_waker(&waker));
+        joined.poll(
+            &run.inbox,
+            &mut Context::from_waker(&waker),
+            &Passes::default(),
+        );
     }
     assert!(joined.is_empty());
 }
@@ -365,6 +386,135 @@ fn a_reused_place_woken_late_loses_no_wake_up() {
             &mut Joined::<Node, LoomSync>::new(),
             &run,
             POLLED_TOGETHER + 3,
+            &task,
+            &task,
+        );
+        openers.into_iter().for_each(|t| t.join().unwrap());
+    });
+}
+
+/// What a run tells the future of its passes, as `RunCore` does: a driver never gives the
+/// task's turn back here. Counts the passes after the first.
+#[derive(Default)]
+struct Passes {
+    again: std::cell::Cell<usize>,
+    over: std::cell::Cell<usize>,
+}
+
+impl super::Passes for Passes {
+    fn again(&self) -> bool {
+        self.again.set(self.again.get() + 1);
+        true
+    }
+    fn over(&self) {
+        self.over.set(self.over.get() + 1);
+    }
+}
+
+/// A task that counts its wake-ups, for the tests that run without loom's threads.
+#[derive(Default)]
+struct Counted(std::sync::atomic::AtomicUsize);
+
+impl Wake for Counted {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Drivers that wake themselves during their poll, a few polled together and one in the
+/// set, end in one poll of the run's future, which wakes no task: it polls them again
+/// itself. Without the passes after the first, the poll returns `Pending` and wakes its
+/// task.
+#[test]
+fn drivers_woken_during_the_poll_are_polled_again_in_it() {
+    for nodes in [2, POLLED_TOGETHER + 1] {
+        loom::model(move || {
+            let run = Run::new();
+            let open: Arc<Gate> = Arc::default();
+            open.open.store(true, Release);
+            for _ in 0..nodes {
+                let mut node = run.node(&open, None);
+                node.spins = 2;
+                run.inbox.push(node);
+            }
+            let task = std::sync::Arc::new(Counted::default());
+            let waker = Waker::from(std::sync::Arc::clone(&task));
+            let mut joined = Joined::<Node, LoomSync>::new();
+            let passes = Passes::default();
+            joined.poll(&run.inbox, &mut Context::from_waker(&waker), &passes);
+            assert!(joined.is_empty(), "every driver ended in the first poll");
+            assert_eq!(run.ended.load(Acquire), nodes);
+            assert_eq!(task.0.load(std::sync::atomic::Ordering::Relaxed), 0);
+            assert_eq!(passes.again.get(), 2, "two passes after the first");
+            assert_eq!(passes.over.get(), 1);
+        });
+    }
+}
+
+/// A driver that wakes itself at every poll gets the task's turn given back: the poll
+/// stops after its budget of polls, wakes its task once and returns.
+#[test]
+fn a_driver_that_always_wakes_itself_gives_the_turn_back() {
+    // One thread, but some `REPOLL_MAX` polls of loom's atomics: more branches than loom's
+    // default allows.
+    let mut b = loom::model::Builder::new();
+    b.max_branches = 100 * REPOLL_MAX;
+    b.check(|| {
+        let run = Run::new();
+        let open: Arc<Gate> = Arc::default();
+        open.open.store(true, Release);
+        let mut node = run.node(&open, None);
+        node.spins = usize::MAX;
+        run.inbox.push(node);
+        let task = std::sync::Arc::new(Counted::default());
+        let waker = Waker::from(std::sync::Arc::clone(&task));
+        let mut joined = Joined::<Node, LoomSync>::new();
+        let passes = Passes::default();
+        joined.poll(&run.inbox, &mut Context::from_waker(&waker), &passes);
+        assert!(!joined.is_empty());
+        assert_eq!(task.0.load(std::sync::atomic::Ordering::Relaxed), 1);
+        assert_eq!(passes.again.get(), REPOLL_MAX);
+        // The next poll goes on, and a wake-up from outside after it returned wakes the
+        // task again.
+        joined.poll(
+            &run.inbox,
+            &mut Context::from_waker(&waker),
+            &Passes::default(),
+        );
+        assert_eq!(task.0.load(std::sync::atomic::Ordering::Relaxed), 2);
+    });
+}
+
+/// Drivers that wake themselves during the poll while another thread opens the gate of a
+/// driver polled together with them, and of one in the set: whether the gate's wake-up
+/// comes during a pass, between two, or after the poll returned, no wake-up is lost.
+#[test]
+fn wake_ups_from_other_threads_during_passes_are_not_lost() {
+    model_with(2, || {
+        let run = Run::new();
+        let gates: Vec<Arc<Gate>> = (0..2).map(|_| Arc::default()).collect();
+        let open: Arc<Gate> = Arc::default();
+        open.open.store(true, Release);
+        let mut spinner = run.node(&open, None);
+        spinner.spins = 2;
+        run.inbox.push(spinner);
+        run.inbox.push(run.node(&gates[0], None));
+        for _ in 2..POLLED_TOGETHER {
+            run.inbox.push(run.node(&open, None));
+        }
+        let mut spinner = run.node(&open, None);
+        spinner.spins = 1;
+        run.inbox.push(spinner);
+        run.inbox.push(run.node(&gates[1], None));
+        let openers = open_from_threads(&gates, [vec![0], vec![1]]);
+        let task = task();
+        drive(
+            &mut Joined::<Node, LoomSync>::new(),
+            &run,
+            POLLED_TOGETHER + 2,
             &task,
             &task,
         );

@@ -22,15 +22,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Wake, Waker};
 
-use crate::util::sync::{AtomicInt, StdSync, SyncFamily, WakerCell};
-
-/// The stack of woken places, and the waker of the run's task, woken when the stack
-/// stops being empty.
-struct Woken<S: SyncFamily> {
-    /// The last place pushed, plus one; zero when the stack is empty.
-    head: S::AtomicU32,
-    task: S::WakerCell,
-}
+use super::woken::Woken;
+use crate::util::sync::{AtomicInt, StdSync, SyncFamily};
 
 /// One place of the set, for one driver at a time.
 struct Place<S: SyncFamily> {
@@ -65,10 +58,10 @@ impl<S: SyncFamily> Wake for Place<S> {
                 Err(now) => head = now,
             }
         }
-        // A stack that was not empty was pushed onto since the run's last poll took it, by
-        // a wake-up that wakes, or has woken, the run's task.
+        // A stack that was not empty was pushed onto since the run's last pass took it, by
+        // a wake-up that woke the run's future.
         if head == 0 {
-            woken.task.wake();
+            woken.notify();
         }
     }
 }
@@ -82,31 +75,27 @@ pub(super) struct ReadySet<F, S: SyncFamily = StdSync> {
     places: Vec<(Arc<Place<S>>, Waker)>,
     /// Free places.
     free: Vec<u32>,
-    /// Places whose driver was added since the last poll: polled at the next, unwoken,
+    /// Places whose driver was added since the last pass: polled at the next, unwoken,
     /// their flag left as it is.
     added: Vec<u32>,
-    /// Places taken from the stack and not polled yet, their flag still set: left by a poll
-    /// that gave the task's turn back.
-    left: Vec<u32>,
+    /// The places of a pass, reused from one pass to the next.
+    taken: Vec<u32>,
     /// How many drivers it holds.
     len: usize,
     woken: Arc<Woken<S>>,
 }
 
 impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
-    /// An empty set.
-    pub(super) fn new() -> Self {
+    /// An empty set whose wake-ups wake the run's future through `woken`.
+    pub(super) fn new(woken: Arc<Woken<S>>) -> Self {
         ReadySet {
             drivers: Vec::new(),
             places: Vec::new(),
             free: Vec::new(),
             added: Vec::new(),
-            left: Vec::new(),
+            taken: Vec::new(),
             len: 0,
-            woken: Arc::new(Woken {
-                head: AtomicInt::new(0),
-                task: WakerCell::new(),
-            }),
+            woken,
         }
     }
 
@@ -140,61 +129,32 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
         self.len += 1;
     }
 
-    /// Polls the drivers the last poll left, those added since, then those woken, in the
-    /// order they were woken, as a `FuturesUnordered` does: a driver woken while this runs is
-    /// polled in this call too, until it made as many polls as it holds drivers. Once two
-    /// drivers woke again during their own poll, it stops, wakes the task and leaves the
-    /// rest for the next poll, so that drivers that keep waking give the task's turn back.
-    /// A call that stops with places on the stack wakes the task too.
-    pub(super) fn poll(&mut self, cx: &Context<'_>) {
+    /// One pass: polls the drivers added since the last pass, then those woken, in the
+    /// order they were woken, each once. A driver woken during the pass is pushed again and
+    /// wakes the run's future, which sees it at the pass's end. Returns how many it polled.
+    pub(super) fn pass(&mut self) -> usize {
         if self.len == 0 {
-            return;
+            return 0;
         }
-        // Registered before the stack is taken: a wake-up that finds it empty after the
-        // take wakes this task.
-        self.woken.task.register(cx.waker());
-        let budget = self.len;
-        let (mut polled, mut yielded) = (0, 0);
-        // What the last call left first, then the drivers added since, then each take of
-        // the stack; `taken` says which places came from the stack, so their flag is set.
-        let mut left = std::mem::take(&mut self.left);
         let mut added = std::mem::take(&mut self.added);
-        let (mut in_left, mut in_added) = (0, 0);
-        loop {
-            if yielded >= 2 {
-                cx.waker().wake_by_ref();
-                break;
-            }
-            let (number, taken) = if in_left < left.len() {
-                in_left += 1;
-                (left[in_left - 1], true)
-            } else if in_added < added.len() {
-                in_added += 1;
-                (added[in_added - 1], false)
-            } else {
-                left.clear();
-                in_left = 0;
-                if polled >= budget {
-                    if self.woken.head.load(Ordering::Acquire) != 0 {
-                        cx.waker().wake_by_ref();
-                    }
-                    break;
-                }
-                self.take_woken(&mut left);
-                if left.is_empty() {
-                    break;
-                }
-                continue;
-            };
-            polled += 1;
-            if self.poll_place(number, taken) {
-                yielded += 1;
-            }
+        let mut taken = std::mem::take(&mut self.taken);
+        self.take_woken(&mut taken);
+        for &number in &added {
+            self.poll_place(number, false);
         }
-        left.drain(..in_left);
-        added.drain(..in_added);
-        self.left = left;
-        self.added = added;
+        for &number in &taken {
+            self.poll_place(number, true);
+        }
+        let polled = added.len() + taken.len();
+        added.clear();
+        taken.clear();
+        // Drivers added during the pass were pushed to `self.added`, which is empty then:
+        // keep the larger list's room.
+        if self.added.is_empty() {
+            self.added = added;
+        }
+        self.taken = taken;
+        polled
     }
 
     /// Takes the stack of woken places into `queue`, in the order they were woken.
@@ -214,10 +174,8 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
     /// Polls the driver in place `number`, if any, with the place's waker, and frees the
     /// place if the driver ended. A place woken after its driver ended has none. `taken`:
     /// the place was taken from the stack, so its flag is cleared first, and a wake-up
-    /// during the poll pushes it again. Returns whether the driver waits and its place is
-    /// on the stack: woken again during its poll, or, for a new driver, still there from
-    /// a late wake-up of the place.
-    fn poll_place(&mut self, number: u32, taken: bool) -> bool {
+    /// during the poll pushes it again.
+    fn poll_place(&mut self, number: u32, taken: bool) {
         let index = number as usize;
         let (Some(Some(driver)), Some((place, waker))) =
             (self.drivers.get_mut(index), self.places.get(index))
@@ -227,7 +185,7 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
                     place.queued.swap(0, Ordering::AcqRel);
                 }
             }
-            return false;
+            return;
         };
         if taken {
             place.queued.swap(0, Ordering::AcqRel);
@@ -239,11 +197,7 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
             self.drivers[index] = None;
             self.free.push(number);
             self.len -= 1;
-            return false;
         }
-        // A new driver in a place still on the stack counts as woken: it will be polled
-        // again when the stack is taken.
-        place.queued.load(Ordering::Relaxed) != 0
     }
 
     /// Every driver it holds.
