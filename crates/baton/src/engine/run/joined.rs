@@ -141,11 +141,14 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> Joined<F, S> {
     /// Inlined into `Run::poll`, its one caller.
     #[inline(always)]
     pub(super) fn poll(&mut self, inbox: &Inbox<F, S>, cx: &mut Context<'_>, passes: &impl Passes) {
+        // A poll after one that gave the task's turn back goes on with the work it left,
+        // as a pass after the first.
+        let mut again = false;
         if let Some(woken) = &self.woken {
             woken.register(cx.waker());
-            woken.begin_pass();
+            again = woken.begin_pass() && passes.again();
         }
-        let (mut from, mut spent, mut again) = (0, 0, false);
+        let (mut from, mut spent) = (0, 0);
         loop {
             if inbox.pushed.load(Ordering::Relaxed) != 0 {
                 inbox.pushed.store(0, Ordering::Relaxed);

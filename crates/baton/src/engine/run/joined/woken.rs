@@ -5,8 +5,9 @@
 //! returning `Pending` to be polled again at once: a task woken while it runs is put back
 //! at the end of its worker's queue, as a yield, and tokio wakes an idle worker to steal it.
 //!
-//! The state is two bits: the future is polling its drivers, and a wake-up came since that
-//! pass began or, when not polling, since the task was woken. A wake-up sets the second
+//! The state is two bits, and a third that only the future reads: the future is polling its
+//! drivers, and a wake-up came since that pass began or, when not polling, since the task
+//! was woken; the third says that its last poll gave the task's turn back. A wake-up sets the second
 //! bit; it wakes the task only if neither was set: while polling, the pass's end sees the
 //! bit; when not polling, the task was woken already by the wake-up that set it. A pass
 //! begins with a swap that sets the first bit and clears the second, so it polls after
@@ -28,6 +29,8 @@ use crate::util::sync::{AtomicInt, StdSync, SyncFamily, WakerCell};
 const POLLING: u8 = 1;
 /// A wake-up came since the pass began, or, when not polling, since the task was woken.
 const WOKEN: u8 = 2;
+/// The last poll gave the task's turn back with its drivers woken.
+const GAVE_BACK: u8 = 4;
 
 /// The run's waker for its joined drivers, and the stack of the ready set's woken places;
 /// see the module docs and `ready_set.rs`.
@@ -58,9 +61,10 @@ impl<S: SyncFamily> Woken<S> {
         self.task.register(task);
     }
 
-    /// A pass over the drivers begins: it polls after every wake-up before it.
-    pub(super) fn begin_pass(&self) {
-        self.state.swap(POLLING, Ordering::Acquire);
+    /// A pass over the drivers begins: it polls after every wake-up before it. Returns
+    /// whether the poll before gave the task's turn back.
+    pub(super) fn begin_pass(&self) -> bool {
+        self.state.swap(POLLING, Ordering::Acquire) & GAVE_BACK != 0
     }
 
     /// The pass ends; whether no wake-up came during it. If one did, the future is still
@@ -75,7 +79,7 @@ impl<S: SyncFamily> Woken<S> {
     /// A pass ended with a wake-up and the future stops polling its drivers: it wakes its
     /// task itself, after this.
     pub(super) fn give_turn_back(&self) {
-        self.state.store(WOKEN, Ordering::Release);
+        self.state.store(WOKEN | GAVE_BACK, Ordering::Release);
     }
 
     /// A wake-up: see the module docs.
