@@ -2,16 +2,14 @@
 //! own start, `Started`, and orchestrator key.
 //!
 //! `std::sync::OnceLock::set` goes through `Once::call_once_force`, twice per node, with a
-//! closure and a queue of waiters it never needs here. A node's record and value have
-//! exactly one writer: whoever finalizes the node, as invariant 1 in `engine/run/state.rs`
-//! says. Their readers never wait: they read after the node is `DONE`, or after the run is
-//! over. The run's cells have one writer too: its future, when it starts. A read before
-//! the write finds `None`, as `OnceLock::get` would, and the run's readers treat that as
-//! "not started". This cell is what that needs: one compare-and-swap to claim
-//! the write, one release store to publish it, one acquire load to read it. A writer that
-//! is alone by construction, as a node's finalizer is, skips the compare-and-swap with
-//! `set_alone`. The
-//! `once_loom_tests` module model-checks the claim, the publication and the drops.
+//! closure and a queue of waiters it never needs here. Every writer of these cells is alone
+//! by construction: a node's record and value are written by whoever finalizes the node, as
+//! invariant 1 in `engine/run/state.rs` says, and the run's cells by its future, when it
+//! starts. Their readers never wait: they read after the node is `DONE`, or after the run is
+//! over. A read before the write finds `None`, as `OnceLock::get` would, and the run's
+//! readers treat that as "not started". This cell is what that needs: a write, `set_alone`,
+//! is a relaxed load, the value written, and a release store; a read is one acquire load.
+//! The `once_loom_tests` module model-checks the publication and the drops.
 
 #![allow(unsafe_code)]
 
@@ -23,8 +21,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use super::sync::{AtomicInt, RawCell, StdSync, SyncFamily};
 
 const EMPTY: u8 = 0;
-const WRITING: u8 = 1;
-const READY: u8 = 2;
+const READY: u8 = 1;
 
 /// A cell written at most once; readers see nothing until the write is complete. Generic
 /// over its atomic and cell: std's, or loom's in the model-checking tests.
@@ -34,7 +31,7 @@ pub(crate) struct WriteOnce<T, S: SyncFamily = StdSync> {
 }
 
 // SAFETY: a shared `WriteOnce<T>` hands out only `&T`, so `T: Sync` is needed. The one
-// write moves a `T` in from whichever thread won the claim, so `T: Send` is needed. The
+// write moves a `T` in from whichever thread is its writer, so `T: Send` is needed. The
 // write happens before the `READY` release store and every read after an acquire load of
 // `READY`, so no read overlaps the write; `take` and `Drop` need `&mut self`.
 unsafe impl<T: Send + Sync, S: SyncFamily> Sync for WriteOnce<T, S> {}
@@ -50,33 +47,14 @@ impl<T> WriteOnce<T> {
 }
 
 impl<T, S: SyncFamily> WriteOnce<T, S> {
-    /// Stores `value`. Gives it back when the cell was already written, or is being written by
-    /// another thread.
-    pub(crate) fn set(&self, value: T) -> Result<(), T> {
-        if self
-            .state
-            .compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            return Err(value);
-        }
-        // SAFETY: the compare-and-swap above made this call the only writer, ever; readers
-        // do not look at the value until `READY` is stored below.
-        self.value.with_mut(|cell| unsafe { (*cell).write(value) });
-        self.state.store(READY, Ordering::Release);
-        Ok(())
-    }
-
-    /// Stores `value` without claiming the write: for a cell whose one writer is known by
-    /// other means, as a node's finalizer is. A relaxed load and a release store, no
-    /// compare-and-swap. Returns whether it wrote: a cell already written keeps its value,
-    /// and `value` is dropped.
+    /// Stores `value`, for a cell whose one writer is known by construction, as a node's
+    /// finalizer is. A relaxed load and a release store. Returns whether it wrote: a cell
+    /// already written keeps its value, and `value` is dropped.
     ///
     /// # Safety
     ///
-    /// No other call of `set` or `set_alone` on this cell may run at the same time as
-    /// this one. Calls one after the other, on any threads, are fine: the later one finds
-    /// the cell written.
+    /// No other call of `set_alone` on this cell may run at the same time as this one. Calls
+    /// one after the other, on any threads, are fine: the later one finds the cell written.
     #[inline]
     pub(crate) unsafe fn set_alone(&self, value: T) -> bool {
         if self.state.load(Ordering::Relaxed) != EMPTY {
@@ -177,25 +155,29 @@ mod tests {
         let drops = Arc::new(AtomicUsize::new(0));
         let mut cell = WriteOnce::new();
         assert!(cell.get().is_none());
-        assert!(cell.set(Counted(Arc::clone(&drops), 1)).is_ok());
+        // SAFETY: this thread is the cell's only writer, and its writes are one after the
+        // other.
+        assert!(unsafe { cell.set_alone(Counted(Arc::clone(&drops), 1)) });
         assert_eq!(cell.get().map(|c| c.1), Some(1));
-        let refused = cell.set(Counted(Arc::clone(&drops), 2)).err();
+        assert_eq!(drops.load(Ordering::SeqCst), 0, "the written value is kept");
+        // SAFETY: as above.
+        let wrote = unsafe { cell.set_alone(Counted(Arc::clone(&drops), 2)) };
+        assert!(!wrote, "the second write is refused");
         assert_eq!(
-            refused.as_ref().map(|c| c.1),
-            Some(2),
-            "the second write is refused"
+            drops.load(Ordering::SeqCst),
+            1,
+            "the refused value is dropped"
         );
-        drop(refused);
-        assert_eq!(drops.load(Ordering::SeqCst), 1);
         assert_eq!(cell.get().map(|c| c.1), Some(1), "the first value stays");
         let taken = cell.take();
         assert_eq!(taken.as_ref().map(|c| c.1), Some(1));
         assert!(cell.get().is_none() && cell.take().is_none());
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "taking does not drop");
         drop(taken);
-        assert!(
-            cell.set(Counted(Arc::clone(&drops), 3)).is_ok(),
-            "writable again"
-        );
+        // SAFETY: as above.
+        let wrote = unsafe { cell.set_alone(Counted(Arc::clone(&drops), 3)) };
+        assert!(wrote, "writable again");
+        assert_eq!(cell.get().map(|c| c.1), Some(3));
         drop(cell);
         assert_eq!(
             drops.load(Ordering::SeqCst),
@@ -204,22 +186,17 @@ mod tests {
         );
     }
 
-    /// Threads race to write one cell while others read it: exactly one write wins, every
-    /// reader sees nothing or that whole value, and it is dropped once.
+    /// One thread writes a cell while others read it: every reader sees nothing or the whole
+    /// value, and it is dropped once.
     #[test]
-    fn racing_writers_one_wins_and_readers_see_it_whole() {
-        for _ in 0..200 {
+    fn a_lone_writer_and_readers_see_none_or_the_whole_value() {
+        for round in 0..200 {
             let drops = Arc::new(AtomicUsize::new(0));
             let cell = Arc::new(WriteOnce::<(Counted, [usize; 8])>::new());
-            let wins = Arc::new(AtomicUsize::new(0));
-            let threads: Vec<_> = (0..4)
-                .map(|t| {
-                    let (cell, drops, wins) =
-                        (Arc::clone(&cell), Arc::clone(&drops), Arc::clone(&wins));
+            let readers: Vec<_> = (0..3)
+                .map(|_| {
+                    let cell = Arc::clone(&cell);
                     std::thread::spawn(move || {
-                        if cell.set((Counted(drops, t), [t; 8])).is_ok() {
-                            wins.fetch_add(1, Ordering::SeqCst);
-                        }
                         for _ in 0..100 {
                             if let Some((c, words)) = cell.get() {
                                 assert!(words.iter().all(|&w| w == c.1), "a torn read");
@@ -228,13 +205,22 @@ mod tests {
                     })
                 })
                 .collect();
-            for t in threads {
-                t.join().unwrap();
+            let writer = {
+                let (cell, drops) = (Arc::clone(&cell), Arc::clone(&drops));
+                // SAFETY: this thread is the cell's only writer.
+                std::thread::spawn(move || unsafe {
+                    cell.set_alone((Counted(drops, round), [round; 8]))
+                })
+            };
+            assert!(writer.join().unwrap());
+            for r in readers {
+                r.join().unwrap();
             }
-            assert_eq!(wins.load(Ordering::SeqCst), 1);
-            assert_eq!(drops.load(Ordering::SeqCst), 3, "the three refused values");
+            let seen = cell.get().map(|(c, words)| (c.1, *words));
+            assert_eq!(seen, Some((round, [round; 8])));
+            assert_eq!(drops.load(Ordering::SeqCst), 0);
             drop(cell);
-            assert_eq!(drops.load(Ordering::SeqCst), 4);
+            assert_eq!(drops.load(Ordering::SeqCst), 1);
         }
     }
 }

@@ -54,13 +54,14 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
 use super::paths::first_attempt::Held;
 use super::ready::Pop;
 use super::run::state::RunState;
 use super::task::ctx::AttemptFuture;
 use crate::error::CancelReason;
+use crate::policy::deadline::KeptTimer;
 use crate::report::Record;
 
 /// What a driver's step tells its poll: go on with the next step, or return.
@@ -133,7 +134,7 @@ pub(in crate::engine) struct Driver<I> {
     /// The timer that wakes the driver by the cut of a policy node's first attempt that
     /// waits, kept from one such attempt to the next and polled only by this driver's task,
     /// in `first_attempt::wait`. It is deregistered when the driver ends.
-    timer: Option<Pin<Box<Sleep>>>,
+    timer: KeptTimer,
     state: State,
 }
 
@@ -160,7 +161,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
             local: VecDeque::new(),
             from_queue: false,
             attempt: None,
-            timer: None,
+            timer: KeptTimer::new(),
             state: if id.is_some() {
                 State::Begin
             } else {

@@ -20,18 +20,17 @@
 //! time, for a breaker that is not closed, which the onion asks once, or when `tracing`
 //! spans are made.
 
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
 use crate::engine::run::state::RunState;
 use crate::engine::task::ctx::{AttemptFuture, CtxCut};
 use crate::onion::{First, FirstAttempt, ResolvedPolicies};
 use crate::policy::CircuitBreaker;
-use crate::policy::deadline::poll_timer;
+use crate::policy::deadline::{KeptTimer, poll_timer};
 use crate::report::{AttemptReport, Record};
 
 mod held;
@@ -83,10 +82,12 @@ pub(in crate::engine) fn prepare<I: Send + Sync + 'static>(
 ///
 /// - At the attempt's first wait, the cut is computed as [`prepare`] did: the same function
 ///   of `start`, the policy and the run's deadline. A timer still running at an earlier
-///   instant is left there. That instant is an ended attempt's cut; with one timeout for
-///   the graph's nodes, it is every later attempt's case, unless the one before was cut.
-///   Otherwise, when the driver has no timer, or it elapsed, or it is set later than the
-///   cut, it is set for the cut: made, or moved with [`Sleep::reset`].
+///   instant, an ended attempt's cut, is left there when this cut is within 1/64 of that
+///   attempt's timeout after it (`deadline::reach`), as when attempts with one timeout
+///   follow each other within microseconds. Otherwise it is set for the cut: moved
+///   with [`Sleep::reset`](tokio::time::Sleep::reset) when it elapsed or runs later than the cut, made anew when it
+///   runs earlier, which takes the old one out of tokio's wheel. An attempt with no cut
+///   takes a running timer out too.
 /// - At every wait, the timer is polled, as any future a task waits on must be, outside
 ///   tokio's coop budget through `deadline::poll_timer`. A poll that returns `Pending` may
 ///   not have registered the task's waker, when a task dump was being taken and the task is
@@ -94,13 +95,14 @@ pub(in crate::engine) fn prepare<I: Send + Sync + 'static>(
 ///   `Ready` at an instant earlier than the cut, because it was left there, it is moved to
 ///   the cut and polled again; at the cut, the cut has passed.
 ///
-/// The alternative is to move the timer at every attempt. For a later instant, that is an
-/// atomic compare-and-swap in tokio's timer entry, after a clone of the runtime's handle
-/// and the instant's conversion to the wheel's ticks. Instead, an attempt that outlives an
-/// earlier cut costs one wake-up of the driver, which polls its futures once more, as after
-/// any spurious wake-up, and one move of the elapsed timer under the lock of tokio's timer
-/// wheel. Making a timer per attempt would allocate it and take that lock twice: to insert
-/// it and, when the attempt ends, to remove it.
+/// Attempts that follow each other quickly so share one timer, registered once: making a
+/// timer per attempt would allocate it and take the lock of tokio's timer wheel twice, to
+/// insert it and, when the attempt ends, to remove it. An attempt that outlives the earlier
+/// cut left costs one wake-up of the driver, which polls its futures once more, as after
+/// any spurious wake-up, and one move of the elapsed timer. Attempts that take a while, as
+/// calls over the network do, each get a timer at their own cut: one left at an earlier
+/// cut would fire while the next attempt runs, waking the driver's task and tokio's time
+/// driver for nothing.
 ///
 /// `Ready` when the cut has passed: the driver then hands the attempt, still running, to
 /// the onion, which polls it once more, then reports the timeout or deadline and goes on as
@@ -115,7 +117,7 @@ pub(in crate::engine) fn wait<I: Send + Sync + 'static>(
     id: u32,
     start: Instant,
     held: &mut Held,
-    timer: &mut Option<Pin<Box<Sleep>>>,
+    timer: &mut KeptTimer,
     cx: &mut Context<'_>,
 ) -> Poll<()> {
     match held.armed() {
@@ -124,29 +126,31 @@ pub(in crate::engine) fn wait<I: Send + Sync + 'static>(
         Armed::No => {
             let Some(until) = cut(run, id, start) else {
                 held.set_armed(Armed::Untimed);
+                if timer.get().is_some_and(|t| !t.is_elapsed()) {
+                    timer.clear();
+                }
                 return Poll::Pending;
             };
             held.set_armed(Armed::Yes);
-            match timer {
-                // Running at an earlier cut: it wakes the driver in time. One that elapsed
-                // is moved now rather than after a poll that would say so.
-                Some(t) if t.deadline() <= until && !t.is_elapsed() => {}
-                _ => set(run, timer, until),
+            // Running at an earlier cut near this one, it wakes the driver in time. One
+            // that elapsed is moved now rather than after a poll that would say so.
+            if !timer.stands_for(until) {
+                set(run, timer, id, start, until);
             }
         }
     }
-    let Some(t) = timer else {
+    let Some(t) = timer.get_mut() else {
         return Poll::Pending;
     };
-    if poll_timer(t.as_mut(), cx).is_pending() {
+    if poll_timer(t, cx).is_pending() {
         return Poll::Pending;
     }
     // Elapsed: at the attempt's cut, or at an earlier one it was left at.
-    match cut(run, id, start) {
-        Some(until) if t.deadline() < until => {
-            set(run, timer, until);
-            match timer {
-                Some(t) => poll_timer(t.as_mut(), cx),
+    match (cut(run, id, start), timer.get()) {
+        (Some(until), Some(t)) if t.deadline() < until => {
+            set(run, timer, id, start, until);
+            match timer.get_mut() {
+                Some(t) => poll_timer(t, cx),
                 None => Poll::Pending,
             }
         }
@@ -154,17 +158,31 @@ pub(in crate::engine) fn wait<I: Send + Sync + 'static>(
     }
 }
 
-/// Sets the driver's `timer` for `until`: made if it has none, else moved.
+/// Sets the driver's `timer` for `until`, the cut of node `id`'s first attempt, started at
+/// `start`: see [`KeptTimer::set`].
 fn set<I: Send + Sync + 'static>(
     run: &RunState<I>,
-    timer: &mut Option<Pin<Box<Sleep>>>,
+    timer: &mut KeptTimer,
+    id: u32,
+    start: Instant,
     until: Instant,
 ) {
-    run.core.floor_timers(until);
-    match timer {
-        Some(timer) => timer.as_mut().reset(until),
-        None => *timer = Some(Box::pin(tokio::time::sleep_until(until))),
-    }
+    let time = time_given(run, id, start, until);
+    run.core.floor_timers(until, || time);
+    timer.set(until, time);
+}
+
+/// The time node `id`'s first attempt, started at `start` and cut at `until`, is given:
+/// its timeout, or, with none, the time from its start to its cut.
+fn time_given<I: Send + Sync + 'static>(
+    run: &RunState<I>,
+    id: u32,
+    start: Instant,
+    until: Instant,
+) -> Duration {
+    run.policy(id)
+        .and_then(|policy| policy.declared.timeout)
+        .unwrap_or_else(|| until.saturating_duration_since(start))
 }
 
 /// When node `id`'s first attempt, started at `start`, is cut, as [`prepare`] computed it,

@@ -3,15 +3,14 @@
 //! it started. Its fields are private: the run's protocols, `live`, admission and
 //! cancellation, are methods here, each with its orderings beside it.
 
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Waker};
 use std::time::Duration;
 
 use futures_util::task::AtomicWaker;
 use tokio::runtime::Handle;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::admission::Admission;
@@ -23,8 +22,9 @@ use crate::engine::task::tokens::Tokens;
 use crate::error::CancelReason;
 use crate::id::RunId;
 use crate::orchestrator::RunKey;
-use crate::policy::deadline::{TimerHook, poll_timer};
+use crate::policy::deadline::{KeptTimer, TimerHook, poll_timer};
 use crate::util::once::WriteOnce;
+use crate::util::sync::Exclusive;
 use crate::util::value::Value;
 
 /// What a run fixes when it starts.
@@ -67,7 +67,7 @@ pub(crate) struct RunCore {
     cancelled: AtomicBool,
     reason: OnceLock<CancelReason>,
     /// What the run fixed when it started, in one cell set once. It is a `WriteOnce`, whose
-    /// write is a compare-and-swap and a store, where `OnceLock::set` runs a `Once`.
+    /// write is a load and a store, where `OnceLock::set` runs a `Once`.
     started: WriteOnce<Started>,
     token: OnceLock<CancellationToken>,
     run_id: RunId,
@@ -111,9 +111,9 @@ pub(crate) struct RunCore {
     fixed_deadline: Option<Instant>,
     /// The key the run's caller gave its nodes' idempotency keys, if any.
     caller_key: Option<Arc<str>>,
-    /// A timer at the cut of the run's first policy attempt that waited, registered with
+    /// A timer at the cut of a policy attempt of the run that waited, registered with
     /// tokio's and never polled again; see [`floor_timers`](Self::floor_timers).
-    timer_floor: WriteOnce<Pin<Box<Sleep>>>,
+    timer_floor: Mutex<KeptTimer>,
 }
 
 impl RunCore {
@@ -162,7 +162,7 @@ impl RunCore {
             timeout,
             fixed_deadline,
             caller_key,
-            timer_floor: WriteOnce::new(),
+            timer_floor: Mutex::new(KeptTimer::new()),
         }
     }
 
@@ -372,43 +372,50 @@ impl RunCore {
             .map(|s| s.span.as_ref().unwrap_or(&DISABLED))
     }
 
-    /// Registers, once per run, a timer at `until` that nobody waits for: it keeps tokio's
-    /// timer from being woken for each later attempt's timer. `until` is the cut of the
-    /// run's first policy attempt that waits. Called just before an attempt's timer is set:
-    /// by the fast path's `first_attempt::wait`, and by the policy path's `Deadline` through
-    /// [`TimerHook`].
+    /// Registers a timer at `until` that nobody waits for: it keeps tokio's timer from
+    /// being woken for each later attempt's timer. `until` is the cut of a policy attempt
+    /// of the run that waits, given `time()`: the run's first, then each whose cut is past the
+    /// floor's reach, 1/64 of its attempt's time after it (`deadline::reach`), which
+    /// replaces it. Called just before an attempt's timer is set: by the fast path's
+    /// `first_attempt::wait`, and by the policy path's `Deadline` through [`TimerHook`].
     ///
     /// Tokio's timer wakes the worker parked in its drivers whenever a timer is registered
     /// that is due before any the parked worker knows of: with nothing else registered,
     /// that is every attempt's first timer, each a wake-up of a second worker. With this
     /// floor registered, an attempt whose cut is not earlier registers its timer without
-    /// waking anyone, until the floor's own instant passes. With one timeout for the graph's
-    /// nodes, that is every later attempt. The floor costs one wake-up per run, fires at its cut
-    /// waking no task, and is dropped with the run. A runtime with one worker has no other
-    /// thread to wake: no floor.
+    /// waking anyone. A floor that fires wakes the parked worker once, and no task; moved
+    /// up to the cuts of attempts that take a while, it fires only when the run outlives
+    /// the last such cut, or runs on past an attempt that had nearly spent its time. It is
+    /// dropped with the run. A runtime with one worker has no other thread to wake: no
+    /// floor.
     ///
     /// # Panics
     ///
     /// On a runtime built without timers, as `tokio::time::sleep_until` does: its callers
     /// make a timer right after, which would panic the same way; the driver catches either
     /// and fails the node.
-    pub(in crate::engine) fn floor_timers(&self, until: Instant) {
-        if self.timer_floor.get().is_some() || !self.several_workers() {
+    pub(in crate::engine) fn floor_timers(&self, until: Instant, time: impl FnOnce() -> Duration) {
+        if !self.several_workers() {
             return;
         }
-        let mut timer = Box::pin(tokio::time::sleep_until(until));
-        // Registered by its first poll, made outside the coop budget, which the attempt may
-        // have spent: a poll inside it would register nothing, and there is no second one.
-        // The waker it keeps is a no-op.
-        let _ = poll_timer(timer.as_mut(), &mut Context::from_waker(Waker::noop()));
-        // Another driver's floor, set meanwhile, does as well: this one is dropped.
-        let _ = self.timer_floor.set(timer);
+        self.timer_floor.with(|floor| {
+            if floor.reaches(until) {
+                return;
+            }
+            // Registered by its first poll, made outside the coop budget, which the attempt
+            // may have spent: a poll inside it would register nothing, and there is no
+            // second one. The waker it keeps is a no-op. Set later than it ran, the floor is
+            // made again, which takes the old one out of tokio's wheel.
+            let timer = floor.set(until, time());
+            let _ = poll_timer(timer, &mut Context::from_waker(Waker::noop()));
+        });
     }
 
-    /// The run's timer floor, once set.
+    /// The run's timer floor, once set: its instant and whether it elapsed.
     #[cfg(test)]
-    pub(in crate::engine) fn timer_floor(&self) -> Option<&Pin<Box<Sleep>>> {
-        self.timer_floor.get()
+    pub(in crate::engine) fn timer_floor(&self) -> Option<(Instant, bool)> {
+        self.timer_floor
+            .with(|floor| floor.get().map(|t| (t.deadline(), t.is_elapsed())))
     }
 
     /// Counts one more party in `live`: a driver about to be spawned.
@@ -546,6 +553,7 @@ impl Passes for RunCore {
 
 impl TimerHook for RunCore {
     fn timer_made(&self, until: Instant) {
-        self.floor_timers(until);
+        // The policy path's attempt started no later than its timer is made.
+        self.floor_timers(until, || until.saturating_duration_since(Instant::now()));
     }
 }

@@ -370,8 +370,8 @@ fn assert_cut_then_recovered<T>(report: &Report, node: Node<T>, after: Duration)
 /// attempt at its own cut. `b`'s cut is earlier than `a`'s, so the timer is moved back,
 /// since `a`'s instant would let `b` run on and succeed; it cuts `b` at exactly 50 ms. `u`
 /// has no timeout and must not look at the timer `b`'s cut left elapsed. `x` waits after
-/// it, so the timer is registered again. `c`'s cut is later than `x`'s, so the timer is
-/// left at `x`'s, which `c` ends before.
+/// it, so the timer is registered again. `c`'s cut is later than `x`'s by more than 1/64
+/// of `c`'s time, so `c` gets a timer at its own cut.
 #[tokio::test(start_paused = true)]
 async fn one_driver_cuts_each_waiting_attempt_at_its_own_cut() {
     let polls: [Arc<AtomicU32>; 5] = std::array::from_fn(|_| Arc::new(AtomicU32::new(0)));
@@ -401,27 +401,29 @@ async fn one_driver_cuts_each_waiting_attempt_at_its_own_cut() {
     assert_eq!(polls, [3, 4, 3, 3, 3], "polls of a b u x c");
 }
 
-/// The driver's timer, left at an ended attempt's cut, wakes it while a later attempt
-/// waits, before that attempt's cut: the attempt is not cut then, the timer moves to its
-/// cut, and it is cut there. `a`, `d` and `e` have a 100 ms timeout each and run in one
-/// driver. `a` ends at 10 ms, with its cut at 100. `d`, started at 10 with its cut at 110,
-/// is woken at 100 by the timer left at `a`'s cut, polled once more for nothing, and
-/// succeeds at 105. `e`, started at 105 with its cut at 205, is woken at 110 by the timer
-/// left at `d`'s cut, and cut at exactly 205, 100 ms after its start. `f`, started after
-/// `e`'s second attempt, finds the timer elapsed at `e`'s cut, and is cut 100 ms after its
-/// start.
+/// The driver's timer, left at an ended attempt's cut in the last 1/64 of a later
+/// attempt's time, wakes it before that attempt's cut: the attempt is not cut then, the
+/// timer moves to its cut, and it is cut there. A cut earlier still is not left: the
+/// attempt gets a timer at its own. `a`, `d` and `e` have a 1 s timeout each and run in one
+/// driver. `a` ends at 10 ms, with its cut at 1 000. `d`, started at 10 with its cut at
+/// 1 010, finds the timer 10 ms before its cut, less than 1/64 of its second: left there,
+/// it wakes `d` at 1 000, polled once more for nothing, and `d` succeeds at 1 005. `e`,
+/// started at 1 005 with its cut at 2 005, finds the timer at `d`'s cut, 995 ms before its
+/// own: it gets a timer at its cut, is not woken at 1 010, and is cut at exactly 2 005,
+/// 1 s after its start. `f`, started after `e`'s second attempt, finds the timer elapsed
+/// at `e`'s cut, and is cut 1 s after its start.
 #[tokio::test(start_paused = true)]
-async fn a_timer_left_at_an_earlier_cut_moves_to_the_attempt_s_own_when_it_fires() {
+async fn a_timer_left_at_a_near_earlier_cut_moves_to_the_attempt_s_own_when_it_fires() {
     let polls: [Arc<AtomicU32>; 3] = std::array::from_fn(|_| Arc::new(AtomicU32::new(0)));
     let [pa, pd, pe] = &polls;
     let mut g = Graph::<()>::builder();
-    let (t, retry) = (ms(100), || Retry::new(2));
+    let (t, retry) = (ms(1_000), || Retry::new(2));
     let a = g.node("a").timeout(t).retry(retry());
     let a = a.task(counted(ms(10), pa));
     let d = g.node("d").after(a).timeout(t).retry(retry());
-    let d = d.task(counted(ms(95), pd));
+    let d = d.task(counted(ms(995), pd));
     let e = g.node("e").after(d).timeout(t).retry(retry());
-    let e = e.task(counted(ms(1_000), pe));
+    let e = e.task(counted(ms(10_000), pe));
     // Its first attempt sleeps at its first poll: no wake-up of its own comes before the
     // timer, elapsed at `e`'s cut, is set for its cut.
     let calls = Arc::new(AtomicU32::new(0));
@@ -430,22 +432,22 @@ async fn a_timer_left_at_an_earlier_cut_moves_to_the_attempt_s_own_when_it_fires
         let n = calls.fetch_add(1, Ordering::SeqCst);
         async move {
             if n == 0 {
-                sleep(ms(1_000)).await;
+                sleep(ms(10_000)).await;
             }
             Ok::<_, BoxError>(n)
         }
     });
     let report = g.build().unwrap().run_with((), spread()).await.unwrap();
-    for (node, took) in [(a, ms(10)), (d, ms(95))] {
+    for (node, took) in [(a, ms(10)), (d, ms(995))] {
         assert_succeeded_at_once(&report, node, took);
     }
-    let first = assert_cut_then_recovered(&report, e, ms(100));
+    let first = assert_cut_then_recovered(&report, e, t);
     assert_eq!(first.start, report.node(d).unwrap().end(), "{first:?}");
-    assert_cut_then_recovered(&report, f, ms(100));
-    // `d`: yield, sleep, the early wake-up, end. `e`: yield, sleep, the early wake-up, the
-    // cut, the policy path's one more.
+    assert_cut_then_recovered(&report, f, t);
+    // `d`: yield, sleep, the early wake-up, end. `e`: yield, sleep, the cut, the policy
+    // path's one more; no early wake-up.
     let polls = polls.each_ref().map(|p| p.load(Ordering::SeqCst));
-    assert_eq!(polls, [3, 4, 5], "polls of a d e");
+    assert_eq!(polls, [3, 4, 4], "polls of a d e");
 }
 
 /// Spends the task's coop budget: the next tokio resource the task polls returns `Pending`
@@ -481,22 +483,22 @@ where
 /// A poll of the driver's timer that finds the task's coop budget spent registers nothing
 /// with tokio's timer. The timer is polled again at the attempt's next wait, so the cut
 /// comes, also when the timer was just moved there after waking the driver early. `a`, cut
-/// at 100 ms, ends at 10. `d`, started at 10 with its cut at 110, is woken at 100 by the
-/// timer left at `a`'s cut, spends the budget, and waits: it is cut at 110. `b` finds the
-/// timer elapsed, spends the budget before its timer's first poll, and waits: it is cut
-/// 100 ms after its start. Each yields first: on this one-thread runtime, the first wait of a
+/// at 1 000 ms, ends at 10. `d`, started at 10 with its cut at 1 010, is woken at 1 000 by
+/// the timer left at `a`'s cut, spends the budget, and waits: it is cut at 1 010. `b` finds
+/// the timer elapsed, spends the budget before its timer's first poll, and waits: it is
+/// cut 1 s after its start. Each yields first: on this one-thread runtime, the first wait of a
 /// node started in the run's own future moves it to a driver task, without looking at a
 /// timer.
 #[tokio::test(start_paused = true)]
 async fn a_timer_poll_that_finds_the_coop_budget_spent_is_made_again() {
     let mut g = Graph::<()>::builder();
-    let (t, retry) = (ms(100), || Retry::new(2));
+    let (t, retry) = (ms(1_000), || Retry::new(2));
     let a = g.node("a").timeout(t).retry(retry());
     let a = a.task(counted(ms(10), &Arc::default()));
     let d = g.node("d").after(a).timeout(t).retry(retry());
     let d = d.task(hangs_after(|| async {
         tokio::task::yield_now().await;
-        sleep(ms(90)).await;
+        sleep(ms(990)).await;
         spend_coop_budget().await;
     }));
     let b = g.node("b").after(d).timeout(t).retry(retry());
@@ -509,9 +511,9 @@ async fn a_timer_poll_that_finds_the_coop_budget_spent_is_made_again() {
         .await
         .expect("a cut never came");
     let report = report.unwrap();
-    let first = assert_cut_then_recovered(&report, d, ms(100));
+    let first = assert_cut_then_recovered(&report, d, t);
     assert_eq!(first.start, ms(10), "{first:?}");
-    assert_cut_then_recovered(&report, b, ms(100));
+    assert_cut_then_recovered(&report, b, t);
 }
 
 /// An attempt that spends the whole coop budget at every poll, and wakes its task to be

@@ -138,6 +138,110 @@ impl Cut {
     }
 }
 
+/// The share of an attempt's time within which a timer running before a later attempt's
+/// cut may stand for that attempt's own: see [`reach`].
+pub(crate) const EARLY_TIMER_SHARE: u32 = 64;
+
+/// The latest cut a timer at `at`, made for an attempt given `time`, may stand for: one
+/// 1/[`EARLY_TIMER_SHARE`] of `time` after it; `None` when that is past any instant.
+///
+/// A later attempt with a cut no later than that, and not earlier than `at`, may wait
+/// under the timer: it wakes that attempt's task early at most once, when the attempt has
+/// nearly spent its time (attempts are given the same time, as a node's are), and is then
+/// moved to the cut. A timer earlier still would wake the task while the attempt runs, and
+/// tokio's time driver with it, for nothing: it is better taken out of tokio's wheel and
+/// made again at the cut. Moving it later with `Sleep::reset` would not do: a timer moved
+/// later stays in its wheel slot, and the time driver wakes at that slot.
+#[inline]
+pub(crate) fn reach(at: Instant, time: Duration) -> Option<Instant> {
+    at.checked_add(time / EARLY_TIMER_SHARE)
+}
+
+pin_project_lite::pin_project! {
+    /// A [`KeptTimer`]'s allocation.
+    #[derive(Debug)]
+    struct Kept {
+        #[pin]
+        sleep: Option<Sleep>,
+        // The latest cut it stands for: see `reach`.
+        reach: Option<Instant>,
+    }
+}
+
+/// A timer kept from one attempt to the next, whose allocation outlives it: made again,
+/// it is written over the old one, which is taken out of tokio's wheel.
+#[derive(Debug, Default)]
+pub(crate) struct KeptTimer(Option<Pin<Box<Kept>>>);
+
+impl KeptTimer {
+    /// No timer; allocates nothing.
+    pub(crate) const fn new() -> Self {
+        KeptTimer(None)
+    }
+
+    /// The timer, if one is made.
+    pub(crate) fn get(&self) -> Option<&Sleep> {
+        self.0.as_ref()?.sleep.as_ref()
+    }
+
+    /// The timer, pinned, if one is made.
+    pub(crate) fn get_mut(&mut self) -> Option<Pin<&mut Sleep>> {
+        self.0.as_mut()?.as_mut().project().sleep.as_pin_mut()
+    }
+
+    /// Whether the timer runs and may stand for one at `until`: it is set no later than
+    /// `until`, and `until` is within its [`reach`].
+    #[inline]
+    pub(crate) fn stands_for(&self, until: Instant) -> bool {
+        let Some(kept) = &self.0 else {
+            return false;
+        };
+        let Some(sleep) = &kept.sleep else {
+            return false;
+        };
+        sleep.deadline() <= until
+            && kept.reach.is_none_or(|reach| until <= reach)
+            && !sleep.is_elapsed()
+    }
+
+    /// Whether a timer was set whose [`reach`] takes in `until`: it was set at `until` or
+    /// later, or a little earlier; it may have elapsed since.
+    pub(crate) fn reaches(&self, until: Instant) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|kept| kept.reach.is_none_or(|reach| until <= reach))
+    }
+
+    /// Sets the timer for `until`, the cut of an attempt given `time`: moved with
+    /// `Sleep::reset` when it elapsed or runs later, else made in place of the old one,
+    /// which takes that one out of tokio's wheel. Not registered until polled.
+    pub(crate) fn set(&mut self, until: Instant, time: Duration) -> Pin<&mut Sleep> {
+        let kept = self.0.get_or_insert_with(|| {
+            Box::pin(Kept {
+                sleep: None,
+                reach: None,
+            })
+        });
+        let mut kept = kept.as_mut().project();
+        *kept.reach = reach(until, time);
+        match kept.sleep.as_mut().as_pin_mut() {
+            Some(sleep) if sleep.is_elapsed() || sleep.deadline() > until => sleep.reset(until),
+            _ => kept.sleep.set(Some(tokio::time::sleep_until(until))),
+        }
+        match kept.sleep.as_pin_mut() {
+            Some(sleep) => sleep,
+            None => unreachable!("a timer was just set"),
+        }
+    }
+
+    /// Drops the timer, taking it out of tokio's wheel; the allocation is kept.
+    pub(crate) fn clear(&mut self) {
+        if let Some(kept) = &mut self.0 {
+            kept.as_mut().project().sleep.set(None);
+        }
+    }
+}
+
 /// Told when a [`Deadline`] makes its timer, just before: the engine registers its run's
 /// timer floor there.
 pub(crate) trait TimerHook: Sync {
@@ -223,6 +327,61 @@ mod tests {
     use super::*;
 
     use crate::util::ms;
+
+    /// A timer stands for later cuts within 1/64 of its attempt's time after it, and for
+    /// none before it; one that elapsed stands for none.
+    #[tokio::test(start_paused = true)]
+    async fn a_kept_timer_stands_for_cuts_within_its_reach() {
+        let start = Instant::now();
+        let mut timer = KeptTimer::new();
+        assert!(!timer.stands_for(start) && !timer.reaches(start));
+        let noop = &mut Context::from_waker(std::task::Waker::noop());
+        assert!(poll_timer(timer.set(start + ms(640), ms(640)), noop).is_pending());
+        assert!(timer.stands_for(start + ms(640)), "its own cut");
+        assert!(timer.stands_for(start + ms(650)), "1/64 of 640 ms after");
+        assert!(!timer.stands_for(start + ms(651)));
+        assert!(!timer.stands_for(start + ms(639)), "an earlier cut");
+        assert!(timer.reaches(start + ms(639)) && timer.reaches(start + ms(650)));
+        assert!(!timer.reaches(start + ms(651)));
+        tokio::time::sleep(ms(640)).await;
+        assert!(!timer.stands_for(start + ms(645)), "elapsed");
+    }
+
+    /// Waits for `timer` to elapse.
+    async fn kept_timer_elapsed(timer: &mut KeptTimer) {
+        std::future::poll_fn(|cx| match timer.get_mut() {
+            Some(t) => poll_timer(t, cx),
+            None => Poll::Ready(()),
+        })
+        .await;
+    }
+
+    /// A kept timer set later than it runs is made again in place, and fires at its new
+    /// instant, not at the old one; set earlier, or after it elapsed, it is moved. Cleared,
+    /// it has no timer. The allocation is the same throughout.
+    #[tokio::test(start_paused = true)]
+    async fn a_kept_timer_set_again_replaces_or_moves_the_old_one() {
+        let start = Instant::now();
+        let mut timer = KeptTimer::new();
+        let noop = &mut Context::from_waker(std::task::Waker::noop());
+        assert!(poll_timer(timer.set(start + ms(10), ms(10)), noop).is_pending());
+        let kept: *const Kept = timer.0.as_deref().expect("set");
+        assert!(poll_timer(timer.set(start + ms(30), ms(10)), noop).is_pending());
+        tokio::time::sleep(ms(20)).await;
+        assert!(
+            timer.get().is_some_and(|t| !t.is_elapsed()),
+            "fired at the old instant"
+        );
+        assert!(poll_timer(timer.set(start + ms(25), ms(10)), noop).is_pending());
+        kept_timer_elapsed(&mut timer).await;
+        assert_eq!(start.elapsed(), ms(25), "moved earlier");
+        assert!(poll_timer(timer.set(start + ms(40), ms(10)), noop).is_pending());
+        kept_timer_elapsed(&mut timer).await;
+        assert_eq!(start.elapsed(), ms(40), "moved after it elapsed");
+        assert_eq!(timer.0.as_deref().map(std::ptr::from_ref), Some(kept));
+        timer.clear();
+        assert!(timer.get().is_none());
+    }
 
     #[test]
     fn the_earliest_deadline_applies_and_an_unrepresentable_budget_is_none() {

@@ -29,8 +29,14 @@ fn run_of(graph: &Graph<()>) -> Arc<RunState<()>> {
 }
 
 /// Runs `graph` once on a runtime with `workers` worker threads, from outside it; the
-/// run's state, after its report was dropped.
+/// run's state, once the runtime shut down and the report was dropped.
 fn run_on(graph: &Graph<()>, workers: usize) -> Arc<RunState<()>> {
+    run_and_report(graph, workers).0
+}
+
+/// Runs `graph` once on a runtime with `workers` worker threads, from outside it, which
+/// has shut down when this returns: the run's state and its report.
+fn run_and_report(graph: &Graph<()>, workers: usize) -> (Arc<RunState<()>>, crate::Report) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()
@@ -39,8 +45,7 @@ fn run_on(graph: &Graph<()>, workers: usize) -> Arc<RunState<()>> {
     let run = graph.run(());
     let state = Arc::clone(&run.state);
     let report = rt.block_on(run).expect("the run succeeds");
-    drop(report);
-    state
+    (state, report)
 }
 
 /// Whether a run of `graph` on `workers` worker threads set its timer floor.
@@ -89,6 +94,47 @@ fn waiting_policy_attempts_set_the_timer_floor_on_several_workers() {
     assert!(sets_a_floor(&waiting_graph(true), 2), "policy path");
     assert!(!sets_a_floor(&waiting_graph(false), 1), "one worker");
     assert!(!sets_a_floor(&waiting_graph(true), 1), "one worker");
+}
+
+/// A chain of two nodes with `timeout`, `a` then `b`, each waiting by yielding twice, `a`
+/// also sleeping `a_sleeps` between, run on two workers: the floor's instant, and `a`'s
+/// and `b`'s cuts, from the run's origin.
+fn floor_of_a_chain(timeout: Duration, a_sleeps: Duration) -> (Duration, Duration, Duration) {
+    let mut g = Graph::<()>::builder();
+    let a: Node<()> = g
+        .node("a")
+        .timeout(timeout)
+        .task(move |_ctx, ()| async move {
+            tokio::task::yield_now().await;
+            tokio::time::sleep(a_sleeps).await;
+            tokio::task::yield_now().await;
+            Ok::<_, BoxError>(())
+        });
+    let b: Node<()> = g
+        .node("b")
+        .after(a)
+        .timeout(timeout)
+        .task(|_ctx, _a| async {
+            tokio::task::yield_now().await;
+            tokio::task::yield_now().await;
+            Ok::<_, BoxError>(())
+        });
+    let (state, report) = run_and_report(&g.build().expect("a valid graph"), 2);
+    let cut = |node| report.node(node).and_then(|n| n.start()).expect("started") + timeout;
+    let (floor, _) = state.core.timer_floor().expect("a floor was set");
+    (state.core.offset(floor), cut(a), cut(b))
+}
+
+/// The floor moves up to the cut of a later attempt when the floor would fire in its time,
+/// earlier than its last 1/64: `b` starts at least 20 ms after `a`, more than 1/64 of its
+/// 500 ms. Attempts that follow each other quickly keep one floor: `b` starts well within
+/// 1/64 of a 60 s timeout after `a`.
+#[test]
+fn the_floor_moves_up_to_the_cut_of_an_attempt_after_one_that_took_a_while() {
+    let (floor, _, b) = floor_of_a_chain(Duration::from_millis(500), Duration::from_millis(20));
+    assert_eq!(floor, b, "moved up to b's cut");
+    let (floor, a, _) = floor_of_a_chain(Duration::from_secs(60), Duration::ZERO);
+    assert_eq!(floor, a, "left at a's cut");
 }
 
 /// An inline run counts one driver while its future drives it; once the future stops,
@@ -204,8 +250,8 @@ fn a_floor_set_with_the_coop_budget_spent_is_registered() {
         Ok(())
     });
     let state = run_on(&graph, 2);
-    let floor = state.core.timer_floor().expect("a floor was set");
-    assert!(floor.is_elapsed(), "the floor was never registered");
+    let (_, elapsed) = state.core.timer_floor().expect("a floor was set");
+    assert!(elapsed, "the floor was never registered");
 }
 
 /// What a node costs per run, beside its join counter of 8 bytes, its value cell of
