@@ -17,7 +17,6 @@ use crate::report::{Outcome, Record};
 impl<I: Send + Sync + 'static> Driver<I> {
     /// Starts node `id`: the fast path when nothing needs the full one.
     pub(super) fn begin(&mut self) {
-        self.waker_kept = false;
         if self.run.core.prefetch() {
             self.run.graph.prefetch_task(self.id);
         }
@@ -148,17 +147,15 @@ impl<I: Send + Sync + 'static> Driver<I> {
     /// wakes it, and the driver suspends. Returns whether it did: `false` means the run was
     /// cancelled meanwhile and the node ended `Cancelled`, and the caller goes on.
     ///
-    /// A joined driver whose slot holds its waker already registers nothing: two
-    /// compare-and-swaps saved per wait. Only a cancel takes the waker out of the slot, and
-    /// it sets the run's flag first: this driver reads the flag below, or is woken by it
-    /// and reads it at its next poll.
+    /// A joined driver registers nothing: a cancel wakes the run's future, which then polls
+    /// every driver it holds (see `run/joined.rs`). The cancel sets the run's flag first:
+    /// this driver reads the flag below, or is polled after the wake-up and reads it then.
     pub(super) fn wait_for_attempt(&mut self, cx: &mut Context<'_>) -> bool {
         let core = &self.run.core;
-        if !self.waker_kept {
+        if !self.joined {
             if let Some(slot) = core.slot(self.id) {
                 slot.register(cx.waker());
             }
-            self.waker_kept = self.joined;
         }
         // `cancel` sets the flag, then wakes: re-check after registering.
         if core.is_cancelled() {

@@ -119,11 +119,6 @@ pub(in crate::engine) struct Driver<I> {
     /// the run's future among its other such drivers, in `run/joined.rs`. It waits there like a
     /// spawned driver, and where it would spawn, the run spawns locally too.
     joined: bool,
-    /// Joined: the current node's slot holds the waker this driver is polled with, put
-    /// there at an earlier wait of the same node, so a wait registers nothing. A joined
-    /// driver is polled with a waker that never changes: the run's, or its ready-set
-    /// place's; see `run/joined.rs`.
-    waker_kept: bool,
     /// Embedded or local: how many nodes it started in this poll. It hands off at
     /// [`INLINE_MAX`] even when the awaiting task's coop budget is not spent, as under
     /// `tokio::task::unconstrained`.
@@ -156,7 +151,6 @@ impl<I: Send + Sync + 'static> Driver<I> {
             handoff: false,
             embedded: false,
             joined: false,
-            waker_kept: false,
             inline: 0,
             local: VecDeque::new(),
             from_queue: false,
@@ -195,7 +189,6 @@ impl<I: Send + Sync + 'static> Driver<I> {
     /// polled away from the run's runtime.
     pub(in crate::engine) fn unjoin(&mut self) {
         self.joined = false;
-        self.waker_kept = false;
     }
 
     /// Whether the run's future polls it, embedded or local, rather than a task of its own.

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::admission::Admission;
-use super::joined::Passes;
+use super::joined::{CancelWake, Passes};
 use super::node_state::{NodeState, RunBuffers, Slot};
 use super::options::FailureMode;
 use crate::engine::ready::ReadyQueue;
@@ -114,6 +114,8 @@ pub(crate) struct RunCore {
     /// A timer at the cut of a policy attempt of the run that waited, registered with
     /// tokio's and never polled again; see [`floor_timers`](Self::floor_timers).
     timer_floor: Mutex<KeptTimer>,
+    /// How a cancel wakes an inline run's future to poll its joined drivers.
+    cancel_wake: CancelWake,
 }
 
 impl RunCore {
@@ -163,6 +165,7 @@ impl RunCore {
             fixed_deadline,
             caller_key,
             timer_floor: Mutex::new(KeptTimer::new()),
+            cancel_wake: CancelWake::new(),
         }
     }
 
@@ -516,6 +519,13 @@ impl RunCore {
         self.cancelled.load(Ordering::SeqCst)
     }
 
+    /// Wakes the future of an inline run that polls joined drivers, which then polls them
+    /// all: a cancel's wake-up for those drivers, which register no waker of their own.
+    /// Called after the cancel flag is set.
+    pub(in crate::engine) fn wake_joined(&self) {
+        self.cancel_wake.cancelled();
+    }
+
     /// Why the run was cancelled, if it was.
     #[inline]
     pub(in crate::engine) fn reason(&self) -> Option<&CancelReason> {
@@ -548,6 +558,15 @@ impl Passes for RunCore {
     fn over(&self) {
         self.repolling.store(false, Ordering::Relaxed);
         self.turn_given_back.store(false, Ordering::Relaxed);
+    }
+
+    fn waker_made(&self, waker: &Waker) {
+        self.cancel_wake.waker_made(waker);
+    }
+
+    #[inline]
+    fn cancelled(&self) -> bool {
+        self.is_cancelled()
     }
 }
 

@@ -27,7 +27,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::task::Context;
+use std::task::{Context, Waker};
 
 use std::sync::Arc;
 
@@ -57,6 +57,65 @@ pub(super) trait Passes {
     fn again(&self) -> bool;
     /// The poll's passes are over.
     fn over(&self);
+    /// The run's waker was made: a cancel wakes the future through it, from now on.
+    fn waker_made(&self, _waker: &Waker) {}
+    /// Whether the run was cancelled: the future then polls every driver it holds.
+    fn cancelled(&self) -> bool {
+        false
+    }
+}
+
+/// How a cancel reaches the drivers an inline run's future polls, which register no waker
+/// of their own in their node's slot: it wakes the run's waker for them, and the future
+/// then polls every driver it holds, which reads the run's cancel flag. The waker is made
+/// when the first driver joins, maybe while the run is being cancelled on another thread.
+/// Both sides set a bit of one atomic with a read-modify-write after their own write (the
+/// waker; the cancel flag), so the later of the two sees the other's write: the cancel
+/// finds the waker and wakes it, or the future, polling its drivers after setting its bit,
+/// finds the flag set. Generic over its atomic and mutex: std's, or loom's in the
+/// model-checking tests.
+pub(in crate::engine) struct CancelWake<S: SyncFamily = StdSync> {
+    /// [`WAKER_MADE`] and [`CANCELLED`].
+    state: S::AtomicU8,
+    waker: S::Mutex<Option<Waker>>,
+}
+
+/// The run's waker for its joined drivers was made.
+const WAKER_MADE: u8 = 1;
+/// The run was cancelled.
+const CANCELLED: u8 = 2;
+
+impl<S: SyncFamily> CancelWake<S> {
+    /// No waker yet; allocates nothing.
+    pub(in crate::engine) fn new() -> Self {
+        CancelWake {
+            state: AtomicInt::new(0),
+            waker: Exclusive::new(None),
+        }
+    }
+
+    /// The run's waker for its joined drivers was made: a cancel wakes it from now on.
+    /// Called once, by the future, before it polls the first driver.
+    pub(in crate::engine) fn waker_made(&self, waker: &Waker) {
+        self.waker.with(|kept| *kept = Some(waker.clone()));
+        self.state.fetch_or(WAKER_MADE, Ordering::AcqRel);
+    }
+
+    /// The run's cancel flag was set: wakes the run's waker for its joined drivers, if made.
+    pub(in crate::engine) fn cancelled(&self) {
+        if self.state.fetch_or(CANCELLED, Ordering::AcqRel) & WAKER_MADE == 0 {
+            return;
+        }
+        if let Some(waker) = self.waker.with(|kept| kept.clone()) {
+            waker.wake();
+        }
+    }
+}
+
+impl<S: SyncFamily> std::fmt::Debug for CancelWake<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CancelWake").finish_non_exhaustive()
+    }
 }
 
 /// The drivers spawned by an inline run that has not spread, for its future to take in;
@@ -152,7 +211,7 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> Joined<F, S> {
         loop {
             if inbox.pushed.load(Ordering::Relaxed) != 0 {
                 inbox.pushed.store(0, Ordering::Relaxed);
-                self.take_inbox(inbox, cx);
+                self.take_inbox(inbox, cx, passes);
             }
             let Some(woken) = self.woken.as_ref() else {
                 return;
@@ -171,6 +230,11 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> Joined<F, S> {
             }
             from = self.few.len();
             if let Some(set) = self.set.as_mut() {
+                // A cancel wakes the run's waker, not each driver's place: every driver of
+                // the set is polled, to see it.
+                if passes.cancelled() {
+                    set.add_all();
+                }
                 let polled = set.pass();
                 if again {
                     spent += polled;
@@ -198,9 +262,11 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> Joined<F, S> {
     /// Takes in the drivers spawned since the last look at the inbox. With none held and
     /// few enough, the inbox's list becomes the held one, and the empty held one the
     /// inbox's: no driver moves, and neither list allocates again.
-    fn take_inbox(&mut self, inbox: &Inbox<F, S>, cx: &Context<'_>) {
+    fn take_inbox(&mut self, inbox: &Inbox<F, S>, cx: &Context<'_>, passes: &impl Passes) {
         if self.woken.is_none() {
-            self.woken = Some(Woken::polling(cx.waker()));
+            let woken = Woken::polling(cx.waker());
+            passes.waker_made(&futures_util::task::waker(Arc::clone(&woken)));
+            self.woken = Some(woken);
         }
         inbox.drivers.with(|drivers| {
             if self.is_empty() && drivers.len() <= POLLED_TOGETHER {

@@ -347,6 +347,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
                 slot.wake();
             }
         }
+        core.wake_joined();
         self.release(swept);
     }
 

@@ -19,7 +19,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::task::{Context, Poll, Wake, Waker};
 
 use loom::future::AtomicWaker;
@@ -28,7 +28,7 @@ use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::sync::{Condvar, Mutex};
 use loom::thread;
 
-use super::{Inbox, Joined, POLLED_TOGETHER, REPOLL_MAX};
+use super::{CancelWake, Inbox, Joined, POLLED_TOGETHER, REPOLL_MAX};
 use crate::util::sync::LoomSync;
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
@@ -519,5 +519,30 @@ fn wake_ups_from_other_threads_during_passes_are_not_lost() {
             &task,
         );
         openers.into_iter().for_each(|t| t.join().unwrap());
+    });
+}
+
+/// A cancel on another thread while the future makes the run's waker for its first joined
+/// driver, which then reads the cancel flag: the driver sees the flag, or the cancel wakes
+/// the run's task, to poll it again. Never neither: joined drivers register no waker of
+/// their own. The flag's own accesses are relaxed: `CancelWake` orders them.
+#[test]
+fn a_cancel_racing_the_first_driver_s_join_reaches_it() {
+    model(|| {
+        let cancel = Arc::new(CancelWake::<LoomSync>::new());
+        let flag = Arc::new(AtomicBool::new(false));
+        let canceller = {
+            let (cancel, flag) = (Arc::clone(&cancel), Arc::clone(&flag));
+            thread::spawn(move || {
+                flag.store(true, Relaxed);
+                cancel.cancelled();
+            })
+        };
+        let task = task();
+        cancel.waker_made(&Waker::from(std::sync::Arc::clone(&task)));
+        let seen = flag.load(Relaxed);
+        canceller.join().unwrap();
+        let woken = *task.woken.lock().unwrap();
+        assert!(seen || woken, "the cancel reached no driver");
     });
 }

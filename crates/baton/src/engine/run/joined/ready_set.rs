@@ -129,6 +129,16 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
         self.len += 1;
     }
 
+    /// Has every driver it holds polled at the next pass, as if just added.
+    pub(super) fn add_all(&mut self) {
+        self.added.clear();
+        for (number, driver) in self.drivers.iter().enumerate() {
+            if driver.is_some() {
+                self.added.push(number as u32);
+            }
+        }
+    }
+
     /// One pass: polls the drivers added since the last pass, then those woken, in the
     /// order they were woken, each once. A driver woken during the pass is pushed again and
     /// wakes the run's future, which sees it at the pass's end. Returns how many it polled.
