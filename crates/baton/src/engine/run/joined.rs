@@ -69,27 +69,18 @@ pub(super) trait Passes {
 /// of their own in their node's slot: it wakes the run's waker for them, and the future
 /// then polls every driver it holds, which reads the run's cancel flag. The waker is made
 /// when the first driver joins, maybe while the run is being cancelled on another thread.
-/// Both sides set a bit of one atomic with a read-modify-write after their own write (the
-/// waker; the cancel flag), so the later of the two sees the other's write: the cancel
-/// finds the waker and wakes it, or the future, polling its drivers after setting its bit,
-/// finds the flag set. Generic over its atomic and mutex: std's, or loom's in the
-/// model-checking tests.
+/// Both sides take one lock after their own write (the waker; the cancel flag), so the
+/// later of the two sees the other's write: the cancel finds the waker and wakes it, or the
+/// future, polling its drivers after its lock, finds the flag set. Generic over its mutex:
+/// std's, or loom's in the model-checking tests.
 pub(in crate::engine) struct CancelWake<S: SyncFamily = StdSync> {
-    /// [`WAKER_MADE`] and [`CANCELLED`].
-    state: S::AtomicU8,
     waker: S::Mutex<Option<Waker>>,
 }
-
-/// The run's waker for its joined drivers was made.
-const WAKER_MADE: u8 = 1;
-/// The run was cancelled.
-const CANCELLED: u8 = 2;
 
 impl<S: SyncFamily> CancelWake<S> {
     /// No waker yet; allocates nothing.
     pub(in crate::engine) fn new() -> Self {
         CancelWake {
-            state: AtomicInt::new(0),
             waker: Exclusive::new(None),
         }
     }
@@ -98,14 +89,10 @@ impl<S: SyncFamily> CancelWake<S> {
     /// Called once, by the future, before it polls the first driver.
     pub(in crate::engine) fn waker_made(&self, waker: &Waker) {
         self.waker.with(|kept| *kept = Some(waker.clone()));
-        self.state.fetch_or(WAKER_MADE, Ordering::AcqRel);
     }
 
     /// The run's cancel flag was set: wakes the run's waker for its joined drivers, if made.
     pub(in crate::engine) fn cancelled(&self) {
-        if self.state.fetch_or(CANCELLED, Ordering::AcqRel) & WAKER_MADE == 0 {
-            return;
-        }
         if let Some(waker) = self.waker.with(|kept| kept.clone()) {
             waker.wake();
         }
