@@ -245,6 +245,21 @@ fn open_from_threads(gates: &[Arc<Gate>], plan: [Vec<usize>; 2]) -> Vec<thread::
         .collect()
 }
 
+/// Opens `gates` from two threads as `plan` says, while a fresh [`Joined`] is driven in
+/// one task until `nodes` drivers ended; then joins the threads.
+fn drive_while_opening(run: &Run, gates: &[Arc<Gate>], plan: [Vec<usize>; 2], nodes: usize) {
+    let openers = open_from_threads(gates, plan);
+    let task = task();
+    drive(
+        &mut Joined::<Node, LoomSync>::new(),
+        run,
+        nodes,
+        &task,
+        &task,
+    );
+    openers.into_iter().for_each(|t| t.join().unwrap());
+}
+
 impl Run {
     /// Pushes [`POLLED_TOGETHER`] drivers whose gate is open: they end at their first
     /// poll, and the drivers pushed after them go to the set.
@@ -268,10 +283,7 @@ fn no_driver_pushed_while_the_run_polls_is_left_unpolled() {
         let third = run.node(&gates[2], None);
         run.inbox.push(run.node(&gates[0], Some(third)));
         run.inbox.push(run.node(&gates[1], None));
-        let openers = open_from_threads(&gates, [vec![0, 2], vec![1]]);
-        let task = task();
-        drive(&mut Joined::<Node, LoomSync>::new(), &run, 3, &task, &task);
-        openers.into_iter().for_each(|t| t.join().unwrap());
+        drive_while_opening(&run, &gates, [vec![0, 2], vec![1]], 3);
         assert!(run.inbox.take().is_empty());
     });
 }
@@ -351,16 +363,7 @@ fn the_set_polls_every_driver_woken_from_other_threads() {
         twice.then = Some(Arc::clone(&gates[1]));
         run.inbox.push(twice);
         run.inbox.push(run.node(&gates[2], None));
-        let openers = open_from_threads(&gates, [vec![0, 1], vec![2]]);
-        let task = task();
-        drive(
-            &mut Joined::<Node, LoomSync>::new(),
-            &run,
-            POLLED_TOGETHER + 2,
-            &task,
-            &task,
-        );
-        openers.into_iter().for_each(|t| t.join().unwrap());
+        drive_while_opening(&run, &gates, [vec![0, 1], vec![2]], POLLED_TOGETHER + 2);
     });
 }
 
@@ -380,16 +383,7 @@ fn a_reused_place_woken_late_loses_no_wake_up() {
         first.also = Some(Arc::clone(&gates[3]));
         run.inbox.push(first);
         run.inbox.push(run.node(&gates[1], None));
-        let openers = open_from_threads(&gates, [vec![0, 2], vec![3, 1]]);
-        let task = task();
-        drive(
-            &mut Joined::<Node, LoomSync>::new(),
-            &run,
-            POLLED_TOGETHER + 3,
-            &task,
-            &task,
-        );
-        openers.into_iter().for_each(|t| t.join().unwrap());
+        drive_while_opening(&run, &gates, [vec![0, 2], vec![3, 1]], POLLED_TOGETHER + 3);
     });
 }
 
@@ -509,16 +503,7 @@ fn wake_ups_from_other_threads_during_passes_are_not_lost() {
         spinner.spins = 1;
         run.inbox.push(spinner);
         run.inbox.push(run.node(&gates[1], None));
-        let openers = open_from_threads(&gates, [vec![0], vec![1]]);
-        let task = task();
-        drive(
-            &mut Joined::<Node, LoomSync>::new(),
-            &run,
-            POLLED_TOGETHER + 2,
-            &task,
-            &task,
-        );
-        openers.into_iter().for_each(|t| t.join().unwrap());
+        drive_while_opening(&run, &gates, [vec![0], vec![1]], POLLED_TOGETHER + 2);
     });
 }
 
