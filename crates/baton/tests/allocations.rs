@@ -283,3 +283,38 @@ fn an_attempt_is_dropped_when_it_ends_not_when_its_box_is_reused() {
         assert_eq!(report.counts().succeeded, 2);
     }
 }
+
+/// A graph with a router: `stock -> dispatch (ship | hold) -> notify`, every node ending at
+/// once with `()`.
+fn routed() -> Graph<()> {
+    let mut g = Graph::<()>::builder();
+    let stock = g
+        .node("stock")
+        .task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
+    let dispatch = g
+        .router("dispatch")
+        .after(stock)
+        .select(|_input, _stock| "ship")
+        .branch("ship", |b| {
+            b.task(|_ctx, _stock| async { Ok::<_, BoxError>(()) })
+        })
+        .branch("hold", |b| {
+            b.task(|_ctx, _stock| async { Ok::<_, BoxError>(()) })
+        })
+        .finish();
+    g.node("notify")
+        .after(dispatch)
+        .task(|_ctx, _ups| async { Ok::<_, BoxError>(()) });
+    g.build().expect("valid")
+}
+
+/// A run through a router allocates what the order graph's does, its state and one
+/// attempt box, and two more: the router's record naming its branch, and the selector's
+/// key (`select` takes any `Into<String>`). The driver runs the chosen branch in the
+/// router's place, as a node of its own, with no boxed future for the router or its
+/// branch. Exact, as `per_run` counts.
+#[test]
+fn a_run_through_a_router_allocates_four_times() {
+    let (allocations, _) = per_run(&routed(), &RunOptions::new());
+    assert_eq!(allocations, 4.0, "allocations per run through a router");
+}

@@ -295,8 +295,9 @@ impl<I: Send + Sync + 'static> GraphBuilder<I> {
         }
     }
 
-    pub(super) fn mark_branch(&mut self, index: u32) {
-        self.set_kind(index, NodeKind::Branch);
+    /// Node `index` is a branch of router `router`.
+    pub(super) fn mark_branch(&mut self, index: u32, router: u32) {
+        self.set_kind(index, NodeKind::Branch { router });
     }
 
     /// Router `router` was added by `select`; [`set_branches`](Self::set_branches) closes

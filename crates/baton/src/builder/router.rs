@@ -196,7 +196,7 @@ where
         match problem {
             Some(reason) => self.builder.invalid_router(router, reason),
             None => {
-                self.builder.mark_branch(branch.index);
+                self.builder.mark_branch(branch.index, router);
                 self.branches.push((Arc::from(key), branch.index));
             }
         }

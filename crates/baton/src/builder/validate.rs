@@ -16,6 +16,10 @@ use crate::onion::{Policies, ResolvedPolicies};
 use crate::orchestrator::Orchestrator;
 use crate::util::names::Names;
 
+/// What nodes that share an extras block have in common: their resolved policy, and for
+/// a branch its router.
+type SharedKey = (*const ResolvedPolicies, Option<u32>);
+
 #[allow(clippy::too_many_arguments)]
 pub(super) fn build<I: 'static>(
     id: u64,
@@ -44,18 +48,17 @@ pub(super) fn build<I: 'static>(
         nodes
             .get(node)
             .and_then(|d| d.extras.as_deref())
-            .is_some_and(|e| matches!(e.kind, NodeKind::Branch))
+            .is_some_and(|e| matches!(e.kind, NodeKind::Branch { .. }))
     };
     let meta = GraphMeta::compile(id, names, up_at, ups, is_branch);
 
-    // Nodes that share a declared record share the resolved one, and plain tasks or
-    // branches with the same resolved policy and no callbacks share one extras block.
+    // Nodes that share a declared record share the resolved one, and plain tasks, or
+    // branches of one router, with the same resolved policy and no callbacks share one
+    // extras block.
     let changes = orchestrator.policy_sets_changed();
     let mut resolved = Resolved::default();
-    let mut shared: rustc_hash::FxHashMap<
-        (*const ResolvedPolicies, bool),
-        Arc<Extras<Arc<ResolvedPolicies>>>,
-    > = rustc_hash::FxHashMap::default();
+    let mut shared: rustc_hash::FxHashMap<SharedKey, Arc<Extras<Arc<ResolvedPolicies>>>> =
+        rustc_hash::FxHashMap::default();
     // In place: both forms of a node have the same layout.
     let nodes = nodes
         .into_iter()
@@ -74,8 +77,10 @@ pub(super) fn build<I: 'static>(
                         Some(spec) => resolved.get(meta.name(i as u32), spec, orchestrator)?,
                     };
                     let key = match (&kind, &policy, &callbacks) {
-                        (NodeKind::Task, Some(p), None) => Some((Arc::as_ptr(p), false)),
-                        (NodeKind::Branch, Some(p), None) => Some((Arc::as_ptr(p), true)),
+                        (NodeKind::Task, Some(p), None) => Some((Arc::as_ptr(p), None)),
+                        (&NodeKind::Branch { router }, Some(p), None) => {
+                            Some((Arc::as_ptr(p), Some(router)))
+                        }
                         _ => None,
                     };
                     let make = || {
@@ -423,7 +428,7 @@ mod tests {
         // What each node reads from the shared block is what it declared.
         let kind = |name: &str| graph.inner.kind(id(name)).clone();
         assert!(matches!(kind("a"), super::NodeKind::Task));
-        assert!(matches!(kind("x"), super::NodeKind::Branch));
+        assert!(matches!(kind("x"), super::NodeKind::Branch { .. }));
     }
 
     /// More distinct declarations than are remembered, in turns: every node still gets the

@@ -355,3 +355,191 @@ async fn a_routers_row_shows_what_its_branch_did() {
         assert_eq!(v["nodes"][1]["branch"], serde_json::Value::Null);
     }
 }
+
+/// The chosen branch starts with its router and the router ends with it; a branch not
+/// taken ends as the router starts.
+#[tokio::test(start_paused = true)]
+async fn a_branch_starts_and_ends_with_its_router() {
+    let (graph, _dispatch, _notify) = dispatch_graph(3);
+    let report = graph.run(()).await.unwrap();
+    let row = |name: &str| {
+        let n = report.by_name(name).unwrap();
+        (n.start(), n.end())
+    };
+    assert_eq!(row("dispatch"), (Some(ms(150)), ms(230)));
+    assert_eq!(row("ship"), row("dispatch"));
+    assert_eq!(row("shortage"), (None, ms(150)));
+}
+
+/// A router whose branch waits: a root router, so that the run's first driver chooses
+/// the branch and hands it on when it waits, and a router after a node that waits. The
+/// branch has policies, or none. Every start mode, on one thread and on two workers: the
+/// router ends with its branch's value, and nothing is left running.
+#[test]
+fn a_router_whose_branch_waits_ends_with_its_value_in_every_mode() {
+    use baton_graph::{RunOptions, run::StartMode};
+    for policies in [false, true] {
+        let mut g = Graph::<()>::builder();
+        let up = g.node("up").task(|_ctx, ()| async {
+            tokio::task::yield_now().await;
+            Ok::<_, BoxError>(2_u32)
+        });
+        let after = g
+            .router("after")
+            .after(up)
+            .select(|_input, _n| "wait")
+            .branch("wait", |b| {
+                let b = if policies {
+                    b.timeout(ms(500)).retry(Retry::new(2))
+                } else {
+                    b
+                };
+                b.task(|_ctx, n| async move {
+                    sleep(ms(20)).await;
+                    Ok::<_, BoxError>(*n * 10)
+                })
+            })
+            .branch("other", |b| {
+                b.task(|_ctx, _n| async { Ok::<_, BoxError>(0) })
+            })
+            .finish();
+        let root = g
+            .router("root")
+            .select(|_input, ()| "root-wait")
+            .branch("root-wait", |b| {
+                let b = if policies { b.timeout(ms(500)) } else { b };
+                b.task(|_ctx, ()| async {
+                    sleep(ms(30)).await;
+                    Ok::<_, BoxError>(7_u32)
+                })
+            })
+            .finish();
+        let graph = g.build().unwrap();
+        for (workers, mode) in [
+            (1, StartMode::Inline),
+            (1, StartMode::Spread),
+            (2, StartMode::Inline),
+            (2, StartMode::Spread),
+        ] {
+            let rt = if workers == 1 {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+            } else {
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+            }
+            .unwrap();
+            let run = graph.run_with((), RunOptions::new().start_mode(mode));
+            let report = rt
+                .block_on(async { tokio::time::timeout(Duration::from_secs(10), run).await })
+                .expect("the run ends")
+                .unwrap();
+            let case = format!("policies {policies}, {workers} worker(s), {mode:?}");
+            assert_eq!(report.get(after), Some(&20), "{case}");
+            assert_eq!(report.get(root), Some(&7), "{case}");
+            let outcome = |name: &str| report.by_name(name).unwrap().outcome();
+            assert_eq!(outcome("wait"), Outcome::Succeeded, "{case}");
+            assert_eq!(outcome("other"), Outcome::NotTaken, "{case}");
+            assert_eq!(outcome("root-wait"), Outcome::Succeeded, "{case}");
+            assert!(report.is_clean(), "{case}");
+            assert_eq!(rt.metrics().num_alive_tasks(), 0, "{case}");
+        }
+    }
+}
+
+/// A run cancelled while a branch waits: the branch and its router end `Cancelled`, both
+/// started, whether the branch has policies or not.
+#[tokio::test(start_paused = true)]
+async fn a_cancel_while_a_branch_waits_cancels_it_and_its_router() {
+    for policies in [false, true] {
+        let mut g = Graph::<()>::builder();
+        g.router("dispatch")
+            .select(|_input, ()| "ship")
+            .branch("ship", |b| {
+                let b = if policies {
+                    b.timeout(ms(500)).retry(Retry::new(3))
+                } else {
+                    b
+                };
+                b.task(|_ctx, ()| async {
+                    sleep(ms(200)).await;
+                    Ok::<_, BoxError>(1_u8)
+                })
+            })
+            .branch("hold", |b| {
+                b.task(|_ctx, ()| async { Ok::<_, BoxError>(0_u8) })
+            })
+            .finish();
+        let graph = g.build().unwrap();
+        let run = graph.run(());
+        let canceller = run.canceller();
+        tokio::spawn(async move {
+            sleep(ms(50)).await;
+            canceller.cancel();
+        });
+        let err = run.await.unwrap_err();
+        let report = err.report().expect("the cancelled run's report");
+        for name in ["dispatch", "ship"] {
+            let n = report.by_name(name).unwrap();
+            assert_eq!(
+                n.outcome(),
+                Outcome::Cancelled,
+                "{name}, policies {policies}"
+            );
+            assert_eq!(n.start(), Some(ms(0)), "{name}, policies {policies}");
+        }
+        assert_eq!(report.by_name("hold").unwrap().outcome(), Outcome::NotTaken);
+    }
+}
+
+/// Observers see a branch and its router end `Cancelled` when the run's future is
+/// dropped while the branch waits, and the branch's attempt is dropped with it.
+#[tokio::test(start_paused = true)]
+async fn dropping_a_run_while_a_branch_waits_ends_it_and_its_router() {
+    use std::sync::{Arc, Mutex};
+
+    use baton_graph::Orchestrator;
+    use baton_graph::observe::{Event, Observer};
+
+    struct Finished(Arc<Mutex<Vec<(String, Outcome)>>>);
+    impl Observer for Finished {
+        fn on_event(&self, event: &Event<'_>) {
+            if let Event::NodeFinished { node, outcome, .. } = event {
+                self.0.lock().unwrap().push(((*node).to_owned(), *outcome));
+            }
+        }
+    }
+    let finished = Arc::new(Mutex::new(Vec::new()));
+    let orch = Orchestrator::builder()
+        .observer(Finished(Arc::clone(&finished)))
+        .build();
+    let mut g = orch.graph::<()>();
+    g.router("dispatch")
+        .select(|_input, ()| "ship")
+        .branch("ship", |b| {
+            b.timeout(ms(500)).task(|_ctx, ()| async {
+                sleep(ms(200)).await;
+                Ok::<_, BoxError>(1_u8)
+            })
+        })
+        .branch("hold", |b| {
+            b.task(|_ctx, ()| async { Ok::<_, BoxError>(0_u8) })
+        })
+        .finish();
+    let graph = g.build().unwrap();
+    let cut = tokio::time::timeout(ms(50), graph.run(())).await;
+    assert!(cut.is_err(), "the run was still waiting for its branch");
+    let mut seen = finished.lock().unwrap().clone();
+    seen.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        seen,
+        [
+            ("dispatch".to_owned(), Outcome::Cancelled),
+            ("hold".to_owned(), Outcome::NotTaken),
+            ("ship".to_owned(), Outcome::Cancelled),
+        ]
+    );
+}

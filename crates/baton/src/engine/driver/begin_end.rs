@@ -37,7 +37,9 @@ impl<I: Send + Sync + 'static> Driver<I> {
                     None => return self.full(tracing::Span::none(), None),
                 }
             }
-            // A router or a branch, or a node with a span, or a plain one with a run deadline.
+            None if span.is_none() => return self.route(),
+            // A router with a span, or a task node with one, or a plain one with a run
+            // deadline.
             _ => return self.full(span.unwrap_or_else(tracing::Span::none), None),
         };
         run.count_started(id);
@@ -88,6 +90,11 @@ impl<I: Send + Sync + 'static> Driver<I> {
     /// Records node `id`'s end and moves to the next node: a downstream it made ready, or
     /// the queue.
     pub(super) fn end(&mut self, record: Record) {
+        let (record, branch_spawned) = if self.branch {
+            self.end_branch(record)
+        } else {
+            (record, false)
+        };
         self.finished += 1;
         let end = record.end;
         // A node without a value makes `finish` skip its downstreams, and their whole
@@ -104,7 +111,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
             spawned |= self.run.share(self.local.drain(..half));
         }
         // A driver was spawned for the others: yield once before going on; `schedule` says why.
-        self.handoff = spawned;
+        self.handoff = spawned | branch_spawned;
         match released.next {
             Some(next) => {
                 // `next` starts now: when the last of its upstreams ended, if nothing but

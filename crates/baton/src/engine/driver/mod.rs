@@ -37,8 +37,11 @@
 //!   Nodes with policies start their first attempt here too, through `first_attempt.rs`,
 //!   waited for under the driver's timer, which is kept from one such attempt to the next;
 //! - the **full path** of `full_path.rs`, boxed: the onion with its retries, the breaker's
-//!   verdict and the fallback; routers; and nodes with `tracing` spans. A policy node's first
-//!   attempt goes there only when it fails, panics or reaches its cut.
+//!   verdict and the fallback; and nodes and routers with `tracing` spans. A policy
+//!   node's first attempt goes there only when it fails, panics or reaches its cut.
+//!
+//! A router without a span takes neither: `route.rs` chooses its branch and begins the
+//! branch in its place, on either path, then ends the router when the branch ends.
 //!
 //! Both paths count attempts, end their tokens and tell the observers through the same
 //! routines, in the engine's `paths/attempt_steps.rs`.
@@ -46,6 +49,7 @@
 mod begin_end;
 mod poll_attempt;
 mod queue;
+mod route;
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -75,8 +79,8 @@ enum State {
     /// Fast path: its first attempt is running, in the driver's `attempt` box; with what it
     /// holds for the node's policies, if it has any, as `first_attempt.rs` defines it.
     Attempt(Option<Held>),
-    /// Full path, for policies, routers and spans. With the node's record, whether it
-    /// spawned a driver for nodes it queued, which a router's branch made ready.
+    /// Full path, for policies and spans. With the node's record, whether it spawned a
+    /// driver for nodes it queued, which a router's branch made ready.
     Full(Pin<Box<dyn Future<Output = (Record, bool)> + Send>>),
     /// The driver has nothing left to run.
     Done,
@@ -119,6 +123,9 @@ pub(in crate::engine) struct Driver<I> {
     /// the run's future among its other such drivers, in `run/joined.rs`. It waits there like a
     /// spawned driver, and where it would spawn, the run spawns locally too.
     joined: bool,
+    /// The current node is a router's branch, begun in its router's place by
+    /// `route.rs`: when it ends, the driver ends the router.
+    branch: bool,
     /// Embedded or local: how many nodes it started in this poll. It hands off at
     /// [`INLINE_MAX`] even when the awaiting task's coop budget is not spent, as under
     /// `tokio::task::unconstrained`.
@@ -151,6 +158,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
             handoff: false,
             embedded: false,
             joined: false,
+            branch: false,
             inline: 0,
             local: VecDeque::new(),
             from_queue: false,
@@ -337,7 +345,13 @@ impl<I: Send + Sync + 'static> Driver<I> {
             self.release_held();
             if !matches!(self.state, State::Idle) {
                 self.run.attempt_ended(self.id, 1);
-                self.run.abandon(self.id, &reason);
+                match self.router() {
+                    Some(router) => {
+                        self.run.abandon(router, &reason);
+                        self.run.abandon_branch(self.id);
+                    }
+                    None => self.run.abandon(self.id, &reason),
+                }
             }
             self.discard();
             for id in std::mem::take(&mut self.local) {

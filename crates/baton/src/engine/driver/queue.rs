@@ -15,6 +15,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
     pub(super) fn migrate(&mut self) {
         let state = std::mem::replace(&mut self.state, State::Idle);
         let mut driver = Driver::new(Arc::clone(&self.run), Some(self.id), false);
+        driver.branch = std::mem::take(&mut self.branch);
         if matches!(state, State::Attempt(_)) {
             driver.attempt = self.attempt.take();
         }

@@ -95,7 +95,7 @@ fn shape(kind: &NodeKind) -> Shape {
     match kind {
         NodeKind::Task => Shape::Task,
         NodeKind::Router { .. } => Shape::Router,
-        NodeKind::Branch => Shape::Branch,
+        NodeKind::Branch { .. } => Shape::Branch,
         NodeKind::Map { .. } => Shape::Map,
         NodeKind::Subgraph => Shape::Subgraph,
     }
@@ -136,7 +136,7 @@ fn diagram<I: 'static>(graph: &GraphInner<I>) -> Diagram {
             labels,
         });
         match kind {
-            NodeKind::Branch => {}
+            NodeKind::Branch { .. } => {}
             NodeKind::Router { branches } => {
                 push_upstream_edges(meta.upstreams(id), id, &mut edges);
                 edges.extend(branches.iter().map(|(key, branch)| DiagramEdge {

@@ -179,8 +179,8 @@ pub(crate) enum NodeKind {
     Task,
     /// A router: its branches, by key.
     Router { branches: Box<[(Arc<str>, u32)]> },
-    /// A branch of a router: started by the router, never by the scheduler.
-    Branch,
+    /// A branch of router `router`: started by the router, never by the scheduler.
+    Branch { router: u32 },
     /// A map node: one item per element of its upstream's list, at most `concurrency` at
     /// once, done by `completion`. Its policies apply to each item, not to the node.
     Map {
@@ -393,15 +393,18 @@ impl<I> GraphInner<I> {
         }
     }
 
-    /// Node `id`'s policies, if it is a task node: `Some(None)` for one without policies,
-    /// which is the scheduler's fast path, and `None` for a router, a branch, or out of
-    /// range. One look at the node, for the scheduler to choose its path.
+    /// Node `id`'s policies, if it runs a task: `Some(None)` for one without policies,
+    /// which is the scheduler's fast path, and `None` for a router, or out of range. A
+    /// branch runs its task when its router started it. One look at the node, for the
+    /// scheduler to choose its path.
     #[inline]
     pub(crate) fn task_policy(&self, id: u32) -> Option<Option<&ResolvedPolicies>> {
         match self.nodes.get(id as usize)?.extras.as_deref() {
             None => Some(None),
             Some(e) => match e.kind {
-                NodeKind::Task | NodeKind::Subgraph => Some(e.policy.as_deref()),
+                NodeKind::Task | NodeKind::Subgraph | NodeKind::Branch { .. } => {
+                    Some(e.policy.as_deref())
+                }
                 // Its policies are its items': the node itself runs as a plain one.
                 NodeKind::Map { .. } => Some(None),
                 _ => None,

@@ -15,10 +15,10 @@
 //! onion had started it: the timeout or deadline error, retries, the breaker's verdict, the
 //! fallback.
 //!
-//! Not taken for routers, branches, or nodes with a bulkhead or a rate limiter, whose
-//! permits are awaited. Nor for nodes whose deadline leaves less than the minimum attempt
-//! time, for a breaker that is not closed, which the onion asks once, or when `tracing`
-//! spans are made.
+//! Not taken for nodes with a bulkhead or a rate limiter, whose permits are awaited. Nor
+//! for nodes whose deadline leaves less than the minimum attempt time, for a breaker that
+//! is not closed, which the onion asks once, or when `tracing` spans are made. A router's
+//! branch takes it as any node does.
 
 use std::sync::Arc;
 use std::task::{Context, Poll};

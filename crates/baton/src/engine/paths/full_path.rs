@@ -1,6 +1,8 @@
-//! The full path of a node: `tracing` spans, policies through the onion, and routers, which
-//! run their chosen branch inline. The driver in `driver/` takes it for any node that needs
-//! more than one plain attempt.
+//! The full path of a node: `tracing` spans, policies through the onion, and routers with
+//! a span, which run their chosen branch inline, in the router's span. The driver in
+//! `driver/` takes it for any node that needs more than one plain attempt; it runs a
+//! router without a span itself (`driver/route.rs`), with [`choose`] and [`branch_ended`]
+//! from here.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -193,8 +195,25 @@ async fn route<I: Send + Sync + 'static>(
     // Until the branch is finished below: a router dropped meanwhile ends it `Cancelled`.
     let _abandoned = BranchGuard { run, branch };
     let record = run_branch(run, branch).await;
+    let (record, spawned) = branch_ended(run, id, branch, record, start, core.now());
+    debug_assert!(node.is_done());
+    (record, spawned)
+}
+
+/// Router `id`'s chosen `branch` ended with `record`: records it, and gives the router's
+/// own record, started at `start`, ended at `end`, and whether a driver was spawned for
+/// the nodes the branch made ready. A branch served by its fallback makes the router
+/// `Recovered` too, with its error; a failed one fails the router with
+/// [`NodeError::BranchFailed`].
+pub(in crate::engine) fn branch_ended<I: Send + Sync + 'static>(
+    run: &Arc<RunState<I>>,
+    id: u32,
+    branch: u32,
+    record: Record,
+    start: Instant,
+    end: Instant,
+) -> (Record, bool) {
     let (outcome, value, error) = match (&record.value, record.outcome) {
-        // A branch served by its fallback makes the router `Recovered` too, with its error.
         (Some(v), Outcome::Recovered) => (
             Outcome::Recovered,
             Some(Arc::clone(v)),
@@ -224,8 +243,7 @@ async fn route<I: Send + Sync + 'static>(
     if let Some(next) = released.next {
         spawned |= run.schedule(next);
     }
-    debug_assert!(node.is_done());
-    let record = Record::ended(outcome, value, Some(start), core.now())
+    let record = Record::ended(outcome, value, Some(start), end)
         .with_error(error)
         .with_branch(branch);
     (record, spawned)
@@ -233,7 +251,10 @@ async fn route<I: Send + Sync + 'static>(
 
 /// The branch router `id` chooses: its selector's key, looked up among its branches. A
 /// panicking selector, or a key no branch has, is the router's error.
-fn choose<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, id: u32) -> Result<u32, NodeError> {
+pub(in crate::engine) fn choose<I: Send + Sync + 'static>(
+    run: &Arc<RunState<I>>,
+    id: u32,
+) -> Result<u32, NodeError> {
     let NodeKind::Router { branches } = run.graph.kind(id) else {
         unreachable!("`route` runs routers")
     };

@@ -1,0 +1,84 @@
+//! A router on the driver's own path, when it has no `tracing` span. The driver picks the
+//! branch, passes over the others, and begins the chosen one in the router's place, as a
+//! node of its own: on the fast path like any task node, or on the full path when its
+//! policies need it. When the branch ends, the driver records it, then ends the router
+//! with the branch's value and goes on from the router. So a routed call costs what its
+//! branch costs, with no boxed future for the router.
+//!
+//! The branch starts when its router starts, and the router ends when its branch ends: the
+//! selector's time counts in both. Branches not taken end at the router's start. A router
+//! with a span takes the full path (`paths/full_path.rs`), where the branch's span is a
+//! child of the router's.
+
+use std::sync::Arc;
+
+use super::super::graph::NodeKind;
+use super::super::paths::full_path;
+use super::super::run::node_state::Claim;
+use super::Driver;
+use crate::observe::log;
+use crate::report::{Outcome, Record};
+
+impl<I: Send + Sync + 'static> Driver<I> {
+    /// Starts router `self.id`: chooses its branch and begins it, or ends the router when
+    /// its selector failed or a cancel took the branch first.
+    pub(super) fn route(&mut self) {
+        let start = self.start();
+        let (run, id) = (&self.run, self.id);
+        full_path::started(run, id);
+        let branch = match full_path::choose(run, id) {
+            Ok(branch) => branch,
+            Err(error) => {
+                run.release(run.not_taken_except(id, None, start));
+                log::node_ended(run.graph.meta.name(id), Outcome::Failed, Some(&error));
+                let end = run.core.now();
+                let record = Record::ended(Outcome::Failed, None, Some(start), end)
+                    .with_error(Some(Arc::new(error)));
+                self.end(record);
+                return;
+            }
+        };
+        run.release(run.not_taken_except(id, Some(branch), start));
+        let Some(node) = run.core.node(branch) else {
+            unreachable!("branch {branch} is in its graph")
+        };
+        if node.claim() == Claim::Taken {
+            // Swept by a cancellation between the choice and now.
+            let record = Record::empty(Outcome::Cancelled, run.core.now()).started(Some(start));
+            self.end(record);
+            return;
+        }
+        self.id = branch;
+        self.branch = true;
+        self.begin();
+    }
+
+    /// Branch `self.id`, begun by [`route`](Self::route), ended with `record`: it is
+    /// recorded, and the driver goes on as its router. Gives the router's record, and
+    /// whether a driver was spawned for the nodes the branch made ready.
+    pub(super) fn end_branch(&mut self, record: Record) -> (Record, bool) {
+        self.branch = false;
+        let start = self.start();
+        let (run, branch) = (&self.run, self.id);
+        let &NodeKind::Branch { router } = run.graph.kind(branch) else {
+            unreachable!("node {branch} was begun as a branch")
+        };
+        let end = record.end;
+        let (record, spawned) = full_path::branch_ended(run, router, branch, record, start, end);
+        let error = record.error().map(|e| &**e);
+        log::node_ended(run.graph.meta.name(router), record.outcome, error);
+        self.id = router;
+        (record, spawned)
+    }
+
+    /// The router whose branch `self.id` is, when the driver runs a branch for its router.
+    pub(super) fn router(&self) -> Option<u32> {
+        match self.run.graph.kind(self.id) {
+            &NodeKind::Branch { router } if self.branch => Some(router),
+            _ => {
+                debug_assert!(!self.branch, "node {} was begun as a branch", self.id);
+                None
+            }
+        }
+    }
+}
