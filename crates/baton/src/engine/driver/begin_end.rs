@@ -15,11 +15,20 @@ use crate::onion::{First, FirstAttempt};
 use crate::report::{Outcome, Record};
 
 impl<I: Send + Sync + 'static> Driver<I> {
-    /// Starts node `id`: the fast path when nothing needs the full one.
+    /// Starts node `id`: the fast path when nothing needs the full one. A router chooses
+    /// its branch and begins it: see [`route`](Self::route).
     pub(super) fn begin(&mut self) {
         if self.run.core.prefetch() {
             self.run.graph.prefetch_task(self.id);
         }
+        self.begin_node();
+    }
+
+    /// [`begin`](Self::begin), without the prefetch. Inlined in `begin` and in `route`,
+    /// which begins a router's branch with it: `begin` calls no copy of itself, so that it
+    /// stays inlined in the driver's poll.
+    #[inline(always)]
+    pub(super) fn begin_node(&mut self) {
         let start = self.start();
         let run = &self.run;
         let core = &run.core;
@@ -90,11 +99,14 @@ impl<I: Send + Sync + 'static> Driver<I> {
     /// Records node `id`'s end and moves to the next node: a downstream it made ready, or
     /// the queue.
     pub(super) fn end(&mut self, record: Record) {
-        let (record, branch_spawned) = if self.branch {
-            self.end_branch(record)
-        } else {
-            (record, false)
-        };
+        if self.branch {
+            return self.end_branch(record);
+        }
+        self.end_node(record);
+    }
+
+    /// [`end`](Self::end), for a node that is no branch begun by its router.
+    pub(super) fn end_node(&mut self, record: Record) {
         self.finished += 1;
         let end = record.end;
         // A node without a value makes `finish` skip its downstreams, and their whole
@@ -111,7 +123,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
             spawned |= self.run.share(self.local.drain(..half));
         }
         // A driver was spawned for the others: yield once before going on; `schedule` says why.
-        self.handoff = spawned | branch_spawned;
+        self.handoff = spawned;
         match released.next {
             Some(next) => {
                 // `next` starts now: when the last of its upstreams ended, if nothing but

@@ -22,6 +22,7 @@ use crate::report::{Outcome, Record};
 impl<I: Send + Sync + 'static> Driver<I> {
     /// Starts router `self.id`: chooses its branch and begins it, or ends the router when
     /// its selector failed or a cancel took the branch first.
+    #[inline(never)]
     pub(super) fn route(&mut self) {
         let start = self.start();
         let (run, id) = (&self.run, self.id);
@@ -50,13 +51,14 @@ impl<I: Send + Sync + 'static> Driver<I> {
         }
         self.id = branch;
         self.branch = true;
-        self.begin();
+        self.begin_node();
     }
 
     /// Branch `self.id`, begun by [`route`](Self::route), ended with `record`: it is
-    /// recorded, and the driver goes on as its router. Gives the router's record, and
-    /// whether a driver was spawned for the nodes the branch made ready.
-    pub(super) fn end_branch(&mut self, record: Record) -> (Record, bool) {
+    /// recorded, and the driver ends its router. Out of line: `end` stays small for the
+    /// nodes that are no branch.
+    #[inline(never)]
+    pub(super) fn end_branch(&mut self, record: Record) {
         self.branch = false;
         let start = self.start();
         let (run, branch) = (&self.run, self.id);
@@ -68,7 +70,10 @@ impl<I: Send + Sync + 'static> Driver<I> {
         let error = record.error().map(|e| &**e);
         log::node_ended(run.graph.meta.name(router), record.outcome, error);
         self.id = router;
-        (record, spawned)
+        self.end_node(record);
+        // A driver spawned for the nodes the branch made ready: yield once, as after a
+        // node that spawned one.
+        self.handoff |= spawned;
     }
 
     /// The router whose branch `self.id` is, when the driver runs a branch for its router.

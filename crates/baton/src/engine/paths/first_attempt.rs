@@ -43,7 +43,7 @@ pub(in crate::engine) use held::Held;
 /// deadline, the cut given is the start, to which `Ctx::deadline` adds the timeout if it is
 /// asked. `None` when the node does not take this path; nothing was done then. The driver
 /// then counts the node and the attempt and calls the task as for a bare node.
-#[inline]
+#[inline(always)]
 pub(in crate::engine) fn prepare<I: Send + Sync + 'static>(
     run: &Arc<RunState<I>>,
     policy: &ResolvedPolicies,
