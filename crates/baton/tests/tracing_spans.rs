@@ -460,3 +460,41 @@ async fn failures_recoveries_and_breaker_transitions_are_logged_at_their_levels(
     assert_eq!(field(&closed.fields, "from"), Some("half_open"));
     assert_eq!(field(&closed.fields, "to"), Some("closed"));
 }
+
+/// With spans, a router takes the full path and keeps the routing contract's times: its
+/// branch starts at the router's start though the selector takes a while, the branch not
+/// taken ends then, and the router ends with its branch. The branch's span is a node span
+/// of the run.
+#[tokio::test(flavor = "current_thread")]
+async fn a_router_with_spans_keeps_its_branch_s_times() {
+    let (capture, _guard) = capture();
+    let mut g = Graph::<()>::builder();
+    g.router("dispatch")
+        .select(|_input, ()| {
+            std::thread::sleep(Duration::from_millis(2));
+            "ship"
+        })
+        .branch("ship", |b| {
+            b.task(|_ctx, ()| async { Ok::<_, BoxError>(1_u8) })
+        })
+        .branch("hold", |b| {
+            b.task(|_ctx, ()| async { Ok::<_, BoxError>(0_u8) })
+        })
+        .finish();
+    let report = g.build().unwrap().run(()).await.unwrap();
+    let (router, ship) = (
+        report.by_name("dispatch").unwrap(),
+        report.by_name("ship").unwrap(),
+    );
+    assert_eq!(ship.start(), router.start());
+    assert_eq!(ship.end(), router.end());
+    assert_eq!(Some(report.by_name("hold").unwrap().end()), router.start());
+    let spans: Vec<(String, Option<String>)> = capture
+        .spans()
+        .into_iter()
+        .map(|s| (s.label, s.parent))
+        .collect();
+    let run = "run{nodes=3}".to_owned();
+    assert!(spans.contains(&("node{node=dispatch}".to_owned(), Some(run.clone()))));
+    assert!(spans.contains(&("node{node=ship}".to_owned(), Some(run))));
+}

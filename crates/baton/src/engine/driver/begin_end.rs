@@ -6,6 +6,7 @@ use std::task::Context;
 
 use tokio::time::Instant;
 
+use super::super::graph::NodeKind;
 use super::super::paths::first_attempt;
 use super::super::task::ctx::{AttemptFuture, CtxCut};
 use super::{Driver, State};
@@ -46,7 +47,9 @@ impl<I: Send + Sync + 'static> Driver<I> {
                     None => return self.full(tracing::Span::none(), None),
                 }
             }
-            None if span.is_none() => return self.route(),
+            None if span.is_none() && matches!(graph.kind(id), NodeKind::Router { .. }) => {
+                return self.route();
+            }
             // A router with a span, or a task node with one, or a plain one with a run
             // deadline.
             _ => return self.full(span.unwrap_or_else(tracing::Span::none), None),
@@ -97,7 +100,8 @@ impl<I: Send + Sync + 'static> Driver<I> {
     }
 
     /// Records node `id`'s end and moves to the next node: a downstream it made ready, or
-    /// the queue.
+    /// the queue. A branch begun by its router ends its router too: see
+    /// [`end_branch`](Self::end_branch).
     pub(super) fn end(&mut self, record: Record) {
         if self.branch {
             return self.end_branch(record);

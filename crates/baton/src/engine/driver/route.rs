@@ -7,8 +7,7 @@
 //!
 //! The branch starts when its router starts, and the router ends when its branch ends: the
 //! selector's time counts in both. Branches not taken end at the router's start. A router
-//! with a span takes the full path (`paths/full_path.rs`), where the branch's span is a
-//! child of the router's.
+//! with a span takes the full path (`paths/full_path.rs`), under the same rules.
 
 use std::sync::Arc;
 
@@ -21,12 +20,18 @@ use crate::report::{Outcome, Record};
 
 impl<I: Send + Sync + 'static> Driver<I> {
     /// Starts router `self.id`: chooses its branch and begins it, or ends the router when
-    /// its selector failed or a cancel took the branch first.
+    /// the run was cancelled, its selector failed or a cancel took the branch first. As
+    /// for any node, no selector and no task runs once the run is cancelled.
     #[inline(never)]
     pub(super) fn route(&mut self) {
         let start = self.start();
         let (run, id) = (&self.run, self.id);
         full_path::started(run, id);
+        if run.core.is_cancelled() {
+            run.release(run.not_taken_except(id, None, start));
+            self.end(Record::empty(Outcome::Cancelled, run.core.now()));
+            return;
+        }
         let branch = match full_path::choose(run, id) {
             Ok(branch) => branch,
             Err(error) => {
@@ -51,7 +56,11 @@ impl<I: Send + Sync + 'static> Driver<I> {
         }
         self.id = branch;
         self.branch = true;
-        self.begin_node();
+        if self.run.core.is_cancelled() {
+            self.cancelled(false);
+        } else {
+            self.begin_node();
+        }
     }
 
     /// Branch `self.id`, begun by [`route`](Self::route), ended with `record`: it is

@@ -1,5 +1,5 @@
 //! The full path of a node: `tracing` spans, policies through the onion, and routers with
-//! a span, which run their chosen branch inline, in the router's span. The driver in
+//! a span, which run their chosen branch inline, with a span of its own. The driver in
 //! `driver/` takes it for any node that needs more than one plain attempt; it runs a
 //! router without a span itself (`driver/route.rs`), with [`choose`] and [`branch_ended`]
 //! from here.
@@ -28,7 +28,7 @@ use crate::report::{Outcome, Record};
 use crate::util::value::Value;
 
 /// Runs node `id`, already `RUNNING` since `start`, to its record, on the full path:
-/// policies, routers, `tracing` spans. `first` is its first attempt when the driver's fast
+/// policies, `tracing` spans, routers with a span. `first` is its first attempt when the driver's fast
 /// path started it and already counted the node as started. Also returns whether it spawned
 /// a driver for nodes it queued, as a router whose branch made nodes ready does: the driver
 /// then yields once before going on, as `RunState::schedule` says.
@@ -178,12 +178,13 @@ async fn route<I: Send + Sync + 'static>(
     let branch = match choose(run, id) {
         Ok(branch) => branch,
         Err(error) => {
-            run.release(run.not_taken_except(id, None, core.now()));
+            run.release(run.not_taken_except(id, None, start));
             let record = Record::ended(Outcome::Failed, None, Some(start), core.now());
             return (record.with_error(Some(Arc::new(error))), false);
         }
     };
-    run.release(run.not_taken_except(id, Some(branch), core.now()));
+    // The branches not taken end at the router's start, as the branch taken starts then.
+    run.release(run.not_taken_except(id, Some(branch), start));
     let Some(node) = core.node(branch) else {
         unreachable!("branch {branch} is in its graph")
     };
@@ -194,8 +195,9 @@ async fn route<I: Send + Sync + 'static>(
     }
     // Until the branch is finished below: a router dropped meanwhile ends it `Cancelled`.
     let _abandoned = BranchGuard { run, branch };
-    let record = run_branch(run, branch).await;
-    let (record, spawned) = branch_ended(run, id, branch, record, start, core.now());
+    let record = run_branch(run, branch, start).await;
+    let end = record.end;
+    let (record, spawned) = branch_ended(run, id, branch, record, start, end);
     debug_assert!(node.is_done());
     (record, spawned)
 }
@@ -278,11 +280,15 @@ pub(in crate::engine) fn choose<I: Send + Sync + 'static>(
     }
 }
 
-/// Runs router branch `branch`, already claimed, as a node of its own, to its record.
-async fn run_branch<I: Send + Sync + 'static>(run: &Arc<RunState<I>>, branch: u32) -> Record {
+/// Runs router branch `branch`, already claimed, as a node of its own started at `start`,
+/// its router's start, to its record.
+async fn run_branch<I: Send + Sync + 'static>(
+    run: &Arc<RunState<I>>,
+    branch: u32,
+    start: Instant,
+) -> Record {
     let core = &run.core;
     let span = trace::node_span(|| core.span(), || run.graph.meta.name(branch));
-    let start = core.now();
     // User code of the branch's policies, such as a retry predicate or a breaker filter,
     // may panic: the branch fails with it, and the router with the branch, as for a task's
     // panic. A branch is a task node: it spawns nothing itself.
