@@ -22,6 +22,10 @@ pub(in crate::engine) struct Released {
     pub(in crate::engine) spawned: bool,
 }
 
+/// The most downstreams a node of a local run may release, one after the other on its
+/// thread, with its end still "now" for the node its driver starts next.
+const LOCAL_QUIET_MAX: usize = 16;
+
 impl<I: Send + Sync + 'static> RunState<I> {
     /// Finalizes a node that was pending, from `PENDING` to `DONE`, if nobody else did. Returns
     /// whether this call did it.
@@ -168,10 +172,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
     /// ran between those ends and now. That is `end` when `id` is its one upstream, or when
     /// the run is local: one thread then ended its upstreams one after the other, each
     /// reading the clock as it ended. `None`, to read the clock, when user code such as
-    /// callbacks or observers may have run in between; when `id` has more than two
-    /// downstreams, as queuing the others takes time and may spawn a driver; or, in a run
-    /// spread over workers, past two upstreams, as reading records at scattered places
-    /// costs more than the clock.
+    /// callbacks or observers may have run in between; when `id` has more downstreams than
+    /// [`quiet_after`](Self::quiet_after) allows, as queuing the others takes time; or, in
+    /// a run spread over workers, past two upstreams, as reading records at scattered
+    /// places costs more than the clock.
     pub(in crate::engine) fn ready_at(&self, id: u32, next: u32, end: Instant) -> Option<Instant> {
         if !self.quiet_after(id) {
             return None;
@@ -194,12 +198,17 @@ impl<I: Send + Sync + 'static> RunState<I> {
 
     /// Whether finishing node `id`, which produced a value, runs nothing but the scheduler's
     /// bookkeeping, and little of it: no observer, no callbacks of `id`, at most two
-    /// downstreams to release. Then the node's end is still "now" for whatever its driver
-    /// starts next. A node without a value is not asked: it skips its downstreams, running
-    /// their callbacks.
+    /// downstreams to release, or at most [`LOCAL_QUIET_MAX`] in a local run, whose driver
+    /// pushes them on its own stack and spawns no driver for them. Then the node's end is
+    /// still "now" for whatever its driver starts next. A node without a value is not
+    /// asked: it skips its downstreams, running their callbacks.
     pub(in crate::engine) fn quiet_after(&self, id: u32) -> bool {
         let graph = &self.graph;
-        !self.observed() && graph.callbacks(id).is_none() && graph.meta.downstreams(id).len() <= 2
+        if self.observed() || graph.callbacks(id).is_some() {
+            return false;
+        }
+        let downstreams = graph.meta.downstreams(id).len();
+        downstreams <= 2 || (downstreams <= LOCAL_QUIET_MAX && self.core.is_local())
     }
 
     /// Whether node `id` has no upstreams: ready from the run's start.

@@ -345,8 +345,9 @@ fn only_large_scattered_graphs_prefetch() {
 
 /// A node continued inline reuses its upstream's end as its start only when nothing but
 /// the scheduler's bookkeeping can have run in between: no callbacks on the upstream, at
-/// most one other downstream spawned. In a local run, one thread ended every upstream, the
-/// last at that end: it is the start. In a run spread over workers, another upstream may
+/// most one other downstream released, or fifteen in a local run, whose driver pushes
+/// them on its own stack. In a local run, one thread ended every upstream, the last at
+/// that end: it is the start. In a run spread over workers, another upstream may
 /// have ended later on another worker: at most two upstreams, the other one's record
 /// written and without callbacks, and the later of the two ends.
 #[test]
@@ -361,6 +362,10 @@ fn a_start_is_reused_only_when_no_user_code_ran_in_between() {
     let fan: Vec<Node<()>> = (0..3)
         .map(|i| g.node(format!("f{i}")).after(f).task(noop))
         .collect();
+    let w: Node<()> = g.node("w").task(noop);
+    let wide: Vec<Node<()>> = (0..17)
+        .map(|i| g.node(format!("w{i}")).after(w).task(noop))
+        .collect();
     let h: Node<()> = g.node("h").task(noop);
     let k: Node<()> = g.node("k").after((b, h)).task(noop);
     let graph = g.build().unwrap();
@@ -370,8 +375,13 @@ fn a_start_is_reused_only_when_no_user_code_ran_in_between() {
     assert_eq!(local.ready_at(c.index, d.index, t), None, "callbacks ran");
     assert_eq!(
         local.ready_at(f.index, fan[0].index, t),
+        Some(t),
+        "local: two others pushed on the driver's stack"
+    );
+    assert_eq!(
+        local.ready_at(w.index, wide[0].index, t),
         None,
-        "others spawned"
+        "local: sixteen others pushed"
     );
     assert_eq!(
         local.ready_at(a.index, e.index, t),
