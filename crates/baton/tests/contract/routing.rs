@@ -469,6 +469,11 @@ async fn a_cancelled_run_runs_no_selector_and_no_branch() {
             report.by_name("dispatch").unwrap().outcome(),
             Outcome::Cancelled
         );
+        if at_start {
+            // The cancel's sweep ended both branches: the router chose none.
+            let hold = report.by_name("hold").unwrap().outcome();
+            assert_eq!(hold, Outcome::Cancelled);
+        }
         let expected_selections = u32::from(!at_start);
         assert_eq!(selected.load(Ordering::SeqCst), expected_selections);
         assert_eq!(shipped.load(Ordering::SeqCst), 0, "at start: {at_start}");
@@ -478,7 +483,7 @@ async fn a_cancelled_run_runs_no_selector_and_no_branch() {
 /// A router whose branch waits: a root router, so that the run's first driver chooses
 /// the branch and hands it on when it waits, and a router after a node that waits. The
 /// branch has policies, or none. Every start mode, on one thread and on two workers: the
-/// router ends with its branch's value, and nothing is left running.
+/// router ends with its branch's value; on one thread no task is left.
 #[test]
 fn a_router_whose_branch_waits_ends_with_its_value_in_every_mode() {
     use baton_graph::{RunOptions, run::StartMode};
@@ -549,6 +554,9 @@ fn a_router_whose_branch_waits_ends_with_its_value_in_every_mode() {
             assert_eq!(outcome("other"), Outcome::NotTaken, "{case}");
             assert_eq!(outcome("root-wait"), Outcome::Succeeded, "{case}");
             assert!(report.is_clean(), "{case}");
+            if workers == 1 {
+                assert_eq!(rt.metrics().num_alive_tasks(), 0, "{case}");
+            }
         }
     }
 }

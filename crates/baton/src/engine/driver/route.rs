@@ -28,7 +28,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
         let (run, id) = (&self.run, self.id);
         full_path::started(run, id);
         if run.core.is_cancelled() {
-            run.release(run.not_taken_except(id, None, start));
+            // The cancel's sweep ends its branches `Cancelled`, as every node still pending.
             self.end(Record::empty(Outcome::Cancelled, run.core.now()));
             return;
         }

@@ -172,7 +172,7 @@ async fn route<I: Send + Sync + 'static>(
 ) -> (Record, bool) {
     let core = &run.core;
     if core.is_cancelled() {
-        run.release(run.not_taken_except(id, None, core.now()));
+        // The cancel's sweep ends its branches `Cancelled`, as every node still pending.
         return (Record::empty(Outcome::Cancelled, core.now()), false);
     }
     let branch = match choose(run, id) {
