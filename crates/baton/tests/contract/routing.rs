@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use baton_graph::{BoxError, Fallback, Graph, NodeError, Outcome, Retry};
+use baton_graph::{BoxError, Fallback, Graph, GraphBuilder, NodeError, Outcome, Retry};
 use tokio::time::sleep;
 
 use crate::ms;
@@ -561,29 +561,35 @@ fn a_router_whose_branch_waits_ends_with_its_value_in_every_mode() {
     }
 }
 
+/// Adds router `dispatch` to `g`, which chooses `ship`, a branch that waits 200 ms, with a
+/// timeout and a retry when `policies`, over `hold`.
+fn add_waiting_dispatch(g: &mut GraphBuilder<()>, policies: bool) {
+    g.router("dispatch")
+        .select(|_input, ()| "ship")
+        .branch("ship", |b| {
+            let b = if policies {
+                b.timeout(ms(500)).retry(Retry::new(3))
+            } else {
+                b
+            };
+            b.task(|_ctx, ()| async {
+                sleep(ms(200)).await;
+                Ok::<_, BoxError>(1_u8)
+            })
+        })
+        .branch("hold", |b| {
+            b.task(|_ctx, ()| async { Ok::<_, BoxError>(0_u8) })
+        })
+        .finish();
+}
+
 /// A run cancelled while a branch waits: the branch and its router end `Cancelled`, both
 /// started, whether the branch has policies or not.
 #[tokio::test(start_paused = true)]
 async fn a_cancel_while_a_branch_waits_cancels_it_and_its_router() {
     for policies in [false, true] {
         let mut g = Graph::<()>::builder();
-        g.router("dispatch")
-            .select(|_input, ()| "ship")
-            .branch("ship", |b| {
-                let b = if policies {
-                    b.timeout(ms(500)).retry(Retry::new(3))
-                } else {
-                    b
-                };
-                b.task(|_ctx, ()| async {
-                    sleep(ms(200)).await;
-                    Ok::<_, BoxError>(1_u8)
-                })
-            })
-            .branch("hold", |b| {
-                b.task(|_ctx, ()| async { Ok::<_, BoxError>(0_u8) })
-            })
-            .finish();
+        add_waiting_dispatch(&mut g, policies);
         let graph = g.build().unwrap();
         let run = graph.run(());
         let canceller = run.canceller();
@@ -628,18 +634,7 @@ async fn dropping_a_run_while_a_branch_waits_ends_it_and_its_router() {
         .observer(Finished(Arc::clone(&finished)))
         .build();
     let mut g = orch.graph::<()>();
-    g.router("dispatch")
-        .select(|_input, ()| "ship")
-        .branch("ship", |b| {
-            b.timeout(ms(500)).task(|_ctx, ()| async {
-                sleep(ms(200)).await;
-                Ok::<_, BoxError>(1_u8)
-            })
-        })
-        .branch("hold", |b| {
-            b.task(|_ctx, ()| async { Ok::<_, BoxError>(0_u8) })
-        })
-        .finish();
+    add_waiting_dispatch(&mut g, true);
     let graph = g.build().unwrap();
     let cut = tokio::time::timeout(ms(50), graph.run(())).await;
     assert!(cut.is_err(), "the run was still waiting for its branch");
