@@ -16,15 +16,19 @@ pub(in crate::engine) struct Tokens {
     /// Set, and never cleared, once any task of the run asked for a token.
     used: AtomicBool,
     /// For each node, the attempt that asked for a token and has not ended, with that
-    /// token.
-    live: Mutex<FxHashMap<u32, (u32, CancellationToken)>>,
+    /// token. Boxed, made when the first token is, so that a run's state holds one word
+    /// for it.
+    live: Mutex<Option<Box<Live>>>,
 }
+
+/// Node → (attempt, token).
+type Live = FxHashMap<u32, (u32, CancellationToken)>;
 
 /// The number under which a node's fallback keeps its token: after every attempt's.
 pub(in crate::engine) const FALLBACK: u32 = u32::MAX;
 
 impl Tokens {
-    fn live(&self) -> MutexGuard<'_, FxHashMap<u32, (u32, CancellationToken)>> {
+    fn live(&self) -> MutexGuard<'_, Option<Box<Live>>> {
         self.live.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -41,6 +45,7 @@ impl Tokens {
     ) -> CancellationToken {
         self.used.store(true, Ordering::SeqCst);
         let mut live = self.live();
+        let live = live.get_or_insert_with(Box::default);
         if let Some((a, t)) = live.get(&node) {
             if *a == attempt {
                 return t.clone();
@@ -70,6 +75,9 @@ impl Tokens {
     #[cold]
     fn end_used(&self, node: u32, attempt: u32) {
         let mut live = self.live();
+        let Some(live) = live.as_deref_mut() else {
+            return;
+        };
         if live.get(&node).is_some_and(|(a, _)| *a <= attempt) {
             if let Some((_, t)) = live.remove(&node) {
                 t.cancel();
