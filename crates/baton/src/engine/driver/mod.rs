@@ -63,6 +63,7 @@ use tokio::time::Instant;
 use super::paths::first_attempt::Held;
 use super::ready::Pop;
 use super::run::state::RunState;
+use super::task::attempt_box::KeptBoxes;
 use super::task::ctx::AttemptFuture;
 use crate::error::CancelReason;
 use crate::policy::deadline::KeptTimer;
@@ -373,6 +374,11 @@ impl<I: Send + Sync + 'static> Driver<I> {
         if self.active {
             self.active = false;
             self.run.core.ready().leave(0);
+        }
+        // Its last attempt ended: a driver dropped mid-run discarded the one it ran. A
+        // large box goes to the graph, for later attempts.
+        if let (Some(boxed), Some(kept)) = (self.attempt.take(), self.run.kept_attempts()) {
+            kept.keep(boxed);
         }
         let held = 1 + self.finished as usize;
         if self.in_run() {

@@ -14,13 +14,19 @@
 //! anyway. Whoever finds the stripe held at that instant allocates, or frees, its own: no
 //! run waits for another; see `util/try_cell.rs`.
 //!
-//! What a graph keeps while idle is only the arrays, about 130 bytes per node per set; no
-//! value or record, since those are dropped when the run ends. A graph keeps no more sets
-//! than it had runs at once. That is at most 512 KiB for a small graph (eight stripes of
-//! 64 KiB), and one set for a larger one, about 130 MB for a million nodes, until the graph
-//! is dropped.
+//! A stripe also keeps the boxes of large attempts that ended in its runs, for the next
+//! attempts of their layouts: see `task/attempt_box.rs`.
+//!
+//! What a graph keeps while idle is only the arrays, about 130 bytes per node per set, and
+//! the attempt boxes, at most 256 KiB a stripe; no value or record, since those are dropped
+//! when the run ends, and nothing a kept box's attempt held, since it ended. A graph keeps
+//! no more sets than it had runs at once. That is at most 512 KiB of arrays for a small
+//! graph (eight stripes of 64 KiB), and one set for a larger one, about 130 MB for a
+//! million nodes, until the graph is dropped; and at most 2 MiB of attempt boxes for a
+//! small graph, 256 KiB for a larger one.
 
 use crate::engine::run::node_state::RunBuffers;
+use crate::engine::task::attempt_box::KeptAttempts;
 use crate::util::striped::{Padded, stripe};
 use crate::util::try_cell::TryCell;
 
@@ -44,9 +50,16 @@ const BYTES_PER_NODE: usize = 130;
 /// A graph's spare run arrays.
 #[derive(Debug)]
 pub(crate) struct Spares {
-    stripes: Box<[Padded<TryCell<Vec<RunBuffers>>>]>,
+    stripes: Box<[Padded<Stripe>]>,
     /// How many sets a stripe keeps.
     per_stripe: usize,
+}
+
+/// One stripe of a graph's spares: sets of run arrays, and attempt boxes.
+#[derive(Debug)]
+struct Stripe {
+    sets: TryCell<Vec<RunBuffers>>,
+    attempts: KeptAttempts,
 }
 
 impl Spares {
@@ -60,7 +73,12 @@ impl Spares {
         };
         Spares {
             stripes: (0..count)
-                .map(|_| Padded(TryCell::new(Vec::new())))
+                .map(|_| {
+                    Padded(Stripe {
+                        sets: TryCell::new(Vec::new()),
+                        attempts: KeptAttempts::default(),
+                    })
+                })
                 .collect(),
             per_stripe,
         }
@@ -75,7 +93,7 @@ impl Spares {
 
     /// A set of stripe `home`'s, if it has one and no other run holds the stripe now.
     pub(in crate::engine) fn take(&self, home: usize) -> Option<RunBuffers> {
-        self.stripes.get(home)?.0.try_with(Vec::pop)?
+        self.stripes.get(home)?.0.sets.try_with(Vec::pop)?
     }
 
     /// Keeps `buffers`, cleared, in stripe `home` for a later run. If the stripe holds as
@@ -86,7 +104,7 @@ impl Spares {
             return;
         };
         let per_stripe = self.per_stripe;
-        let refused = stripe.0.try_with(|sets| {
+        let refused = stripe.0.sets.try_with(|sets| {
             if sets.len() < per_stripe {
                 sets.push(buffers);
                 return None;
@@ -94,6 +112,12 @@ impl Spares {
             Some(buffers)
         });
         drop(refused);
+    }
+
+    /// The attempt boxes kept in stripe `home`, for its runs' attempts and from them.
+    #[inline]
+    pub(in crate::engine) fn attempts(&self, home: usize) -> Option<&KeptAttempts> {
+        Some(&self.stripes.get(home)?.0.attempts)
     }
 }
 
@@ -148,7 +172,7 @@ mod tests {
         let spares = Spares::new(100);
         assert_eq!(spares.home(), 0);
         spares.put(0, buffers(1));
-        let inside = spares.stripes[0].0.try_with(|_| {
+        let inside = spares.stripes[0].0.sets.try_with(|_| {
             assert!(spares.take(0).is_none());
             spares.put(0, buffers(2));
         });

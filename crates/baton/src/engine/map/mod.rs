@@ -24,7 +24,8 @@ use recorder::Recorder;
 
 use super::graph::NodeKind;
 use super::run::state::RunState;
-use super::task::ctx::{AttemptFuture, Ctx, ErasedTask, FallbackFuture, put};
+use super::task::attempt_box::put;
+use super::task::ctx::{AttemptFuture, Ctx, ErasedTask, FallbackFuture};
 use super::task::node_fallback::FallbackScope;
 use super::task::upstreams::FetchCx;
 use super::task::upstreams::sealed::Sealed;
@@ -130,9 +131,11 @@ where
         let (run, node) = ctx.into_parts();
         let task = Arc::clone(&self.task);
         let fallback = self.fallback.clone();
-        put(into, async move {
-            run_map::<I, X, F, R, E, Fut, O>(run, node, items, task, fallback).await
-        });
+        put(
+            into,
+            async move { run_map::<I, X, F, R, E, Fut, O>(run, node, items, task, fallback).await },
+            || cx.boxes.kept_attempts(),
+        );
         true
     }
 

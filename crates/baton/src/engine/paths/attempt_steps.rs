@@ -90,7 +90,8 @@ impl<I: Send + Sync + 'static> RunState<I> {
 
     /// [`call_task`](Self::call_task), with the attempt's cut as its `Ctx` gives it,
     /// writing the attempt's future into `into`. When the two futures have the same layout,
-    /// it reuses the box already there, which holds a driver's last attempt, already ended.
+    /// it reuses the box already there, which holds a driver's last attempt, already ended;
+    /// otherwise a box the graph kept, when the future is large (`task/attempt_box.rs`).
     pub(crate) fn call_task_into(
         self: &Arc<Self>,
         id: u32,

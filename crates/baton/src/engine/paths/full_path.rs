@@ -333,6 +333,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
             ups,
             values: self.core.values(),
             names: &meta.names,
+            boxes: self,
         }
     }
 }

@@ -169,6 +169,12 @@ impl RunCore {
         }
     }
 
+    /// The stripe of the graph's spare run arrays this run belongs to; see `graph/spare.rs`.
+    #[inline]
+    pub(in crate::engine) fn home(&self) -> usize {
+        self.home
+    }
+
     /// The key the run's caller gave its nodes' idempotency keys, if any.
     pub(in crate::engine) fn caller_key(&self) -> Option<&Arc<str>> {
         self.caller_key.as_ref()

@@ -43,6 +43,7 @@ use super::options::FailureMode;
 use super::start::StartMode;
 use crate::engine::driver::Driver;
 use crate::engine::graph::GraphInner;
+use crate::engine::task::attempt_box::{KeptAttempts, KeptBoxes};
 use crate::error::{CancelReason, NodeError, UserCode};
 use crate::id::{IdempotencyKey, RunId};
 use crate::observe::Event;
@@ -126,6 +127,15 @@ impl<I> RunState<I> {
             return Some(Some(self.reloaded(policy)));
         }
         found
+    }
+}
+
+/// The boxes the graph keeps in the stripe of spare run arrays this run takes its own
+/// from, and gives them back to.
+impl<I> KeptBoxes for RunState<I> {
+    #[inline]
+    fn kept_attempts(&self) -> Option<&KeptAttempts> {
+        self.graph.spare.attempts(self.core.home())
     }
 }
 

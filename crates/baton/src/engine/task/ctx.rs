@@ -12,8 +12,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tokio_util::sync::{CancellationToken, ReusableBoxFuture};
+use tokio_util::sync::CancellationToken;
 
+pub(crate) use super::attempt_box::AttemptFuture;
+use super::attempt_box::put;
 use super::node_fallback::{FallbackScope, FallbackSlot, NodeFallback};
 use super::tokens::FALLBACK;
 use super::upstreams::{FetchCx, Upstreams};
@@ -26,23 +28,6 @@ use crate::id::{IdempotencyKey, RunId};
 use crate::policy::limit::bulkhead::BulkheadPermit;
 use crate::util::value::{Value, into_value};
 
-/// One attempt of a task, boxed, in a box that tokio-util can reuse. A driver keeps the box
-/// of its last attempt and writes its next node's attempt into it when the two futures have
-/// the same layout, instead of freeing one box and allocating another; see [`put`].
-pub(crate) type AttemptFuture = ReusableBoxFuture<'static, Result<Value, BoxError>>;
-
-/// Writes `future` into `into`: into the box already there when its layout matches, else
-/// into a new one.
-pub(in crate::engine) fn put<F>(into: &mut Option<AttemptFuture>, future: F)
-where
-    F: Future<Output = Result<Value, BoxError>> + Send + 'static,
-{
-    match into {
-        Some(boxed) => boxed.set(future),
-        None => *into = Some(ReusableBoxFuture::new(future)),
-    }
-}
-
 /// A fallback's run, boxed.
 pub(crate) type FallbackFuture = Pin<Box<dyn Future<Output = Result<Value, NodeError>> + Send>>;
 
@@ -52,8 +37,9 @@ pub(crate) trait ErasedTask<I>: Send + Sync + 'static {
     fn value_type(&self) -> (TypeId, &'static str);
 
     /// Fetches the upstream values and starts one attempt, which holds `permit` until it
-    /// has really stopped, writing its future into `into` and reusing the box there when it
-    /// can. `false` when a value is missing or of another type, which validation rules out.
+    /// has really stopped, writing its future into `into`: into the box there, or one of
+    /// those `cx` gives, when it can; see `attempt_box.rs`. `false` when a value is
+    /// missing or of another type, which validation rules out.
     fn call(
         &self,
         ctx: Ctx<I>,
@@ -140,14 +126,18 @@ where
             return false;
         };
         let attempt = (self.task)(ctx, values);
-        put(into, async move {
-            let out = match attempt.await {
-                Ok(value) => Ok(into_value(value)),
-                Err(e) => Err(e.into()),
-            };
-            drop(permit);
-            out
-        });
+        put(
+            into,
+            async move {
+                let out = match attempt.await {
+                    Ok(value) => Ok(into_value(value)),
+                    Err(e) => Err(e.into()),
+                };
+                drop(permit);
+                out
+            },
+            || cx.boxes.kept_attempts(),
+        );
         true
     }
 
@@ -233,17 +223,21 @@ where
                 }
             }),
         };
-        put(into, async move {
-            let _abandon = abandon;
-            match handle.await {
-                Ok(Ok(value)) => Ok(into_value(value)),
-                Ok(Err(e)) => Err(e),
-                Err(join) => match join.try_into_panic() {
-                    Ok(panic) => std::panic::resume_unwind(panic),
-                    Err(_) => Err("blocking task was cancelled by the runtime".into()),
-                },
-            }
-        });
+        put(
+            into,
+            async move {
+                let _abandon = abandon;
+                match handle.await {
+                    Ok(Ok(value)) => Ok(into_value(value)),
+                    Ok(Err(e)) => Err(e),
+                    Err(join) => match join.try_into_panic() {
+                        Ok(panic) => std::panic::resume_unwind(panic),
+                        Err(_) => Err("blocking task was cancelled by the runtime".into()),
+                    },
+                }
+            },
+            || cx.boxes.kept_attempts(),
+        );
         true
     }
 

@@ -22,6 +22,7 @@ use std::any::TypeId;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use super::attempt_box::KeptBoxes;
 use crate::id::Node;
 use crate::util::names::Names;
 use crate::util::once::WriteOnce;
@@ -311,12 +312,23 @@ impl<V> Inputs<V> {
 }
 
 /// What a task's upstreams fetch their values from: the run's slots and the node's
-/// resolved upstream indices.
-#[derive(Debug)]
+/// resolved upstream indices. With the run, whose graph keeps boxes for its attempts
+/// (`attempt_box.rs`).
 pub struct FetchCx<'a> {
     pub(crate) ups: &'a [u32],
     pub(crate) values: &'a [WriteOnce<Value>],
     pub(crate) names: &'a Arc<Names>,
+    pub(crate) boxes: &'a dyn KeptBoxes,
+}
+
+impl std::fmt::Debug for FetchCx<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FetchCx")
+            .field("ups", &self.ups)
+            .field("values", &self.values)
+            .field("names", &self.names)
+            .finish_non_exhaustive()
+    }
 }
 
 impl FetchCx<'_> {
