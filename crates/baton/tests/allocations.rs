@@ -371,7 +371,7 @@ fn large_attempts(waits: u8) -> Graph<()> {
 /// allocates only its state, and one whose roots wait adds what
 /// `a_run_whose_roots_wait_allocates_this_much` lists but the boxes: the joined drivers'
 /// list and the waker. Without kept boxes, each of the four nodes would allocate its own
-/// (4 and 7 allocations). Exact, as `per_run` counts.
+/// (5 and 7 allocations). Exact, as `per_run` counts.
 #[test]
 fn a_run_writes_its_large_attempts_into_boxes_its_graph_kept() {
     let at_once = per_run(&large_attempts(0), &RunOptions::new());
@@ -383,18 +383,19 @@ fn a_run_writes_its_large_attempts_into_boxes_its_graph_kept() {
     assert_eq!(waiting.0, 3.0, "allocations per run, roots that wait");
 }
 
-/// A kept box holds nothing of its attempt: what an attempt held is dropped when it ends,
-/// and a run cancelled while a large attempt waits drops that attempt, not keeping it.
+/// A kept box holds nothing of its attempt: a run cancelled, dropped or aborted while a
+/// large attempt waits drops that attempt, not keeping it, on the fast path's cancel and on
+/// a driver's drop.
 #[test]
 fn a_kept_box_holds_nothing_of_its_run() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
     let dropped = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicBool::new(false));
     let mut g = Graph::<()>::builder();
-    let flag = Arc::clone(&dropped);
+    // A large attempt that ends at once, so that the graph keeps boxes.
+    g.node("quick").task(|_ctx, ()| Large::<600>::new(0));
+    let (flag, start) = (Arc::clone(&dropped), Arc::clone(&started));
     g.node("waits").task(move |_ctx, ()| {
+        start.store(true, Ordering::SeqCst);
         let held = DropFlag(Arc::clone(&flag));
         let pad = [0_u8; 1024];
         async move {
@@ -405,23 +406,50 @@ fn a_kept_box_holds_nothing_of_its_run() {
         }
     });
     let graph = g.build().expect("valid");
-    rt.block_on(async {
-        for _ in 0..3 {
-            dropped.store(false, Ordering::SeqCst);
-            let run = graph.run(());
-            let canceller = run.canceller();
-            let handle = tokio::spawn(run);
-            tokio::task::yield_now().await;
-            assert!(!dropped.load(Ordering::SeqCst), "the attempt is waiting");
-            canceller.cancel();
-            assert!(
-                handle.await.expect("task").is_err(),
-                "the run was cancelled"
-            );
-            assert!(
-                dropped.load(Ordering::SeqCst),
-                "the waiting attempt was dropped with its run"
-            );
+    for workers in [0, 2] {
+        let rt = match workers {
+            0 => tokio::runtime::Builder::new_current_thread().build(),
+            n => tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(n)
+                .build(),
         }
-    });
+        .expect("runtime");
+        rt.block_on(async {
+            for way in ["cancel", "drop", "abort"] {
+                dropped.store(false, Ordering::SeqCst);
+                started.store(false, Ordering::SeqCst);
+                let run = graph.run(());
+                let canceller = run.canceller();
+                match way {
+                    "cancel" => {
+                        let handle = tokio::spawn(run);
+                        while !started.load(Ordering::SeqCst) {
+                            tokio::task::yield_now().await;
+                        }
+                        canceller.cancel();
+                        assert!(handle.await.expect("task").is_err(), "cancelled");
+                    }
+                    "drop" => {
+                        let mut run = Box::pin(run);
+                        let polled = futures::poll!(run.as_mut());
+                        assert!(polled.is_pending(), "the run waits");
+                        assert!(started.load(Ordering::SeqCst), "polled in place");
+                        drop(run);
+                    }
+                    _ => {
+                        let handle = tokio::spawn(run);
+                        while !started.load(Ordering::SeqCst) {
+                            tokio::task::yield_now().await;
+                        }
+                        handle.abort();
+                        assert!(handle.await.is_err(), "aborted");
+                    }
+                }
+                assert!(
+                    dropped.load(Ordering::SeqCst),
+                    "{workers} workers, {way}: the waiting attempt was dropped with its run"
+                );
+            }
+        });
+    }
 }

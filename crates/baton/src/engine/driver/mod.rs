@@ -33,7 +33,8 @@
 //!
 //! - the **fast path**, here: one boxed attempt future, polled under `catch_unwind`; the
 //!   driver writes its next node's attempt into the same box when the two futures have the
-//!   same layout, so a run of such nodes allocates one box per driver, not one per node.
+//!   same layout, so a run of such nodes allocates one box per driver, not one per node,
+//!   and a large one goes to the graph when the driver ends (`task/attempt_box.rs`).
 //!   Nodes with policies start their first attempt here too, through `first_attempt.rs`,
 //!   waited for under the driver's timer, which is kept from one such attempt to the next;
 //! - the **full path** of `full_path.rs`, boxed: the onion with its retries, the breaker's
@@ -132,7 +133,9 @@ pub(in crate::engine) struct Driver<I> {
     /// `tokio::task::unconstrained`.
     inline: u8,
     /// The fast path's attempt future: the current node's in `State::Attempt`, else the
-    /// last one, ended, whose box the next attempt reuses when their layouts match.
+    /// last one, ended, whose box the next attempt reuses when their layouts match, or the
+    /// graph keeps when the driver ends. An attempt still running leaves it only moved with
+    /// its node (`migrate`, `hand_over`) or dropped (`discard`).
     attempt: Option<AttemptFuture>,
     /// The timer that wakes the driver by the cut of a policy node's first attempt that
     /// waits, kept from one such attempt to the next and polled only by this driver's task,

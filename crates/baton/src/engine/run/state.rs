@@ -132,7 +132,7 @@ impl<I> RunState<I> {
 
 /// The boxes the graph keeps in the stripe of spare run arrays this run takes its own
 /// from, and gives them back to.
-impl<I> KeptBoxes for RunState<I> {
+impl<I: Send + Sync> KeptBoxes for RunState<I> {
     #[inline]
     fn kept_attempts(&self) -> Option<&KeptAttempts> {
         self.graph.spare.attempts(self.core.home())

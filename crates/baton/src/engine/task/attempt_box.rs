@@ -4,17 +4,18 @@
 //! A driver writes each node's attempt into the box of its last one when the two futures
 //! have the same layout, so a run of nodes whose attempts look alike allocates one box.
 //! Nodes whose attempts differ, as a handler's calls to different services do, each need a
-//! box of their own; a large one is made and freed on the allocator's slow path, once per
-//! node and run. So the boxes of large attempts that a driver replaces, or ends with, go
-//! to the graph, in the stripe of its spare run arrays that the run belongs to
-//! (`graph/spare.rs`), and later attempts of their layouts are written into them instead of
-//! into new boxes.
+//! box of their own, made and freed once per node and run; with many requests in flight,
+//! boxes of a few hundred bytes and more go through the allocator's slower paths. So when
+//! a driver replaces a large box with one for another large future, or ends with one, the
+//! box goes to the graph, in the stripe of its spare run arrays that the run belongs to
+//! (`graph/spare.rs`), and later attempts of its layout are written into it instead of into
+//! new boxes. A box replaced by a small future's is freed, as before.
 //!
-//! Only an ended attempt's box is kept, and the attempt in it has completed: the future a
-//! task's attempt is boxed in is an `async` block around the task's future, and such a
-//! block drops everything it holds, that future included, when it returns `Ready`. So a
-//! kept box holds nothing of its run. A driver's box holds an ended attempt whenever the
-//! driver begins a node or ends: one still running is moved out with it, or dropped.
+//! Only an ended attempt's box is kept, and the attempt in it has completed: [`put`] is
+//! given `async` blocks, which drop everything they hold, the task's future included, as
+//! they return `Ready`. So a kept box holds nothing of its run. A driver's box holds an
+//! ended attempt whenever the driver begins a node or ends: one still running is moved out
+//! with it, or dropped.
 
 use std::alloc::Layout;
 use std::fmt;
@@ -31,8 +32,8 @@ use crate::util::value::Value;
 /// the same layout, instead of freeing one box and allocating another; see [`put`].
 pub(crate) type AttemptFuture = ReusableBoxFuture<'static, Result<Value, BoxError>>;
 
-/// The smallest attempt future, in bytes, whose box is kept. Smaller ones are made and
-/// freed from the allocator's per-thread cache, about as cheaply as a kept box is found.
+/// The smallest attempt future, in bytes, whose box is kept. Common allocators serve
+/// smaller ones from a per-thread cache, about as fast as a kept box is found.
 pub(crate) const KEPT_MIN_BYTES: usize = 256;
 
 /// The largest attempt future, in bytes, whose box is kept.
@@ -45,8 +46,9 @@ pub(crate) const KEPT_BYTES: usize = 256 * 1024;
 pub(crate) const KEPT_LAYOUTS: usize = 16;
 
 /// What an attempt is written for: a run, whose graph keeps the boxes of large attempts
-/// that ended, in the stripe of its spare run arrays the run belongs to.
-pub(crate) trait KeptBoxes {
+/// that ended, in the stripe of its spare run arrays the run belongs to. `Sync`, so that
+/// what holds a `&dyn KeptBoxes` may be sent and shared.
+pub(crate) trait KeptBoxes: Sync {
     /// The boxes to take one from, and to keep one in, if there are any.
     fn kept_attempts(&self) -> Option<&KeptAttempts>;
 }
@@ -148,6 +150,12 @@ fn layout_of(boxed: &mut AttemptFuture) -> Layout {
 /// one. A box replaced by a large future's, whose attempt ended, goes there too. Inlined:
 /// on the common path, the future is written straight into the box there, and `kept` is
 /// not called.
+///
+/// The caller must have ended the attempt in `into`, if any: its future returned `Ready`,
+/// or it never ran. `future` must drop what it holds as it returns `Ready`, as an `async`
+/// block does, since a box may be kept once its attempt ended and must then hold nothing:
+/// every caller passes an `async move` block that owns what the attempt uses. Wrapping
+/// the future in one that drops it would move every large future once more.
 #[inline(always)]
 pub(crate) fn put<'k, F, K>(into: &mut Option<AttemptFuture>, future: F, kept: K)
 where
@@ -163,8 +171,17 @@ where
         }
         return;
     }
-    // A large one's layout is checked here: `ReusableBoxFuture` frees a box whose layout
-    // differs.
+    put_large(into, future, kept);
+}
+
+/// [`put`], for a large future.
+#[inline(always)]
+fn put_large<'k, F, K>(into: &mut Option<AttemptFuture>, future: F, kept: K)
+where
+    F: Future<Output = Result<Value, BoxError>> + Send + 'static,
+    K: FnOnce() -> Option<&'k KeptAttempts>,
+{
+    // Its layout is checked here: `ReusableBoxFuture` frees a box whose layout differs.
     if let Some(boxed) = into {
         if layout_of(boxed) == Layout::new::<F>() {
             boxed.set(future);
@@ -245,9 +262,10 @@ mod tests {
         );
     }
 
-    /// A box of `N` bytes' future, its attempt ended.
+    /// A box of `N` bytes' future, as `put` makes it, its attempt ended.
     fn ended_box<const N: usize>() -> AttemptFuture {
-        let mut boxed = Some(ReusableBoxFuture::new(sized::<N>()));
+        let mut boxed = None;
+        put(&mut boxed, sized::<N>(), || None);
         ended(&mut boxed);
         let Some(boxed) = boxed else {
             unreachable!("written above")
