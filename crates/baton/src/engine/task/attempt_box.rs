@@ -171,17 +171,8 @@ where
         }
         return;
     }
-    put_large(into, future, kept);
-}
-
-/// [`put`], for a large future.
-#[inline(always)]
-fn put_large<'k, F, K>(into: &mut Option<AttemptFuture>, future: F, kept: K)
-where
-    F: Future<Output = Result<Value, BoxError>> + Send + 'static,
-    K: FnOnce() -> Option<&'k KeptAttempts>,
-{
-    // Its layout is checked here: `ReusableBoxFuture` frees a box whose layout differs.
+    // A large one's layout is checked here: `ReusableBoxFuture` frees a box whose layout
+    // differs.
     if let Some(boxed) = into {
         if layout_of(boxed) == Layout::new::<F>() {
             boxed.set(future);
