@@ -7,8 +7,8 @@ use std::time::Duration;
 use reqwest::StatusCode;
 
 use crate::wire::{
-    DeductStock, Delivery, Dispatch, DispatchRequest, Notice, Notification, OrderRequest, Sku,
-    Stock, User,
+    DeductStock, DeductStockRef, Delivery, Dispatch, DispatchRequest, Notice, Notification,
+    OrderRequest, Sku, Stock, User,
 };
 use crate::{BUDGET_HEADER, CLIENT_TIMEOUT_GRACE, Channel, Service};
 
@@ -181,16 +181,17 @@ impl OrderApi {
         self.call(Service::Sku, request).await
     }
 
-    /// `POST /stock/deduct` with the user and the sku.
+    /// `POST /stock/deduct` with the user and the sku, serialized from the references: the
+    /// same body as [`stock`](Self::stock) sends, with nothing cloned.
     ///
     /// # Errors
     /// [`CallError`] for an error status or a transport failure.
     pub async fn deduct_stock(&self, user: &User, sku: &Sku) -> Result<Stock, CallError> {
-        let body = DeductStock {
-            user: user.clone(),
-            sku: sku.clone(),
-        };
-        self.stock(&body).await
+        let request = self
+            .http
+            .post(self.url("/stock/deduct"))
+            .json(&DeductStockRef { user, sku });
+        self.call(Service::Stock, request).await
     }
 
     /// `POST /stock/deduct` with a body made already.

@@ -157,3 +157,25 @@ async fn server_stops_at_the_callers_budget() -> Result<(), Box<dyn std::error::
     server.shutdown().await?;
     Ok(())
 }
+
+#[test]
+fn a_borrowed_deduct_stock_body_is_the_owned_ones_json() {
+    let user = User {
+        id: 7,
+        name: "Ada".to_owned(),
+        level: "gold".to_owned(),
+    };
+    let sku = Sku {
+        id: 9,
+        title: "kettle".to_owned(),
+        price_cents: 2_999,
+    };
+    let borrowed = serde_json::to_string(&wire::DeductStockRef {
+        user: &user,
+        sku: &sku,
+    })
+    .ok();
+    let owned = serde_json::to_string(&DeductStock { user, sku }).ok();
+    assert!(borrowed.is_some());
+    assert_eq!(borrowed, owned);
+}

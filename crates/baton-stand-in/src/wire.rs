@@ -42,6 +42,15 @@ pub struct DeductStock {
     pub sku: Sku,
 }
 
+/// [`DeductStock`] borrowed: serializes to the same JSON, so a caller holding the user and
+/// the sku behind references (as a graph's node holds its upstreams' values) sends them
+/// without cloning.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(crate) struct DeductStockRef<'a> {
+    pub(crate) user: &'a User,
+    pub(crate) sku: &'a Sku,
+}
+
 /// What `POST /stock/deduct` answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stock {

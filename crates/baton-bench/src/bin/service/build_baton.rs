@@ -13,9 +13,7 @@ use crate::policy::{
     ATTEMPT_TIMEOUT, ATTEMPTS, BACKOFF, BACKOFF_FACTOR, BREAKER_FAILURES, BREAKER_OPEN, DEADLINE,
     IN_APP,
 };
-use baton_stand_in::{
-    CallError, DeductStock, Dispatch, DispatchRequest, OrderApi, OrderRequest, Service,
-};
+use baton_stand_in::{CallError, Dispatch, DispatchRequest, OrderApi, OrderRequest, Service};
 
 use crate::answer::OrderResult;
 
@@ -85,11 +83,7 @@ impl Flow {
                 let api = api.clone();
                 move |_ctx, (user, sku)| {
                     let api = api.clone();
-                    let body = DeductStock {
-                        user: (*user).clone(),
-                        sku: (*sku).clone(),
-                    };
-                    async move { Ok::<_, CallError>(api.stock(&body).await?.quantity) }
+                    async move { Ok::<_, CallError>(api.deduct_stock(&user, &sku).await?.quantity) }
                 }
             });
         // The task of the `ship` and the `shortage` branch: `api.dispatch` picks the
