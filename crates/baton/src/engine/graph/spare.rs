@@ -15,11 +15,14 @@
 //! run waits for another; see `util/try_cell.rs`.
 //!
 //! A stripe also keeps the boxes of large attempts that ended in its runs, for the next
-//! attempts of their layouts: see `task/attempt_box.rs`.
+//! attempts of their layouts: see `task/attempt_box.rs`. And a set of arrays carries the
+//! waker its run's joined drivers were polled with and the box of its timer floor, both
+//! emptied, for the next run: see `CancelWake::spare` and `RunCore::take_buffers`.
 //!
-//! What a graph keeps while idle is only the arrays, about 130 bytes per node per set, and
-//! the attempt boxes, at most 256 KiB a stripe; no value or record, since those are dropped
-//! when the run ends, and nothing a kept box's attempt held, since it ended. A graph keeps
+//! What a graph keeps while idle is only the arrays, about 130 bytes per node per set and
+//! some 150 bytes of waker and timer box, and the attempt boxes, at most 256 KiB a stripe;
+//! no value or record, since those are dropped when the run ends, no task's waker or timer,
+//! and nothing a kept box's attempt held, since it ended. A graph keeps
 //! no more sets than it had runs at once. That is at most 512 KiB of arrays for a small
 //! graph (eight stripes of 64 KiB), and one set for a larger one, about 130 MB for a
 //! million nodes, until the graph is dropped; and at most 2 MiB of attempt boxes for a

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::admission::Admission;
-use super::joined::{CancelWake, Passes};
+use super::joined::{CancelWake, Passes, SpareWaker};
 use super::node_state::{NodeState, RunBuffers, Slot};
 use super::options::FailureMode;
 use crate::engine::ready::ReadyQueue;
@@ -135,6 +135,8 @@ impl RunCore {
             slots,
             values,
             queue,
+            woken,
+            floor,
         } = buffers;
         RunCore {
             live: AtomicUsize::new(nodes.len()),
@@ -164,8 +166,8 @@ impl RunCore {
             timeout,
             fixed_deadline,
             caller_key,
-            timer_floor: Mutex::new(KeptTimer::new()),
-            cancel_wake: CancelWake::new(),
+            timer_floor: Mutex::new(floor),
+            cancel_wake: CancelWake::new(woken),
         }
     }
 
@@ -181,15 +183,24 @@ impl RunCore {
     }
 
     /// The per-node arrays, for the graph's next run as `self` is being dropped, and the
-    /// set of spare arrays they go back to.
+    /// set of spare arrays they go back to. With them go the timer floor's box, its timer
+    /// dropped, and the joined drivers' waker, if no one else holds it, made unused.
     #[inline]
     pub(in crate::engine) fn take_buffers(&mut self) -> (RunBuffers, usize) {
         let ready = std::mem::replace(&mut self.ready, ReadyQueue::new(Box::new([])));
+        let mut floor = std::mem::take(
+            self.timer_floor
+                .get_mut()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+        floor.clear();
         let buffers = RunBuffers {
             nodes: std::mem::take(&mut self.nodes),
             slots: std::mem::take(&mut self.slots),
             values: std::mem::take(&mut self.values),
             queue: ready.into_slots(),
+            woken: self.cancel_wake.spare(),
+            floor,
         };
         (buffers, self.home)
     }
@@ -566,8 +577,8 @@ impl Passes for RunCore {
         self.turn_given_back.store(false, Ordering::Relaxed);
     }
 
-    fn waker_made(&self, waker: &Waker) {
-        self.cancel_wake.waker_made(waker);
+    fn woken(&self, task: &Waker) -> SpareWaker {
+        self.cancel_wake.make(task)
     }
 
     #[inline]

@@ -38,7 +38,7 @@ use crate::util::sync::{AtomicInt, Exclusive, StdSync, SyncFamily};
 mod ready_set;
 mod woken;
 use ready_set::ReadySet;
-use woken::Woken;
+pub(in crate::engine) use woken::Woken;
 
 /// The most drivers an inline run's future polls together at each wake-up, as
 /// `tokio::join!` polls its futures; past them, drivers join a set that polls only those
@@ -50,20 +50,27 @@ pub(super) const POLLED_TOGETHER: usize = 8;
 /// themselves without spending that budget still give the task's turn back.
 pub(super) const REPOLL_MAX: usize = 128;
 
-/// What the run's future tells its run of its passes, and asks it.
-pub(super) trait Passes {
+/// What the run's future tells its run of its passes, and asks it. Generic over the
+/// primitives of the run's waker, as [`Joined`] is.
+pub(super) trait Passes<S: SyncFamily = StdSync> {
     /// A pass after the first is to begin: whether it may, which it may not once a driver
     /// gave the task's turn back in this poll. If it may, the run is repolling from now.
     fn again(&self) -> bool;
     /// The poll's passes are over.
     fn over(&self);
-    /// The run's waker was made: a cancel wakes the future through it, from now on.
-    fn waker_made(&self, _waker: &Waker) {}
+    /// The run's waker for its joined drivers, made now, in the middle of the first pass,
+    /// for the task of `task`. A cancel wakes the future through it, from now on.
+    fn woken(&self, task: &Waker) -> Arc<Woken<S>> {
+        Woken::polling(task)
+    }
     /// Whether the run was cancelled: the future then polls every driver it holds.
     fn cancelled(&self) -> bool {
         false
     }
 }
+
+/// The run's waker, as a graph keeps one for a later run: see [`CancelWake::spare`].
+pub(in crate::engine) type SpareWaker = Arc<Woken>;
 
 /// How a cancel reaches the drivers an inline run's future polls, which register no waker
 /// of their own in their node's slot: it wakes the run's waker for them, and the future
@@ -71,31 +78,64 @@ pub(super) trait Passes {
 /// when the first driver joins, maybe while the run is being cancelled on another thread.
 /// Both sides take one lock after their own write (the waker; the cancel flag), so the
 /// later of the two sees the other's write: the cancel finds the waker and wakes it, or the
-/// future, polling its drivers after its lock, finds the flag set. Generic over its mutex:
-/// std's, or loom's in the model-checking tests.
+/// future, polling its drivers after its lock, finds the flag set.
+///
+/// Before the waker is made, it may hold a spare one that an earlier run of the graph left,
+/// which the run's waker is then made of, instead of an allocation. Generic over its
+/// mutex: std's, or loom's in the model-checking tests.
 pub(in crate::engine) struct CancelWake<S: SyncFamily = StdSync> {
-    waker: S::Mutex<Option<Waker>>,
+    woken: S::Mutex<RunWaker<S>>,
+}
+
+/// What [`CancelWake`] holds: the run's waker once `made`; before, a spare one, if any.
+struct RunWaker<S: SyncFamily> {
+    woken: Option<Arc<Woken<S>>>,
+    made: bool,
 }
 
 impl<S: SyncFamily> CancelWake<S> {
-    /// No waker yet; allocates nothing.
-    pub(in crate::engine) fn new() -> Self {
+    /// No waker yet, and `spare` to make it of, if any; allocates nothing.
+    pub(in crate::engine) fn new(spare: Option<Arc<Woken<S>>>) -> Self {
         CancelWake {
-            waker: Exclusive::new(None),
+            woken: Exclusive::new(RunWaker {
+                woken: spare,
+                made: false,
+            }),
         }
     }
 
-    /// The run's waker for its joined drivers was made: a cancel wakes it from now on.
-    /// Called once, by the future, before it polls the first driver.
-    pub(in crate::engine) fn waker_made(&self, waker: &Waker) {
-        self.waker.with(|kept| *kept = Some(waker.clone()));
+    /// Makes the run's waker for its joined drivers, for the task of `task`, of the spare
+    /// one if there is one: a cancel wakes it from now on. Called once, by the future,
+    /// before it polls the first driver.
+    pub(in crate::engine) fn make(&self, task: &Waker) -> Arc<Woken<S>> {
+        self.woken.with(|RunWaker { woken, made }| {
+            debug_assert!(!*made, "the run's waker is made once");
+            *made = true;
+            match woken {
+                Some(spare) => {
+                    spare.begin_polling(task);
+                    Arc::clone(spare)
+                }
+                None => Arc::clone(woken.insert(Woken::polling(task))),
+            }
+        })
     }
 
     /// The run's cancel flag was set: wakes the run's waker for its joined drivers, if made.
     pub(in crate::engine) fn cancelled(&self) {
-        if let Some(waker) = self.waker.with(|kept| kept.clone()) {
-            waker.wake();
+        let woken = self
+            .woken
+            .with(|RunWaker { woken, made }| woken.as_ref().filter(|_| *made).map(Arc::clone));
+        if let Some(woken) = woken {
+            woken.notify();
         }
+    }
+
+    /// The waker, made unused, for a later run of the graph, if nothing else holds it: the
+    /// run's future and its drivers are dropped, and no waker made of it is kept anywhere.
+    pub(in crate::engine) fn spare(&mut self) -> Option<Arc<Woken<S>>> {
+        let woken = self.woken.with(|run| run.woken.take())?;
+        Woken::spare(woken)
     }
 }
 
@@ -186,7 +226,12 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> Joined<F, S> {
     /// budget the module docs give, and while `passes` allows it.
     /// Inlined into `Run::poll`, its one caller.
     #[inline(always)]
-    pub(super) fn poll(&mut self, inbox: &Inbox<F, S>, cx: &mut Context<'_>, passes: &impl Passes) {
+    pub(super) fn poll(
+        &mut self,
+        inbox: &Inbox<F, S>,
+        cx: &mut Context<'_>,
+        passes: &impl Passes<S>,
+    ) {
         // A poll after one that gave the task's turn back goes on with the work it left,
         // as a pass after the first.
         let mut again = false;
@@ -249,11 +294,9 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> Joined<F, S> {
     /// Takes in the drivers spawned since the last look at the inbox. With none held and
     /// few enough, the inbox's list becomes the held one, and the empty held one the
     /// inbox's: no driver moves, and neither list allocates again.
-    fn take_inbox(&mut self, inbox: &Inbox<F, S>, cx: &Context<'_>, passes: &impl Passes) {
+    fn take_inbox(&mut self, inbox: &Inbox<F, S>, cx: &Context<'_>, passes: &impl Passes<S>) {
         if self.woken.is_none() {
-            let woken = Woken::polling(cx.waker());
-            passes.waker_made(&futures_util::task::waker(Arc::clone(&woken)));
-            self.woken = Some(woken);
+            self.woken = Some(passes.woken(cx.waker()));
         }
         inbox.drivers.with(|drivers| {
             if self.is_empty() && drivers.len() <= POLLED_TOGETHER {

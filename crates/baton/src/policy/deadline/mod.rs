@@ -179,6 +179,12 @@ impl KeptTimer {
         KeptTimer(None)
     }
 
+    /// Whether its allocation is made.
+    #[cfg(test)]
+    pub(crate) fn is_made(&self) -> bool {
+        self.0.is_some()
+    }
+
     /// The timer, if one is made.
     pub(crate) fn get(&self) -> Option<&Sleep> {
         self.0.as_ref()?.sleep.as_ref()
@@ -204,12 +210,12 @@ impl KeptTimer {
             && !sleep.is_elapsed()
     }
 
-    /// Whether a timer was set whose [`reach`] takes in `until`: it was set at `until` or
-    /// later, or a little earlier; it may have elapsed since.
+    /// Whether a timer was set, and not cleared since, whose [`reach`] takes in `until`: it
+    /// was set at `until` or later, or a little earlier; it may have elapsed since.
     pub(crate) fn reaches(&self, until: Instant) -> bool {
-        self.0
-            .as_ref()
-            .is_some_and(|kept| kept.reach.is_none_or(|reach| until <= reach))
+        self.0.as_ref().is_some_and(|kept| {
+            kept.sleep.is_some() && kept.reach.is_none_or(|reach| until <= reach)
+        })
     }
 
     /// Sets the timer for `until`, the cut of an attempt given `time`: moved with
@@ -234,7 +240,8 @@ impl KeptTimer {
         }
     }
 
-    /// Drops the timer, taking it out of tokio's wheel; the allocation is kept.
+    /// Drops the timer, taking it out of tokio's wheel; the allocation is kept. It then
+    /// stands for and reaches nothing, as a new one.
     pub(crate) fn clear(&mut self) {
         if let Some(kept) = &mut self.0 {
             kept.as_mut().project().sleep.set(None);

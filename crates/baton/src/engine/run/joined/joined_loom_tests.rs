@@ -28,7 +28,7 @@ use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::sync::{Condvar, Mutex};
 use loom::thread;
 
-use super::{CancelWake, Inbox, Joined, POLLED_TOGETHER, REPOLL_MAX};
+use super::{CancelWake, Inbox, Joined, POLLED_TOGETHER, REPOLL_MAX, Woken};
 use crate::util::sync::LoomSync;
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
@@ -395,7 +395,7 @@ struct Passes {
     over: std::cell::Cell<usize>,
 }
 
-impl super::Passes for Passes {
+impl super::Passes<LoomSync> for Passes {
     fn again(&self) -> bool {
         self.again.set(self.again.get() + 1);
         true
@@ -509,25 +509,38 @@ fn wake_ups_from_other_threads_during_passes_are_not_lost() {
 
 /// A cancel on another thread while the future makes the run's waker for its first joined
 /// driver, which then reads the cancel flag: the driver sees the flag, or the cancel wakes
-/// the run's task, to poll it again. Never neither: joined drivers register no waker of
-/// their own. The flag's own accesses are relaxed: `CancelWake` orders them.
+/// the run's waker, which fails the first pass's end (the future then polls its drivers
+/// again) or wakes the run's task. Never none: joined drivers register no waker of their
+/// own. The flag's own accesses are relaxed: `CancelWake` orders them. With the waker made
+/// new, and of a spare one an earlier run left.
 #[test]
 fn a_cancel_racing_the_first_driver_s_join_reaches_it() {
-    model(|| {
-        let cancel = Arc::new(CancelWake::<LoomSync>::new());
-        let flag = Arc::new(AtomicBool::new(false));
-        let canceller = {
-            let (cancel, flag) = (Arc::clone(&cancel), Arc::clone(&flag));
-            thread::spawn(move || {
-                flag.store(true, Relaxed);
-                cancel.cancelled();
-            })
-        };
-        let task = task();
-        cancel.waker_made(&Waker::from(std::sync::Arc::clone(&task)));
-        let seen = flag.load(Relaxed);
-        canceller.join().unwrap();
-        let woken = *task.woken.lock().unwrap();
-        assert!(seen || woken, "the cancel reached no driver");
-    });
+    for with_spare in [false, true] {
+        model(move || {
+            let spare = with_spare
+                .then(|| Woken::polling(Waker::noop()))
+                .and_then(Woken::spare);
+            assert_eq!(
+                spare.is_some(),
+                with_spare,
+                "a waker no one holds is a spare"
+            );
+            let cancel = Arc::new(CancelWake::<LoomSync>::new(spare));
+            let flag = Arc::new(AtomicBool::new(false));
+            let canceller = {
+                let (cancel, flag) = (Arc::clone(&cancel), Arc::clone(&flag));
+                thread::spawn(move || {
+                    flag.store(true, Relaxed);
+                    cancel.cancelled();
+                })
+            };
+            let task = task();
+            let woken = cancel.make(&Waker::from(std::sync::Arc::clone(&task)));
+            let seen = flag.load(Relaxed);
+            let quiet = woken.end_pass();
+            canceller.join().unwrap();
+            let task_woken = *task.woken.lock().unwrap();
+            assert!(seen || !quiet || task_woken, "the cancel reached no driver");
+        });
+    }
 }

@@ -34,7 +34,7 @@ const GAVE_BACK: u8 = 4;
 
 /// The run's waker for its joined drivers, and the stack of the ready set's woken places;
 /// see the module docs and `ready_set.rs`.
-pub(super) struct Woken<S: SyncFamily = StdSync> {
+pub(in crate::engine) struct Woken<S: SyncFamily = StdSync> {
     /// [`POLLING`] and [`WOKEN`].
     state: S::AtomicU8,
     /// The last place of the ready set pushed, plus one; zero when its stack is empty.
@@ -47,13 +47,35 @@ impl<S: SyncFamily> Woken<S> {
     /// A waker for a future in the middle of a pass over its drivers, whose task is
     /// `task`.
     pub(super) fn polling(task: &Waker) -> Arc<Self> {
-        let woken: Woken<S> = Woken {
-            state: AtomicInt::new(POLLING),
+        let woken: Woken<S> = Woken::unused();
+        woken.begin_polling(task);
+        Arc::new(woken)
+    }
+
+    /// A waker of no run: no pass begun, no wake-up, no task, an empty stack.
+    fn unused() -> Self {
+        Woken {
+            state: AtomicInt::new(0),
             head: AtomicInt::new(0),
             task: WakerCell::new(),
-        };
-        woken.task.register(task);
-        Arc::new(woken)
+        }
+    }
+
+    /// An unused waker (from [`spare`](Self::spare)) becomes that of a future in the
+    /// middle of a pass over its drivers, whose task is `task`, as [`polling`] makes one.
+    ///
+    /// [`polling`]: Self::polling
+    pub(super) fn begin_polling(&self, task: &Waker) {
+        self.state.store(POLLING, Ordering::Relaxed);
+        self.task.register(task);
+    }
+
+    /// `woken`, made unused for another run, if nothing else holds it: no driver, place
+    /// or waker made of it. Else `None`, and it is dropped when the last holder is.
+    pub(super) fn spare(mut woken: Arc<Self>) -> Option<Arc<Self>> {
+        // Replacing the fields drops the task's waker: a spare keeps no task alive.
+        *Arc::get_mut(&mut woken)? = Woken::unused();
+        Some(woken)
     }
 
     /// The future now runs in the task of `task`: a wake-up when not polling wakes it.
@@ -90,8 +112,79 @@ impl<S: SyncFamily> Woken<S> {
     }
 }
 
+#[cfg(test)]
+impl Woken {
+    /// Whether it is as [`spare`](Self::spare) leaves it: no pass begun, no wake-up, an
+    /// empty stack, no task kept (a task found is taken out).
+    pub(in crate::engine) fn is_unused(&self) -> bool {
+        self.state.load(Ordering::Relaxed) == 0
+            && self.head.load(Ordering::Relaxed) == 0
+            && self.task.take().is_none()
+    }
+}
+
+impl<S: SyncFamily> std::fmt::Debug for Woken<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Woken").finish_non_exhaustive()
+    }
+}
+
 impl<S: SyncFamily> ArcWake for Woken<S> {
     fn wake_by_ref(arc_self: &Arc<Self>) {
         arc_self.notify();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+    use std::task::Wake;
+
+    use super::*;
+
+    /// A task that counts its wake-ups.
+    #[derive(Default)]
+    struct Task(AtomicUsize);
+
+    impl Wake for Task {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A waker that nothing else holds is made unused, and lets its task go; one still
+    /// held, by a waker made of it, is not kept. A spare waker made the run's again works
+    /// as a new one: it wakes its new task after a pass, not during one.
+    #[test]
+    fn only_a_waker_no_one_holds_is_kept_and_it_keeps_no_task() {
+        let task = Arc::new(Task::default());
+        let woken: Arc<Woken> = Woken::polling(&Waker::from(Arc::clone(&task)));
+        assert_eq!(Arc::strong_count(&task), 2, "the run's task is kept");
+        let held = futures_util::task::waker(Arc::clone(&woken));
+        assert!(Woken::spare(woken).is_none(), "a waker made of it holds it");
+        let woken: Arc<Woken> = Woken::polling(&Waker::from(Arc::clone(&task)));
+        drop(held);
+        let spare = Woken::spare(woken).expect("no one else holds it");
+        assert_eq!(Arc::strong_count(&task), 1, "the spare keeps no task");
+        assert!(spare.is_unused());
+
+        let next = Arc::new(Task::default());
+        spare.begin_polling(&Waker::from(Arc::clone(&next)));
+        spare.notify();
+        assert_eq!(
+            next.0.load(Ordering::Relaxed),
+            0,
+            "no wake-up during a pass"
+        );
+        assert!(!spare.end_pass(), "the pass sees the wake-up");
+        spare.begin_pass();
+        assert!(spare.end_pass(), "a pass with no wake-up ends");
+        spare.notify();
+        assert_eq!(
+            next.0.load(Ordering::Relaxed),
+            1,
+            "a wake-up after it wakes the task"
+        );
+        assert_eq!(task.0.load(Ordering::Relaxed), 0, "and not the last run's");
     }
 }

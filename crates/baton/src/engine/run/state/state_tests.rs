@@ -96,6 +96,42 @@ fn waiting_policy_attempts_set_the_timer_floor_on_several_workers() {
     assert!(!sets_a_floor(&waiting_graph(true), 1), "one worker");
 }
 
+/// A run gives the graph the box of its timer floor, with no timer in it, and its joined
+/// drivers' waker, unused and holding no task, with its arrays; the next run makes its
+/// floor and its waker of them, and sets its floor at its own cut, not the last run's.
+#[test]
+fn a_run_hands_its_floor_and_waker_to_the_next_run_empty() {
+    let graph = waiting_graph(false);
+    let home = graph.inner.spare.home();
+    let first = run_on(&graph, 2);
+    let first_floor = first.core.timer_floor().expect("the first run's floor").0;
+    drop(first);
+    let kept = graph
+        .inner
+        .spare
+        .take(home)
+        .expect("the first run's arrays");
+    assert!(kept.floor.is_made(), "the floor's box is kept");
+    assert!(kept.floor.get().is_none(), "with no timer in it");
+    let woken = kept
+        .woken
+        .as_ref()
+        .expect("the joined drivers' waker is kept");
+    assert!(woken.is_unused(), "unused, holding no task");
+    graph.inner.spare.put(home, kept);
+    std::thread::sleep(Duration::from_millis(2));
+    let second = run_on(&graph, 2);
+    let second_floor = second.core.timer_floor().expect("the second run's floor").0;
+    assert!(second_floor > first_floor, "set at the second run's cut");
+    drop(second);
+    let kept = graph
+        .inner
+        .spare
+        .take(home)
+        .expect("the second run's arrays");
+    assert!(kept.floor.is_made() && kept.woken.is_some(), "kept again");
+}
+
 /// A chain of two nodes with `timeout`, `a` then `b`, each waiting by yielding twice, `a`
 /// also sleeping `a_sleeps` between, run on two workers: the floor's instant, and `a`'s
 /// and `b`'s cuts, from the run's origin.
