@@ -15,6 +15,9 @@ use crate::util::value::Value;
 #[derive(Debug)]
 pub(crate) struct Record {
     pub(crate) outcome: Outcome,
+    /// For a router that ran a branch: that branch; else [`NO_BRANCH`]. Kept beside the
+    /// outcome, in room the times' alignment leaves, so a router's record boxes nothing.
+    branch: u32,
     /// In transit only: `record()` moves it to the run's value array.
     pub(crate) value: Option<Value>,
     /// When it started; `None` if it never started.
@@ -37,14 +40,17 @@ struct Cold {
     attempt_log: Vec<AttemptReport>,
     /// Its shared circuit breaker judged it alone.
     breaker_local: bool,
-    /// For a router that ran a branch: that branch.
-    branch: Option<u32>,
 }
+
+/// [`Record::branch`] and [`Settled::branch`] of a node that is no router, or a router that
+/// ran no branch.
+const NO_BRANCH: u32 = u32::MAX;
 
 impl Record {
     pub(crate) const fn empty(outcome: Outcome, end: Instant) -> Self {
         Record {
             outcome,
+            branch: NO_BRANCH,
             value: None,
             start: None,
             end,
@@ -61,6 +67,7 @@ impl Record {
     ) -> Self {
         Record {
             outcome,
+            branch: NO_BRANCH,
             value,
             start,
             end,
@@ -104,7 +111,8 @@ impl Record {
 
     /// Sets the branch a router ran.
     pub(crate) fn with_branch(mut self, branch: u32) -> Self {
-        self.cold().branch = Some(branch);
+        debug_assert_ne!(branch, NO_BRANCH, "a graph's node ids are below u32::MAX");
+        self.branch = branch;
         self
     }
 
@@ -129,6 +137,7 @@ impl Record {
     pub(crate) fn settle(self) -> (Settled, Option<Value>) {
         let settled = Settled {
             outcome: self.outcome,
+            branch: self.branch,
             start: self.start,
             end: self.end,
             cold: self.cold,
@@ -144,6 +153,8 @@ impl Record {
 #[derive(Debug)]
 pub(crate) struct Settled {
     pub(crate) outcome: Outcome,
+    /// As [`Record`]'s.
+    branch: u32,
     /// When it started; `None` if it never started.
     pub(crate) start: Option<Instant>,
     /// When it ended.
@@ -156,6 +167,7 @@ impl Settled {
     pub(crate) const fn empty(outcome: Outcome, end: Instant) -> Self {
         Settled {
             outcome,
+            branch: NO_BRANCH,
             start: None,
             end,
             cold: None,
@@ -183,6 +195,6 @@ impl Settled {
     }
 
     pub(crate) fn branch(&self) -> Option<u32> {
-        self.cold.as_ref()?.branch
+        (self.branch != NO_BRANCH).then_some(self.branch)
     }
 }
