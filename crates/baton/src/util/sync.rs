@@ -92,6 +92,8 @@ pub(crate) trait Exclusive<T> {
     fn new(v: T) -> Self;
     /// Runs `f` with exclusive access. A poisoned lock is recovered, as [`Lock::with`] does.
     fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R;
+    /// The value, through `&mut self`: no lock is taken. A poisoned lock is recovered.
+    fn get_mut(&mut self) -> &mut T;
 }
 
 /// A cell whose value is reached through raw pointers, as `std::cell::UnsafeCell`'s is.
@@ -292,6 +294,10 @@ impl<T> Exclusive<T> for std::sync::Mutex<T> {
         let mut guard = self.lock().unwrap_or_else(PoisonError::into_inner);
         f(&mut guard)
     }
+    #[inline]
+    fn get_mut(&mut self) -> &mut T {
+        std::sync::Mutex::get_mut(self).unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// Loom's primitives, for the model-checking tests.
@@ -382,5 +388,8 @@ impl<T> Exclusive<T> for loom::sync::Mutex<T> {
     fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         let mut guard = self.lock().unwrap_or_else(PoisonError::into_inner);
         f(&mut guard)
+    }
+    fn get_mut(&mut self) -> &mut T {
+        loom::sync::Mutex::get_mut(self).unwrap_or_else(PoisonError::into_inner)
     }
 }

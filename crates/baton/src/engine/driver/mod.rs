@@ -383,6 +383,11 @@ impl<I: Send + Sync + 'static> Driver<I> {
         if let (Some(boxed), Some(kept)) = (self.attempt.take(), self.run.kept_attempts()) {
             kept.keep(boxed);
         }
+        // So does its timer's box, once the timer is dropped.
+        if self.timer.is_made() {
+            let timer = std::mem::take(&mut self.timer);
+            self.run.graph.spare.keep_timer(self.run.core.home(), timer);
+        }
         let held = 1 + self.finished as usize;
         if self.in_run() {
             self.run.release_in_future(held);

@@ -14,22 +14,27 @@
 //! anyway. Whoever finds the stripe held at that instant allocates, or frees, its own: no
 //! run waits for another; see `util/try_cell.rs`.
 //!
-//! A stripe also keeps the boxes of large attempts that ended in its runs, for the next
-//! attempts of their layouts: see `task/attempt_box.rs`. And a set of arrays carries the
-//! waker its run's joined drivers were polled with and the box of its timer floor, both
-//! emptied, for the next run: see `CancelWake::spare` and `RunCore::take_buffers`.
+//! A stripe also keeps, for its later runs, what its runs made once and can hand on
+//! emptied: the boxes of large attempts that ended, for the next attempts of their layouts
+//! (see `task/attempt_box.rs`); up to [`STRIPE_TIMERS`] boxes of timers, drivers' and runs'
+//! floors, the timers dropped; and up to [`STRIPE_WAKERS`] wakers that runs polled their
+//! joined drivers with, unused (`CancelWake::spare`). A run takes one only when it first
+//! needs one.
 //!
-//! What a graph keeps while idle is only the arrays, about 130 bytes per node per set and
-//! some 150 bytes of waker and timer box, and the attempt boxes, at most 256 KiB a stripe;
-//! no value or record, since those are dropped when the run ends, no task's waker or timer,
-//! and nothing a kept box's attempt held, since it ended. A graph keeps
+//! What a graph keeps while idle is only the arrays, about 130 bytes per node per set, the
+//! attempt boxes, at most 256 KiB a stripe, and the timers' boxes and wakers, at most some
+//! 5 KiB a stripe; no value or record, since those are dropped when the run ends, no
+//! timer and no task's waker, and nothing a kept box's attempt held, since it ended. A
+//! graph keeps
 //! no more sets than it had runs at once. That is at most 512 KiB of arrays for a small
 //! graph (eight stripes of 64 KiB), and one set for a larger one, about 130 MB for a
 //! million nodes, until the graph is dropped; and at most 2 MiB of attempt boxes for a
 //! small graph, 256 KiB for a larger one.
 
+use crate::engine::run::joined::SpareWaker;
 use crate::engine::run::node_state::RunBuffers;
 use crate::engine::task::attempt_box::KeptAttempts;
+use crate::policy::deadline::KeptTimer;
 use crate::util::striped::{Padded, stripe};
 use crate::util::try_cell::TryCell;
 
@@ -58,11 +63,20 @@ pub(crate) struct Spares {
     per_stripe: usize,
 }
 
-/// One stripe of a graph's spares: sets of run arrays, and attempt boxes.
+/// The most boxes of timers (drivers' and runs' floors) a stripe keeps.
+const STRIPE_TIMERS: usize = 32;
+
+/// The most unused wakers for runs' joined drivers a stripe keeps.
+const STRIPE_WAKERS: usize = 32;
+
+/// One stripe of a graph's spares: sets of run arrays, attempt boxes, and the boxes of
+/// drivers' timers, with no timer in them.
 #[derive(Debug)]
 struct Stripe {
     sets: TryCell<Vec<RunBuffers>>,
     attempts: KeptAttempts,
+    timers: TryCell<Vec<KeptTimer>>,
+    wakers: TryCell<Vec<SpareWaker>>,
 }
 
 impl Spares {
@@ -80,6 +94,8 @@ impl Spares {
                     Padded(Stripe {
                         sets: TryCell::new(Vec::new()),
                         attempts: KeptAttempts::default(),
+                        timers: TryCell::new(Vec::new()),
+                        wakers: TryCell::new(Vec::new()),
                     })
                 })
                 .collect(),
@@ -113,6 +129,56 @@ impl Spares {
                 return None;
             }
             Some(buffers)
+        });
+        drop(refused);
+    }
+
+    /// A timer's box of stripe `home`'s, with no timer in it, if it has one and no other
+    /// run holds the stripe's boxes now.
+    pub(in crate::engine) fn take_timer(&self, home: usize) -> Option<KeptTimer> {
+        self.stripes.get(home)?.0.timers.try_with(Vec::pop)?
+    }
+
+    /// Keeps the box of a driver's `timer` in stripe `home`, for a later driver's, after
+    /// dropping the timer, which takes it out of tokio's wheel. A timer never made, or one
+    /// the stripe has no room or no turn for, is dropped, outside the stripe.
+    pub(in crate::engine) fn keep_timer(&self, home: usize, mut timer: KeptTimer) {
+        let Some(stripe) = self.stripes.get(home) else {
+            return;
+        };
+        if !timer.is_made() {
+            return;
+        }
+        timer.clear();
+        let refused = stripe.0.timers.try_with(|timers| {
+            if timers.len() < STRIPE_TIMERS {
+                timers.push(timer);
+                return None;
+            }
+            Some(timer)
+        });
+        drop(refused);
+    }
+
+    /// An unused waker for a run's joined drivers, of stripe `home`'s, if it has one and no
+    /// other run holds the stripe's wakers now.
+    pub(in crate::engine) fn take_waker(&self, home: usize) -> Option<SpareWaker> {
+        self.stripes.get(home)?.0.wakers.try_with(Vec::pop)?
+    }
+
+    /// Keeps `woken`, an unused waker (`CancelWake::spare`), in stripe `home` for a later
+    /// run's joined drivers; dropped, outside the stripe, when the stripe has no room or no
+    /// turn for it.
+    pub(in crate::engine) fn keep_waker(&self, home: usize, woken: SpareWaker) {
+        let Some(stripe) = self.stripes.get(home) else {
+            return;
+        };
+        let refused = stripe.0.wakers.try_with(|wakers| {
+            if wakers.len() < STRIPE_WAKERS {
+                wakers.push(woken);
+                return None;
+            }
+            Some(woken)
         });
         drop(refused);
     }
@@ -183,5 +249,41 @@ mod tests {
         assert_eq!(spares.take(0).map(|b| b.nodes.len()), Some(1));
         assert!(spares.take(0).is_none(), "the second set was dropped");
         assert!(spares.take(1).is_none(), "out of range");
+    }
+
+    /// A stripe keeps a driver's timer's box with the timer dropped, up to its count;
+    /// a timer never made is not kept.
+    #[test]
+    fn a_stripe_keeps_timers_boxes_empty_up_to_its_count() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a runtime");
+        let _entered = rt.enter();
+        let spares = Spares::new(1);
+        spares.keep_timer(0, KeptTimer::new());
+        assert!(spares.take_timer(0).is_none(), "nothing to keep");
+        let now = tokio::time::Instant::now();
+        for _ in 0..=STRIPE_TIMERS {
+            let mut timer = KeptTimer::new();
+            let set = timer.set(
+                now + std::time::Duration::from_secs(1),
+                std::time::Duration::from_secs(1),
+            );
+            assert!(!set.is_elapsed());
+            spares.keep_timer(0, timer);
+        }
+        for _ in 0..STRIPE_TIMERS {
+            let kept = spares.take_timer(0).expect("a kept box");
+            assert!(
+                kept.is_made() && kept.get().is_none(),
+                "a box with no timer"
+            );
+        }
+        assert!(
+            spares.take_timer(0).is_none(),
+            "the one past the count was dropped"
+        );
+        assert!(spares.take_timer(1).is_none(), "out of range");
     }
 }

@@ -159,7 +159,7 @@ where
     }
 
     fn timer_hook(&self) -> Option<&dyn TimerHook> {
-        Some(&self.run.core)
+        Some(&**self.run)
     }
 
     fn offset(&self, at: Instant) -> Duration {

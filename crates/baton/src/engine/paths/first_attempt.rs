@@ -168,7 +168,12 @@ fn set<I: Send + Sync + 'static>(
     until: Instant,
 ) {
     let time = time_given(run, id, start, until);
-    run.core.floor_timers(until, || time);
+    run.floor_timers(until, || time);
+    if !timer.is_made() {
+        if let Some(kept) = run.graph.spare.take_timer(run.core.home()) {
+            *timer = kept;
+        }
+    }
     timer.set(until, time);
 }
 

@@ -60,7 +60,7 @@ impl<I: Send + Sync + 'static> Host for NodeHost<'_, I> {
     }
 
     fn timer_hook(&self) -> Option<&dyn TimerHook> {
-        Some(&self.run.core)
+        Some(&**self.run)
     }
 
     fn offset(&self, at: Instant) -> Duration {

@@ -22,7 +22,7 @@ use crate::engine::task::tokens::Tokens;
 use crate::error::CancelReason;
 use crate::id::RunId;
 use crate::orchestrator::RunKey;
-use crate::policy::deadline::{KeptTimer, TimerHook, poll_timer};
+use crate::policy::deadline::{KeptTimer, poll_timer};
 use crate::util::once::WriteOnce;
 use crate::util::sync::Exclusive;
 use crate::util::value::Value;
@@ -135,8 +135,6 @@ impl RunCore {
             slots,
             values,
             queue,
-            woken,
-            floor,
         } = buffers;
         RunCore {
             live: AtomicUsize::new(nodes.len()),
@@ -166,8 +164,8 @@ impl RunCore {
             timeout,
             fixed_deadline,
             caller_key,
-            timer_floor: Mutex::new(floor),
-            cancel_wake: CancelWake::new(woken),
+            timer_floor: Mutex::new(KeptTimer::new()),
+            cancel_wake: CancelWake::new(),
         }
     }
 
@@ -183,24 +181,15 @@ impl RunCore {
     }
 
     /// The per-node arrays, for the graph's next run as `self` is being dropped, and the
-    /// set of spare arrays they go back to. With them go the timer floor's box, its timer
-    /// dropped, and the joined drivers' waker, if no one else holds it, made unused.
+    /// set of spare arrays they go back to.
     #[inline]
     pub(in crate::engine) fn take_buffers(&mut self) -> (RunBuffers, usize) {
         let ready = std::mem::replace(&mut self.ready, ReadyQueue::new(Box::new([])));
-        let mut floor = std::mem::take(
-            self.timer_floor
-                .get_mut()
-                .unwrap_or_else(|p| p.into_inner()),
-        );
-        floor.clear();
         let buffers = RunBuffers {
             nodes: std::mem::take(&mut self.nodes),
             slots: std::mem::take(&mut self.slots),
             values: std::mem::take(&mut self.values),
             queue: ready.into_slots(),
-            woken: self.cancel_wake.spare(),
-            floor,
         };
         (buffers, self.home)
     }
@@ -397,7 +386,7 @@ impl RunCore {
     /// of the run that waits, given `time()`: the run's first, then each whose cut is past the
     /// floor's reach, 1/64 of its attempt's time after it (`deadline::reach`), which
     /// replaces it. Called just before an attempt's timer is set: by the fast path's
-    /// `first_attempt::wait`, and by the policy path's `Deadline` through [`TimerHook`].
+    /// `first_attempt::wait`, and by the policy path's `Deadline` through [`TimerHook`](crate::policy::deadline::TimerHook).
     ///
     /// Tokio's timer wakes the worker parked in its drivers whenever a timer is registered
     /// that is due before any the parked worker knows of: with nothing else registered,
@@ -406,21 +395,32 @@ impl RunCore {
     /// waking anyone. A floor that fires wakes the parked worker once, and no task; moved
     /// up to the cuts of attempts that take a while, it fires only when the run outlives
     /// the last such cut, or runs on past an attempt that had nearly spent its time. It is
-    /// dropped with the run. A runtime with one worker has no other thread to wake: no
-    /// floor.
+    /// dropped with the run, and its box kept by the graph for a later one: the floor is
+    /// made in `spare()`'s box, if that gives one. A runtime with one worker has no other
+    /// thread to wake: no floor.
     ///
     /// # Panics
     ///
     /// On a runtime built without timers, as `tokio::time::sleep_until` does: its callers
     /// make a timer right after, which would panic the same way; the driver catches either
     /// and fails the node.
-    pub(in crate::engine) fn floor_timers(&self, until: Instant, time: impl FnOnce() -> Duration) {
+    pub(in crate::engine) fn floor_timers(
+        &self,
+        until: Instant,
+        time: impl FnOnce() -> Duration,
+        spare: impl FnOnce() -> Option<KeptTimer>,
+    ) {
         if !self.several_workers() {
             return;
         }
         self.timer_floor.with(|floor| {
             if floor.reaches(until) {
                 return;
+            }
+            if !floor.is_made() {
+                if let Some(kept) = spare() {
+                    *floor = kept;
+                }
             }
             // Registered by its first poll, made outside the coop budget, which the attempt
             // may have spent: a poll inside it would register nothing, and there is no
@@ -577,19 +577,39 @@ impl Passes for RunCore {
         self.turn_given_back.store(false, Ordering::Relaxed);
     }
 
-    fn woken(&self, task: &Waker) -> SpareWaker {
-        self.cancel_wake.make(task)
-    }
-
     #[inline]
     fn cancelled(&self) -> bool {
         self.is_cancelled()
     }
 }
 
-impl TimerHook for RunCore {
-    fn timer_made(&self, until: Instant) {
-        // The policy path's attempt started no later than its timer is made.
-        self.floor_timers(until, || until.saturating_duration_since(Instant::now()));
+/// What a run whose state is being dropped leaves for later runs of its graph: the box of
+/// its timer floor, if made, with the timer dropped, and its joined drivers' waker, if made
+/// and no one else holds it, made unused.
+#[derive(Debug, Default)]
+pub(in crate::engine) struct Leftovers {
+    pub(in crate::engine) floor: Option<KeptTimer>,
+    pub(in crate::engine) woken: Option<SpareWaker>,
+}
+
+impl RunCore {
+    /// What the run leaves for later runs of its graph, as its state is being dropped.
+    #[inline]
+    pub(in crate::engine) fn leftovers(&mut self) -> Leftovers {
+        let floor = Exclusive::get_mut(&mut self.timer_floor);
+        Leftovers {
+            floor: floor.is_made().then(|| std::mem::take(floor)),
+            woken: self.cancel_wake.spare(),
+        }
+    }
+
+    /// The joined drivers' waker, made for the task of `task` of `spare()`'s if that gives
+    /// one: see [`CancelWake::make`].
+    pub(in crate::engine) fn make_woken(
+        &self,
+        task: &Waker,
+        spare: impl FnOnce() -> Option<SpareWaker>,
+    ) -> SpareWaker {
+        self.cancel_wake.make(task, spare)
     }
 }

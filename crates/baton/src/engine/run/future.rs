@@ -289,7 +289,7 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
         let this = &mut *self;
         this.joined
             .get_mut()
-            .poll(&this.state.inbox, cx, &this.state.core);
+            .poll(&this.state.inbox, cx, &*this.state);
         // A run that ended in this poll registers no waker.
         if !self.state.core.is_ended() {
             let waker = cx.waker();

@@ -78,64 +78,54 @@ pub(in crate::engine) type SpareWaker = Arc<Woken>;
 /// when the first driver joins, maybe while the run is being cancelled on another thread.
 /// Both sides take one lock after their own write (the waker; the cancel flag), so the
 /// later of the two sees the other's write: the cancel finds the waker and wakes it, or the
-/// future, polling its drivers after its lock, finds the flag set.
-///
-/// Before the waker is made, it may hold a spare one that an earlier run of the graph left,
-/// which the run's waker is then made of, instead of an allocation. Generic over its
-/// mutex: std's, or loom's in the model-checking tests.
+/// future, polling its drivers after its lock, finds the flag set. Generic over its mutex:
+/// std's, or loom's in the model-checking tests.
 pub(in crate::engine) struct CancelWake<S: SyncFamily = StdSync> {
-    woken: S::Mutex<RunWaker<S>>,
-}
-
-/// What [`CancelWake`] holds: the run's waker once `made`; before, a spare one, if any.
-struct RunWaker<S: SyncFamily> {
-    woken: Option<Arc<Woken<S>>>,
-    made: bool,
+    woken: S::Mutex<Option<Arc<Woken<S>>>>,
 }
 
 impl<S: SyncFamily> CancelWake<S> {
-    /// No waker yet, and `spare` to make it of, if any; allocates nothing.
-    pub(in crate::engine) fn new(spare: Option<Arc<Woken<S>>>) -> Self {
+    /// No waker yet; allocates nothing.
+    pub(in crate::engine) fn new() -> Self {
         CancelWake {
-            woken: Exclusive::new(RunWaker {
-                woken: spare,
-                made: false,
-            }),
+            woken: Exclusive::new(None),
         }
     }
 
-    /// Makes the run's waker for its joined drivers, for the task of `task`, of the spare
-    /// one if there is one: a cancel wakes it from now on. Called once, by the future,
-    /// before it polls the first driver.
-    pub(in crate::engine) fn make(&self, task: &Waker) -> Arc<Woken<S>> {
-        self.woken.with(|RunWaker { woken, made }| {
-            debug_assert!(!*made, "the run's waker is made once");
-            *made = true;
-            match woken {
-                Some(spare) => {
-                    spare.begin_polling(task);
-                    Arc::clone(spare)
-                }
-                None => Arc::clone(woken.insert(Woken::polling(task))),
+    /// Makes the run's waker for its joined drivers, for the task of `task`, of the unused
+    /// one `spare()` gives, if any, which an earlier run of the graph left: a cancel wakes
+    /// it from now on. Called once, by the future, before it polls the first driver.
+    pub(in crate::engine) fn make(
+        &self,
+        task: &Waker,
+        spare: impl FnOnce() -> Option<Arc<Woken<S>>>,
+    ) -> Arc<Woken<S>> {
+        let woken = match spare() {
+            Some(spare) => {
+                spare.begin_polling(task);
+                spare
             }
-        })
+            None => Woken::polling(task),
+        };
+        self.woken.with(|kept| {
+            debug_assert!(kept.is_none(), "the run's waker is made once");
+            *kept = Some(Arc::clone(&woken));
+        });
+        woken
     }
 
     /// The run's cancel flag was set: wakes the run's waker for its joined drivers, if made.
     pub(in crate::engine) fn cancelled(&self) {
-        let woken = self
-            .woken
-            .with(|RunWaker { woken, made }| woken.as_ref().filter(|_| *made).map(Arc::clone));
-        if let Some(woken) = woken {
+        if let Some(woken) = self.woken.with(|kept| kept.clone()) {
             woken.notify();
         }
     }
 
-    /// The waker, made unused, for a later run of the graph, if nothing else holds it: the
-    /// run's future and its drivers are dropped, and no waker made of it is kept anywhere.
+    /// The waker, if made, made unused for a later run of the graph, if nothing else holds
+    /// it: the run's future and its drivers are dropped, and no waker made of it is kept
+    /// anywhere.
     pub(in crate::engine) fn spare(&mut self) -> Option<Arc<Woken<S>>> {
-        let woken = self.woken.with(|run| run.woken.take())?;
-        Woken::spare(woken)
+        Woken::spare(self.woken.get_mut().take()?)
     }
 }
 

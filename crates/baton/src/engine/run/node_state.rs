@@ -11,9 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 
 use futures_util::task::AtomicWaker;
 
-use super::joined::SpareWaker;
 use crate::engine::ready::ReadyQueue;
-use crate::policy::deadline::KeptTimer;
 use crate::report::Settled;
 use crate::util::once::WriteOnce;
 use crate::util::value::Value;
@@ -256,21 +254,16 @@ impl Slot {
     }
 }
 
-/// The per-run arrays of one run: node states, slots, values, ready-queue slots; and the
-/// allocations of its joined drivers' waker and of its timer floor.
+/// The per-run arrays of one run: node states, slots, values, ready-queue slots.
 ///
-/// The graph keeps those of its ended runs for its next runs, cleared so that no value,
-/// record, task's waker or timer survives its run; see `graph/spare.rs`.
+/// The graph keeps those of its ended runs for its next runs, cleared so that no value or
+/// record survives its run; see `graph/spare.rs`.
 #[derive(Debug)]
 pub(in crate::engine) struct RunBuffers {
     pub(in crate::engine) nodes: Box<[NodeState]>,
     pub(in crate::engine) slots: Box<[Slot]>,
     pub(in crate::engine) values: Box<[WriteOnce<Value>]>,
     pub(in crate::engine) queue: Box<[AtomicU32]>,
-    /// The waker an inline run polls its joined drivers with, unused, if a run left one.
-    pub(in crate::engine) woken: Option<SpareWaker>,
-    /// The box of the run's timer floor, with no timer, if a run made one.
-    pub(in crate::engine) floor: KeptTimer,
 }
 
 impl RunBuffers {
@@ -286,8 +279,6 @@ impl RunBuffers {
             slots: (0..n).map(|_| Slot::EMPTY).collect(),
             values: (0..n).map(|_| WriteOnce::new()).collect(),
             queue: ReadyQueue::slots(n),
-            woken: None,
-            floor: KeptTimer::new(),
         }
     }
 

@@ -31,12 +31,13 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::task::Waker;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::core::{PREFETCH_MIN_NODES, RunCore};
-use super::joined::Inbox;
+use super::core::{Leftovers, PREFETCH_MIN_NODES, RunCore};
+use super::joined::{Inbox, Passes, SpareWaker};
 use super::nested_run::Nesting;
 use super::node_state::RunBuffers;
 use super::options::FailureMode;
@@ -50,6 +51,7 @@ use crate::observe::Event;
 use crate::onion::ResolvedPolicies;
 use crate::onion::reload;
 use crate::orchestrator::{InFlight, deliver};
+use crate::policy::deadline::TimerHook;
 use crate::report::{CompensationRecord, Detail, NodeReport, Outcome, Record, RunRecords, Settled};
 use crate::util::value::Value;
 
@@ -467,14 +469,62 @@ impl<I> RunState<I> {
 }
 
 impl<I> Drop for RunState<I> {
-    /// Hands the run's per-run arrays, cleared, to the graph's next run.
+    /// Hands the run's per-run arrays, cleared, to the graph's next run, and its timer
+    /// floor's box and joined drivers' waker, emptied, to later runs.
     fn drop(&mut self) {
         if self.core.len() == 0 {
             return;
         }
+        let Leftovers { floor, woken } = self.core.leftovers();
         let (mut buffers, home) = self.core.take_buffers();
         buffers.clear();
         self.graph.spare.put(home, buffers);
+        if let Some(floor) = floor {
+            self.graph.spare.keep_timer(home, floor);
+        }
+        if let Some(woken) = woken {
+            self.graph.spare.keep_waker(home, woken);
+        }
+    }
+}
+
+impl<I: Send + Sync + 'static> RunState<I> {
+    /// [`RunCore::floor_timers`], the floor made in a timer's box the graph kept, if any.
+    pub(in crate::engine) fn floor_timers(&self, until: Instant, time: impl FnOnce() -> Duration) {
+        let home = self.core.home();
+        self.core
+            .floor_timers(until, time, || self.graph.spare.take_timer(home));
+    }
+}
+
+impl<I: Send + Sync + 'static> Passes for RunState<I> {
+    #[inline]
+    fn again(&self) -> bool {
+        self.core.again()
+    }
+
+    #[inline]
+    fn over(&self) {
+        self.core.over();
+    }
+
+    /// Made of a waker the graph kept, if any.
+    fn woken(&self, task: &Waker) -> SpareWaker {
+        let home = self.core.home();
+        self.core
+            .make_woken(task, || self.graph.spare.take_waker(home))
+    }
+
+    #[inline]
+    fn cancelled(&self) -> bool {
+        self.core.is_cancelled()
+    }
+}
+
+impl<I: Send + Sync + 'static> TimerHook for RunState<I> {
+    fn timer_made(&self, until: Instant) {
+        // The policy path's attempt started no later than its timer is made.
+        self.floor_timers(until, || until.saturating_duration_since(Instant::now()));
     }
 }
 

@@ -180,7 +180,6 @@ impl KeptTimer {
     }
 
     /// Whether its allocation is made.
-    #[cfg(test)]
     pub(crate) fn is_made(&self) -> bool {
         self.0.is_some()
     }

@@ -525,7 +525,7 @@ fn a_cancel_racing_the_first_driver_s_join_reaches_it() {
                 with_spare,
                 "a waker no one holds is a spare"
             );
-            let cancel = Arc::new(CancelWake::<LoomSync>::new(spare));
+            let cancel = Arc::new(CancelWake::<LoomSync>::new());
             let flag = Arc::new(AtomicBool::new(false));
             let canceller = {
                 let (cancel, flag) = (Arc::clone(&cancel), Arc::clone(&flag));
@@ -535,7 +535,7 @@ fn a_cancel_racing_the_first_driver_s_join_reaches_it() {
                 })
             };
             let task = task();
-            let woken = cancel.make(&Waker::from(std::sync::Arc::clone(&task)));
+            let woken = cancel.make(&Waker::from(std::sync::Arc::clone(&task)), || spare);
             let seen = flag.load(Relaxed);
             let quiet = woken.end_pass();
             canceller.join().unwrap();

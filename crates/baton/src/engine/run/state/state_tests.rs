@@ -96,40 +96,45 @@ fn waiting_policy_attempts_set_the_timer_floor_on_several_workers() {
     assert!(!sets_a_floor(&waiting_graph(true), 1), "one worker");
 }
 
-/// A run gives the graph the box of its timer floor, with no timer in it, and its joined
-/// drivers' waker, unused and holding no task, with its arrays; the next run makes its
-/// floor and its waker of them, and sets its floor at its own cut, not the last run's.
+/// A run leaves the graph the boxes of its timers, its driver's and its floor's, with no
+/// timer in them, and its joined drivers' waker, unused and holding no task; the next run
+/// makes its timers and its waker of them, and sets its floor at its own cut, not the last
+/// run's. A driver leaves its box when it ends; the run, its floor's and its waker when its
+/// state is dropped.
 #[test]
-fn a_run_hands_its_floor_and_waker_to_the_next_run_empty() {
+fn a_run_leaves_its_timers_and_waker_to_the_next_run_empty() {
     let graph = waiting_graph(false);
-    let home = graph.inner.spare.home();
+    let spare = &graph.inner.spare;
+    let home = spare.home();
+    let timers = || std::iter::from_fn(|| spare.take_timer(home)).collect::<Vec<_>>();
     let first = run_on(&graph, 2);
     let first_floor = first.core.timer_floor().expect("the first run's floor").0;
     drop(first);
-    let kept = graph
-        .inner
-        .spare
-        .take(home)
-        .expect("the first run's arrays");
-    assert!(kept.floor.is_made(), "the floor's box is kept");
-    assert!(kept.floor.get().is_none(), "with no timer in it");
-    let woken = kept
-        .woken
-        .as_ref()
-        .expect("the joined drivers' waker is kept");
+    let kept = timers();
+    assert_eq!(kept.len(), 2, "the driver's timer's box and the floor's");
+    assert!(
+        kept.iter().all(|t| t.is_made() && t.get().is_none()),
+        "no timer in them"
+    );
+    let woken = spare.take_waker(home).expect("the waker is kept");
     assert!(woken.is_unused(), "unused, holding no task");
-    graph.inner.spare.put(home, kept);
+    for timer in kept {
+        spare.keep_timer(home, timer);
+    }
+    spare.keep_waker(home, woken);
     std::thread::sleep(Duration::from_millis(2));
     let second = run_on(&graph, 2);
+    assert_eq!(
+        timers().len(),
+        1,
+        "the second run's driver left its box; the run holds the floor's"
+    );
+    assert!(spare.take_waker(home).is_none(), "and the waker");
     let second_floor = second.core.timer_floor().expect("the second run's floor").0;
     assert!(second_floor > first_floor, "set at the second run's cut");
     drop(second);
-    let kept = graph
-        .inner
-        .spare
-        .take(home)
-        .expect("the second run's arrays");
-    assert!(kept.floor.is_made() && kept.woken.is_some(), "kept again");
+    assert_eq!(timers().len(), 1, "the floor's box is kept again");
+    assert!(spare.take_waker(home).is_some(), "and the waker");
 }
 
 /// A chain of two nodes with `timeout`, `a` then `b`, each waiting by yielding twice, `a`
