@@ -23,7 +23,7 @@
 //!
 //! What a graph keeps while idle is only the arrays, about 130 bytes per node per set, the
 //! attempt boxes, at most 256 KiB a stripe, and the timers' boxes and wakers, at most some
-//! 5 KiB a stripe; no value or record, since those are dropped when the run ends, no
+//! 6 KiB a stripe; no value or record, since those are dropped when the run ends, no
 //! timer and no task's waker, and nothing a kept box's attempt held, since it ended. A
 //! graph keeps
 //! no more sets than it had runs at once. That is at most 512 KiB of arrays for a small
@@ -69,8 +69,9 @@ const STRIPE_TIMERS: usize = 32;
 /// The most unused wakers for runs' joined drivers a stripe keeps.
 const STRIPE_WAKERS: usize = 32;
 
-/// One stripe of a graph's spares: sets of run arrays, attempt boxes, and the boxes of
-/// drivers' timers, with no timer in them.
+/// One stripe of a graph's spares: sets of run arrays, attempt boxes, the boxes of timers
+/// (drivers' and runs' floors) with no timer in them, and unused wakers for runs' joined
+/// drivers.
 #[derive(Debug)]
 struct Stripe {
     sets: TryCell<Vec<RunBuffers>>,
@@ -139,8 +140,9 @@ impl Spares {
         self.stripes.get(home)?.0.timers.try_with(Vec::pop)?
     }
 
-    /// Keeps the box of a driver's `timer` in stripe `home`, for a later driver's, after
-    /// dropping the timer, which takes it out of tokio's wheel. A timer never made, or one
+    /// Keeps the box of a driver's or a run's floor's `timer` in stripe `home`, for a later
+    /// driver's timer or run's floor, after dropping the timer, which takes it out of
+    /// tokio's wheel. A timer never made, or one
     /// the stripe has no room or no turn for, is dropped, outside the stripe.
     pub(in crate::engine) fn keep_timer(&self, home: usize, mut timer: KeptTimer) {
         let Some(stripe) = self.stripes.get(home) else {

@@ -69,7 +69,6 @@ enum Phase {
 /// Polling it again after it is ready returns the same result again.
 #[must_use = "a run does nothing until it is awaited"]
 pub struct Run<I: Send + Sync + 'static> {
-    pub(in crate::engine) state: Arc<RunState<I>>,
     phase: Phase,
     /// Its span has no parent; see [`RunOptions::detached_span`].
     detached_span: bool,
@@ -85,6 +84,10 @@ pub struct Run<I: Send + Sync + 'static> {
     registered: Option<Waker>,
     /// The task this future was last found polled in on the run's own runtime, if any.
     home: Option<tokio::task::Id>,
+    /// Declared last, so dropped last: the drivers and the run's waker go first, while
+    /// this reference keeps the state alive, and a state dropped with this future then
+    /// finds the waker held by no one and leaves it to later runs.
+    pub(in crate::engine) state: Arc<RunState<I>>,
 }
 
 impl<I: Send + Sync + 'static> fmt::Debug for Run<I> {

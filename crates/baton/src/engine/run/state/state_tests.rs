@@ -137,6 +137,47 @@ fn a_run_leaves_its_timers_and_waker_to_the_next_run_empty() {
     assert!(spare.take_waker(home).is_some(), "and the waker");
 }
 
+/// A run cancelled, or dropped, while its nodes wait leaves its joined drivers' waker to
+/// later runs too: its future drops its drivers and its waker before its own reference to
+/// the run's state, which the state, dropped with it, would otherwise find still held.
+#[test]
+fn a_cancelled_or_dropped_run_leaves_its_waker() {
+    let mut g = Graph::<()>::builder();
+    for name in ["a", "b", "c"] {
+        let _: Node<()> = g.node(name).task(|_ctx, ()| async {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            Ok::<_, BoxError>(())
+        });
+    }
+    let graph = g.build().expect("a valid graph");
+    let spare = &graph.inner.spare;
+    let home = spare.home();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let mut run = Box::pin(graph.run(()));
+        assert!(futures_util::poll!(&mut run).is_pending(), "the nodes wait");
+        run.canceller().cancel();
+        let _ = run.await;
+    });
+    assert!(
+        spare.take_waker(home).is_some(),
+        "a cancelled run leaves its waker"
+    );
+    rt.block_on(async {
+        let mut run = Box::pin(graph.run(()));
+        assert!(futures_util::poll!(&mut run).is_pending(), "the nodes wait");
+        drop(run);
+    });
+    assert!(
+        spare.take_waker(home).is_some(),
+        "a dropped run leaves its waker"
+    );
+}
+
 /// A chain of two nodes with `timeout`, `a` then `b`, each waiting by yielding twice, `a`
 /// also sleeping `a_sleeps` between, run on two workers: the floor's instant, and `a`'s
 /// and `b`'s cuts, from the run's origin.
