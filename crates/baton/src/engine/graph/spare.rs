@@ -123,15 +123,7 @@ impl Spares {
         let Some(stripe) = self.stripes.get(home) else {
             return;
         };
-        let per_stripe = self.per_stripe;
-        let refused = stripe.0.sets.try_with(|sets| {
-            if sets.len() < per_stripe {
-                sets.push(buffers);
-                return None;
-            }
-            Some(buffers)
-        });
-        drop(refused);
+        keep_in(&stripe.0.sets, self.per_stripe, buffers);
     }
 
     /// A timer's box of stripe `home`'s, with no timer in it, if it has one and no other
@@ -142,8 +134,8 @@ impl Spares {
 
     /// Keeps the box of a driver's or a run's floor's `timer` in stripe `home`, for a later
     /// driver's timer or run's floor, after dropping the timer, which takes it out of
-    /// tokio's wheel. A timer never made, or one
-    /// the stripe has no room or no turn for, is dropped, outside the stripe.
+    /// tokio's wheel. A timer never made, or one the stripe has no room or no turn for, is
+    /// dropped, outside the stripe.
     pub(in crate::engine) fn keep_timer(&self, home: usize, mut timer: KeptTimer) {
         let Some(stripe) = self.stripes.get(home) else {
             return;
@@ -152,14 +144,7 @@ impl Spares {
             return;
         }
         timer.clear();
-        let refused = stripe.0.timers.try_with(|timers| {
-            if timers.len() < STRIPE_TIMERS {
-                timers.push(timer);
-                return None;
-            }
-            Some(timer)
-        });
-        drop(refused);
+        keep_in(&stripe.0.timers, STRIPE_TIMERS, timer);
     }
 
     /// An unused waker for a run's joined drivers, of stripe `home`'s, if it has one and no
@@ -172,17 +157,9 @@ impl Spares {
     /// run's joined drivers; dropped, outside the stripe, when the stripe has no room or no
     /// turn for it.
     pub(in crate::engine) fn keep_waker(&self, home: usize, woken: SpareWaker) {
-        let Some(stripe) = self.stripes.get(home) else {
-            return;
-        };
-        let refused = stripe.0.wakers.try_with(|wakers| {
-            if wakers.len() < STRIPE_WAKERS {
-                wakers.push(woken);
-                return None;
-            }
-            Some(woken)
-        });
-        drop(refused);
+        if let Some(stripe) = self.stripes.get(home) {
+            keep_in(&stripe.0.wakers, STRIPE_WAKERS, woken);
+        }
     }
 
     /// The attempt boxes kept in stripe `home`, for its runs' attempts and from them.
@@ -190,6 +167,19 @@ impl Spares {
     pub(in crate::engine) fn attempts(&self, home: usize) -> Option<&KeptAttempts> {
         Some(&self.stripes.get(home)?.0.attempts)
     }
+}
+
+/// Pushes `item` on the list in `cell` if it holds fewer than `max` and no one else holds
+/// the cell now; drops it otherwise, outside the cell.
+fn keep_in<T>(cell: &TryCell<Vec<T>>, max: usize, item: T) {
+    let refused = cell.try_with(|items| {
+        if items.len() < max {
+            items.push(item);
+            return None;
+        }
+        Some(item)
+    });
+    drop(refused);
 }
 
 #[cfg(test)]
