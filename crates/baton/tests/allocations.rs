@@ -97,6 +97,17 @@ fn waiting_order() -> Graph<()> {
     g.build().expect("valid")
 }
 
+/// A runtime of `workers` worker threads; current-thread for 0.
+fn runtime(workers: usize) -> tokio::runtime::Runtime {
+    match workers {
+        0 => tokio::runtime::Builder::new_current_thread().build(),
+        n => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .build(),
+    }
+    .expect("runtime")
+}
+
 /// What a run of `graph` allocates on a current-thread runtime: allocations and bytes, as
 /// most of 1 000 runs after 100 allocate. The most frequent count, not the mean: the
 /// runtime now and then grows a buffer of its own during a run (a few 40-byte
@@ -310,13 +321,7 @@ fn an_attempt_is_dropped_when_it_ends_not_when_its_box_is_reused() {
         (2, StartMode::Inline),
         (2, StartMode::Spread),
     ] {
-        let rt = match workers {
-            0 => tokio::runtime::Builder::new_current_thread().build(),
-            n => tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(n)
-                .build(),
-        }
-        .expect("runtime");
+        let rt = runtime(workers);
         let dropped = Arc::new(AtomicBool::new(false));
         let mut g = Graph::<()>::builder();
         let flag = Arc::clone(&dropped);
@@ -468,13 +473,7 @@ fn a_kept_box_holds_nothing_of_its_run() {
     });
     let graph = g.build().expect("valid");
     for workers in [0, 2] {
-        let rt = match workers {
-            0 => tokio::runtime::Builder::new_current_thread().build(),
-            n => tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(n)
-                .build(),
-        }
-        .expect("runtime");
+        let rt = runtime(workers);
         rt.block_on(async {
             for way in ["cancel", "drop", "abort"] {
                 dropped.store(false, Ordering::SeqCst);
