@@ -239,9 +239,11 @@ impl<I: Send + Sync + 'static> Driver<I> {
         ControlFlow::Break(poll)
     }
 
-    /// Begins the current node, if tokio's coop budget lets it: every node started spends
-    /// a unit of the task's budget, so a long chain or a long queue yields its worker now
-    /// and then to timers, I/O and other tasks, as tokio's own resources do.
+    /// Begins the current node, if its budget lets it: every node started spends a unit of
+    /// the task's coop budget, so a long chain or a long queue yields its worker now and
+    /// then to timers, I/O and other tasks, as tokio's own resources do; or, started in a
+    /// pass after the first of the run future's poll, a unit of the passes' budget
+    /// (`REPOLL_MAX` in `run/joined.rs`).
     fn step_begin(&mut self, cx: &mut Context<'_>) -> Step {
         // A run that spread starts no node in the task that awaits it.
         if self.joined && !self.run.core.is_local() {
@@ -249,25 +251,14 @@ impl<I: Send + Sync + 'static> Driver<I> {
             self.hand_off(true);
             return ControlFlow::Break(Poll::Ready(()));
         }
-        match tokio::task::coop::poll_proceed(cx) {
-            Poll::Ready(coop) if self.in_run() && self.inline == INLINE_MAX => {
-                drop(coop); // (not spent: the node starts later, or elsewhere)
+        if self.in_run() && self.run.core.passes().is_repolling() {
+            if self.inline == INLINE_MAX || !self.run.core.passes().start_in_repoll() {
                 self.start = None;
                 return self.out_of_budget(cx);
             }
-            Poll::Ready(coop) => {
-                coop.made_progress();
-                self.inline += u8::from(self.in_run());
-            }
-            Poll::Pending => {
-                // Time passes before the node starts: its start is read afresh.
-                self.start = None;
-                if self.in_run() {
-                    return self.out_of_budget(cx);
-                }
-                self.take_turns();
-                return ControlFlow::Break(Poll::Pending);
-            }
+            self.inline += 1;
+        } else if let Some(step) = self.spend_coop(cx) {
+            return step;
         }
         if self.run.core.is_cancelled() {
             self.cancelled(false);
@@ -275,6 +266,33 @@ impl<I: Send + Sync + 'static> Driver<I> {
             self.begin();
         }
         ControlFlow::Continue(())
+    }
+
+    /// Spends a unit of the task's coop budget on the node to start, or, with none left or
+    /// [`INLINE_MAX`] started, returns what the driver does instead.
+    #[inline(always)]
+    fn spend_coop(&mut self, cx: &mut Context<'_>) -> Option<Step> {
+        match tokio::task::coop::poll_proceed(cx) {
+            Poll::Ready(coop) if self.in_run() && self.inline == INLINE_MAX => {
+                drop(coop); // (not spent: the node starts later, or elsewhere)
+                self.start = None;
+                Some(self.out_of_budget(cx))
+            }
+            Poll::Ready(coop) => {
+                coop.made_progress();
+                self.inline += u8::from(self.in_run());
+                None
+            }
+            Poll::Pending => {
+                // Time passes before the node starts: its start is read afresh.
+                self.start = None;
+                if self.in_run() {
+                    return Some(self.out_of_budget(cx));
+                }
+                self.take_turns();
+                Some(ControlFlow::Break(Poll::Pending))
+            }
+        }
     }
 }
 
@@ -289,13 +307,13 @@ impl<I: Send + Sync + 'static> Driver<I> {
     /// and a local driver yields with them.
     fn out_of_budget(&mut self, cx: &mut Context<'_>) -> Step {
         let core = &self.run.core;
-        let spread = !core.is_local() || (core.several_workers() && !core.is_repolling());
+        let spread = !core.is_local() || (core.several_workers() && !core.passes().is_repolling());
         if self.embedded || spread {
             self.hand_off(spread);
             return ControlFlow::Break(Poll::Ready(()));
         }
         self.take_turns();
-        self.run.core.give_turn_back();
+        self.run.core.passes().give_turn_back();
         // A spent budget woke the task already; a driver that started `INLINE_MAX` wakes it.
         cx.waker().wake_by_ref();
         ControlFlow::Break(Poll::Pending)

@@ -17,6 +17,7 @@ use super::admission::Admission;
 use super::joined::{CancelWake, Passes, SpareWaker};
 use super::node_state::{NodeState, RunBuffers, Slot};
 use super::options::FailureMode;
+use super::passes::PassBudget;
 use crate::engine::ready::ReadyQueue;
 use crate::engine::task::tokens::Tokens;
 use crate::error::CancelReason;
@@ -80,13 +81,9 @@ pub(crate) struct RunCore {
     /// [`spread`](Self::spread), never set again. Written and read only by code the run's
     /// future polls until then, hence `Relaxed`.
     local: AtomicBool,
-    /// The run's future is polling its drivers again, in passes after the first of its
-    /// poll: a spent budget there gives the task's turn back and spreads nothing. Written
-    /// and read only by code that future polls, hence `Relaxed`, as `turn_given_back`.
-    repolling: AtomicBool,
-    /// A driver the run's future polls gave the task's turn back in this poll: no other
-    /// pass follows.
-    turn_given_back: AtomicBool,
+    /// Where the run's future is in its poll's passes over its drivers, and what the passes
+    /// after the first have spent.
+    passes: PassBudget,
     /// How many drivers at most drain the ready queue: the runtime's worker threads, or one
     /// while an inline run is driven by its future. Read with `Relaxed`: the ready queue's
     /// protocol holds for any count of one or more, and a driver that reads one after it
@@ -151,8 +148,7 @@ impl RunCore {
             mode,
             inline,
             local: AtomicBool::new(inline),
-            repolling: AtomicBool::new(false),
-            turn_given_back: AtomicBool::new(false),
+            passes: PassBudget::new(),
             drivers: AtomicUsize::new(1),
             prefetch,
             home,
@@ -330,16 +326,10 @@ impl RunCore {
         self.local.load(Ordering::Relaxed)
     }
 
-    /// A driver the run's future polls gives the task's turn back: its budget is spent.
+    /// Where the run's future is in its poll's passes over its drivers.
     #[inline]
-    pub(in crate::engine) fn give_turn_back(&self) {
-        self.turn_given_back.store(true, Ordering::Relaxed);
-    }
-
-    /// Whether the run's future is in a pass after the first of its poll.
-    #[inline]
-    pub(in crate::engine) fn is_repolling(&self) -> bool {
-        self.repolling.load(Ordering::Relaxed)
+    pub(in crate::engine) fn passes(&self) -> &PassBudget {
+        &self.passes
     }
 
     /// Whether the run's runtime has more than one worker thread: while one runs the run's
@@ -564,17 +554,12 @@ impl RunCore {
 impl Passes for RunCore {
     #[inline]
     fn again(&self) -> bool {
-        if self.turn_given_back.load(Ordering::Relaxed) {
-            return false;
-        }
-        self.repolling.store(true, Ordering::Relaxed);
-        true
+        self.passes.again()
     }
 
     #[inline]
     fn over(&self) {
-        self.repolling.store(false, Ordering::Relaxed);
-        self.turn_given_back.store(false, Ordering::Relaxed);
+        self.passes.over();
     }
 
     #[inline]

@@ -13,8 +13,9 @@
 //! the future polls its drivers, as one whose I/O was ready at once, wakes no task. The
 //! future polls its drivers again in the same poll, pass after pass, while a pass was woken,
 //! tokio's coop budget lasts, no driver gave the task's turn back (it started its most
-//! nodes for one poll) and at most [`REPOLL_MAX`] polls of drivers were spent on passes
-//! after the first; then it wakes its task and returns. See `joined/woken.rs`.
+//! nodes for one poll) and the passes' budget lasts: at most [`REPOLL_MAX`] polls of
+//! drivers, and as many nodes started, in passes after the first; then it wakes its task
+//! and returns. See `joined/woken.rs` and `passes.rs`.
 //!
 //! A driver spawned while the run is local goes to the run's [`Inbox`] first. Only code
 //! that the run's future polls spawns while the run is local: its drivers, in this poll. So
@@ -45,10 +46,14 @@ pub(in crate::engine) use woken::Woken;
 /// woken.
 pub(super) const POLLED_TOGETHER: usize = 8;
 
-/// The most polls of drivers one poll of the run's future spends on passes after its
-/// first, as tokio's coop budget bounds a task's work per poll: drivers that wake
-/// themselves without spending that budget still give the task's turn back.
-pub(super) const REPOLL_MAX: usize = 128;
+/// The budget of the passes after the first of one poll of the run's future: at most this
+/// many polls of drivers, and as many nodes started (`RunCore::start_in_repoll`), as
+/// tokio's coop budget bounds a task's work per poll. Nodes started there spend no unit of
+/// tokio's budget: on several workers, each turn a task gives back wakes an idle worker to
+/// look for it, so a budget eight times tokio's gives a run that many fewer such wake-ups.
+/// Drivers that wake themselves without spending tokio's budget still give the task's turn
+/// back, and a node's own I/O still spends tokio's budget.
+pub(in crate::engine) const REPOLL_MAX: usize = 1024;
 
 /// What the run's future tells its run of its passes, and asks it. Generic over the
 /// primitives of the run's waker, as [`Joined`] is.

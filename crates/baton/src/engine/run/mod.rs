@@ -15,6 +15,7 @@ pub(super) mod joined;
 pub(super) mod nested_run;
 pub(super) mod node_state;
 pub(super) mod options;
+pub(super) mod passes;
 pub(super) mod prefetch_sites;
 pub(super) mod start;
 pub(super) mod state;

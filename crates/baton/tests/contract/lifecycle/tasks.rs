@@ -407,14 +407,65 @@ fn inline_nodes_woken_during_the_run_s_poll_are_polled_again_in_it() {
 }
 
 /// A node that wakes itself at every poll does not hold the run's task: its future
-/// polls again at most a budget of times, then gives the task's turn back, and the run
-/// goes on at its next poll.
+/// polls again at most a budget of times (1 024 polls after the first pass), then gives
+/// the task's turn back, and the run goes on at its next poll.
 #[tokio::test]
 async fn inline_a_node_that_keeps_waking_itself_gets_the_task_s_turn_given_back() {
     let seen: Seen = Arc::default();
     let graph = self_waking(1, 0, 10_000, &seen);
     let (polls, _) = polls_of_the_awaiting_task(graph).await;
-    assert!(polls > 10_000 / 256, "{polls} polls of the awaiting task");
+    assert!(
+        polls >= 10_000 / 1_025,
+        "{polls} polls of the awaiting task"
+    );
+}
+
+/// Nodes started in passes after the first spend the passes' budget, not tokio's coop
+/// budget: twenty roots that each wake themselves once, each followed by a chain of 100
+/// nodes that end at once, start their 2 000 chained nodes in two polls of the awaiting
+/// task, at most 1 024 in the first (in one poll each, tokio's budget of 128 would have
+/// taken sixteen).
+#[tokio::test]
+async fn inline_nodes_started_in_passes_after_the_first_spend_the_passes_budget() {
+    let polls = Arc::new(AtomicUsize::new(0));
+    let mut g = Graph::<()>::builder();
+    let started_in = Arc::new(Mutex::new(Vec::new()));
+    for r in 0..20 {
+        let mut wakes = 3;
+        let mut up = g.node(format!("root{r}")).task(move |_ctx, ()| {
+            std::future::poll_fn(move |cx| {
+                if wakes == 0 {
+                    return std::task::Poll::Ready(Ok::<_, BoxError>(()));
+                }
+                wakes -= 1;
+                cx.waker().wake_by_ref();
+                std::task::Poll::Pending
+            })
+        });
+        for i in 0..100 {
+            let (polls, started_in) = (Arc::clone(&polls), Arc::clone(&started_in));
+            up = g.node(format!("r{r}n{i}")).after(up).task(move |_ctx, _| {
+                started_in
+                    .lock()
+                    .unwrap()
+                    .push(polls.load(Ordering::SeqCst));
+                async { Ok::<_, BoxError>(()) }
+            });
+        }
+    }
+    let mut run = Box::pin(g.build().expect("valid").run(()));
+    let counted = Arc::clone(&polls);
+    std::future::poll_fn(move |cx| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        run.as_mut().poll(cx)
+    })
+    .await
+    .expect("run");
+    let started_in = started_in.lock().unwrap();
+    let in_first = started_in.iter().filter(|p| **p == 1).count();
+    assert_eq!(started_in.len(), 2_000);
+    assert_eq!(in_first, 1_024, "nodes started in the first poll");
+    assert_eq!(polls.load(Ordering::SeqCst), 2);
 }
 
 /// The spread rule counts the nodes a poll of the run's future starts in its first pass
