@@ -242,8 +242,8 @@ impl<I: Send + Sync + 'static> Driver<I> {
     /// Begins the current node, if its budget lets it: every node started spends a unit of
     /// the task's coop budget, so a long chain or a long queue yields its worker now and
     /// then to timers, I/O and other tasks, as tokio's own resources do; or, started in a
-    /// pass after the first of the run future's poll, a unit of the passes' budget
-    /// (`REPOLL_MAX` in `run/joined.rs`).
+    /// pass after the first of the run future's poll, a unit of the passes' budget, and
+    /// one of the task's for every eight such starts (`run/passes.rs`).
     fn step_begin(&mut self, cx: &mut Context<'_>) -> Step {
         // A run that spread starts no node in the task that awaits it.
         if self.joined && !self.run.core.is_local() {
@@ -252,7 +252,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
             return ControlFlow::Break(Poll::Ready(()));
         }
         if self.in_run() && self.run.core.passes().is_repolling() {
-            if self.inline == INLINE_MAX || !self.run.core.passes().start_in_repoll() {
+            if self.inline == INLINE_MAX || !self.run.core.passes().start_in_repoll(cx) {
                 self.start = None;
                 return self.out_of_budget(cx);
             }

@@ -13,9 +13,10 @@
 //! the future polls its drivers, as one whose I/O was ready at once, wakes no task. The
 //! future polls its drivers again in the same poll, pass after pass, while a pass was woken,
 //! tokio's coop budget lasts, no driver gave the task's turn back (it started its most
-//! nodes for one poll) and the passes' budget lasts: at most [`REPOLL_MAX`] polls of
-//! drivers, and as many nodes started, in passes after the first; then it wakes its task
-//! and returns. See `joined/woken.rs` and `passes.rs`.
+//! nodes for one poll) and the passes' budget lasts: until [`REPOLL_MAX`] polls of
+//! drivers, or as many nodes started, in passes after the first, which pay tokio's budget
+//! one unit per eight; then it wakes its task and returns. See `joined/woken.rs` and
+//! `passes.rs`.
 //!
 //! A driver spawned while the run is local goes to the run's [`Inbox`] first. Only code
 //! that the run's future polls spawns while the run is local: its drivers, in this poll. So
@@ -34,6 +35,7 @@ use std::sync::Arc;
 
 use futures_util::task::waker_ref;
 
+use super::passes::pay_coop;
 use crate::util::sync::{AtomicInt, Exclusive, StdSync, SyncFamily};
 
 mod ready_set;
@@ -46,13 +48,14 @@ pub(in crate::engine) use woken::Woken;
 /// woken.
 pub(super) const POLLED_TOGETHER: usize = 8;
 
-/// The budget of the passes after the first of one poll of the run's future: at most this
-/// many polls of drivers, and as many nodes started (`RunCore::start_in_repoll`), as
-/// tokio's coop budget bounds a task's work per poll. Nodes started there spend no unit of
-/// tokio's budget: on several workers, each turn a task gives back wakes an idle worker to
-/// look for it, so a budget eight times tokio's gives a run that many fewer such wake-ups.
-/// Drivers that wake themselves without spending tokio's budget still give the task's turn
-/// back, and a node's own I/O still spends tokio's budget.
+/// The budget of the passes after the first of one poll of the run's future: polls of
+/// drivers until this many were spent, and as many nodes started
+/// (`PassBudget::start_in_repoll`), as tokio's coop budget bounds a task's work per poll.
+/// Those polls and starts spend one unit of tokio's budget per eight (`passes.rs`), not one
+/// per start: on several workers, each turn a task gives back wakes an idle worker to look
+/// for it, and work spread over many drivers gives back fewer turns. Drivers that wake
+/// themselves without spending tokio's budget still give the task's turn back, and a
+/// node's own I/O still spends tokio's budget.
 pub(in crate::engine) const REPOLL_MAX: usize = 1024;
 
 /// What the run's future tells its run of its passes, and asks it. Generic over the
@@ -234,7 +237,7 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> Joined<F, S> {
             woken.register(cx.waker());
             again = woken.begin_pass() && passes.again();
         }
-        let (mut from, mut spent) = (0, 0);
+        let (mut from, mut spent, mut paid) = (0, 0, 0);
         loop {
             if inbox.pushed.load(Ordering::Relaxed) != 0 {
                 inbox.pushed.store(0, Ordering::Relaxed);
@@ -273,7 +276,10 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> Joined<F, S> {
             if woken.end_pass() {
                 break;
             }
-            if spent >= REPOLL_MAX || !tokio::task::coop::has_budget_remaining() || !passes.again()
+            if spent >= REPOLL_MAX
+                || !pay_coop(spent, &mut paid, cx)
+                || !tokio::task::coop::has_budget_remaining()
+                || !passes.again()
             {
                 woken.give_turn_back();
                 cx.waker().wake_by_ref();

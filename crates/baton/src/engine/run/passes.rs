@@ -1,11 +1,36 @@
 //! Where an inline run's future is in one poll's passes over its drivers, and what the
 //! passes after the first have spent: read by the drivers it polls, which start nodes
-//! there on the passes' budget ([`REPOLL_MAX`]) rather than tokio's coop budget, and give
-//! the task's turn back when it is spent.
+//! there on the passes' budget ([`REPOLL_MAX`]), paying tokio's coop budget one unit per
+//! [`COOP_EVERY`] starts rather than one per start, and give the task's turn back when
+//! either is spent.
+//!
+//! The passes' budget is the run's; tokio's is the task's, shared by every run the task
+//! awaits, side by side or nested in a node: paying it at that rate keeps a task's work
+//! between two turns given back bounded, some 1 024 polls and starts, however many runs it
+//! awaits.
 
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::task::{Context, Poll};
 
 use super::joined::REPOLL_MAX;
+
+/// How many polls of drivers, or node starts, in passes after the first spend one unit of
+/// tokio's coop budget: the passes' budget, [`REPOLL_MAX`], is eight times tokio's 128.
+pub(super) const COOP_EVERY: usize = 8;
+
+/// Spends a unit of the task's coop budget for every [`COOP_EVERY`] of the `spent` polls
+/// or starts that `paid` does not cover yet, and counts them in `paid`. Returns whether the
+/// budget lasted; if not, tokio has woken the task.
+pub(super) fn pay_coop(spent: usize, paid: &mut usize, cx: &mut Context<'_>) -> bool {
+    while *paid + COOP_EVERY <= spent {
+        *paid += COOP_EVERY;
+        match tokio::task::coop::poll_proceed(cx) {
+            Poll::Ready(coop) => coop.made_progress(),
+            Poll::Pending => return false,
+        }
+    }
+    true
+}
 
 const _: () = assert!(
     REPOLL_MAX < u16::MAX as usize,
@@ -48,16 +73,18 @@ impl PassBudget {
         self.repolling.load(Ordering::Relaxed)
     }
 
-    /// A driver the run's future polls starts a node in a pass after the first: whether the
-    /// passes' budget, [`REPOLL_MAX`] nodes per poll of the future, allows it.
+    /// A driver the run's future polls, with `cx`, starts a node in a pass after the first:
+    /// whether the passes' budget, [`REPOLL_MAX`] nodes per poll of the future, allows it,
+    /// and the task's coop budget, of which every [`COOP_EVERY`]th start spends a unit.
     #[inline]
-    pub(in crate::engine) fn start_in_repoll(&self) -> bool {
-        let started = self.starts.load(Ordering::Relaxed);
-        if usize::from(started) >= REPOLL_MAX {
+    pub(in crate::engine) fn start_in_repoll(&self, cx: &mut Context<'_>) -> bool {
+        let started = usize::from(self.starts.load(Ordering::Relaxed));
+        if started >= REPOLL_MAX {
             return false;
         }
-        self.starts.store(started + 1, Ordering::Relaxed);
-        true
+        self.starts.store(started as u16 + 1, Ordering::Relaxed);
+        let mut paid = started - started % COOP_EVERY;
+        pay_coop(started + 1, &mut paid, cx)
     }
 
     /// A pass after the first is to begin: whether it may (no driver gave the task's turn

@@ -48,8 +48,9 @@ pub enum StartMode {
     /// the nodes it woke and at most eight others: up to eight waiting nodes are polled
     /// together, as `tokio::join!` polls its futures. While the run's future is not polled,
     /// its nodes make no progress. A node woken during that future's poll, its I/O ready at
-    /// once, is polled again in the same poll, which wakes no task: up to 128 such polls,
-    /// while the awaiting task's coop budget lasts; then the task's turn is given back.
+    /// once, is polled again in the same poll, which wakes no task: until 1 024 such polls,
+    /// or 1 024 nodes started by them, while the awaiting task's coop budget lasts (they
+    /// spend a unit of it per eight); then the task's turn is given back.
     ///
     /// The run uses more than one task only when it spreads: on a runtime with more than
     /// one worker, when one poll of its future would start more nodes than its budget:
