@@ -21,7 +21,14 @@ pub(super) const COOP_EVERY: usize = 8;
 /// Spends a unit of the task's coop budget for every [`COOP_EVERY`] of the `spent` polls
 /// or starts that `paid` does not cover yet, and counts them in `paid`. Returns whether the
 /// budget lasted; if not, tokio has woken the task.
+#[inline]
 pub(super) fn pay_coop(spent: usize, paid: &mut usize, cx: &mut Context<'_>) -> bool {
+    spent < *paid + COOP_EVERY || pay_coop_due(spent, paid, cx)
+}
+
+/// [`pay_coop`] with at least a unit due.
+#[inline(never)]
+fn pay_coop_due(spent: usize, paid: &mut usize, cx: &mut Context<'_>) -> bool {
     while *paid + COOP_EVERY <= spent {
         *paid += COOP_EVERY;
         match tokio::task::coop::poll_proceed(cx) {
