@@ -44,9 +44,10 @@ enum Phase {
 /// again when it is woken, and the run spawns no task unless it spreads. It spreads on
 /// several workers, when one poll would start more nodes than its budget: see
 /// `StartMode::Inline`. Each node spends a unit of the awaiting task's coop budget, tokio's
-/// `coop`, as a spawned driver's would, or an eighth of one when started as the run polls
-/// again nodes woken during its poll (see `StartMode::Inline`). Starting a run spends a unit too: a run that finds
-/// none left yields before it starts. A node sees the awaiting task's task-locals and
+/// `coop`, as a spawned driver's would; when it starts as the run polls again nodes woken
+/// during its poll, an eighth of one, as does each of those polls (see
+/// `StartMode::Inline`). Starting a run spends a unit too: a run that finds none left
+/// yields before it starts. A node sees the awaiting task's task-locals and
 /// current `LocalSet`; it should not rely on either. A run that spreads, with
 /// [`StartMode::Spread`](crate::run::StartMode::Spread), on a runtime with more workers
 /// runs every node in tasks of its own instead, so a node that computes never holds up the

@@ -276,8 +276,9 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> Joined<F, S> {
             if woken.end_pass() {
                 break;
             }
-            if spent >= REPOLL_MAX
-                || !pay_coop(spent, &mut paid, cx)
+            // The pass is paid for before the budget is looked at: one can cross it.
+            if !pay_coop(spent, &mut paid, cx)
+                || spent >= REPOLL_MAX
                 || !tokio::task::coop::has_budget_remaining()
                 || !passes.again()
             {

@@ -1,13 +1,16 @@
 //! Where an inline run's future is in one poll's passes over its drivers, and what the
 //! passes after the first have spent: read by the drivers it polls, which start nodes
 //! there on the passes' budget ([`REPOLL_MAX`]), paying tokio's coop budget one unit per
-//! [`COOP_EVERY`] starts rather than one per start, and give the task's turn back when
-//! either is spent.
+//! [`COOP_EVERY`] starts, before them, rather than one per start, and give the task's turn
+//! back when either is spent. The future pays for its polls of drivers in those passes at
+//! the same rate, at the end of each pass.
 //!
 //! The passes' budget is the run's; tokio's is the task's, shared by every run the task
 //! awaits, side by side or nested in a node: paying it at that rate keeps a task's work
-//! between two turns given back bounded, some 1 024 polls and starts, however many runs it
-//! awaits.
+//! between two turns given back bounded, however many runs it awaits: some 1 024 starts
+//! and polls, and for each run at most the pass that spent the last unit, which polls each
+//! of its woken nodes once. A poll that begins with the task's budget spent starts no
+//! node.
 
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::task::{Context, Poll};
@@ -19,8 +22,8 @@ use super::joined::REPOLL_MAX;
 pub(super) const COOP_EVERY: usize = 8;
 
 /// Spends a unit of the task's coop budget for every [`COOP_EVERY`] of the `spent` polls
-/// or starts that `paid` does not cover yet, and counts them in `paid`. Returns whether the
-/// budget lasted; if not, tokio has woken the task.
+/// that `paid` does not cover yet, and counts them in `paid`. Returns whether the budget
+/// lasted; if not, tokio has woken `cx`'s waker.
 #[inline]
 pub(super) fn pay_coop(spent: usize, paid: &mut usize, cx: &mut Context<'_>) -> bool {
     spent < *paid + COOP_EVERY || pay_coop_due(spent, paid, cx)
@@ -31,12 +34,23 @@ pub(super) fn pay_coop(spent: usize, paid: &mut usize, cx: &mut Context<'_>) -> 
 fn pay_coop_due(spent: usize, paid: &mut usize, cx: &mut Context<'_>) -> bool {
     while *paid + COOP_EVERY <= spent {
         *paid += COOP_EVERY;
-        match tokio::task::coop::poll_proceed(cx) {
-            Poll::Ready(coop) => coop.made_progress(),
-            Poll::Pending => return false,
+        if !spend_coop_unit(cx) {
+            return false;
         }
     }
     true
+}
+
+/// Spends one unit of the task's coop budget; whether there was one. If not, tokio has
+/// woken `cx`'s waker.
+fn spend_coop_unit(cx: &mut Context<'_>) -> bool {
+    match tokio::task::coop::poll_proceed(cx) {
+        Poll::Ready(coop) => {
+            coop.made_progress();
+            true
+        }
+        Poll::Pending => false,
+    }
 }
 
 const _: () = assert!(
@@ -82,16 +96,16 @@ impl PassBudget {
 
     /// A driver the run's future polls, with `cx`, starts a node in a pass after the first:
     /// whether the passes' budget, [`REPOLL_MAX`] nodes per poll of the future, allows it,
-    /// and the task's coop budget, of which every [`COOP_EVERY`]th start spends a unit.
+    /// and the task's coop budget, of which the first of every [`COOP_EVERY`] starts spends
+    /// a unit, before they start: with none left, no node starts.
     #[inline]
     pub(in crate::engine) fn start_in_repoll(&self, cx: &mut Context<'_>) -> bool {
         let started = usize::from(self.starts.load(Ordering::Relaxed));
-        if started >= REPOLL_MAX {
+        if started >= REPOLL_MAX || (started % COOP_EVERY == 0 && !spend_coop_unit(cx)) {
             return false;
         }
         self.starts.store(started as u16 + 1, Ordering::Relaxed);
-        let mut paid = started - started % COOP_EVERY;
-        pay_coop(started + 1, &mut paid, cx)
+        true
     }
 
     /// A pass after the first is to begin: whether it may (no driver gave the task's turn

@@ -448,6 +448,57 @@ async fn inline_runs_awaited_together_share_the_task_s_budget() {
     );
 }
 
+/// A poll whose task has no coop budget left starts no node, in any pass: a run of 100
+/// roots that each wake themselves once, each followed by a chain of 8, polled every other
+/// time after its task's budget was spent, starts nothing in those polls and every node
+/// in the others.
+#[tokio::test]
+async fn inline_a_poll_without_coop_budget_starts_no_node() {
+    let polls = Arc::new(AtomicUsize::new(0));
+    let started_in = Arc::new(Mutex::new(Vec::new()));
+    let mut g = Graph::<()>::builder();
+    for r in 0..100 {
+        let mut up = g.node(format!("root{r}")).task(move |_ctx, ()| {
+            let mut woke = false;
+            std::future::poll_fn(move |cx| {
+                if std::mem::replace(&mut woke, true) {
+                    return std::task::Poll::Ready(Ok::<_, BoxError>(()));
+                }
+                cx.waker().wake_by_ref();
+                std::task::Poll::Pending
+            })
+        });
+        for i in 0..8 {
+            let (polls, started_in) = (Arc::clone(&polls), Arc::clone(&started_in));
+            up = g.node(format!("r{r}n{i}")).after(up).task(move |_ctx, _| {
+                started_in
+                    .lock()
+                    .unwrap()
+                    .push(polls.load(Ordering::SeqCst));
+                async { Ok::<_, BoxError>(()) }
+            });
+        }
+    }
+    let mut run = Box::pin(g.build().expect("valid").run(()));
+    let counted = Arc::clone(&polls);
+    std::future::poll_fn(move |cx| {
+        let poll = counted.fetch_add(1, Ordering::SeqCst) + 1;
+        if poll % 2 == 0 {
+            // Spends what is left of the task's budget (tokio wakes the task when none is).
+            while let std::task::Poll::Ready(coop) = tokio::task::coop::poll_proceed(cx) {
+                coop.made_progress();
+            }
+        }
+        run.as_mut().poll(cx)
+    })
+    .await
+    .expect("run");
+    let started_in = started_in.lock().unwrap();
+    assert_eq!(started_in.len(), 800);
+    let in_spent = started_in.iter().filter(|p| *p % 2 == 0).count();
+    assert_eq!(in_spent, 0, "nodes started in polls without budget");
+}
+
 /// How many chained nodes start in each poll of one task that awaits `runs` runs side by
 /// side, each of a graph of twenty roots that wake themselves three times, each followed by
 /// a chain of 100 nodes that end at once. Index `p` counts those started in poll `p`.
