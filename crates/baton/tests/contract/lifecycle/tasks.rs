@@ -456,30 +456,8 @@ async fn inline_runs_awaited_together_share_the_task_s_budget() {
 async fn inline_a_poll_without_coop_budget_starts_no_node() {
     let polls = Arc::new(AtomicUsize::new(0));
     let started_in = Arc::new(Mutex::new(Vec::new()));
-    let mut g = Graph::<()>::builder();
-    for r in 0..100 {
-        let mut up = g.node(format!("root{r}")).task(move |_ctx, ()| {
-            let mut woke = false;
-            std::future::poll_fn(move |cx| {
-                if std::mem::replace(&mut woke, true) {
-                    return std::task::Poll::Ready(Ok::<_, BoxError>(()));
-                }
-                cx.waker().wake_by_ref();
-                std::task::Poll::Pending
-            })
-        });
-        for i in 0..8 {
-            let (polls, started_in) = (Arc::clone(&polls), Arc::clone(&started_in));
-            up = g.node(format!("r{r}n{i}")).after(up).task(move |_ctx, _| {
-                started_in
-                    .lock()
-                    .unwrap()
-                    .push(polls.load(Ordering::SeqCst));
-                async { Ok::<_, BoxError>(()) }
-            });
-        }
-    }
-    let mut run = Box::pin(g.build().expect("valid").run(()));
+    let graph = self_waking_chains((100, 1, 8), &polls, &started_in);
+    let mut run = Box::pin(graph.run(()));
     let counted = Arc::clone(&polls);
     std::future::poll_fn(move |cx| {
         let poll = counted.fetch_add(1, Ordering::SeqCst) + 1;
@@ -505,31 +483,7 @@ async fn inline_a_poll_without_coop_budget_starts_no_node() {
 async fn starts_per_poll(runs: usize) -> Vec<usize> {
     let polls = Arc::new(AtomicUsize::new(0));
     let started_in = Arc::new(Mutex::new(Vec::new()));
-    let mut g = Graph::<()>::builder();
-    for r in 0..20 {
-        let mut up = g.node(format!("root{r}")).task(move |_ctx, ()| {
-            let mut wakes = 3;
-            std::future::poll_fn(move |cx| {
-                if wakes == 0 {
-                    return std::task::Poll::Ready(Ok::<_, BoxError>(()));
-                }
-                wakes -= 1;
-                cx.waker().wake_by_ref();
-                std::task::Poll::Pending
-            })
-        });
-        for i in 0..100 {
-            let (polls, started_in) = (Arc::clone(&polls), Arc::clone(&started_in));
-            up = g.node(format!("r{r}n{i}")).after(up).task(move |_ctx, _| {
-                started_in
-                    .lock()
-                    .unwrap()
-                    .push(polls.load(Ordering::SeqCst));
-                async { Ok::<_, BoxError>(()) }
-            });
-        }
-    }
-    let graph = g.build().expect("valid");
+    let graph = self_waking_chains((20, 3, 100), &polls, &started_in);
     let mut all = Box::pin(futures::future::join_all((0..runs).map(|_| graph.run(()))));
     let counted = Arc::clone(&polls);
     let reports = std::future::poll_fn(move |cx| {
@@ -543,6 +497,41 @@ async fn starts_per_poll(runs: usize) -> Vec<usize> {
         per_poll[p] += 1;
     }
     per_poll
+}
+
+/// A graph of `roots` roots, each waking itself `wakes` times before it ends, each followed
+/// by a chain of `chain` nodes that end at once. Each chained node pushes onto `started_in`
+/// the value of `polls` when it starts.
+fn self_waking_chains(
+    (roots, wakes, chain): (usize, usize, usize),
+    polls: &Arc<AtomicUsize>,
+    started_in: &Arc<Mutex<Vec<usize>>>,
+) -> Graph<()> {
+    let mut g = Graph::<()>::builder();
+    for r in 0..roots {
+        let mut up = g.node(format!("root{r}")).task(move |_ctx, ()| {
+            let mut wakes = wakes;
+            std::future::poll_fn(move |cx| {
+                if wakes == 0 {
+                    return std::task::Poll::Ready(Ok::<_, BoxError>(()));
+                }
+                wakes -= 1;
+                cx.waker().wake_by_ref();
+                std::task::Poll::Pending
+            })
+        });
+        for i in 0..chain {
+            let (polls, started_in) = (Arc::clone(polls), Arc::clone(started_in));
+            up = g.node(format!("r{r}n{i}")).after(up).task(move |_ctx, _| {
+                started_in
+                    .lock()
+                    .unwrap()
+                    .push(polls.load(Ordering::SeqCst));
+                async { Ok::<_, BoxError>(()) }
+            });
+        }
+    }
+    g.build().expect("valid")
 }
 
 /// The spread rule counts the nodes a poll of the run's future starts in its first pass
