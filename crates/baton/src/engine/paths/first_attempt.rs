@@ -30,7 +30,7 @@ use crate::engine::run::state::RunState;
 use crate::engine::task::ctx::{AttemptFuture, CtxCut};
 use crate::onion::{First, FirstAttempt, ResolvedPolicies};
 use crate::policy::CircuitBreaker;
-use crate::policy::deadline::{KeptTimer, poll_timer};
+use crate::policy::deadline::KeptTimer;
 use crate::report::{AttemptReport, Record};
 
 mod held;
@@ -88,10 +88,9 @@ pub(in crate::engine) fn prepare<I: Send + Sync + 'static>(
 ///   with [`Sleep::reset`](tokio::time::Sleep::reset) when it elapsed or runs later than the cut, made anew when it
 ///   runs earlier, which takes the old one out of tokio's wheel. An attempt with no cut
 ///   takes a running timer out too.
-/// - At every wait, the timer is polled, as any future a task waits on must be, outside
-///   tokio's coop budget through `deadline::poll_timer`. A poll that returns `Pending` may
-///   not have registered the task's waker, when a task dump was being taken and the task is
-///   woken to poll again, so the next wait's poll is what makes sure it is. When it is
+/// - At every wait, the timer is looked at through [`KeptTimer::poll`]: polled outside
+///   tokio's coop budget, as any future a task waits on must be, unless it is registered
+///   already with a waker that wakes the same task and has not elapsed. When it is
 ///   `Ready` at an instant earlier than the cut, because it was left there, it is moved to
 ///   the cut and polled again; at the cut, the cut has passed.
 ///
@@ -139,20 +138,14 @@ pub(in crate::engine) fn wait<I: Send + Sync + 'static>(
             }
         }
     }
-    let Some(t) = timer.get_mut() else {
-        return Poll::Pending;
-    };
-    if poll_timer(t, cx).is_pending() {
+    if timer.poll(cx).is_none_or(|polled| polled.is_pending()) {
         return Poll::Pending;
     }
     // Elapsed: at the attempt's cut, or at an earlier one it was left at.
     match (cut(run, id, start), timer.get()) {
         (Some(until), Some(t)) if t.deadline() < until => {
             set(run, timer, id, start, until);
-            match timer.get_mut() {
-                Some(t) => poll_timer(t, cx),
-                None => Poll::Pending,
-            }
+            timer.poll(cx).unwrap_or(Poll::Pending)
         }
         _ => Poll::Ready(()),
     }

@@ -165,6 +165,8 @@ pin_project_lite::pin_project! {
         sleep: Option<Sleep>,
         // The latest cut it stands for: see `reach`.
         reach: Option<Instant>,
+        // The waker it is registered with, until it is set or cleared.
+        registered: Registered,
     }
 }
 
@@ -187,11 +189,6 @@ impl KeptTimer {
     /// The timer, if one is made.
     pub(crate) fn get(&self) -> Option<&Sleep> {
         self.0.as_ref()?.sleep.as_ref()
-    }
-
-    /// The timer, pinned, if one is made.
-    pub(crate) fn get_mut(&mut self) -> Option<Pin<&mut Sleep>> {
-        self.0.as_mut()?.as_mut().project().sleep.as_pin_mut()
     }
 
     /// Whether the timer runs and may stand for one at `until`: it is set no later than
@@ -225,10 +222,12 @@ impl KeptTimer {
             Box::pin(Kept {
                 sleep: None,
                 reach: None,
+                registered: Registered::NONE,
             })
         });
         let mut kept = kept.as_mut().project();
         *kept.reach = reach(until, time);
+        *kept.registered = Registered::NONE;
         match kept.sleep.as_mut().as_pin_mut() {
             Some(sleep) if sleep.is_elapsed() || sleep.deadline() > until => sleep.reset(until),
             _ => kept.sleep.set(Some(tokio::time::sleep_until(until))),
@@ -243,8 +242,18 @@ impl KeptTimer {
     /// stands for and reaches nothing, as a new one.
     pub(crate) fn clear(&mut self) {
         if let Some(kept) = &mut self.0 {
-            kept.as_mut().project().sleep.set(None);
+            let mut kept = kept.as_mut().project();
+            kept.sleep.set(None);
+            *kept.registered = Registered::NONE;
         }
+    }
+
+    /// Polls the timer as [`Registered::poll`] does; `None` when no timer is made.
+    #[inline]
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Option<Poll<()>> {
+        let kept = self.0.as_mut()?.as_mut().project();
+        let sleep = kept.sleep.as_pin_mut()?;
+        Some(kept.registered.poll(sleep, cx))
     }
 }
 
@@ -260,14 +269,15 @@ pin_project_lite::pin_project! {
     ///
     /// The inner future is polled first, and the timer is made and registered with tokio's
     /// only when it is not ready at once: an attempt that completes on its first poll never
-    /// touches a timer. The timer is polled outside tokio's coop budget, with
-    /// [`poll_timer`].
+    /// touches a timer. The timer is polled outside tokio's coop budget, and not again with
+    /// the waker it is registered with, through [`Registered::poll`].
     pub(crate) struct Deadline<'a, F> {
         #[pin]
         fut: F,
         until: Instant,
         #[pin]
         sleep: Option<Sleep>,
+        registered: Registered,
         hook: Option<&'a dyn TimerHook>,
     }
 }
@@ -279,6 +289,7 @@ impl<F> Deadline<'static, F> {
             fut,
             until,
             sleep: None,
+            registered: Registered::NONE,
             hook: None,
         }
     }
@@ -291,6 +302,7 @@ impl<'a, F> Deadline<'a, F> {
             fut: self.fut,
             until: self.until,
             sleep: self.sleep,
+            registered: self.registered,
             hook,
         }
     }
@@ -311,12 +323,46 @@ impl<F: Future> Future for Deadline<'_, F> {
             this.sleep.set(Some(tokio::time::sleep_until(*this.until)));
         }
         match this.sleep.as_pin_mut() {
-            Some(sleep) => match poll_timer(sleep, cx) {
+            Some(sleep) => match this.registered.poll(sleep, cx) {
                 Poll::Ready(()) => Poll::Ready(None),
                 Poll::Pending => Poll::Pending,
             },
             None => Poll::Pending,
         }
+    }
+}
+
+/// The waker a timer is registered with: the one its last poll returned `Pending` with, as
+/// the addresses of its data and vtable, which are only compared. Tokio holds that waker,
+/// and the addresses stay its own, until the timer fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Registered(Option<(usize, usize)>);
+
+impl Registered {
+    /// Registered with no waker: a timer just made, set or moved.
+    pub(crate) const NONE: Self = Registered(None);
+
+    /// Polls `sleep` outside tokio's coop budget, through [`poll_timer`], unless it is
+    /// registered with a waker that wakes the same task as `cx`'s
+    /// ([`Waker::will_wake`](std::task::Waker::will_wake)) and has not elapsed: then it
+    /// returns `Pending` without a poll, which would only find that waker there. `self`
+    /// must be [`NONE`](Self::NONE) whenever `sleep` is made, moved or polled elsewhere.
+    ///
+    /// Built with `--cfg tokio_unstable`, it always polls: a task dump polls a timer
+    /// without registering the waker.
+    #[inline]
+    pub(crate) fn poll(&mut self, sleep: Pin<&mut Sleep>, cx: &mut Context<'_>) -> Poll<()> {
+        let waker = cx.waker();
+        let with = Some((
+            waker.data().addr(),
+            std::ptr::from_ref(waker.vtable()).addr(),
+        ));
+        if !cfg!(tokio_unstable) && self.0 == with && !sleep.is_elapsed() {
+            return Poll::Pending;
+        }
+        let polled = poll_timer(sleep, cx);
+        self.0 = if polled.is_pending() { with } else { None };
+        polled
     }
 }
 
@@ -355,11 +401,68 @@ mod tests {
 
     /// Waits for `timer` to elapse.
     async fn kept_timer_elapsed(timer: &mut KeptTimer) {
-        std::future::poll_fn(|cx| match timer.get_mut() {
-            Some(t) => poll_timer(t, cx),
-            None => Poll::Ready(()),
-        })
-        .await;
+        std::future::poll_fn(|cx| timer.poll(cx).unwrap_or(Poll::Ready(()))).await;
+    }
+
+    /// A waker that counts its wake-ups.
+    struct Counting(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for Counting {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.wake_by_ref();
+        }
+
+        fn wake_by_ref(self: &std::sync::Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// A kept timer polled again with the waker it registered stays registered with it,
+    /// and is found elapsed once it fires; polled with another waker, it wakes that one.
+    #[tokio::test(start_paused = true)]
+    async fn a_kept_timer_wakes_the_waker_it_was_last_polled_with() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        use std::task::Waker;
+        let start = Instant::now();
+        let (a, b) = (
+            Arc::new(Counting(AtomicUsize::new(0))),
+            Arc::new(Counting(AtomicUsize::new(0))),
+        );
+        let (wake_a, wake_b) = (Waker::from(a.clone()), Waker::from(b.clone()));
+        let poll =
+            |timer: &mut KeptTimer, waker: &Waker| timer.poll(&mut Context::from_waker(waker));
+        let mut timer = KeptTimer::new();
+        assert_eq!(poll(&mut timer, &wake_a), None, "no timer");
+        assert_eq!(timer.set(start + ms(10), ms(10)).deadline(), start + ms(10));
+        assert_eq!(poll(&mut timer, &wake_a), Some(Poll::Pending));
+        assert_eq!(poll(&mut timer, &wake_a), Some(Poll::Pending));
+        tokio::time::sleep(ms(10)).await;
+        assert_eq!(a.0.load(SeqCst), 1, "woken at its instant");
+        assert_eq!(
+            poll(&mut timer, &wake_a),
+            Some(Poll::Ready(())),
+            "found elapsed"
+        );
+        assert_eq!(timer.set(start + ms(20), ms(10)).deadline(), start + ms(20));
+        assert_eq!(poll(&mut timer, &wake_a), Some(Poll::Pending));
+        assert_eq!(poll(&mut timer, &wake_b), Some(Poll::Pending));
+        assert_eq!(poll(&mut timer, &wake_b), Some(Poll::Pending));
+        tokio::time::sleep(ms(10)).await;
+        assert_eq!(
+            (a.0.load(SeqCst), b.0.load(SeqCst)),
+            (1, 1),
+            "the last waker woken"
+        );
+        assert_eq!(poll(&mut timer, &wake_b), Some(Poll::Ready(())));
+        assert_eq!(timer.set(start + ms(30), ms(10)).deadline(), start + ms(30));
+        assert_eq!(
+            poll(&mut timer, &wake_b),
+            Some(Poll::Pending),
+            "set again: polled"
+        );
+        timer.clear();
+        assert_eq!(poll(&mut timer, &wake_b), None, "cleared");
     }
 
     /// A kept timer set later than it runs is made again in place, and fires at its new
