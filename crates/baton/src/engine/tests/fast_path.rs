@@ -714,3 +714,44 @@ fn a_run_that_needs_timers_is_refused_on_a_runtime_without_them() {
         assert!(probe.is_probe());
     }
 }
+
+/// An attempt woken many times before its cut, by timers of its own, is cut at its
+/// timeout: its timer, registered at the first wait and not polled again with the same
+/// waker, is found elapsed. The retry, which the full path runs, is cut the same way.
+/// Inline and spread.
+#[tokio::test(start_paused = true)]
+async fn an_attempt_woken_many_times_is_cut_at_its_timeout() {
+    for options in [crate::RunOptions::new(), spread()] {
+        let mut g = Graph::<()>::builder();
+        let stock = g
+            .node("stock")
+            .timeout(ms(50))
+            .retry(Retry::new(2))
+            .fallback(Fallback::value(0u32))
+            .task(|_ctx, ()| async {
+                loop {
+                    sleep(ms(7)).await;
+                }
+                #[allow(unreachable_code)]
+                Ok::<_, BoxError>(7u32)
+            });
+        let run = g.build().unwrap().run_with((), options);
+        let report = tokio::time::timeout(ms(10_000), run)
+            .await
+            .expect("the attempts are cut")
+            .unwrap();
+        let node = report.node(stock).unwrap();
+        assert_eq!(node.outcome(), Outcome::Recovered);
+        assert_eq!(node.attempts(), 2);
+        for attempt in node.attempt_log() {
+            assert_eq!(attempt.end - attempt.start, ms(50), "{attempt:?}");
+            assert!(
+                attempt
+                    .error
+                    .as_deref()
+                    .is_some_and(|e| e.contains("timed out")),
+                "{attempt:?}"
+            );
+        }
+    }
+}
