@@ -109,6 +109,16 @@ impl Orchestrator {
         shards.map(|s| s.0.in_flight.load(Ordering::Relaxed)).sum()
     }
 
+    /// Whether more than `n` runs are in flight, as [`runs_in_flight`](Self::runs_in_flight)
+    /// counts them, reading the shards only until the count passes `n`.
+    pub(crate) fn more_runs_in_flight_than(&self, n: usize) -> bool {
+        let mut seen = 0;
+        self.inner.runs.iter().any(|s| {
+            seen += s.0.in_flight.load(Ordering::Relaxed);
+            seen > n
+        })
+    }
+
     /// [`runs_in_flight`](Self::runs_in_flight), counted under each shard's lock, as
     /// `shutdown` needs; see [`Shard`].
     fn runs_in_flight_locked(&self) -> usize {

@@ -3,7 +3,7 @@
 //! it started. Its fields are private: the run's protocols, `live`, admission and
 //! cancellation, are methods here, each with its orderings beside it.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Waker};
 use std::time::Duration;
@@ -51,6 +51,11 @@ static DISABLED: tracing::Span = tracing::Span::none();
 /// the hints would only add instructions.
 pub(in crate::engine) const PREFETCH_MIN_NODES: usize = 4096;
 
+/// A count of drivers as [`RunCore`] keeps it, in 32 bits; no runtime has more workers.
+fn count(drivers: usize) -> u32 {
+    u32::try_from(drivers).unwrap_or(u32::MAX)
+}
+
 /// See the module docs.
 #[derive(Debug)]
 pub(crate) struct RunCore {
@@ -88,7 +93,7 @@ pub(crate) struct RunCore {
     /// while an inline run is driven by its future. Read with `Relaxed`: the ready queue's
     /// protocol holds for any count of one or more, and a driver that reads one after it
     /// changed only shares its nodes a node later.
-    drivers: AtomicUsize,
+    drivers: AtomicU32,
     /// The graph is large enough for its per-node arrays to outgrow the caches, and
     /// scattered: the scheduler prefetches what a node touches at scattered places.
     prefetch: bool,
@@ -111,6 +116,9 @@ pub(crate) struct RunCore {
     /// A timer at the cut of a policy attempt of the run that waited, registered with
     /// tokio's and never polled again; see [`floor_timers`](Self::floor_timers).
     timer_floor: Mutex<KeptTimer>,
+    /// Other runs were in flight at the run's first floor: it makes none; see
+    /// [`floor_timers`](Self::floor_timers).
+    no_floor: AtomicBool,
     /// How a cancel wakes an inline run's future to poll its joined drivers.
     cancel_wake: CancelWake,
 }
@@ -149,7 +157,7 @@ impl RunCore {
             inline,
             local: AtomicBool::new(inline),
             passes: PassBudget::new(),
-            drivers: AtomicUsize::new(1),
+            drivers: AtomicU32::new(1),
             prefetch,
             home,
             admission: Admission::new(),
@@ -161,6 +169,7 @@ impl RunCore {
             fixed_deadline,
             caller_key,
             timer_floor: Mutex::new(KeptTimer::new()),
+            no_floor: AtomicBool::new(false),
             cancel_wake: CancelWake::new(),
         }
     }
@@ -286,7 +295,7 @@ impl RunCore {
         let by_timeout = self.timeout.and_then(|t| origin.checked_add(t));
         let deadline = crate::policy::deadline::earliest(by_timeout, self.fixed_deadline);
         let drivers = if self.inline { 1 } else { runtime_workers };
-        self.drivers.store(drivers, Ordering::Relaxed);
+        self.drivers.store(count(drivers), Ordering::Relaxed);
         // SAFETY: the caller is the one writer of `started`, as this function's contract
         // says; readers wait for the write's release store.
         let fixed = unsafe {
@@ -342,7 +351,7 @@ impl RunCore {
     /// for an inline run while its future drives it.
     #[inline]
     pub(in crate::engine) fn drivers(&self) -> usize {
-        self.drivers.load(Ordering::Relaxed)
+        self.drivers.load(Ordering::Relaxed) as usize
     }
 
     /// The run spreads: an inline run that started more nodes in one poll of its future
@@ -354,7 +363,8 @@ impl RunCore {
     pub(in crate::engine) fn spread(&self) {
         self.local.store(false, Ordering::Relaxed);
         if let Some(s) = self.started.get() {
-            self.drivers.store(s.runtime_workers, Ordering::Relaxed);
+            self.drivers
+                .store(count(s.runtime_workers), Ordering::Relaxed);
         }
     }
 
@@ -389,6 +399,11 @@ impl RunCore {
     /// made in `spare()`'s box, if that gives one. A runtime with one worker has no other
     /// thread to wake: no floor.
     ///
+    /// Nor does a run that finds, at its first floor, that `others()`: other runs are in
+    /// flight. Their attempts' timers, made earlier, stand before this run's cuts already,
+    /// and a floor would add a timer made, moved and taken out of tokio's wheel for each of
+    /// its attempts that took a while.
+    ///
     /// # Panics
     ///
     /// On a runtime built without timers, as `tokio::time::sleep_until` does: its callers
@@ -398,13 +413,19 @@ impl RunCore {
         &self,
         until: Instant,
         time: impl FnOnce() -> Duration,
+        others: impl FnOnce() -> bool,
         spare: impl FnOnce() -> Option<KeptTimer>,
     ) {
-        if !self.several_workers() {
+        if !self.several_workers() || self.no_floor.load(Ordering::Relaxed) {
             return;
         }
         self.timer_floor.with(|floor| {
             if floor.reaches(until) {
+                return;
+            }
+            // No floor yet: this is the run's first.
+            if floor.get().is_none() && others() {
+                self.no_floor.store(true, Ordering::Relaxed);
                 return;
             }
             if !floor.is_made() {

@@ -96,6 +96,58 @@ fn waiting_policy_attempts_set_the_timer_floor_on_several_workers() {
     assert!(!sets_a_floor(&waiting_graph(true), 1), "one worker");
 }
 
+/// A run that finds other runs of its orchestrator in flight at its first waiting attempt
+/// makes no timer floor; one alone then makes it, and keeps it when others start.
+#[test]
+fn a_run_with_others_in_flight_makes_no_timer_floor() {
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let mut g = Graph::<bool>::builder();
+    let _: Node<()> = g.node("n").timeout(Duration::from_secs(60)).task({
+        let gate = Arc::clone(&gate);
+        move |ctx, ()| {
+            let (hold, gate) = (*ctx.input(), Arc::clone(&gate));
+            async move {
+                if hold {
+                    gate.notified().await;
+                } else {
+                    tokio::task::yield_now().await;
+                    tokio::task::yield_now().await;
+                }
+                Ok::<(), BoxError>(())
+            }
+        }
+    });
+    let graph = g.build().expect("a valid graph");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let held = graph.run(true);
+    let held_state = Arc::clone(&held.state);
+    let held = rt.spawn(held);
+    let waited = std::time::Instant::now();
+    while held_state.core.timer_floor().is_none() {
+        assert!(
+            waited.elapsed() < Duration::from_secs(10),
+            "the held run waits"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let other = graph.run(false);
+    let other_state = Arc::clone(&other.state);
+    rt.block_on(other).expect("the other run succeeds");
+    assert!(
+        other_state.core.timer_floor().is_none(),
+        "another run in flight: no floor"
+    );
+    assert!(held_state.core.timer_floor().is_some(), "kept");
+    gate.notify_one();
+    rt.block_on(held)
+        .expect("the held run's task")
+        .expect("the held run succeeds");
+}
+
 /// A run leaves the graph the boxes of its timers, its driver's and its floor's, with no
 /// timer in them, and its joined drivers' waker, unused and holding no task; the next run
 /// makes its timers and its waker of them, and sets its floor at its own cut, not the last
