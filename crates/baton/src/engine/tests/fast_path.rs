@@ -755,3 +755,62 @@ async fn an_attempt_woken_many_times_is_cut_at_its_timeout() {
         }
     }
 }
+
+/// On the real clock and two workers, attempts that wake themselves again and again, by
+/// yielding or by sleeping 3 ms, are cut, inline and spread: twenty nodes, so that eight
+/// are polled with the run's waker and twelve with wakers of their own. Outcomes only:
+/// every attempt timed out, none before its timeout.
+#[test]
+fn attempts_woken_again_and_again_are_cut_on_two_workers() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    for round in 0..6 {
+        let options = if round % 2 == 0 {
+            crate::RunOptions::new()
+        } else {
+            spread()
+        };
+        let mut g = Graph::<()>::builder();
+        let nodes: Vec<Node<u32>> = (0..20_u32)
+            .map(|i| {
+                g.node(format!("n{i}"))
+                    .timeout(ms(30))
+                    .retry(Retry::new(2))
+                    .fallback(Fallback::value(0u32))
+                    .task(move |_ctx, ()| async move {
+                        loop {
+                            if i % 2 == 0 {
+                                tokio::task::yield_now().await;
+                            } else {
+                                sleep(ms(3)).await;
+                            }
+                        }
+                        #[allow(unreachable_code)]
+                        Ok::<_, BoxError>(7u32)
+                    })
+            })
+            .collect();
+        let run = g.build().unwrap().run_with((), options);
+        let report = rt
+            .block_on(async { tokio::time::timeout(ms(10_000), run).await })
+            .expect("the attempts are cut")
+            .unwrap();
+        for node in nodes {
+            let node = report.node(node).unwrap();
+            assert_eq!((node.outcome(), node.attempts()), (Outcome::Recovered, 2));
+            for attempt in node.attempt_log() {
+                assert!(attempt.end - attempt.start >= ms(30), "{attempt:?}");
+                assert!(
+                    attempt
+                        .error
+                        .as_deref()
+                        .is_some_and(|e| e.contains("timed out")),
+                    "{attempt:?}"
+                );
+            }
+        }
+    }
+}

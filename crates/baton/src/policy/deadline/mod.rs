@@ -216,7 +216,8 @@ impl KeptTimer {
 
     /// Sets the timer for `until`, the cut of an attempt given `time`: moved with
     /// `Sleep::reset` when it elapsed or runs later, else made in place of the old one,
-    /// which takes that one out of tokio's wheel. Not registered until polled.
+    /// which takes that one out of tokio's wheel. A new one is not registered until polled;
+    /// a moved one may keep the waker it had, but is not known to be registered.
     pub(crate) fn set(&mut self, until: Instant, time: Duration) -> Pin<&mut Sleep> {
         let kept = self.0.get_or_insert_with(|| {
             Box::pin(Kept {
@@ -332,14 +333,16 @@ impl<F: Future> Future for Deadline<'_, F> {
     }
 }
 
-/// The waker a timer is registered with: the one its last poll returned `Pending` with, as
-/// the addresses of its data and vtable, which are only compared. Tokio holds that waker,
-/// and the addresses stay its own, until the timer fires.
+/// The waker a timer is known to be registered with: the one its last poll returned
+/// `Pending` with, as the addresses of its data and vtable, which are only compared. A
+/// future that returns `Pending` wakes the waker of its last poll when it is ready, so
+/// tokio holds a clone of it, which keeps those addresses its own, until the timer fires,
+/// is dropped, or is polled with another waker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Registered(Option<(usize, usize)>);
 
 impl Registered {
-    /// Registered with no waker: a timer just made, set or moved.
+    /// Not known to be registered: a timer just made, set or moved, or never polled.
     pub(crate) const NONE: Self = Registered(None);
 
     /// Polls `sleep` outside tokio's coop budget, through [`poll_timer`], unless it is
@@ -348,8 +351,8 @@ impl Registered {
     /// returns `Pending` without a poll, which would only find that waker there. `self`
     /// must be [`NONE`](Self::NONE) whenever `sleep` is made, moved or polled elsewhere.
     ///
-    /// Built with `--cfg tokio_unstable`, it always polls: a task dump polls a timer
-    /// without registering the waker.
+    /// Built with `--cfg tokio_unstable`, it always polls: there a task dump polls a timer
+    /// without registering the waker, and tokio may run another timer implementation.
     #[inline]
     pub(crate) fn poll(&mut self, sleep: Pin<&mut Sleep>, cx: &mut Context<'_>) -> Poll<()> {
         let waker = cx.waker();
