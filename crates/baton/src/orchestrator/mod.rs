@@ -13,7 +13,7 @@ mod runs;
 
 use std::fmt;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
@@ -87,6 +87,9 @@ struct Inner {
     /// Bumped by `apply` each time it changes a named policy set: graphs and pipelines
     /// built before compare it with the one they resolved against.
     policy_sets_changed: AtomicU64,
+    /// Runs in flight that hold a timer floor: see [`Orchestrator::take_timer_floor`]. On
+    /// a line of its own, apart from what every run reads.
+    timer_floors: Padded<AtomicUsize>,
 }
 
 impl Default for Orchestrator {
@@ -175,6 +178,7 @@ impl OrchestratorBuilder {
                 ended_in_shutdown: AtomicU64::new(0),
                 idle: Notify::new(),
                 policy_sets_changed: AtomicU64::new(0),
+                timer_floors: Padded::default(),
             }),
         }
     }

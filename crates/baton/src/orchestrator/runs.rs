@@ -109,14 +109,29 @@ impl Orchestrator {
         shards.map(|s| s.0.in_flight.load(Ordering::Relaxed)).sum()
     }
 
-    /// Whether more than `n` runs are in flight, as [`runs_in_flight`](Self::runs_in_flight)
-    /// counts them, reading the shards only until the count passes `n`.
-    pub(crate) fn more_runs_in_flight_than(&self, n: usize) -> bool {
-        let mut seen = 0;
-        self.inner.runs.iter().any(|s| {
-            seen += s.0.in_flight.load(Ordering::Relaxed);
-            seen > n
-        })
+    /// A run asks for a timer floor, the timer the engine registers so that its attempts'
+    /// timers do not wake a parked worker: granted, and counted, when no other run in
+    /// flight holds one, whose timers stand for it. Two runs asking at once may both be
+    /// granted. A run granted one gives it back with
+    /// [`give_back_timer_floor`](Self::give_back_timer_floor) when it ends.
+    pub(crate) fn take_timer_floor(&self) -> bool {
+        let floors = &self.inner.timer_floors.0;
+        if floors.load(Ordering::Relaxed) > 0 {
+            return false;
+        }
+        floors.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// A run granted a timer floor by [`take_timer_floor`](Self::take_timer_floor) ended.
+    pub(crate) fn give_back_timer_floor(&self) {
+        self.inner.timer_floors.0.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// How many runs in flight hold a timer floor.
+    #[cfg(test)]
+    pub(crate) fn timer_floors_held(&self) -> usize {
+        self.inner.timer_floors.0.load(Ordering::Relaxed)
     }
 
     /// [`runs_in_flight`](Self::runs_in_flight), counted under each shard's lock, as

@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::task::{Context, Waker};
+use std::task::Waker;
 use std::time::Duration;
 
 use futures_util::task::AtomicWaker;
@@ -23,10 +23,12 @@ use crate::engine::task::tokens::Tokens;
 use crate::error::CancelReason;
 use crate::id::RunId;
 use crate::orchestrator::RunKey;
-use crate::policy::deadline::{KeptTimer, poll_timer};
+use crate::policy::deadline::KeptTimer;
 use crate::util::once::WriteOnce;
 use crate::util::sync::Exclusive;
 use crate::util::value::Value;
+
+mod floor;
 
 /// What a run fixes when it starts.
 #[derive(Debug)]
@@ -116,9 +118,9 @@ pub(crate) struct RunCore {
     /// A timer at the cut of a policy attempt of the run that waited, registered with
     /// tokio's and never polled again; see [`floor_timers`](Self::floor_timers).
     timer_floor: Mutex<KeptTimer>,
-    /// Other runs were in flight at the run's first floor: it makes none; see
-    /// [`floor_timers`](Self::floor_timers).
-    no_floor: AtomicBool,
+    /// The run's orchestrator granted it a timer floor, which it has not given back; see
+    /// [`floor_timers`](Self::floor_timers). Set under the floor's lock.
+    floored: AtomicBool,
     /// How a cancel wakes an inline run's future to poll its joined drivers.
     cancel_wake: CancelWake,
 }
@@ -169,7 +171,7 @@ impl RunCore {
             fixed_deadline,
             caller_key,
             timer_floor: Mutex::new(KeptTimer::new()),
-            no_floor: AtomicBool::new(false),
+            floored: AtomicBool::new(false),
             cancel_wake: CancelWake::new(),
         }
     }
@@ -379,74 +381,6 @@ impl RunCore {
         self.started
             .get()
             .map(|s| s.span.as_ref().unwrap_or(&DISABLED))
-    }
-
-    /// Registers a timer at `until` that nobody waits for: it keeps tokio's timer from
-    /// being woken for each later attempt's timer. `until` is the cut of a policy attempt
-    /// of the run that waits, given `time()`: the run's first, then each whose cut is past the
-    /// floor's reach, 1/64 of its attempt's time after it (`deadline::reach`), which
-    /// replaces it. Called just before an attempt's timer is set: by the fast path's
-    /// `first_attempt::wait`, and by the policy path's `Deadline` through [`TimerHook`](crate::policy::deadline::TimerHook).
-    ///
-    /// Tokio's timer wakes the worker parked in its drivers whenever a timer is registered
-    /// that is due before any the parked worker knows of: with nothing else registered,
-    /// that is every attempt's first timer, each a wake-up of a second worker. With this
-    /// floor registered, an attempt whose cut is not earlier registers its timer without
-    /// waking anyone. A floor that fires wakes the parked worker once, and no task; moved
-    /// up to the cuts of attempts that take a while, it fires only when the run outlives
-    /// the last such cut, or runs on past an attempt that had nearly spent its time. It is
-    /// dropped with the run, and its box kept by the graph for a later one: the floor is
-    /// made in `spare()`'s box, if that gives one. A runtime with one worker has no other
-    /// thread to wake: no floor.
-    ///
-    /// Nor does a run that finds, at its first floor, that `others()`: other runs are in
-    /// flight. Their attempts' timers, made earlier, stand before this run's cuts already,
-    /// and a floor would add a timer made, moved and taken out of tokio's wheel for each of
-    /// its attempts that took a while.
-    ///
-    /// # Panics
-    ///
-    /// On a runtime built without timers, as `tokio::time::sleep_until` does: its callers
-    /// make a timer right after, which would panic the same way; the driver catches either
-    /// and fails the node.
-    pub(in crate::engine) fn floor_timers(
-        &self,
-        until: Instant,
-        time: impl FnOnce() -> Duration,
-        others: impl FnOnce() -> bool,
-        spare: impl FnOnce() -> Option<KeptTimer>,
-    ) {
-        if !self.several_workers() || self.no_floor.load(Ordering::Relaxed) {
-            return;
-        }
-        self.timer_floor.with(|floor| {
-            if floor.reaches(until) {
-                return;
-            }
-            // No floor yet: this is the run's first.
-            if floor.get().is_none() && others() {
-                self.no_floor.store(true, Ordering::Relaxed);
-                return;
-            }
-            if !floor.is_made() {
-                if let Some(kept) = spare() {
-                    *floor = kept;
-                }
-            }
-            // Registered by its first poll, made outside the coop budget, which the attempt
-            // may have spent: a poll inside it would register nothing, and there is no
-            // second one. The waker it keeps is a no-op. Set later than it ran, the floor is
-            // made again, which takes the old one out of tokio's wheel.
-            let timer = floor.set(until, time());
-            let _ = poll_timer(timer, &mut Context::from_waker(Waker::noop()));
-        });
-    }
-
-    /// The run's timer floor, once set: its instant and whether it elapsed.
-    #[cfg(test)]
-    pub(in crate::engine) fn timer_floor(&self) -> Option<(Instant, bool)> {
-        self.timer_floor
-            .with(|floor| floor.get().map(|t| (t.deadline(), t.is_elapsed())))
     }
 
     /// Counts one more party in `live`: a driver about to be spawned.

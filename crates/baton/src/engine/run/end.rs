@@ -59,6 +59,10 @@ impl<I: Send + Sync + 'static> RunState<I> {
 
     /// [`end`](Self::end), waking the run's future only if `wake`.
     fn end_and_wake(&self, wake: bool) {
+        // Its attempts are over: no timer of its own stands for other runs' cuts now.
+        if self.core.take_floor_back() {
+            self.graph.orchestrator.give_back_timer_floor();
+        }
         if self.core.admission().end() == End::WasAdmitted {
             self.report_end();
         }

@@ -489,13 +489,13 @@ impl<I> Drop for RunState<I> {
 }
 
 impl<I: Send + Sync + 'static> RunState<I> {
-    /// [`RunCore::floor_timers`], the floor made in a timer's box the graph kept, if any;
-    /// the other runs are those of the graph's orchestrator.
+    /// [`RunCore::floor_timers`], the floor granted by the graph's orchestrator and made in
+    /// a timer's box the graph kept, if any.
     pub(in crate::engine) fn floor_timers(&self, until: Instant, time: impl FnOnce() -> Duration) {
         let home = self.core.home();
-        let others = || self.graph.orchestrator.more_runs_in_flight_than(1);
+        let granted = || self.graph.orchestrator.take_timer_floor();
         self.core
-            .floor_timers(until, time, others, || self.graph.spare.take_timer(home));
+            .floor_timers(until, time, granted, || self.graph.spare.take_timer(home));
     }
 }
 

@@ -96,10 +96,12 @@ fn waiting_policy_attempts_set_the_timer_floor_on_several_workers() {
     assert!(!sets_a_floor(&waiting_graph(true), 1), "one worker");
 }
 
-/// A run that finds other runs of its orchestrator in flight at its first waiting attempt
-/// makes no timer floor; one alone then makes it, and keeps it when others start.
+/// A run makes a timer floor only when no other run of its orchestrator in flight holds
+/// one: one alone makes it; another, started while the first waits, makes none; once the
+/// first ended, and once a run holding it was dropped while it waited, the next run makes
+/// one again.
 #[test]
-fn a_run_with_others_in_flight_makes_no_timer_floor() {
+fn one_run_in_flight_holds_a_timer_floor() {
     let gate = Arc::new(tokio::sync::Notify::new());
     let mut g = Graph::<bool>::builder();
     let _: Node<()> = g.node("n").timeout(Duration::from_secs(60)).task({
@@ -123,29 +125,73 @@ fn a_run_with_others_in_flight_makes_no_timer_floor() {
         .enable_all()
         .build()
         .expect("a runtime");
-    let held = graph.run(true);
-    let held_state = Arc::clone(&held.state);
-    let held = rt.spawn(held);
-    let waited = std::time::Instant::now();
-    while held_state.core.timer_floor().is_none() {
-        assert!(
-            waited.elapsed() < Duration::from_secs(10),
-            "the held run waits"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    let other = graph.run(false);
-    let other_state = Arc::clone(&other.state);
-    rt.block_on(other).expect("the other run succeeds");
-    assert!(
-        other_state.core.timer_floor().is_none(),
-        "another run in flight: no floor"
-    );
-    assert!(held_state.core.timer_floor().is_some(), "kept");
+    // Starts a run that waits at the gate, once its floor is set.
+    let held = || {
+        let run = graph.run(true);
+        let state = Arc::clone(&run.state);
+        let task = rt.spawn(run);
+        let waited = std::time::Instant::now();
+        while state.core.timer_floor().is_none() {
+            assert!(
+                waited.elapsed() < Duration::from_secs(10),
+                "the held run's floor"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        task
+    };
+    let floored = || {
+        let run = graph.run(false);
+        let state = Arc::clone(&run.state);
+        rt.block_on(run).expect("the run succeeds");
+        state.core.timer_floor().is_some()
+    };
+    let first = held();
+    assert!(!floored(), "another run holds a floor");
     gate.notify_one();
-    rt.block_on(held)
+    rt.block_on(first)
         .expect("the held run's task")
         .expect("the held run succeeds");
+    assert!(floored(), "given back when the held run ended");
+    let dropped = held();
+    dropped.abort();
+    assert!(rt.block_on(dropped).is_err(), "aborted");
+    assert!(floored(), "given back when the held run was dropped");
+}
+
+/// A run alone whose subgraph node's inner run is of the same orchestrator: the inner run,
+/// whose attempt waits first, is granted the floor, which stands for both; given back
+/// when the runs end.
+#[test]
+fn a_run_and_its_inner_run_hold_one_timer_floor() {
+    let orchestrator = crate::Orchestrator::new();
+    let held = Arc::new(AtomicU32::new(u32::MAX));
+    let mut inner = orchestrator.graph::<()>();
+    let _: Node<()> = inner.node("leaf").timeout(Duration::from_secs(60)).task({
+        let (orchestrator, held) = (orchestrator.clone(), Arc::clone(&held));
+        move |_ctx, ()| {
+            let (orchestrator, held) = (orchestrator.clone(), Arc::clone(&held));
+            async move {
+                // Moved to a driver of its own at its first wait, which sets its timer, and
+                // asks for the floor, at the next.
+                tokio::task::yield_now().await;
+                tokio::task::yield_now().await;
+                held.store(orchestrator.timer_floors_held() as u32, Ordering::SeqCst);
+                Ok::<(), BoxError>(())
+            }
+        }
+    });
+    let inner = inner.build().expect("a valid inner graph");
+    let mut g = orchestrator.graph::<()>();
+    let _: Node<()> = g.node("sub").timeout(Duration::from_secs(60)).subgraph(
+        &inner,
+        |_: &(), ()| (),
+        |_report| Ok::<(), BoxError>(()),
+    );
+    let graph = g.build().expect("a valid graph");
+    drop(run_on(&graph, 2));
+    assert_eq!(held.load(Ordering::SeqCst), 1, "one floor, the inner run's");
+    assert_eq!(orchestrator.timer_floors_held(), 0, "given back");
 }
 
 /// A run leaves the graph the boxes of its timers, its driver's and its floor's, with no
