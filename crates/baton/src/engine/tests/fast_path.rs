@@ -715,6 +715,14 @@ fn a_run_that_needs_timers_is_refused_on_a_runtime_without_them() {
     }
 }
 
+/// Whether `attempt` ended by its timeout.
+fn timed_out(attempt: &AttemptReport) -> bool {
+    attempt
+        .error
+        .as_deref()
+        .is_some_and(|e| e.contains("timed out"))
+}
+
 /// An attempt woken many times before its cut, by timers of its own, is cut at its
 /// timeout: its timer, registered at the first wait and not polled again with the same
 /// waker, is found elapsed. The retry, which the full path runs, is cut the same way.
@@ -745,13 +753,7 @@ async fn an_attempt_woken_many_times_is_cut_at_its_timeout() {
         assert_eq!(node.attempts(), 2);
         for attempt in node.attempt_log() {
             assert_eq!(attempt.end - attempt.start, ms(50), "{attempt:?}");
-            assert!(
-                attempt
-                    .error
-                    .as_deref()
-                    .is_some_and(|e| e.contains("timed out")),
-                "{attempt:?}"
-            );
+            assert!(timed_out(attempt), "{attempt:?}");
         }
     }
 }
@@ -803,13 +805,7 @@ fn attempts_woken_again_and_again_are_cut_on_two_workers() {
             assert_eq!((node.outcome(), node.attempts()), (Outcome::Recovered, 2));
             for attempt in node.attempt_log() {
                 assert!(attempt.end - attempt.start >= ms(30), "{attempt:?}");
-                assert!(
-                    attempt
-                        .error
-                        .as_deref()
-                        .is_some_and(|e| e.contains("timed out")),
-                    "{attempt:?}"
-                );
+                assert!(timed_out(attempt), "{attempt:?}");
             }
         }
     }
