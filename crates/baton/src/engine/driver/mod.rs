@@ -61,8 +61,9 @@ use std::task::{Context, Poll};
 
 use tokio::time::Instant;
 
-use super::paths::first_attempt::Held;
+use super::paths::first_attempt::{Held, SharedTimer};
 use super::ready::Pop;
+use super::run::joined::PolledTogether;
 use super::run::state::RunState;
 use super::task::attempt_box::KeptBoxes;
 use super::task::ctx::AttemptFuture;
@@ -324,20 +325,45 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.get_mut();
-        this.inline = 0;
-        if matches!(this.state, State::Idle) {
+        self.get_mut().drive(cx, None)
+    }
+}
+
+impl<I: Send + Sync + 'static> PolledTogether for Driver<I> {
+    type Shared = SharedTimer;
+
+    /// A driver polled alone uses its own timer, as the others do once they are alone,
+    /// unless the shared one was made.
+    fn poll_together(
+        &mut self,
+        cx: &mut Context<'_>,
+        shared: &mut SharedTimer,
+        together: usize,
+    ) -> Poll<()> {
+        let shared = (together > 1 || shared.is_made()).then_some(shared);
+        self.drive(cx, shared)
+    }
+}
+
+impl<I: Send + Sync + 'static> Driver<I> {
+    /// Polls the driver: its nodes, one after another, until one waits or none is left.
+    /// `shared`: the timer of the drivers polled together with this one, with the same
+    /// waker, in the run's future; see `first_attempt::wait`.
+    #[inline(never)]
+    fn drive(&mut self, cx: &mut Context<'_>, mut shared: Option<&mut SharedTimer>) -> Poll<()> {
+        self.inline = 0;
+        if matches!(self.state, State::Idle) {
             // Time passed since the end of the last node it finished.
-            this.start = None;
+            self.start = None;
         }
         loop {
-            let step = match this.state {
+            let step = match self.state {
                 State::Done => return Poll::Ready(()),
-                State::Idle | State::Begin if this.handoff => this.after_spawn(cx),
-                State::Idle => this.take_next(cx),
-                State::Begin => this.step_begin(cx),
-                State::Attempt(_) => this.poll_attempt(cx),
-                State::Full(_) => this.poll_full(cx),
+                State::Idle | State::Begin if self.handoff => self.after_spawn(cx),
+                State::Idle => self.take_next(cx),
+                State::Begin => self.step_begin(cx),
+                State::Attempt(_) => self.poll_attempt(cx, shared.as_deref_mut()),
+                State::Full(_) => self.poll_full(cx),
             };
             if let ControlFlow::Break(poll) = step {
                 return poll;

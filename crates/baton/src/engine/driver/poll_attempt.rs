@@ -9,7 +9,7 @@ use std::thread;
 
 use tokio::time::Instant;
 
-use super::super::paths::first_attempt::{self, Held};
+use super::super::paths::first_attempt::{self, Held, SharedTimer};
 use super::{Driver, State, Step};
 use crate::error::{BoxError, NodeError, UserCode};
 use crate::observe::trace;
@@ -22,7 +22,11 @@ type Polled = thread::Result<Poll<Result<Value, BoxError>>>;
 
 impl<I: Send + Sync + 'static> Driver<I> {
     /// Polls the current node's attempt, on the fast path.
-    pub(super) fn poll_attempt(&mut self, cx: &mut Context<'_>) -> Step {
+    pub(super) fn poll_attempt(
+        &mut self,
+        cx: &mut Context<'_>,
+        shared: Option<&mut SharedTimer>,
+    ) -> Step {
         if self.run.core.is_cancelled() {
             self.cancelled(true);
             return ControlFlow::Continue(());
@@ -49,6 +53,9 @@ impl<I: Send + Sync + 'static> Driver<I> {
             Ok(Poll::Ready(Ok(value))) => {
                 let end = self.run.core.now();
                 let (run, id, start) = (&self.run, self.id, self.start);
+                if let (Some(held), Some(shared)) = (held, shared) {
+                    first_attempt::leave(held, shared);
+                }
                 let overran =
                     held.and_then(|held| first_attempt::succeeded(run, id, held, start, end));
                 let record = Record::ended(Outcome::Succeeded, Some(value), start, end);
@@ -59,7 +66,7 @@ impl<I: Send + Sync + 'static> Driver<I> {
                 ControlFlow::Continue(())
             }
             polled => match held {
-                Some(held) => self.policy_attempt(polled, held, cx),
+                Some(held) => self.policy_attempt(polled, held, cx, shared),
                 None => self.bare_attempt(polled, cx),
             },
         }
@@ -89,7 +96,13 @@ impl<I: Send + Sync + 'static> Driver<I> {
 
     /// A policy node's first attempt was polled and did not succeed: it goes on here while
     /// it waits within its cut; the onion takes it over otherwise.
-    fn policy_attempt(&mut self, polled: Polled, held: Held, cx: &mut Context<'_>) -> Step {
+    fn policy_attempt(
+        &mut self,
+        polled: Polled,
+        held: Held,
+        cx: &mut Context<'_>,
+        shared: Option<&mut SharedTimer>,
+    ) -> Step {
         let attempt = match polled {
             Ok(Poll::Ready(Ok(_))) => unreachable!("a success ends in `poll_attempt`"),
             Ok(Poll::Pending) if self.embedded => {
@@ -98,10 +111,13 @@ impl<I: Send + Sync + 'static> Driver<I> {
                 self.migrate();
                 return ControlFlow::Continue(());
             }
-            Ok(Poll::Pending) => return self.wait_within_cut(held, cx),
+            Ok(Poll::Pending) => return self.wait_within_cut(held, cx, shared),
             Ok(Poll::Ready(Err(error))) => FirstAttempt::Failed(error),
             Err(panic) => FirstAttempt::Panicked(panic),
         };
+        if let Some(shared) = shared {
+            first_attempt::leave(held, shared);
+        }
         self.hand_over(held, attempt);
         ControlFlow::Continue(())
     }
@@ -109,17 +125,32 @@ impl<I: Send + Sync + 'static> Driver<I> {
     /// A policy node's first attempt waits: the driver waits too, under its timer for the
     /// attempt's cut in `first_attempt::wait`, or hands the attempt, still running, to the
     /// onion once the cut passed.
-    fn wait_within_cut(&mut self, mut held: Held, cx: &mut Context<'_>) -> Step {
+    fn wait_within_cut(
+        &mut self,
+        mut held: Held,
+        cx: &mut Context<'_>,
+        mut shared: Option<&mut SharedTimer>,
+    ) -> Step {
         let start = *self.start.get_or_insert_with(Instant::now);
         // Tokio panics making a timer on a runtime without timers.
         let (run, id, timer) = (&self.run, self.id, &mut self.timer);
         let waited = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            first_attempt::wait(run, id, start, &mut held, timer, cx)
+            first_attempt::wait(
+                run,
+                (id, start),
+                &mut held,
+                timer,
+                shared.as_deref_mut(),
+                cx,
+            )
         }));
         match waited {
             // As when the policy path's own timer panics: the breaker's permit goes back
             // uncounted, and the node fails with the panic, with no retry and no fallback.
             Err(panic) => {
+                if let Some(shared) = shared {
+                    first_attempt::leave(held, shared);
+                }
                 first_attempt::release(&self.run, self.id, held);
                 self.discard();
                 self.run.attempt_ended(self.id, u32::MAX);
@@ -140,6 +171,9 @@ impl<I: Send + Sync + 'static> Driver<I> {
                 let Some(fut) = self.attempt.take() else {
                     unreachable!("a waiting attempt is in the driver's box")
                 };
+                if let Some(shared) = shared {
+                    first_attempt::leave(held, shared);
+                }
                 self.hand_over(held, FirstAttempt::Running(fut));
             }
         }

@@ -34,8 +34,10 @@ use crate::policy::deadline::KeptTimer;
 use crate::report::{AttemptReport, Record};
 
 mod held;
+mod shared;
 use held::Armed;
 pub(in crate::engine) use held::Held;
+pub(in crate::engine) use shared::{SharedTimer, leave};
 
 /// Prepares the first attempt of a task node with `policy`, starting at `start`: takes the
 /// breaker's permit and deposits in the retry budget. Gives the attempt's cut, when it must
@@ -103,6 +105,11 @@ pub(in crate::engine) fn prepare<I: Send + Sync + 'static>(
 /// cut would fire while the next attempt runs, waking the driver's task and tokio's time
 /// driver for nothing.
 ///
+/// A driver that the run's future polls together with others passes their `shared` timer:
+/// the attempt is armed on that one instead, unless arming it there would move it later
+/// under another attempt (`first_attempt/shared.rs`). One armed there and then polled on its
+/// own, by a driver moved out of the run's future, is armed again on its driver's timer.
+///
 /// `Ready` when the cut has passed: the driver then hands the attempt, still running, to
 /// the onion, which polls it once more, then reports the timeout or deadline and goes on as
 /// for any cut attempt. `Pending` otherwise, also for a node without a cut.
@@ -113,16 +120,18 @@ pub(in crate::engine) fn prepare<I: Send + Sync + 'static>(
 /// shutting down; the driver catches it and fails the node.
 pub(in crate::engine) fn wait<I: Send + Sync + 'static>(
     run: &RunState<I>,
-    id: u32,
-    start: Instant,
+    (id, start): (u32, Instant),
     held: &mut Held,
     timer: &mut KeptTimer,
+    shared: Option<&mut SharedTimer>,
     cx: &mut Context<'_>,
 ) -> Poll<()> {
-    match held.armed() {
-        Armed::Untimed => return Poll::Pending,
-        Armed::Yes => {}
-        Armed::No => {
+    match (held.armed(), shared) {
+        (Armed::Untimed, _) => return Poll::Pending,
+        (Armed::Yes, _) => {}
+        (Armed::Shared, Some(shared)) => return shared::wait(run, (id, start), held, shared, cx),
+        // Armed on the shared timer, now polled on its own: armed again on its timer.
+        (Armed::Shared | Armed::No, shared) => {
             let Some(until) = cut(run, id, start) else {
                 held.set_armed(Armed::Untimed);
                 if timer.get().is_some_and(|t| !t.is_elapsed()) {
@@ -130,6 +139,11 @@ pub(in crate::engine) fn wait<I: Send + Sync + 'static>(
                 }
                 return Poll::Pending;
             };
+            if let Some(shared) = shared {
+                if shared::arm(run, (id, start, until), held, shared) {
+                    return shared::poll(run, (id, start), held, shared, cx);
+                }
+            }
             held.set_armed(Armed::Yes);
             // Running at an earlier cut near this one, it wakes the driver in time. One
             // that elapsed is moved now rather than after a poll that would say so.

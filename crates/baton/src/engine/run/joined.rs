@@ -27,9 +27,8 @@
 //! another task between two polls.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::task::{Context, Waker};
+use std::task::{Context, Poll, Waker};
 
 use std::sync::Arc;
 
@@ -57,6 +56,22 @@ pub(super) const POLLED_TOGETHER: usize = 8;
 /// themselves without spending tokio's budget still give the task's turn back, and a
 /// node's own I/O still spends tokio's budget.
 pub(in crate::engine) const REPOLL_MAX: usize = 1024;
+
+/// A driver the run's future polls together with others, with the run's waker, at each
+/// pass: polled with what those drivers share, [`Shared`](Self::Shared), which the
+/// future keeps.
+pub(in crate::engine) trait PolledTogether: Future<Output = ()> + Unpin {
+    /// What the drivers polled together share: the engine's drivers, one timer.
+    type Shared: Default;
+    /// Polls the driver, as [`Future::poll`] does, with what it shares with the others,
+    /// `together` drivers in all, itself included.
+    fn poll_together(
+        &mut self,
+        cx: &mut Context<'_>,
+        shared: &mut Self::Shared,
+        together: usize,
+    ) -> Poll<()>;
+}
 
 /// What the run's future tells its run of its passes, and asks it. Generic over the
 /// primitives of the run's waker, as [`Joined`] is.
@@ -183,9 +198,11 @@ impl<F, S: SyncFamily> Inbox<F, S> {
 }
 
 /// See the module docs. Generic over the primitives of its set, as [`Inbox`] is.
-pub(super) struct Joined<F, S: SyncFamily = StdSync> {
+pub(super) struct Joined<F: PolledTogether, S: SyncFamily = StdSync> {
     /// Up to [`POLLED_TOGETHER`] drivers, polled together.
     few: Vec<F>,
+    /// What those drivers share.
+    shared: F::Shared,
     /// The drivers past them, each woken on its own. Made when first needed, and boxed: a
     /// run's future, which holds this, is moved as any future is, and most runs never need
     /// the set.
@@ -194,17 +211,23 @@ pub(super) struct Joined<F, S: SyncFamily = StdSync> {
     woken: Option<Arc<Woken<S>>>,
 }
 
-impl<F: Future<Output = ()> + Unpin, S: SyncFamily> Joined<F, S> {
+impl<F: PolledTogether, S: SyncFamily> Joined<F, S> {
     /// None yet; allocates nothing.
     pub(super) fn new() -> Self {
         Joined {
             few: Vec::new(),
+            shared: F::Shared::default(),
             set: None,
             woken: None,
         }
     }
 
     /// Whether no driver is held.
+    /// What the drivers polled together share.
+    pub(super) fn shared_mut(&mut self) -> &mut F::Shared {
+        &mut self.shared
+    }
+
     pub(super) fn is_empty(&self) -> bool {
         self.few.is_empty() && self.set.as_deref().is_none_or(ReadySet::is_empty)
     }
@@ -252,7 +275,11 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> Joined<F, S> {
             let mut at = from;
             while at < self.few.len() {
                 spent += usize::from(again);
-                if Pin::new(&mut self.few[at]).poll(&mut few_cx).is_ready() {
+                let together = self.few.len();
+                if self.few[at]
+                    .poll_together(&mut few_cx, &mut self.shared, together)
+                    .is_ready()
+                {
                     self.few.swap_remove(at);
                 } else {
                     at += 1;

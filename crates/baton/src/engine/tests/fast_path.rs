@@ -716,7 +716,7 @@ fn a_run_that_needs_timers_is_refused_on_a_runtime_without_them() {
 }
 
 /// Whether `attempt` ended by its timeout.
-fn timed_out(attempt: &AttemptReport) -> bool {
+pub(super) fn timed_out(attempt: &AttemptReport) -> bool {
     attempt
         .error
         .as_deref()

@@ -6,4 +6,5 @@ mod embedded;
 mod fast_path;
 mod ready_queue;
 mod ready_queue_turns;
+mod shared_timer;
 mod task_storage;

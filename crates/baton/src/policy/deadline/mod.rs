@@ -167,7 +167,19 @@ pin_project_lite::pin_project! {
         reach: Option<Instant>,
         // The waker it is registered with, until it is set or cleared.
         registered: Registered,
+        // Kept for the code that shares the timer; see `KeptTimer::sharers`.
+        sharers: Sharers,
     }
+}
+
+/// Two counters a [`KeptTimer`] keeps in its allocation for code that shares the timer
+/// between several waiters: how often the timer was moved later, and how many waiters
+/// count on it. The timer never reads them; they are zero in a new timer's allocation, and
+/// again once the timer is cleared.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Sharers {
+    pub(crate) moves: u32,
+    pub(crate) armed: u32,
 }
 
 /// A timer kept from one attempt to the next, whose allocation outlives it: made again,
@@ -224,6 +236,7 @@ impl KeptTimer {
                 sleep: None,
                 reach: None,
                 registered: Registered::NONE,
+                sharers: Sharers::default(),
             })
         });
         let mut kept = kept.as_mut().project();
@@ -240,13 +253,21 @@ impl KeptTimer {
     }
 
     /// Drops the timer, taking it out of tokio's wheel; the allocation is kept. It then
-    /// stands for and reaches nothing, as a new one.
+    /// stands for and reaches nothing, and its [`Sharers`] are zero, as a new one's.
     pub(crate) fn clear(&mut self) {
         if let Some(kept) = &mut self.0 {
             let mut kept = kept.as_mut().project();
             kept.sleep.set(None);
             *kept.registered = Registered::NONE;
+            *kept.sharers = Sharers::default();
         }
+    }
+
+    /// The counters kept for the code that shares the timer, once the timer's allocation
+    /// is made: see [`Sharers`].
+    #[inline]
+    pub(crate) fn sharers(&mut self) -> Option<&mut Sharers> {
+        Some(self.0.as_mut()?.as_mut().project().sharers)
     }
 
     /// Polls the timer as [`Registered::poll`] does; `None` when no timer is made.

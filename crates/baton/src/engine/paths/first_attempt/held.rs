@@ -23,6 +23,10 @@ const ARMED_SHIFT: u32 = 46;
 const ARMED: u64 = 0b11 << ARMED_SHIFT;
 /// The attempt's cut is its start plus its timeout: it has no budget and no run deadline.
 const TIMEOUT_ONLY: u64 = 1 << 48;
+/// The low bits of the shared timer's moves when the attempt last checked that timer
+/// against its cut ([`Armed::Shared`]), 13 bits.
+const SEEN_SHIFT: u32 = 49;
+const SEEN: u64 = ((1 << 13) - 1) << SEEN_SHIFT;
 /// Always set: a `Held` is never zero.
 const PRESENT_BIT: NonZeroU64 = match NonZeroU64::new(1 << 63) {
     Some(bit) => bit,
@@ -43,6 +47,9 @@ pub(super) enum Armed {
     /// The timer is set for this attempt's cut or, left there, for an earlier instant:
     /// another attempt's cut. It is moved to this one's when it elapses there.
     Yes = 2,
+    /// As `Yes`, with the timer the drivers polled together share instead of the driver's
+    /// own; see `first_attempt/shared.rs`.
+    Shared = 3,
 }
 
 impl Held {
@@ -73,7 +80,8 @@ impl Held {
         match (self.0.get() & ARMED) >> ARMED_SHIFT {
             0 => Armed::No,
             1 => Armed::Untimed,
-            _ => Armed::Yes,
+            2 => Armed::Yes,
+            _ => Armed::Shared,
         }
     }
 
@@ -87,6 +95,25 @@ impl Held {
     pub(super) fn timeout_only(self) -> bool {
         self.0.get() & TIMEOUT_ONLY != 0
     }
+
+    /// The low 13 bits of the shared timer's moves when this attempt last checked it; see
+    /// [`Armed::Shared`].
+    #[inline]
+    pub(super) fn seen(self) -> u32 {
+        ((self.0.get() & SEEN) >> SEEN_SHIFT) as u32
+    }
+
+    /// Remembers the low 13 bits of `moves`, the shared timer's, as [`seen`](Self::seen).
+    pub(super) fn set_seen(&mut self, moves: u32) {
+        let seen = (u64::from(moves) << SEEN_SHIFT) & SEEN;
+        self.0 = PRESENT_BIT | (self.0.get() & !SEEN) | seen;
+    }
+}
+
+/// The low bits of `moves` that a [`Held`] keeps as [`Held::seen`].
+#[inline]
+pub(super) fn seen_bits(moves: u32) -> u32 {
+    moves & ((1 << 13) - 1)
 }
 
 impl std::fmt::Debug for Held {
@@ -119,6 +146,19 @@ mod tests {
         assert_eq!((held.ticket(), held.armed()), (Some(ticket), Armed::Yes));
         held.set_armed(Armed::Untimed);
         assert_eq!(held.armed(), Armed::Untimed);
+        held.set_armed(Armed::Shared);
+        held.set_seen(u32::MAX);
+        assert_eq!(
+            (
+                held.ticket(),
+                held.armed(),
+                held.seen(),
+                held.timeout_only()
+            ),
+            (Some(ticket), Armed::Shared, seen_bits(u32::MAX), true)
+        );
+        held.set_seen(1 << 13);
+        assert_eq!((held.seen(), held.armed()), (0, Armed::Shared));
         let bare = Held::new(None, false);
         assert_eq!(
             (bare.ticket(), bare.armed(), bare.timeout_only()),

@@ -28,7 +28,7 @@ use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::sync::{Condvar, Mutex};
 use loom::thread;
 
-use super::{CancelWake, Inbox, Joined, POLLED_TOGETHER, REPOLL_MAX, Woken};
+use super::{CancelWake, Inbox, Joined, POLLED_TOGETHER, PolledTogether, REPOLL_MAX, Woken};
 use crate::util::sync::LoomSync;
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
@@ -105,6 +105,14 @@ struct Node {
     next: Option<Box<Node>>,
     inbox: Shared,
     ended: Arc<AtomicUsize>,
+}
+
+impl PolledTogether for Node {
+    type Shared = ();
+
+    fn poll_together(&mut self, cx: &mut Context<'_>, (): &mut (), _: usize) -> Poll<()> {
+        Pin::new(self).poll(cx)
+    }
 }
 
 impl Future for Node {

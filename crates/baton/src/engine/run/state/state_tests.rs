@@ -613,3 +613,34 @@ fn a_start_is_reused_only_when_no_user_code_ran_in_between() {
         "the later end"
     );
 }
+
+/// The first attempts of nodes that the run's future polls together are armed on one
+/// timer (`first_attempt/shared.rs`): after a run of six such nodes on one worker, the
+/// graph keeps the box of one timer, where a timer each would leave six. A node polled
+/// alone uses its driver's own timer, as before: one box after a run of one such node.
+#[test]
+fn nodes_polled_together_share_one_timer() {
+    for nodes in [6, 1] {
+        let mut g = Graph::<()>::builder();
+        for i in 0..nodes {
+            let _: Node<()> = g
+                .node(format!("n{i}"))
+                .timeout(Duration::from_secs(60))
+                .task(|_ctx, ()| async {
+                    tokio::task::yield_now().await;
+                    tokio::task::yield_now().await;
+                    Ok::<_, BoxError>(())
+                });
+        }
+        let graph = g.build().expect("a valid graph");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        rt.block_on(graph.run(())).expect("the run succeeds");
+        let spare = &graph.inner.spare;
+        let home = spare.home();
+        let kept = std::iter::from_fn(|| spare.take_timer(home)).count();
+        assert_eq!(kept, 1, "{nodes} node(s)");
+    }
+}
