@@ -8,7 +8,8 @@
 //! permit as a [`Held`] ticket. An attempt that waits, returning `Pending`, is waited for
 //! there too, as a bare node's is, under a timer that wakes the driver no later than its
 //! cut, as the onion's `Deadline` would. [`wait`] does that, and a driver keeps one timer
-//! from one such attempt to the next. When the attempt succeeds, the node is done: the
+//! from one such attempt to the next; the drivers an inline run's future polls together
+//! share one (`first_attempt/shared.rs`). When the attempt succeeds, the node is done: the
 //! breaker is told, the record is written.
 //! If it failed, panicked, or its cut passed, the attempt, still running or ended, is
 //! handed to the onion with the permit as a [`First`]. The series goes on there as if the

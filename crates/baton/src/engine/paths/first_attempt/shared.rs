@@ -17,7 +17,14 @@
 //! the timer against its cut ([`Held::seen`]). An attempt that sees the count moved
 //! checks again: if the timer now runs past its cut, it moves it back to its cut, or, when
 //! that cut has passed, is cut. An attempt that cannot arm on the shared timer without
-//! moving it later under another one uses its driver's own timer.
+//! moving it later under another one uses its driver's own timer. An attempt keeps the
+//! count's low 13 bits: every attempt armed on the timer is polled at each pass, and the
+//! at most eight drivers polled together move it a few times a pass, never 8 192 times
+//! between two of its polls.
+//!
+//! A driver polled alone uses its own timer, as a chain's does, until the shared one is
+//! made; drivers past the eighth, each woken on its own, and drivers moved out of the
+//! run's future use theirs.
 
 use std::task::{Context, Poll};
 
