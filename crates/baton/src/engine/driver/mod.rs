@@ -36,7 +36,9 @@
 //!   same layout, so a run of such nodes allocates one box per driver, not one per node,
 //!   and a large one goes to the graph when the driver ends (`task/attempt_box.rs`).
 //!   Nodes with policies start their first attempt here too, through `first_attempt.rs`,
-//!   waited for under the driver's timer, which is kept from one such attempt to the next;
+//!   waited for under the driver's timer, which is kept from one such attempt to the next,
+//!   or under the one the drivers the run's future polls together share
+//!   (`first_attempt/shared.rs`);
 //! - the **full path** of `full_path.rs`, boxed: the onion with its retries, the breaker's
 //!   verdict and the fallback; and nodes and routers with `tracing` spans. A policy
 //!   node's first attempt goes there only when it fails, panics or reaches its cut.
@@ -140,7 +142,8 @@ pub(in crate::engine) struct Driver<I> {
     attempt: Option<AttemptFuture>,
     /// The timer that wakes the driver by the cut of a policy node's first attempt that
     /// waits, kept from one such attempt to the next and polled only by this driver's task,
-    /// in `first_attempt::wait`. It is deregistered when the driver ends.
+    /// in `first_attempt::wait`, unless the attempt is armed on the timer the drivers
+    /// polled together share. It is deregistered when the driver ends.
     timer: KeptTimer,
     state: State,
 }
@@ -148,7 +151,7 @@ pub(in crate::engine) struct Driver<I> {
 /// The most nodes a driver polled by the run's future, embedded or local, starts in one poll
 /// before the run spreads or yields: tokio's coop budget per poll, which an unconstrained
 /// task does not have.
-const INLINE_MAX: u8 = 128;
+pub(in crate::engine) const INLINE_MAX: u8 = 128;
 
 impl<I: Send + Sync + 'static> Driver<I> {
     /// A driver that starts with node `id`, already `RUNNING`, or, with `None`, with the
@@ -332,8 +335,8 @@ impl<I: Send + Sync + 'static> Future for Driver<I> {
 impl<I: Send + Sync + 'static> PolledTogether for Driver<I> {
     type Shared = SharedTimer;
 
-    /// A driver polled alone uses its own timer, as the others do once they are alone,
-    /// unless the shared one was made.
+    /// A driver polled alone uses its own timer until the shared one is made; from then
+    /// on every driver polled together uses the shared one, however few remain.
     fn poll_together(
         &mut self,
         cx: &mut Context<'_>,

@@ -45,7 +45,7 @@ pub(in crate::engine) use woken::Woken;
 /// The most drivers an inline run's future polls together at each wake-up, as
 /// `tokio::join!` polls its futures; past them, drivers join a set that polls only those
 /// woken.
-pub(super) const POLLED_TOGETHER: usize = 8;
+pub(in crate::engine) const POLLED_TOGETHER: usize = 8;
 
 /// The budget of the passes after the first of one poll of the run's future: polls of
 /// drivers until this many were spent, and as many nodes started
@@ -61,7 +61,8 @@ pub(in crate::engine) const REPOLL_MAX: usize = 1024;
 /// pass: polled with what those drivers share, [`Shared`](Self::Shared), which the
 /// future keeps.
 pub(in crate::engine) trait PolledTogether: Future<Output = ()> + Unpin {
-    /// What the drivers polled together share: the engine's drivers, one timer.
+    /// What the drivers polled together share; for the engine's drivers, one timer
+    /// (`SharedTimer`).
     type Shared: Default;
     /// Polls the driver, as [`Future::poll`] does, with what it shares with the others,
     /// `together` drivers in all, itself included.
@@ -222,12 +223,12 @@ impl<F: PolledTogether, S: SyncFamily> Joined<F, S> {
         }
     }
 
-    /// Whether no driver is held.
     /// What the drivers polled together share.
     pub(super) fn shared_mut(&mut self) -> &mut F::Shared {
         &mut self.shared
     }
 
+    /// Whether no driver is held.
     pub(super) fn is_empty(&self) -> bool {
         self.few.is_empty() && self.set.as_deref().is_none_or(ReadySet::is_empty)
     }

@@ -12,9 +12,10 @@ use crate::{BoxError, Fallback, Graph, Node, Outcome};
 
 use crate::util::ms;
 
-/// One timed node of a case: it starts once a gate node, with no policies, has slept
-/// `delay` ms; its first attempt, under `timeout` ms, wakes itself every `tick` ms and
-/// ends after `work` ms, if ever.
+/// One timed node of a case: its first attempt, under `timeout` ms, wakes itself every
+/// `tick` ms and ends after `work` ms, if ever. The first node of a chain starts once a
+/// gate node, with no policies, has slept `delay` ms; the others start when the node
+/// before them ends (`delay` unused).
 #[derive(Debug, Clone, Copy)]
 struct Timed {
     delay: u64,
@@ -43,30 +44,31 @@ fn timed() -> impl Strategy<Value = Timed> {
 /// each attempt's duration and whether it timed out.
 type Seen = (Outcome, Option<Duration>, Vec<(Duration, bool)>);
 
-/// Runs one case on a paused current-thread runtime: what the report says of each timed
-/// node.
-fn run_case(nodes: &[Timed]) -> Vec<Seen> {
+/// Runs one case, chains of timed nodes, each chain in a driver of its own, on a paused
+/// current-thread runtime: what the report says of each timed node, chain after chain.
+fn run_case(chains: &[Vec<Timed>]) -> Vec<Seen> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
         .build()
         .expect("a runtime");
     let mut g = Graph::<()>::builder();
-    let timed: Vec<Node<u32>> = nodes
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let delay = t.delay;
-            let gate = g.node(format!("gate{i}")).task(move |_ctx, ()| async move {
-                sleep(ms(delay)).await;
-                Ok::<_, BoxError>(())
-            });
+    let mut timed: Vec<Node<u32>> = Vec::new();
+    for (c, chain) in chains.iter().enumerate() {
+        let delay = chain.first().map_or(0, |t| t.delay);
+        let gate = g.node(format!("gate{c}")).task(move |_ctx, ()| async move {
+            sleep(ms(delay)).await;
+            Ok::<_, BoxError>(0u32)
+        });
+        let mut before = gate;
+        for (i, t) in chain.iter().enumerate() {
             let (tick, work) = (t.tick, t.work);
-            g.node(format!("timed{i}"))
-                .after(gate)
+            let node = g
+                .node(format!("timed{c}.{i}"))
+                .after(before)
                 .timeout(ms(t.timeout))
                 .fallback(Fallback::value(0u32))
-                .task(move |_ctx, _gate| async move {
+                .task(move |_ctx, _before| async move {
                     let mut spent = 0;
                     loop {
                         if work.is_some_and(|w| spent >= w) {
@@ -76,9 +78,11 @@ fn run_case(nodes: &[Timed]) -> Vec<Seen> {
                         sleep(ms(step)).await;
                         spent += step;
                     }
-                })
-        })
-        .collect();
+                });
+            timed.push(node);
+            before = node;
+        }
+    }
     let graph = g.build().expect("a graph");
     let report = rt
         .block_on(async { tokio::time::timeout(ms(60_000), graph.run(())).await })
@@ -98,27 +102,35 @@ fn run_case(nodes: &[Timed]) -> Vec<Seen> {
         .collect()
 }
 
+/// Checks what the report says of timed node `t`: cut exactly at its timeout if its work
+/// outlasts it, ended when its work did otherwise.
+fn check(t: &Timed, (outcome, took, log): &Seen) -> Result<(), TestCaseError> {
+    match t.work.filter(|&w| w < t.timeout) {
+        Some(work) => {
+            prop_assert_eq!(*outcome, Outcome::Succeeded, "{:?}", t);
+            prop_assert_eq!(*took, Some(ms(work)), "{:?}", t);
+        }
+        None => {
+            prop_assert_eq!(*outcome, Outcome::Recovered, "{:?}", t);
+            prop_assert_eq!(log.as_slice(), &[(ms(t.timeout), true)], "{:?}", t);
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
-    /// Timed nodes polled together, started at different instants, each is cut at its own
-    /// timeout if its work outlasts it, and ends when its work does otherwise.
+    /// Chains of timed nodes, each in a driver of its own, polled together (past eight,
+    /// each on its own waker), started at different instants: each first attempt is cut at
+    /// its own timeout if its work outlasts it, and ends when its work does otherwise.
     #[test]
     fn each_attempt_polled_together_is_cut_at_its_own_timeout(
-        nodes in proptest::collection::vec(timed(), 2..10),
+        chains in proptest::collection::vec(proptest::collection::vec(timed(), 1..4), 2..11),
     ) {
-        for (t, (outcome, took, log)) in nodes.iter().zip(run_case(&nodes)) {
-            match t.work.filter(|&w| w < t.timeout) {
-                Some(work) => {
-                    prop_assert_eq!(outcome, Outcome::Succeeded, "{:?}", t);
-                    prop_assert_eq!(took, Some(ms(work)), "{:?}", t);
-                }
-                None => {
-                    prop_assert_eq!(outcome, Outcome::Recovered, "{:?}", t);
-                    prop_assert_eq!(log.len(), 1, "{:?}", t);
-                    prop_assert_eq!(log[0], (ms(t.timeout), true), "{:?}", t);
-                }
-            }
+        let seen = run_case(&chains);
+        for (t, seen) in chains.iter().flatten().zip(&seen) {
+            check(t, seen)?;
         }
     }
 }
@@ -126,7 +138,8 @@ proptest! {
 /// Cases that take each of the shared timer's moves: a later node with an earlier cut
 /// moves it earlier; cuts that pass one after another move it later, each time under the
 /// attempts still armed on it; a node whose cut is far past the running timer's while
-/// others are armed on it takes a timer of its own.
+/// others are armed on it takes a timer of its own; a driver that goes on to the next
+/// node of its chain arms it again.
 #[test]
 fn the_shared_timer_s_moves_keep_every_cut() {
     let t = |delay, timeout, work| Timed {
@@ -135,47 +148,50 @@ fn the_shared_timer_s_moves_keep_every_cut() {
         tick: 3,
         work,
     };
+    let one = |nodes: Vec<Timed>| nodes.into_iter().map(|t| vec![t]).collect::<Vec<_>>();
     let cases = [
-        vec![
+        one(vec![
             t(0, 60, None),
             t(0, 20, None),
             t(0, 50, None),
             t(5, 10, None),
-        ],
-        vec![
+        ]),
+        one(vec![
             t(0, 30, Some(10)),
             t(0, 40, None),
             t(12, 5, None),
             t(12, 70, None),
-        ],
-        vec![
+        ]),
+        one(vec![
             t(0, 20, None),
             t(0, 20, None),
             t(1, 20, None),
             t(30, 20, Some(5)),
-        ],
-        vec![
+        ]),
+        one(vec![
             t(0, 40, None),
             t(3, 200, None),
             t(3, 200, Some(150)),
             t(0, 41, None),
-        ],
-        vec![
+        ]),
+        one(vec![
             Timed {
                 tick: 4,
                 ..t(11, 6, None)
             },
             t(15, 5, None),
+        ]),
+        vec![
+            vec![t(0, 30, Some(8)), t(0, 12, None), t(0, 40, Some(20))],
+            vec![t(2, 25, None), t(0, 9, Some(4))],
+            vec![t(5, 50, None)],
         ],
     ];
-    for nodes in cases {
-        for (t, (outcome, took, log)) in nodes.iter().zip(run_case(&nodes)) {
-            match t.work.filter(|&w| w < t.timeout) {
-                Some(work) => assert_eq!((outcome, took), (Outcome::Succeeded, Some(ms(work)))),
-                None => {
-                    assert_eq!(outcome, Outcome::Recovered, "{t:?}");
-                    assert_eq!(log, [(ms(t.timeout), true)], "{t:?}");
-                }
+    for chains in cases {
+        let seen = run_case(&chains);
+        for (t, seen) in chains.iter().flatten().zip(&seen) {
+            if let Err(e) = check(t, seen) {
+                panic!("{e}");
             }
         }
     }

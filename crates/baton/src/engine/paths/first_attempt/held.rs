@@ -5,12 +5,15 @@ use std::num::NonZeroU64;
 use crate::policy::breaker::Ticket;
 
 /// What the driver holds for a policy node's first attempt while it polls it: the breaker
-/// permit's ticket, when the node has a breaker, whether the driver's timer wakes it in
-/// time for the attempt's cut, and whether that cut is the attempt's start plus its
-/// timeout. Only a closed breaker's ticket is held, never a probe's, and it owns nothing.
+/// permit's ticket, when the node has a breaker, whether a timer wakes it in time for the
+/// attempt's cut (the driver's own or the one the drivers polled together share, with the
+/// low bits of that timer's moves the attempt last saw), and whether that cut is the
+/// attempt's start plus its timeout. Only a closed breaker's ticket is held, never a
+/// probe's, and it owns nothing.
 ///
 /// Packed in one nonzero word, so that the driver moves it, and `Option<Held>`, as one
-/// register: the ticket's generation in the low [`GENERATION`] bits, then flags.
+/// register: the ticket's generation in the low [`GENERATION`] bits, then flags, then the
+/// 13 [`SEEN`] bits.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(in crate::engine) struct Held(NonZeroU64);
 
@@ -122,6 +125,7 @@ impl std::fmt::Debug for Held {
             .field("ticket", &self.ticket())
             .field("armed", &self.armed())
             .field("timeout_only", &self.timeout_only())
+            .field("seen", &self.seen())
             .finish()
     }
 }

@@ -11,16 +11,18 @@
 //!
 //! - when it elapsed: it woke the run's waker then, and every attempt still waiting on it
 //!   is polled after that;
-//! - when no attempt is armed on it.
+//! - when no attempt was counted on it since its last move: those armed before that move
+//!   check it again at their next poll, which comes after this move.
 //!
 //! Each move later is counted, and an attempt remembers the count when it last checked
 //! the timer against its cut ([`Held::seen`]). An attempt that sees the count moved
 //! checks again: if the timer now runs past its cut, it moves it back to its cut, or, when
 //! that cut has passed, is cut. An attempt that cannot arm on the shared timer without
 //! moving it later under another one uses its driver's own timer. An attempt keeps the
-//! count's low 13 bits: every attempt armed on the timer is polled at each pass, and the
-//! at most eight drivers polled together move it a few times a pass, never 8 192 times
-//! between two of its polls.
+//! count's low 13 bits: every attempt armed on the timer is polled at each pass, and
+//! between two of its polls each of the at most seven other drivers is polled at most
+//! twice, starts at most `INLINE_MAX` nodes a poll, and each of those first attempts moves
+//! the timer later at most twice: fewer moves than 8 192 ([`MOVES_BETWEEN_POLLS`]).
 //!
 //! A driver polled alone uses its own timer, as a chain's does, until the shared one is
 //! made; drivers past the eighth, each woken on its own, and drivers moved out of the
@@ -31,8 +33,15 @@ use std::task::{Context, Poll};
 use tokio::time::Instant;
 
 use super::held::{Armed, Held, seen_bits};
+use crate::engine::driver::INLINE_MAX;
+use crate::engine::run::joined::POLLED_TOGETHER;
 use crate::engine::run::state::RunState;
 use crate::policy::deadline::{KeptTimer, Sharers};
+
+/// The most times the shared timer moves later between two polls of an attempt armed on it;
+/// see the module's docs. Fewer than the 2^13 values of [`Held::seen`].
+const MOVES_BETWEEN_POLLS: usize = 2 * (POLLED_TOGETHER - 1) * INLINE_MAX as usize * 2;
+const _: () = assert!(MOVES_BETWEEN_POLLS < 1 << 13);
 
 /// The timer the drivers an inline run's future polls together share. What its attempts
 /// need to keep their cuts, its [`Sharers`], is kept in the timer's allocation: how often
