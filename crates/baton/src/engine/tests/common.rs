@@ -1,5 +1,5 @@
-//! Helpers shared by the scheduler's stress tests: `embedded.rs`, `ready_queue.rs` and
-//! `ready_queue_turns.rs`.
+//! Helpers shared by the scheduler's tests: `embedded.rs`, `fast_path.rs`,
+//! `ready_queue.rs` and `ready_queue_turns.rs`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -7,6 +7,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::BoxError;
+
+/// A runtime of two worker threads, with I/O and timers.
+///
+/// # Panics
+///
+/// If tokio cannot build it, as a test must not go on then.
+pub(crate) fn two_workers() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime of two workers")
+}
 
 /// How long a computing node waits for its siblings before it fails: wall time, and only a
 /// failing test waits that long.

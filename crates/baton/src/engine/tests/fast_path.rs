@@ -596,11 +596,7 @@ async fn a_probe_is_given_back_when_the_run_is_cancelled_as_its_task_is_called()
 /// shut down, on a thread outside it. The task waits by yielding, so no clock is involved.
 #[test]
 fn a_report_outlives_the_runtime_of_its_waiting_policy_nodes() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = super::common::two_workers();
     let mut g = Graph::<()>::builder();
     let stock = g.node("stock").timeout(ms(60_000)).task(|_ctx, ()| async {
         tokio::task::yield_now().await;
@@ -619,11 +615,7 @@ fn a_report_outlives_the_runtime_of_its_waiting_policy_nodes() {
 /// onion under its timeout, waits; the timer floor is then set there.
 #[test]
 fn a_report_outlives_the_runtime_of_its_retried_waiting_nodes() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = super::common::two_workers();
     let calls = Arc::new(AtomicU32::new(0));
     let c = Arc::clone(&calls);
     let mut g = Graph::<()>::builder();
@@ -759,16 +751,13 @@ async fn an_attempt_woken_many_times_is_cut_at_its_timeout() {
 }
 
 /// On the real clock and two workers, attempts that wake themselves again and again, by
-/// yielding or by sleeping 3 ms, are cut, inline and spread: twenty nodes, so that eight
-/// are polled with the run's waker and twelve with wakers of their own. Outcomes only:
-/// every attempt timed out, none before its timeout.
+/// yielding or by sleeping a few milliseconds, are cut, inline and spread: more nodes than
+/// the run polls together, so that some are polled with the run's waker and the others
+/// with wakers of their own. Outcomes only: every attempt timed out, none before its
+/// timeout.
 #[test]
 fn attempts_woken_again_and_again_are_cut_on_two_workers() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = super::common::two_workers();
     for round in 0..6 {
         let options = if round % 2 == 0 {
             crate::RunOptions::new()

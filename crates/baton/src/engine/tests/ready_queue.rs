@@ -190,20 +190,12 @@ fn reuses_its_arrays_across_runs_and_aborted_runs(
             assert_eq!(report.get(*n), Some(e));
         }
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = super::common::two_workers();
     for round in 0..6 {
         // One aborted run: its runtime is dropped while nodes are queued and running.
         {
             let mut run = graph.run(());
-            let doomed = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .unwrap();
+            let doomed = super::common::two_workers();
             doomed.block_on(async {
                 let _ = futures::poll!(&mut run);
                 tokio::time::sleep(Duration::from_micros(200 * round)).await;

@@ -39,11 +39,7 @@ fn cancel_while_start_queues_roots_does_not_hang() {
                 .task(|_ctx, ()| async { Ok::<_, BoxError>(()) });
         }
         let graph = g.build().unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = super::common::two_workers();
         let run = graph.run(());
         let canceller = run.canceller();
         let t = std::thread::spawn(move || {
@@ -206,11 +202,7 @@ async fn one_worker_independent_node_is_not_held_behind_a_long_chain() {
 
 #[test]
 fn stress_cancel_soon_after_start_many_roots() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = super::common::two_workers();
     for round in 0..200u64 {
         let ended = Arc::new(AtomicUsize::new(0));
         let mut g = Graph::<()>::builder();
