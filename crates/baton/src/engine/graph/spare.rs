@@ -17,19 +17,22 @@
 //! A stripe also keeps, for its later runs, what its runs made once and can hand on
 //! emptied: the boxes of large attempts that ended, for the next attempts of their layouts
 //! (see `task/attempt_box.rs`); up to [`STRIPE_TIMERS`] boxes of timers, drivers' and runs'
-//! floors, the timers dropped; and up to [`STRIPE_WAKERS`] wakers that runs polled their
+//! floors, the timers dropped; one running timer, that a run's joined drivers shared
+//! ([`Spares::keep_standing`]); and up to [`STRIPE_WAKERS`] wakers that runs polled their
 //! joined drivers with, unused (`CancelWake::spare`). A run takes one only when it first
 //! needs one.
 //!
 //! What a graph keeps while idle is only the arrays, about 130 bytes per node per set, the
 //! attempt boxes, at most 256 KiB a stripe, and the timers' boxes and wakers, at most some
-//! 6 KiB a stripe; no value or record, since those are dropped when the run ends, no
-//! timer and no task's waker, and nothing a kept box's attempt held, since it ended. A
-//! graph keeps
+//! 6 KiB a stripe; no value or record, since those are dropped when the run ends, one
+//! running timer a stripe, which fires once at most and wakes no task, no task's waker,
+//! and nothing a kept box's attempt held, since it ended. A graph keeps
 //! no more sets than it had runs at once. That is at most 512 KiB of arrays for a small
 //! graph (eight stripes of 64 KiB), and one set for a larger one, about 130 MB for a
 //! million nodes, until the graph is dropped; and at most 2 MiB of attempt boxes for a
 //! small graph, 256 KiB for a larger one.
+
+use tokio::runtime::Id;
 
 use crate::engine::run::joined::SpareWaker;
 use crate::engine::run::node_state::RunBuffers;
@@ -70,14 +73,23 @@ const STRIPE_TIMERS: usize = 32;
 const STRIPE_WAKERS: usize = 32;
 
 /// One stripe of a graph's spares: sets of run arrays, attempt boxes, the boxes of timers
-/// (drivers' and runs' floors) with no timer in them, and unused wakers for runs' joined
-/// drivers.
+/// (drivers' and runs' floors) with no timer in them, a running timer a run left, and
+/// unused wakers for runs' joined drivers.
 #[derive(Debug)]
 struct Stripe {
     sets: TryCell<Vec<RunBuffers>>,
     attempts: KeptAttempts,
     timers: TryCell<Vec<KeptTimer>>,
+    standing: TryCell<Option<Standing>>,
     wakers: TryCell<Vec<SpareWaker>>,
+}
+
+/// A running timer that a run's joined drivers shared, kept for a later run's, and the
+/// runtime whose wheel holds it; see [`Spares::keep_standing`].
+#[derive(Debug)]
+struct Standing {
+    runtime: Id,
+    timer: KeptTimer,
 }
 
 impl Spares {
@@ -96,6 +108,7 @@ impl Spares {
                         sets: TryCell::new(Vec::new()),
                         attempts: KeptAttempts::default(),
                         timers: TryCell::new(Vec::new()),
+                        standing: TryCell::new(None),
                         wakers: TryCell::new(Vec::new()),
                     })
                 })
@@ -145,6 +158,49 @@ impl Spares {
         }
         timer.clear();
         keep_in(&stripe.0.timers, STRIPE_TIMERS, timer);
+    }
+
+    /// The running timer stripe `home` keeps for a run on `runtime`, if it keeps one for
+    /// that runtime and no other run holds it now; see
+    /// [`keep_standing`](Self::keep_standing).
+    pub(in crate::engine) fn take_standing(&self, home: usize, runtime: Id) -> Option<KeptTimer> {
+        let stripe = &self.stripes.get(home)?.0;
+        let taken = stripe.standing.try_with(|slot| {
+            if slot.as_ref()?.runtime != runtime {
+                return None;
+            }
+            slot.take().map(|standing| standing.timer)
+        });
+        taken?
+    }
+
+    /// Keeps `timer`, the timer a run's joined drivers shared, in stripe `home`, still
+    /// running in the wheel of `runtime`, the run's, for a later run's joined drivers. While
+    /// runs follow each other, tokio's wheel then keeps a timer: a later run's timer, at a
+    /// later cut, does not wake the worker parked in tokio's drivers, which it would if the
+    /// wheel had been left empty, and a run whose first cut the kept timer stands for
+    /// (`KeptTimer::stands_for`) registers none at all. It holds no task (`KeptTimer::stand`)
+    /// and fires once, at most, when no run takes it; it keeps its runtime's handle until a
+    /// run takes it or the graph is dropped. A stripe keeps one such timer: one it kept
+    /// already gives way, and its box is kept as by [`keep_timer`](Self::keep_timer). So
+    /// is the box of a timer that does not run, or of no runtime.
+    pub(in crate::engine) fn keep_standing(
+        &self,
+        home: usize,
+        runtime: Option<Id>,
+        mut timer: KeptTimer,
+    ) {
+        let (Some(runtime), Some(stripe)) = (runtime, self.stripes.get(home)) else {
+            return self.keep_timer(home, timer);
+        };
+        if !timer.stand() {
+            return self.keep_timer(home, timer);
+        }
+        let standing = Standing { runtime, timer };
+        let left = stripe.0.standing.try_with(|slot| slot.replace(standing));
+        if let Some(Some(left)) = left {
+            self.keep_timer(home, left.timer);
+        }
     }
 
     /// An unused waker for a run's joined drivers, of stripe `home`'s, if it has one and no
@@ -277,5 +333,73 @@ mod tests {
             "the one past the count was dropped"
         );
         assert!(spares.take_timer(1).is_none(), "out of range");
+    }
+
+    /// A stripe keeps one running timer, for runs on its runtime, with no task's waker: a
+    /// later one takes its place, and the earlier one's box is kept with no timer in it. A
+    /// timer that does not run, or of no runtime, is kept as a box.
+    #[test]
+    fn a_stripe_keeps_one_running_timer_for_its_runtime() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::task::{Context, Wake, Waker};
+        use std::time::Duration;
+
+        struct Task(AtomicUsize);
+        impl Wake for Task {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a runtime");
+        let (id, _entered) = (rt.handle().id(), rt.enter());
+        let other = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("another runtime")
+            .handle()
+            .id();
+        let now = tokio::time::Instant::now();
+        let task = Arc::new(Task(AtomicUsize::new(0)));
+        let running = |secs| {
+            let mut timer = KeptTimer::new();
+            let waker = Waker::from(Arc::clone(&task));
+            let set = timer.set(now + Duration::from_secs(secs), Duration::from_secs(secs));
+            assert!(
+                crate::policy::deadline::poll_timer(set, &mut Context::from_waker(&waker))
+                    .is_pending()
+            );
+            timer
+        };
+        let spares = Spares::new(1);
+        spares.keep_standing(0, Some(id), running(1));
+        assert_eq!(Arc::strong_count(&task), 1, "no task's waker kept");
+        assert!(
+            spares.take_standing(0, other).is_none(),
+            "another runtime's"
+        );
+        spares.keep_standing(0, Some(id), running(2));
+        let kept = spares.take_standing(0, id).expect("a running timer");
+        let at = kept.get().map(tokio::time::Sleep::deadline);
+        assert_eq!(at, Some(now + Duration::from_secs(2)), "the later one");
+        assert!(spares.take_standing(0, id).is_none(), "taken");
+        let earlier = spares.take_timer(0).expect("the earlier one's box");
+        assert!(earlier.get().is_none(), "with no timer in it");
+        spares.keep_standing(0, None, running(3));
+        spares.keep_standing(0, Some(id), KeptTimer::new());
+        assert!(
+            spares.take_standing(0, id).is_none(),
+            "neither kept running"
+        );
+        assert!(spares.take_timer(0).is_some_and(|t| t.get().is_none()));
+        assert!(
+            spares.take_timer(0).is_none(),
+            "a timer never made is dropped"
+        );
+        drop(kept);
+        assert_eq!(task.0.load(Ordering::Relaxed), 0, "no task woken");
     }
 }

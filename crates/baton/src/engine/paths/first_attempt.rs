@@ -167,7 +167,7 @@ pub(in crate::engine) fn wait<I: Send + Sync + 'static>(
 }
 
 /// Sets the driver's `timer` for `until`, the cut of node `id`'s first attempt, started at
-/// `start`: see [`KeptTimer::set`].
+/// `start`, after the run's timer floor (`RunCore::floor_timers`): see [`KeptTimer::set`].
 fn set<I: Send + Sync + 'static>(
     run: &RunState<I>,
     timer: &mut KeptTimer,
@@ -175,14 +175,41 @@ fn set<I: Send + Sync + 'static>(
     start: Instant,
     until: Instant,
 ) {
-    let time = time_given(run, id, start, until);
-    run.floor_timers(until, || time);
+    run.floor_timers(until, || time_given(run, id, start, until));
+    set_unfloored(run, timer, id, start, until);
+}
+
+/// [`set`] without the run's timer floor: for the timer the drivers polled together share,
+/// which stands for a floor while it is set, as it runs no later than any attempt armed on
+/// it and stays in tokio's wheel until the run's future drops (`first_attempt/shared.rs`).
+/// Made the first time, it is the running timer an earlier run left, if the graph keeps
+/// one on this run's runtime (`Spares::keep_standing`), left as it is when it stands for
+/// `until`.
+fn set_unfloored<I: Send + Sync + 'static>(
+    run: &RunState<I>,
+    timer: &mut KeptTimer,
+    id: u32,
+    start: Instant,
+    until: Instant,
+) {
     if !timer.is_made() {
-        if let Some(kept) = run.graph.spare.take_timer(run.core.home()) {
-            *timer = kept;
+        let (spare, home) = (&run.graph.spare, run.core.home());
+        let runtime = run.core.handle().map(tokio::runtime::Handle::id);
+        match runtime.and_then(|runtime| spare.take_standing(home, runtime)) {
+            Some(standing) => {
+                *timer = standing;
+                if timer.stands_for(until) {
+                    return;
+                }
+            }
+            None => {
+                if let Some(kept) = spare.take_timer(home) {
+                    *timer = kept;
+                }
+            }
         }
     }
-    timer.set(until, time);
+    timer.set(until, time_given(run, id, start, until));
 }
 
 /// The time node `id`'s first attempt, started at `start` and cut at `until`, is given:

@@ -345,12 +345,14 @@ impl<I: Send + Sync + 'static> Drop for Run<I> {
         if self.phase == Phase::Running {
             self.state.cancel(CancelReason::Dropped);
         }
-        // The box of its joined drivers' timer goes to the graph, for a later timer.
+        // Its joined drivers' timer goes to the graph, running, for a later run's.
         let shared = self.joined.get_mut().shared_mut();
         if shared.is_made() {
             let timer = shared.take_timer();
-            let home = self.state.core.home();
-            self.state.graph.spare.keep_timer(home, timer);
+            let core = &self.state.core;
+            let runtime = core.handle().map(tokio::runtime::Handle::id);
+            let spare = &self.state.graph.spare;
+            spare.keep_standing(core.home(), runtime, timer);
         }
         // Drivers not yet moved to the set hold the run's state: they end here, with the
         // run cancelled, not with it, or the state would keep itself alive.

@@ -45,8 +45,10 @@ fn timed() -> impl Strategy<Value = Timed> {
 type Seen = (Outcome, Option<Duration>, Vec<(Duration, bool)>);
 
 /// Runs one case, chains of timed nodes, each chain in a driver of its own, on a paused
-/// current-thread runtime: what the report says of each timed node, chain after chain.
-fn run_case(chains: &[Vec<Timed>]) -> Vec<Seen> {
+/// current-thread runtime, twice, the second run as the first ended, with the running timer
+/// it left (`Spares::keep_standing`): what each report says of each timed node, chain
+/// after chain.
+fn run_case(chains: &[Vec<Timed>]) -> [Vec<Seen>; 2] {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
@@ -84,22 +86,24 @@ fn run_case(chains: &[Vec<Timed>]) -> Vec<Seen> {
         }
     }
     let graph = g.build().expect("a graph");
-    let report = rt
-        .block_on(async { tokio::time::timeout(ms(60_000), graph.run(())).await })
-        .expect("every attempt ends or is cut")
-        .expect("the run succeeds");
-    timed
-        .into_iter()
-        .map(|node| {
-            let node = report.node(node).expect("a timed node");
-            let log = node
-                .attempt_log()
-                .iter()
-                .map(|a| (a.end - a.start, super::fast_path::timed_out(a)))
-                .collect();
-            (node.outcome(), node.start().map(|s| node.end() - s), log)
-        })
-        .collect()
+    [(); 2].map(|()| {
+        let report = rt
+            .block_on(async { tokio::time::timeout(ms(60_000), graph.run(())).await })
+            .expect("every attempt ends or is cut")
+            .expect("the run succeeds");
+        timed
+            .iter()
+            .map(|&node| {
+                let node = report.node(node).expect("a timed node");
+                let log = node
+                    .attempt_log()
+                    .iter()
+                    .map(|a| (a.end - a.start, super::fast_path::timed_out(a)))
+                    .collect();
+                (node.outcome(), node.start().map(|s| node.end() - s), log)
+            })
+            .collect()
+    })
 }
 
 /// Checks what the report says of timed node `t`: cut exactly at its timeout if its work
@@ -123,14 +127,16 @@ proptest! {
 
     /// Chains of timed nodes, each in a driver of its own, polled together (past eight,
     /// each on its own waker), started at different instants: each first attempt is cut at
-    /// its own timeout if its work outlasts it, and ends when its work does otherwise.
+    /// its own timeout if its work outlasts it, and ends when its work does otherwise, in
+    /// a run and in the next, on the timer the first left.
     #[test]
     fn each_attempt_polled_together_is_cut_at_its_own_timeout(
         chains in proptest::collection::vec(proptest::collection::vec(timed(), 1..4), 2..11),
     ) {
-        let seen = run_case(&chains);
-        for (t, seen) in chains.iter().flatten().zip(&seen) {
-            check(t, seen)?;
+        for seen in run_case(&chains) {
+            for (t, seen) in chains.iter().flatten().zip(&seen) {
+                check(t, seen)?;
+            }
         }
     }
 }
@@ -188,11 +194,65 @@ fn the_shared_timer_s_moves_keep_every_cut() {
         ],
     ];
     for chains in cases {
-        let seen = run_case(&chains);
-        for (t, seen) in chains.iter().flatten().zip(&seen) {
-            if let Err(e) = check(t, seen) {
-                panic!("{e}");
+        for seen in run_case(&chains) {
+            for (t, seen) in chains.iter().flatten().zip(&seen) {
+                if let Err(e) = check(t, seen) {
+                    panic!("{e}");
+                }
             }
+        }
+    }
+}
+
+/// On the real clock, on two workers: runs of two nodes polled together follow each
+/// other, each on the timer the one before left (`Spares::keep_standing`), and every other
+/// run's attempts never end. Each of those is cut by its timeout and recovered, and the
+/// attempts of the runs between end with their work.
+#[test]
+fn runs_that_follow_each_other_on_one_timer_keep_their_cuts_on_the_real_clock() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    let calls = Arc::new(AtomicU32::new(0));
+    let mut g = Graph::<()>::builder();
+    let nodes: Vec<Node<u32>> = (0..2)
+        .map(|i| {
+            let calls = Arc::clone(&calls);
+            g.node(format!("n{i}"))
+                .timeout(ms(40))
+                .fallback(Fallback::value(0u32))
+                .task(move |_ctx, ()| {
+                    let hangs = calls.fetch_add(1, Ordering::SeqCst) / 2 % 2 == 1;
+                    async move {
+                        tokio::task::yield_now().await;
+                        if hangs {
+                            std::future::pending::<()>().await;
+                        }
+                        Ok::<_, BoxError>(1u32)
+                    }
+                })
+        })
+        .collect();
+    let graph = g.build().expect("a graph");
+    let rt = super::common::two_workers();
+    for run in 0..6 {
+        let report = rt
+            .block_on(rt.spawn(graph.run(())))
+            .expect("the run's task")
+            .expect("the run succeeds");
+        for &node in &nodes {
+            let node = report.node(node).expect("a node");
+            if run % 2 == 0 {
+                assert_eq!(node.outcome(), Outcome::Succeeded, "run {run}");
+                continue;
+            }
+            assert_eq!(node.outcome(), Outcome::Recovered, "run {run}");
+            let attempts = node.attempt_log();
+            let [attempt] = attempts else {
+                panic!("run {run}: one attempt, not {attempts:?}");
+            };
+            assert!(super::fast_path::timed_out(attempt), "run {run}");
+            assert!(attempt.end - attempt.start >= ms(40), "run {run}");
         }
     }
 }

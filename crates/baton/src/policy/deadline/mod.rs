@@ -263,6 +263,32 @@ impl KeptTimer {
         }
     }
 
+    /// Lets a running timer stand for the timers of later attempts once whoever set it is
+    /// gone: registered with a waker that does nothing, so that it holds no task, with its
+    /// [`Sharers`] zeroed. Returns whether it runs. A timer never set, elapsed, or that
+    /// tokio refuses to poll, as it does once its runtime shut down, is cleared instead.
+    pub(crate) fn stand(&mut self) -> bool {
+        let running = self.0.as_mut().is_some_and(|kept| {
+            let kept = kept.as_mut().project();
+            *kept.sharers = Sharers::default();
+            let (Some(sleep), registered) = (kept.sleep.as_pin_mut(), kept.registered) else {
+                return false;
+            };
+            if sleep.is_elapsed() {
+                return false;
+            }
+            let noop = &mut Context::from_waker(std::task::Waker::noop());
+            let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                registered.poll(sleep, noop)
+            }));
+            polled.is_ok_and(|polled| polled.is_pending())
+        });
+        if !running {
+            self.clear();
+        }
+        running
+    }
+
     /// The counters kept for the code that shares the timer, once the timer's allocation
     /// is made: see [`Sharers`].
     #[inline]

@@ -117,11 +117,11 @@ pub(super) fn arm<I: Send + Sync + 'static>(
         .map(|t| t.deadline());
     let others = shared.sharers().armed > 0;
     match running {
-        Some(at) if at > until => super::set(run, &mut shared.0, id, start, until),
+        Some(at) if at > until => super::set_unfloored(run, &mut shared.0, id, start, until),
         Some(_) if others => return false,
         // Running earlier for no attempt, elapsed, or never made.
         _ => {
-            super::set(run, &mut shared.0, id, start, until);
+            super::set_unfloored(run, &mut shared.0, id, start, until);
             shared.moved();
         }
     }
@@ -149,7 +149,7 @@ pub(super) fn wait<I: Send + Sync + 'static>(
             if until <= run.core.now() {
                 return Poll::Ready(());
             }
-            super::set(run, &mut shared.0, id, start, until);
+            super::set_unfloored(run, &mut shared.0, id, start, until);
         }
         shared.count(held);
     }
@@ -173,7 +173,7 @@ pub(super) fn poll<I: Send + Sync + 'static>(
     let until = cut(run, id, start);
     match shared.0.get() {
         Some(t) if t.deadline() < until => {
-            super::set(run, &mut shared.0, id, start, until);
+            super::set_unfloored(run, &mut shared.0, id, start, until);
             shared.moved();
             shared.count(held);
             shared.0.poll(cx).unwrap_or(Poll::Pending)

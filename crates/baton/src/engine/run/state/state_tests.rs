@@ -614,25 +614,31 @@ fn a_start_is_reused_only_when_no_user_code_ran_in_between() {
     );
 }
 
+/// `nodes` nodes with a 60 s timeout, none after another, that wait by yielding twice.
+fn parallel_waiting(nodes: usize) -> Graph<()> {
+    let mut g = Graph::<()>::builder();
+    for i in 0..nodes {
+        let _: Node<()> = g
+            .node(format!("n{i}"))
+            .timeout(Duration::from_secs(60))
+            .task(|_ctx, ()| async {
+                tokio::task::yield_now().await;
+                tokio::task::yield_now().await;
+                Ok::<_, BoxError>(())
+            });
+    }
+    g.build().expect("a valid graph")
+}
+
 /// The first attempts of nodes that the run's future polls together are armed on one
 /// timer (`first_attempt/shared.rs`): after a run of six such nodes on one worker, the
-/// graph keeps the box of one timer, where a timer each would leave six. A node polled
-/// alone uses its driver's own timer, as before: one box after a run of one such node.
+/// graph keeps that one timer, still running, for a later run's (`Spares::keep_standing`),
+/// where a timer each would leave six boxes. A node polled alone uses its driver's own
+/// timer, as before: one box, with no timer in it, after a run of one such node.
 #[test]
 fn nodes_polled_together_share_one_timer() {
-    for nodes in [6, 1] {
-        let mut g = Graph::<()>::builder();
-        for i in 0..nodes {
-            let _: Node<()> = g
-                .node(format!("n{i}"))
-                .timeout(Duration::from_secs(60))
-                .task(|_ctx, ()| async {
-                    tokio::task::yield_now().await;
-                    tokio::task::yield_now().await;
-                    Ok::<_, BoxError>(())
-                });
-        }
-        let graph = g.build().expect("a valid graph");
+    for (nodes, standing) in [(6, 1), (1, 0)] {
+        let graph = parallel_waiting(nodes);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -640,7 +646,104 @@ fn nodes_polled_together_share_one_timer() {
         rt.block_on(graph.run(())).expect("the run succeeds");
         let spare = &graph.inner.spare;
         let home = spare.home();
-        let kept = std::iter::from_fn(|| spare.take_timer(home)).count();
-        assert_eq!(kept, 1, "{nodes} node(s)");
+        let boxes = std::iter::from_fn(|| spare.take_timer(home)).count();
+        let running = spare.take_standing(home, rt.handle().id());
+        assert_eq!(
+            (boxes, usize::from(running.is_some())),
+            (1 - standing, standing),
+            "{nodes} node(s)"
+        );
+        if let Some(timer) = running {
+            assert!(timer.get().is_some_and(|t| !t.is_elapsed()), "it runs");
+        }
+    }
+}
+
+/// The running timer a run's joined drivers leave (`Spares::keep_standing`) is the next
+/// run's: two nodes polled together, with a 640 ms timeout, end 1 ms into the first run,
+/// which leaves their timer at its cut, 639 ms ahead. The second run, started then, arms
+/// its attempts, which never end, on that same timer, within 10 ms (1/64) of their cuts:
+/// it wakes them 1 ms early, is moved to their cut, and they are cut at exactly 640 ms.
+/// It elapsed then, so the graph keeps its box, with no timer in it, and no other.
+#[test]
+fn a_later_run_arms_its_attempts_on_the_timer_an_earlier_run_left() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let mut g = Graph::<()>::builder();
+    let nodes: Vec<Node<u32>> = (0..2)
+        .map(|i| {
+            let calls = Arc::clone(&calls);
+            g.node(format!("n{i}"))
+                .timeout(Duration::from_millis(640))
+                .fallback(crate::Fallback::value(0u32))
+                .task(move |_ctx, ()| {
+                    let first_run = calls.fetch_add(1, Ordering::SeqCst) < 2;
+                    async move {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        if !first_run {
+                            std::future::pending::<()>().await;
+                        }
+                        Ok::<_, BoxError>(1u32)
+                    }
+                })
+        })
+        .collect();
+    let graph = g.build().expect("a valid graph");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    let spare = &graph.inner.spare;
+    let home = spare.home();
+    let id = rt.handle().id();
+    let start = rt.block_on(async { tokio::time::Instant::now() });
+    rt.block_on(graph.run(())).expect("the first run succeeds");
+    let timer = spare.take_standing(home, id).expect("a running timer kept");
+    let at = timer.get().map(tokio::time::Sleep::deadline);
+    assert_eq!(at, Some(start + Duration::from_millis(640)), "its cut");
+    spare.keep_standing(home, Some(id), timer);
+    let report = rt.block_on(graph.run(())).expect("the second run succeeds");
+    for node in nodes {
+        let node = report.node(node).expect("a node");
+        let log: Vec<_> = node
+            .attempt_log()
+            .iter()
+            .map(|a| {
+                let timed_out = a.error.as_deref().is_some_and(|e| e.contains("timed out"));
+                (a.end - a.start, timed_out)
+            })
+            .collect();
+        assert_eq!(log, [(Duration::from_millis(640), true)], "cut at its cut");
+    }
+    assert!(
+        spare.take_standing(home, id).is_none(),
+        "taken, and elapsed"
+    );
+    let boxes = std::iter::from_fn(|| spare.take_timer(home)).count();
+    assert_eq!(boxes, 1, "one timer for both runs");
+}
+
+/// The timer that nodes polled together share stands for the run's timer floor
+/// (`RunCore::floor_timers`): on two workers, a run of six such nodes, awaited in a task,
+/// makes no floor, where a run of one node, on its own timer, makes one.
+#[test]
+fn nodes_on_the_shared_timer_make_no_timer_floor() {
+    for (nodes, floored) in [(6, false), (1, true)] {
+        let graph = parallel_waiting(nodes);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let run = graph.run(());
+        let state = Arc::clone(&run.state);
+        rt.block_on(rt.spawn(run))
+            .expect("the run's task")
+            .expect("the run succeeds");
+        assert_eq!(
+            state.core.timer_floor().is_some(),
+            floored,
+            "{nodes} node(s)"
+        );
     }
 }
