@@ -17,8 +17,8 @@
 //! A stripe also keeps, for its later runs, what its runs made once and can hand on
 //! emptied: the boxes of large attempts that ended, for the next attempts of their layouts
 //! (see `task/attempt_box.rs`); up to [`STRIPE_TIMERS`] boxes of timers, drivers' and runs'
-//! floors, the timers dropped; one running timer, that a run's joined drivers shared
-//! ([`Spares::keep_standing`]); and up to [`STRIPE_WAKERS`] wakers that runs polled their
+//! floors, the timers dropped; one running timer, a run's floor or the one its joined
+//! drivers shared ([`Spares::keep_standing`]); and up to [`STRIPE_WAKERS`] wakers that runs polled their
 //! joined drivers with, unused (`CancelWake::spare`). A run takes one only when it first
 //! needs one.
 //!
@@ -84,8 +84,8 @@ struct Stripe {
     wakers: TryCell<Vec<SpareWaker>>,
 }
 
-/// A running timer that a run's joined drivers shared, kept for a later run's, and the
-/// runtime whose wheel holds it; see [`Spares::keep_standing`].
+/// A running timer a run left, kept for a later run's, and the runtime whose wheel holds
+/// it; see [`Spares::keep_standing`].
 #[derive(Debug)]
 struct Standing {
     runtime: Id,
@@ -174,12 +174,12 @@ impl Spares {
         taken?
     }
 
-    /// Keeps `timer`, the timer a run's joined drivers shared, in stripe `home`, still
-    /// running in the wheel of `runtime`, the run's, for a later run's joined drivers. While
-    /// runs follow each other, tokio's wheel then keeps a timer: a later run's timer, at a
-    /// later cut, does not wake the worker parked in tokio's drivers, which it would if the
-    /// wheel had been left empty, and a run whose first cut the kept timer stands for
-    /// (`KeptTimer::stands_for`) registers none at all. It holds no task (`KeptTimer::stand`)
+    /// Keeps `timer`, a run's timer floor or the timer its joined drivers shared, in stripe
+    /// `home`, still running in the wheel of `runtime`, the run's, for a later run's floor
+    /// or joined drivers. While runs follow each other, tokio's wheel then keeps a timer: a
+    /// later run's timer, at a later cut, does not wake the worker parked in tokio's
+    /// drivers, which it would if the wheel had been left empty, and a run whose first cut
+    /// the kept timer stands for (`KeptTimer::stands_for`) registers none at all. It holds no task (`KeptTimer::stand`)
     /// and fires once, at most, when no run takes it; it keeps its runtime's handle until a
     /// run takes it or the graph is dropped. A stripe keeps one such timer: one it kept
     /// already gives way, and its box is kept as by [`keep_timer`](Self::keep_timer). So

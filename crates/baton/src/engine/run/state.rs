@@ -480,7 +480,8 @@ impl<I> Drop for RunState<I> {
         buffers.clear();
         self.graph.spare.put(home, buffers);
         if let Some(floor) = floor {
-            self.graph.spare.keep_timer(home, floor);
+            let runtime = self.core.handle().map(tokio::runtime::Handle::id);
+            self.graph.spare.keep_standing(home, runtime, floor);
         }
         if let Some(woken) = woken {
             self.graph.spare.keep_waker(home, woken);
@@ -489,13 +490,18 @@ impl<I> Drop for RunState<I> {
 }
 
 impl<I: Send + Sync + 'static> RunState<I> {
-    /// [`RunCore::floor_timers`], the floor granted by the graph's orchestrator and made in
-    /// a timer's box the graph kept, if any.
+    /// [`RunCore::floor_timers`], the floor granted by the graph's orchestrator: the running
+    /// timer an earlier run left on this run's runtime (`Spares::keep_standing`), if the
+    /// graph keeps one, or made in a timer's box the graph kept, if any.
     pub(in crate::engine) fn floor_timers(&self, until: Instant, time: impl FnOnce() -> Duration) {
-        let home = self.core.home();
+        let (spare, home) = (&self.graph.spare, self.core.home());
         let granted = || self.graph.orchestrator.take_timer_floor();
-        self.core
-            .floor_timers(until, time, granted, || self.graph.spare.take_timer(home));
+        let kept = || {
+            let runtime = self.core.handle().map(tokio::runtime::Handle::id);
+            let standing = runtime.and_then(|runtime| spare.take_standing(home, runtime));
+            standing.or_else(|| spare.take_timer(home))
+        };
+        self.core.floor_timers(until, time, granted, kept);
     }
 }
 

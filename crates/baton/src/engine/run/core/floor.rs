@@ -29,10 +29,11 @@ impl RunCore {
     /// floor registered, an attempt whose cut is not earlier registers its timer without
     /// waking anyone. A floor that fires wakes the parked worker once, and no task; moved
     /// up to the cuts of attempts that take a while, it fires only when the run outlives
-    /// the last such cut, or runs on past an attempt that had nearly spent its time. It is
-    /// dropped with the run, and its box kept by the graph for a later one: the floor is
-    /// made in `spare()`'s box, if that gives one. A runtime with one worker has no other
-    /// thread to wake: no floor.
+    /// the last such cut, or runs on past an attempt that had nearly spent its time. When
+    /// the run's state is dropped, the graph keeps it running for a later run on the same
+    /// runtime (`Spares::keep_standing`): the floor is the timer `spare()` gives, as it
+    /// runs when it stands for `until`, else set again in its box. A runtime with one
+    /// worker has no other thread to wake: no floor.
     ///
     /// A run makes its first floor only when `granted()`: its orchestrator counts runs in
     /// flight holding one, and grants a floor when none does. Under a load of runs alike,
@@ -69,6 +70,10 @@ impl RunCore {
             if !floor.is_made() {
                 if let Some(kept) = spare() {
                     *floor = kept;
+                    // A timer an earlier run left running, that stands for this floor.
+                    if floor.stands_for(until) {
+                        return;
+                    }
                 }
             }
             // Registered by its first poll, made outside the coop budget, which the attempt
