@@ -18,16 +18,17 @@
 //! emptied: the boxes of large attempts that ended, for the next attempts of their layouts
 //! (see `task/attempt_box.rs`); up to [`STRIPE_TIMERS`] boxes of timers, drivers' and runs'
 //! floors, the timers dropped; one running timer, a run's floor or the one its joined
-//! drivers shared ([`Spares::keep_standing`]); and up to [`STRIPE_WAKERS`] wakers that runs polled their
-//! joined drivers with, unused (`CancelWake::spare`). A run takes one only when it first
-//! needs one.
+//! drivers shared, on a runtime of several workers ([`Spares::keep_standing`]); and up to
+//! [`STRIPE_WAKERS`] wakers that runs polled their joined drivers with, unused
+//! (`CancelWake::spare`). A run takes one only when it first needs one.
 //!
 //! What a graph keeps while idle is only the arrays, about 130 bytes per node per set, the
-//! attempt boxes, at most 256 KiB a stripe, and the timers' boxes and wakers, at most some
-//! 6 KiB a stripe; no value or record, since those are dropped when the run ends, one
-//! running timer a stripe, which fires once at most and wakes no task, no task's waker,
-//! and nothing a kept box's attempt held, since it ended. A graph keeps
-//! no more sets than it had runs at once. That is at most 512 KiB of arrays for a small
+//! attempt boxes, at most 256 KiB a stripe, the timers' boxes and wakers, at most some
+//! 6 KiB a stripe, and a stripe's running timer, which holds the handle of the last
+//! runtime of several workers the graph ran on there, with its file descriptors, until a
+//! run elsewhere takes its place or the graph is dropped. It keeps no value or record,
+//! since those are dropped when the run ends, no task's waker, and nothing a kept box's
+//! attempt held, since it ended. A graph keeps no more sets than it had runs at once. That is at most 512 KiB of arrays for a small
 //! graph (eight stripes of 64 KiB), and one set for a larger one, about 130 MB for a
 //! million nodes, until the graph is dropped; and at most 2 MiB of attempt boxes for a
 //! small graph, 256 KiB for a larger one.
@@ -162,28 +163,31 @@ impl Spares {
 
     /// The running timer stripe `home` keeps for a run on `runtime`, if it keeps one for
     /// that runtime and no other run holds it now; see
-    /// [`keep_standing`](Self::keep_standing).
+    /// [`keep_standing`](Self::keep_standing). One kept for another runtime, which may be
+    /// gone, is dropped, and its box kept as by [`keep_timer`](Self::keep_timer), so that a
+    /// graph does not hold a runtime it no longer runs on.
     pub(in crate::engine) fn take_standing(&self, home: usize, runtime: Id) -> Option<KeptTimer> {
         let stripe = &self.stripes.get(home)?.0;
-        let taken = stripe.standing.try_with(|slot| {
-            if slot.as_ref()?.runtime != runtime {
-                return None;
-            }
-            slot.take().map(|standing| standing.timer)
-        });
-        taken?
+        let taken = stripe.standing.try_with(|slot| slot.take())??;
+        if taken.runtime == runtime {
+            return Some(taken.timer);
+        }
+        self.keep_timer(home, taken.timer);
+        None
     }
 
     /// Keeps `timer`, a run's timer floor or the timer its joined drivers shared, in stripe
     /// `home`, still running in the wheel of `runtime`, the run's, for a later run's floor
-    /// or joined drivers. While runs follow each other, tokio's wheel then keeps a timer: a
-    /// later run's timer, at a later cut, does not wake the worker parked in tokio's
-    /// drivers, which it would if the wheel had been left empty, and a run whose first cut
-    /// the kept timer stands for (`KeptTimer::stands_for`) registers none at all. It holds no task (`KeptTimer::stand`)
-    /// and fires once, at most, when no run takes it; it keeps its runtime's handle until a
-    /// run takes it or the graph is dropped. A stripe keeps one such timer: one it kept
-    /// already gives way, and its box is kept as by [`keep_timer`](Self::keep_timer). So
-    /// is the box of a timer that does not run, or of no runtime.
+    /// or joined drivers. While runs follow each other, tokio's wheel then holds a timer
+    /// until the next run's: a later run's timer, at a later cut, does not wake the worker
+    /// parked in tokio's drivers, which it would if the wheel had been left empty, and a
+    /// run whose first cut the kept timer stands for (`KeptTimer::stands_for`) registers
+    /// none at all. It holds no task (`KeptTimer::stand`) and fires once, at most, when no
+    /// run takes it; it holds its runtime's handle until a run takes it, another takes its
+    /// place, or the graph is dropped. A stripe keeps one such timer: one it kept already
+    /// gives way, and its box is kept as by [`keep_timer`](Self::keep_timer). So is the box
+    /// of a timer that does not run, and of one with no runtime to keep it for: `runtime`
+    /// is `None` for a runtime of one worker (`RunCore::standing_runtime`).
     pub(in crate::engine) fn keep_standing(
         &self,
         home: usize,

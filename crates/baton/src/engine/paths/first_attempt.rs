@@ -181,10 +181,10 @@ fn set<I: Send + Sync + 'static>(
 
 /// [`set`] without the run's timer floor: for the timer the drivers polled together share,
 /// which stands for a floor while it is set, as it runs no later than any attempt armed on
-/// it and stays in tokio's wheel until the run's future drops (`first_attempt/shared.rs`).
-/// Made the first time, it is the running timer an earlier run left, if the graph keeps
-/// one on this run's runtime (`Spares::keep_standing`), left as it is when it stands for
-/// `until`.
+/// it and stays in tokio's wheel until it fires or the run's future drops
+/// (`first_attempt/shared.rs`). Made the first time, it is the running timer an earlier
+/// run left, if the graph keeps one for this run (`Spares::keep_standing`), left as it is
+/// when it stands for `until`.
 fn set_unfloored<I: Send + Sync + 'static>(
     run: &RunState<I>,
     timer: &mut KeptTimer,
@@ -194,7 +194,7 @@ fn set_unfloored<I: Send + Sync + 'static>(
 ) {
     if !timer.is_made() {
         let (spare, home) = (&run.graph.spare, run.core.home());
-        let runtime = run.core.handle().map(tokio::runtime::Handle::id);
+        let runtime = run.core.standing_runtime();
         match runtime.and_then(|runtime| spare.take_standing(home, runtime)) {
             Some(standing) => {
                 *timer = standing;

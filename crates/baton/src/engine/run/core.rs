@@ -349,6 +349,16 @@ impl RunCore {
         self.started.get().is_some_and(|s| s.runtime_workers > 1)
     }
 
+    /// The runtime whose timers the run may take running from an earlier run, and leave
+    /// running for a later one (`Spares::keep_standing`): its own, when it has several
+    /// workers. With one, no other thread parks in tokio's drivers to be woken, and a
+    /// current-thread runtime may run on tokio's paused clock, which would move to a timer
+    /// left running whenever the runtime has nothing else to do.
+    pub(in crate::engine) fn standing_runtime(&self) -> Option<tokio::runtime::Id> {
+        let started = self.started.get().filter(|s| s.runtime_workers > 1)?;
+        Some(started.handle.id())
+    }
+
     /// How many drivers at most drain the ready queue: the runtime's worker threads, or one
     /// for an inline run while its future drives it.
     #[inline]
@@ -523,9 +533,9 @@ impl Passes for RunCore {
     }
 }
 
-/// What a run whose state is being dropped leaves for later runs of its graph: the box of
-/// its timer floor, if made, with the timer dropped, and its joined drivers' waker, if made
-/// and no one else holds it, made unused.
+/// What a run whose state is being dropped leaves for later runs of its graph: its timer
+/// floor, if made, and its joined drivers' waker, if made and no one else holds it, made
+/// unused.
 #[derive(Debug, Default)]
 pub(in crate::engine) struct Leftovers {
     pub(in crate::engine) floor: Option<KeptTimer>,

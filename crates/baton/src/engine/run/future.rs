@@ -350,9 +350,8 @@ impl<I: Send + Sync + 'static> Drop for Run<I> {
         if shared.is_made() {
             let timer = shared.take_timer();
             let core = &self.state.core;
-            let runtime = core.handle().map(tokio::runtime::Handle::id);
             let spare = &self.state.graph.spare;
-            spare.keep_standing(core.home(), runtime, timer);
+            spare.keep_standing(core.home(), core.standing_runtime(), timer);
         }
         // Drivers not yet moved to the set hold the run's state: they end here, with the
         // run cancelled, not with it, or the state would keep itself alive.

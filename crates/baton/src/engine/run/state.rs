@@ -469,8 +469,9 @@ impl<I> RunState<I> {
 }
 
 impl<I> Drop for RunState<I> {
-    /// Hands the run's per-run arrays, cleared, to the graph's next run, and its timer
-    /// floor's box and joined drivers' waker, emptied, to later runs.
+    /// Hands the run's per-run arrays, cleared, to the graph's next run, its timer floor,
+    /// running or as an empty box (`Spares::keep_standing`), and its joined drivers'
+    /// waker, emptied, to later runs.
     fn drop(&mut self) {
         if self.core.len() == 0 {
             return;
@@ -480,7 +481,7 @@ impl<I> Drop for RunState<I> {
         buffers.clear();
         self.graph.spare.put(home, buffers);
         if let Some(floor) = floor {
-            let runtime = self.core.handle().map(tokio::runtime::Handle::id);
+            let runtime = self.core.standing_runtime();
             self.graph.spare.keep_standing(home, runtime, floor);
         }
         if let Some(woken) = woken {
@@ -497,7 +498,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         let (spare, home) = (&self.graph.spare, self.core.home());
         let granted = || self.graph.orchestrator.take_timer_floor();
         let kept = || {
-            let runtime = self.core.handle().map(tokio::runtime::Handle::id);
+            let runtime = self.core.standing_runtime();
             let standing = runtime.and_then(|runtime| spare.take_standing(home, runtime));
             standing.or_else(|| spare.take_timer(home))
         };

@@ -45,9 +45,9 @@ fn timed() -> impl Strategy<Value = Timed> {
 type Seen = (Outcome, Option<Duration>, Vec<(Duration, bool)>);
 
 /// Runs one case, chains of timed nodes, each chain in a driver of its own, on a paused
-/// current-thread runtime, twice, the second run as the first ended, with the running timer
-/// it left (`Spares::keep_standing`): what each report says of each timed node, chain
-/// after chain.
+/// current-thread runtime, twice, the second run as the first ended, with what the first
+/// left to the graph's spares: what each report says of each timed node, chain after
+/// chain.
 fn run_case(chains: &[Vec<Timed>]) -> [Vec<Seen>; 2] {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -128,7 +128,7 @@ proptest! {
     /// Chains of timed nodes, each in a driver of its own, polled together (past eight,
     /// each on its own waker), started at different instants: each first attempt is cut at
     /// its own timeout if its work outlasts it, and ends when its work does otherwise, in
-    /// a run and in the next, on the timer the first left.
+    /// a run and in the next.
     #[test]
     fn each_attempt_polled_together_is_cut_at_its_own_timeout(
         chains in proptest::collection::vec(proptest::collection::vec(timed(), 1..4), 2..11),

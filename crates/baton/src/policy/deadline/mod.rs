@@ -265,8 +265,11 @@ impl KeptTimer {
 
     /// Lets a running timer stand for the timers of later attempts once whoever set it is
     /// gone: registered with a waker that does nothing, so that it holds no task, with its
-    /// [`Sharers`] zeroed. Returns whether it runs. A timer never set, elapsed, or that
-    /// tokio refuses to poll, as it does once its runtime shut down, is cleared instead.
+    /// [`Sharers`] zeroed. Returns whether it runs. A timer never set or elapsed is cleared
+    /// instead, without a poll; so is one that tokio refuses to poll, as it does, by
+    /// panicking, while its runtime shuts down: only in a race with that shutdown, which
+    /// fires every timer, since an elapsed one is not polled. The panic is caught, after
+    /// the panic hook ran; with `panic = "abort"` it aborts.
     pub(crate) fn stand(&mut self) -> bool {
         let running = self.0.as_mut().is_some_and(|kept| {
             let kept = kept.as_mut().project();

@@ -59,8 +59,8 @@ impl SharedTimer {
         self.0.is_made()
     }
 
-    /// The timer, for its box to be kept for a later timer, as the run's future is
-    /// dropped.
+    /// The timer, to be kept for a later run, running or as an empty box, as the run's
+    /// future is dropped.
     pub(in crate::engine) fn take_timer(&mut self) -> KeptTimer {
         std::mem::take(&mut self.0)
     }

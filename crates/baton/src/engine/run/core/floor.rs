@@ -20,8 +20,8 @@ impl RunCore {
     /// replaces it. Called just before an attempt's timer is set: by the fast path's
     /// `first_attempt::wait`, and by the policy path's `Deadline` through [`TimerHook`](crate::policy::deadline::TimerHook).
     /// Not for the timer that drivers polled together share (`first_attempt/shared.rs`):
-    /// it runs no later than any attempt armed on it and stays in tokio's wheel until the
-    /// run's future drops, as a floor would.
+    /// it runs no later than any attempt armed on it and stays in tokio's wheel until it
+    /// fires or the run's future drops, as a floor would.
     ///
     /// Tokio's timer wakes the worker parked in its drivers whenever a timer is registered
     /// that is due before any the parked worker knows of: with nothing else registered,

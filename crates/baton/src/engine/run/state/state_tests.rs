@@ -669,12 +669,12 @@ fn parallel_waiting(nodes: usize) -> Graph<()> {
 
 /// The first attempts of nodes that the run's future polls together are armed on one
 /// timer (`first_attempt/shared.rs`): after a run of six such nodes on one worker, the
-/// graph keeps that one timer, still running, for a later run's (`Spares::keep_standing`),
-/// where a timer each would leave six boxes. A node polled alone uses its driver's own
-/// timer, as before: one box, with no timer in it, after a run of one such node.
+/// graph keeps the box of one timer, where a timer each would leave six, and, on one
+/// worker, no timer running (`RunCore::standing_runtime`). A node polled alone uses its
+/// driver's own timer, as before: one box after a run of one such node.
 #[test]
 fn nodes_polled_together_share_one_timer() {
-    for (nodes, standing) in [(6, 1), (1, 0)] {
+    for nodes in [6, 1] {
         let graph = parallel_waiting(nodes);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -685,23 +685,43 @@ fn nodes_polled_together_share_one_timer() {
         let home = spare.home();
         let boxes = std::iter::from_fn(|| spare.take_timer(home)).count();
         let running = spare.take_standing(home, rt.handle().id());
-        assert_eq!(
-            (boxes, usize::from(running.is_some())),
-            (1 - standing, standing),
-            "{nodes} node(s)"
-        );
-        if let Some(timer) = running {
-            assert!(timer.get().is_some_and(|t| !t.is_elapsed()), "it runs");
-        }
+        assert_eq!((boxes, running.is_some()), (1, false), "{nodes} node(s)");
     }
 }
 
+/// On tokio's paused clock, a current-thread runtime whose tasks all wait on something
+/// other than a timer moves its clock to the next timer. A run there leaves none running
+/// (`RunCore::standing_runtime`): once a run of nodes with 60 s timeouts ended, waiting on
+/// a channel that a thread fills 20 ms later takes no time on the paused clock.
+#[test]
+fn a_run_on_one_worker_leaves_no_timer_to_move_the_paused_clock_to() {
+    let graph = parallel_waiting(6);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    let waited = rt.block_on(async {
+        graph.run(()).await.expect("the run succeeds");
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let filler = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            let _ = tx.send(());
+        });
+        let start = tokio::time::Instant::now();
+        rx.await.expect("the thread sends");
+        filler.join().expect("the thread ends");
+        start.elapsed()
+    });
+    assert_eq!(waited, Duration::ZERO, "the paused clock stood still");
+}
+
 /// The running timer a run's joined drivers leave (`Spares::keep_standing`) is the next
-/// run's: two nodes polled together, with a 640 ms timeout, end 1 ms into the first run,
-/// which leaves their timer at its cut, 639 ms ahead. The second run, started then, arms
-/// its attempts, which never end, on that same timer, within 10 ms (1/64) of their cuts:
-/// it wakes them 1 ms early, is moved to their cut, and they are cut at exactly 640 ms.
-/// It elapsed then, so the graph keeps its box, with no timer in it, and no other.
+/// run's, on a runtime of two workers: two nodes polled together, with a 640 ms timeout,
+/// wait twice and end in the first run, which leaves their timer at its cut. The second run,
+/// started then, arms its attempts, which never end, on that same timer, within 10 ms
+/// (1/64) of their cuts: they are cut by their timeout. The timer elapsed then, so the
+/// graph keeps its box, with no timer in it, and no other.
 #[test]
 fn a_later_run_arms_its_attempts_on_the_timer_an_earlier_run_left() {
     let calls = Arc::new(AtomicU32::new(0));
@@ -715,7 +735,8 @@ fn a_later_run_arms_its_attempts_on_the_timer_an_earlier_run_left() {
                 .task(move |_ctx, ()| {
                     let first_run = calls.fetch_add(1, Ordering::SeqCst) < 2;
                     async move {
-                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        tokio::task::yield_now().await;
+                        tokio::task::yield_now().await;
                         if !first_run {
                             std::future::pending::<()>().await;
                         }
@@ -725,32 +746,39 @@ fn a_later_run_arms_its_attempts_on_the_timer_an_earlier_run_left() {
         })
         .collect();
     let graph = g.build().expect("a valid graph");
-    let rt = tokio::runtime::Builder::new_current_thread()
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
-        .start_paused(true)
         .build()
         .expect("a runtime");
     let spare = &graph.inner.spare;
-    let home = spare.home();
-    let id = rt.handle().id();
-    let start = rt.block_on(async { tokio::time::Instant::now() });
-    rt.block_on(graph.run(())).expect("the first run succeeds");
+    let (home, id) = (spare.home(), rt.handle().id());
+    let run = || {
+        rt.block_on(rt.spawn(graph.run(())))
+            .expect("the run's task")
+            .expect("the run succeeds")
+    };
+    let before = tokio::time::Instant::now();
+    let _ = run();
+    let after = tokio::time::Instant::now();
     let timer = spare.take_standing(home, id).expect("a running timer kept");
-    let at = timer.get().map(tokio::time::Sleep::deadline);
-    assert_eq!(at, Some(start + Duration::from_millis(640)), "its cut");
+    let at = timer.get().map(tokio::time::Sleep::deadline).expect("set");
+    let timeout = Duration::from_millis(640);
+    assert!(before + timeout <= at && at <= after + timeout, "its cut");
     spare.keep_standing(home, Some(id), timer);
-    let report = rt.block_on(graph.run(())).expect("the second run succeeds");
+    let report = run();
     for node in nodes {
         let node = report.node(node).expect("a node");
+        assert_eq!(node.outcome(), crate::Outcome::Recovered);
         let log: Vec<_> = node
             .attempt_log()
             .iter()
             .map(|a| {
                 let timed_out = a.error.as_deref().is_some_and(|e| e.contains("timed out"));
-                (a.end - a.start, timed_out)
+                (a.end - a.start >= timeout, timed_out)
             })
             .collect();
-        assert_eq!(log, [(Duration::from_millis(640), true)], "cut at its cut");
+        assert_eq!(log, [(true, true)], "cut by its timeout");
     }
     assert!(
         spare.take_standing(home, id).is_none(),
