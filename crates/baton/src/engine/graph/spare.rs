@@ -26,7 +26,7 @@
 //! attempt boxes, at most 256 KiB a stripe, the timers' boxes and wakers, at most some
 //! 6 KiB a stripe, and a stripe's running timer, which holds the handle of the last
 //! runtime of several workers the graph ran on there, with its file descriptors, until a
-//! run elsewhere takes its place or the graph is dropped. It keeps no value or record,
+//! run on another such runtime drops it or the graph is dropped. It keeps no value or record,
 //! since those are dropped when the run ends, no task's waker, and nothing a kept box's
 //! attempt held, since it ended. A graph keeps no more sets than it had runs at once. That is at most 512 KiB of arrays for a small
 //! graph (eight stripes of 64 KiB), and one set for a larger one, about 130 MB for a
@@ -184,7 +184,8 @@ impl Spares {
     /// run whose first cut the kept timer stands for (`KeptTimer::stands_for`) registers
     /// none at all. It holds no task (`KeptTimer::stand`) and fires once, at most, when no
     /// run takes it; it holds its runtime's handle until a run takes it, another takes its
-    /// place, or the graph is dropped. A stripe keeps one such timer: one it kept already
+    /// place, a run on another runtime of several workers drops it
+    /// ([`take_standing`](Self::take_standing)), or the graph is dropped. A stripe keeps one such timer: one it kept already
     /// gives way, and its box is kept as by [`keep_timer`](Self::keep_timer). So is the box
     /// of a timer that does not run, and of one with no runtime to keep it for: `runtime`
     /// is `None` for a runtime of one worker (`RunCore::standing_runtime`).

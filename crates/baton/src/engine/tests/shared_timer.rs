@@ -256,3 +256,61 @@ fn runs_that_follow_each_other_on_one_timer_keep_their_cuts_on_the_real_clock() 
         }
     }
 }
+
+/// A graph lets go of a runtime it no longer runs on: the timer a run left running holds
+/// its runtime's handle (`Spares::keep_standing`), and with it whatever the runtime's
+/// hooks hold, after that runtime is dropped; the graph's next run on another runtime of
+/// several workers drops that timer when it looks for one, even when its own attempts are
+/// cut, so that its timer, elapsed, is not kept running in its place.
+#[test]
+fn a_run_on_another_runtime_lets_go_of_the_last_one() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    let calls = Arc::new(AtomicU32::new(0));
+    let mut g = Graph::<()>::builder();
+    for i in 0..4 {
+        let calls = Arc::clone(&calls);
+        let _: Node<u32> = g
+            .node(format!("n{i}"))
+            .timeout(ms(300))
+            .fallback(Fallback::value(0u32))
+            .task(move |_ctx, ()| {
+                let hangs = calls.fetch_add(1, Ordering::SeqCst) >= 4;
+                async move {
+                    tokio::task::yield_now().await;
+                    tokio::task::yield_now().await;
+                    if hangs {
+                        std::future::pending::<()>().await;
+                    }
+                    Ok::<_, BoxError>(1u32)
+                }
+            });
+    }
+    let graph = g.build().expect("a graph");
+    let runtime = |held: &Arc<()>| {
+        let held = Arc::clone(held);
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .on_thread_park(move || drop(Arc::clone(&held)))
+            .build()
+            .expect("a runtime")
+    };
+    let (first, second) = (Arc::new(()), Arc::new(()));
+    let rt = runtime(&first);
+    rt.block_on(rt.spawn(graph.run(())))
+        .expect("the run's task")
+        .expect("the first run succeeds");
+    drop(rt);
+    assert_eq!(
+        Arc::strong_count(&first),
+        2,
+        "held by the timer left running"
+    );
+    let rt = runtime(&second);
+    rt.block_on(rt.spawn(graph.run(())))
+        .expect("the run's task")
+        .expect("the second run succeeds");
+    assert_eq!(Arc::strong_count(&first), 1, "let go");
+}
