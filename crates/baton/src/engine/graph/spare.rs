@@ -23,15 +23,15 @@
 //! (`CancelWake::spare`). A run takes one only when it first needs one.
 //!
 //! What a graph keeps while idle is only the arrays, about 130 bytes per node per set, the
-//! attempt boxes, at most 256 KiB a stripe, the timers' boxes and wakers, at most some
-//! 6 KiB a stripe, and a stripe's running timer, which holds the handle of the last
-//! runtime of several workers the graph ran on there, with its file descriptors, until a
-//! run on another such runtime drops it or the graph is dropped. It keeps no value or record,
+//! attempt boxes, at most 256 KiB a stripe, the timers' boxes and wakers, at most some 6
+//! KiB a stripe, and a stripe's running timer, which holds the handle of the last runtime
+//! of several workers the graph ran on there, with its file descriptors, until a run on
+//! another such runtime drops it or the graph is dropped. It keeps no value or record,
 //! since those are dropped when the run ends, no task's waker, and nothing a kept box's
-//! attempt held, since it ended. A graph keeps no more sets than it had runs at once. That is at most 512 KiB of arrays for a small
-//! graph (eight stripes of 64 KiB), and one set for a larger one, about 130 MB for a
-//! million nodes, until the graph is dropped; and at most 2 MiB of attempt boxes for a
-//! small graph, 256 KiB for a larger one.
+//! attempt held, since it ended. A graph keeps no more sets than it had runs at once. That
+//! is at most 512 KiB of arrays for a small graph (eight stripes of 64 KiB), and one set
+//! for a larger one, about 130 MB for a million nodes, until the graph is dropped; and at
+//! most 2 MiB of attempt boxes for a small graph, 256 KiB for a larger one.
 
 use tokio::runtime::Id;
 
@@ -185,10 +185,11 @@ impl Spares {
     /// none at all. It holds no task (`KeptTimer::stand`) and fires once, at most, when no
     /// run takes it; it holds its runtime's handle until a run takes it, another takes its
     /// place, a run on another runtime of several workers drops it
-    /// ([`take_standing`](Self::take_standing)), or the graph is dropped. A stripe keeps one such timer: one it kept already
-    /// gives way, and its box is kept as by [`keep_timer`](Self::keep_timer). So is the box
-    /// of a timer that does not run, and of one with no runtime to keep it for: `runtime`
-    /// is `None` for a runtime of one worker (`RunCore::standing_runtime`).
+    /// ([`take_standing`](Self::take_standing)), or the graph is dropped. A stripe keeps
+    /// one such timer: one it kept already gives way, and its box is kept as by
+    /// [`keep_timer`](Self::keep_timer). So is the box of a timer that does not run, and of
+    /// one with no runtime to keep it for: `runtime` is `None` for a runtime of one worker
+    /// (`RunCore::standing_runtime`).
     pub(in crate::engine) fn keep_standing(
         &self,
         home: usize,
@@ -341,8 +342,9 @@ mod tests {
     }
 
     /// A stripe keeps one running timer, for runs on its runtime, with no task's waker: a
-    /// later one takes its place, and the earlier one's box is kept with no timer in it. A
-    /// timer that does not run, or of no runtime, is kept as a box.
+    /// later one takes its place, and the earlier one's box is kept with no timer in it; a
+    /// run on another runtime drops it, keeping its box. A timer that does not run, or of
+    /// no runtime, is kept as a box.
     #[test]
     fn a_stripe_keeps_one_running_timer_for_its_runtime() {
         use std::sync::Arc;
