@@ -23,17 +23,19 @@
 //! (`CancelWake::spare`). A run takes one only when it first needs one.
 //!
 //! What a graph keeps while idle is only the arrays, about 130 bytes per node per set, the
-//! attempt boxes, at most 256 KiB a stripe, the timers' boxes and wakers, at most some 6
-//! KiB a stripe, and a stripe's running timer, which holds the handle of the last runtime
-//! of several workers the graph ran on there, with its file descriptors, until a run on
-//! another such runtime drops it or the graph is dropped. It keeps no value or record,
-//! since those are dropped when the run ends, no task's waker, and nothing a kept box's
-//! attempt held, since it ended. A graph keeps no more sets than it had runs at once. That
-//! is at most 512 KiB of arrays for a small graph (eight stripes of 64 KiB), and one set
-//! for a larger one, about 130 MB for a million nodes, until the graph is dropped; and at
-//! most 2 MiB of attempt boxes for a small graph, 256 KiB for a larger one.
+//! attempt boxes, at most 256 KiB a stripe, the timers' boxes and wakers, at most some
+//! 6 KiB a stripe, and a stripe's running timer, which holds the handle of the last runtime
+//! of several workers the graph ran on there, with its file descriptors, until a later run
+//! of that stripe takes or drops it ([`Spares::keep_standing`]) or the graph is dropped. It
+//! keeps no value or record, since those are dropped when the run ends, no task's waker,
+//! and nothing a kept box's attempt held, since it ended. A graph keeps no more sets than
+//! it had runs at once. That is at most 512 KiB of arrays for a small graph (eight stripes
+//! of 64 KiB), and one set for a larger one, about 130 MB for a million nodes, until the
+//! graph is dropped; and at most 2 MiB of attempt boxes for a small graph, 256 KiB for a
+//! larger one.
 
 use tokio::runtime::Id;
+use tokio::time::Sleep;
 
 use crate::engine::run::joined::SpareWaker;
 use crate::engine::run::node_state::RunBuffers;
@@ -183,20 +185,35 @@ impl Spares {
     /// parked in tokio's drivers, which it would if the wheel had been left empty, and a
     /// run whose first cut the kept timer stands for (`KeptTimer::stands_for`) registers
     /// none at all. It holds no task (`KeptTimer::stand`) and fires once, at most, when no
-    /// run takes it; it holds its runtime's handle until a run takes it, another takes its
-    /// place, a run on another runtime of several workers drops it
-    /// ([`take_standing`](Self::take_standing)), or the graph is dropped. A stripe keeps
-    /// one such timer: one it kept already gives way, and its box is kept as by
-    /// [`keep_timer`](Self::keep_timer). So is the box of a timer that does not run, and of
-    /// one with no runtime to keep it for: `runtime` is `None` for a runtime of one worker
-    /// (`RunCore::standing_runtime`).
+    /// run takes it. A stripe keeps one such timer: one it kept already gives way, and its
+    /// box is kept as by [`keep_timer`](Self::keep_timer). So is the box of a timer that
+    /// does not run, and of one with no runtime to keep it for: `runtime` is `None` for a
+    /// runtime of one worker (`RunCore::standing_runtime`); such a run also drops a kept
+    /// timer that elapsed, as a runtime's shutdown leaves its timers.
+    ///
+    /// The kept timer holds its runtime's handle, with the runtime's file descriptors,
+    /// until a run of that stripe takes it, replaces it or drops it (one of another
+    /// runtime, in [`take_standing`](Self::take_standing), or one elapsed), or the graph is
+    /// dropped.
     pub(in crate::engine) fn keep_standing(
         &self,
         home: usize,
         runtime: Option<Id>,
         mut timer: KeptTimer,
     ) {
-        let (Some(runtime), Some(stripe)) = (runtime, self.stripes.get(home)) else {
+        let Some(stripe) = self.stripes.get(home) else {
+            return;
+        };
+        let Some(runtime) = runtime else {
+            // A runtime's shutdown fires its timers: one kept for a runtime that is gone
+            // has elapsed, and holds that runtime's handle for nothing.
+            let elapsed = stripe.0.standing.try_with(|slot| {
+                let elapsed = slot.as_ref()?.timer.get().is_none_or(Sleep::is_elapsed);
+                if elapsed { slot.take() } else { None }
+            });
+            if let Some(Some(elapsed)) = elapsed {
+                self.keep_timer(home, elapsed.timer);
+            }
             return self.keep_timer(home, timer);
         };
         if !timer.stand() {
@@ -343,8 +360,8 @@ mod tests {
 
     /// A stripe keeps one running timer, for runs on its runtime, with no task's waker: a
     /// later one takes its place, and the earlier one's box is kept with no timer in it; a
-    /// run on another runtime drops it, keeping its box. A timer that does not run, or of
-    /// no runtime, is kept as a box.
+    /// run on another runtime drops it, keeping its box, and so does a run of no runtime
+    /// once it elapsed. A timer that does not run, or of no runtime, is kept as a box.
     #[test]
     fn a_stripe_keeps_one_running_timer_for_its_runtime() {
         use std::sync::Arc;
@@ -375,33 +392,47 @@ mod tests {
             let mut timer = KeptTimer::new();
             let waker = Waker::from(Arc::clone(&task));
             let set = timer.set(now + Duration::from_secs(secs), Duration::from_secs(secs));
-            assert!(
-                crate::policy::deadline::poll_timer(set, &mut Context::from_waker(&waker))
-                    .is_pending()
-            );
+            let polled = crate::policy::deadline::poll_timer(set, &mut Context::from_waker(&waker));
+            assert!(polled.is_pending());
             timer
         };
         let spares = Spares::new(1);
+        let empty_box = |why| {
+            let kept = spares.take_timer(0);
+            assert!(
+                kept.is_some_and(|t| t.is_made() && t.get().is_none()),
+                "{why}"
+            );
+        };
         spares.keep_standing(0, Some(id), running(1));
         assert_eq!(Arc::strong_count(&task), 1, "no task's waker kept");
-        assert!(
-            spares.take_standing(0, other).is_none(),
-            "another runtime's"
-        );
         spares.keep_standing(0, Some(id), running(2));
+        empty_box("the earlier one's box");
         let kept = spares.take_standing(0, id).expect("a running timer");
         let at = kept.get().map(tokio::time::Sleep::deadline);
         assert_eq!(at, Some(now + Duration::from_secs(2)), "the later one");
         assert!(spares.take_standing(0, id).is_none(), "taken");
-        let earlier = spares.take_timer(0).expect("the earlier one's box");
-        assert!(earlier.get().is_none(), "with no timer in it");
-        spares.keep_standing(0, None, running(3));
-        spares.keep_standing(0, Some(id), KeptTimer::new());
+        spares.keep_standing(0, Some(id), running(3));
+        assert!(
+            spares.take_standing(0, other).is_none(),
+            "another runtime's"
+        );
         assert!(
             spares.take_standing(0, id).is_none(),
-            "neither kept running"
+            "dropped for another runtime"
         );
-        assert!(spares.take_timer(0).is_some_and(|t| t.get().is_none()));
+        empty_box("its box");
+        spares.keep_standing(0, Some(id), running(4));
+        spares.keep_standing(0, None, running(5));
+        empty_box("the box of one with no runtime");
+        rt.block_on(tokio::time::advance(Duration::from_secs(4)));
+        spares.keep_standing(0, None, KeptTimer::new());
+        assert!(
+            spares.take_standing(0, id).is_none(),
+            "an elapsed one dropped"
+        );
+        empty_box("and its box kept");
+        spares.keep_standing(0, Some(id), KeptTimer::new());
         assert!(
             spares.take_timer(0).is_none(),
             "a timer never made is dropped"

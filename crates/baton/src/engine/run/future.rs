@@ -345,7 +345,8 @@ impl<I: Send + Sync + 'static> Drop for Run<I> {
         if self.phase == Phase::Running {
             self.state.cancel(CancelReason::Dropped);
         }
-        // Its joined drivers' timer goes to the graph, running, for a later run's.
+        // Its joined drivers' timer goes to the graph for a later run's: running, on a
+        // runtime of several workers, else as an empty box.
         let shared = self.joined.get_mut().shared_mut();
         if shared.is_made() {
             let timer = shared.take_timer();

@@ -205,9 +205,9 @@ fn the_shared_timer_s_moves_keep_every_cut() {
 }
 
 /// On the real clock, on two workers: runs of two nodes polled together follow each
-/// other, each on the timer the one before left (`Spares::keep_standing`), and every other
-/// run's attempts never end. Each of those is cut by its timeout and recovered, and the
-/// attempts of the runs between end with their work.
+/// other, each taking the timer the one before left running (`Spares::keep_standing`), as
+/// it is or moved, and every other run's attempts never end. Each of those is cut by its
+/// timeout and recovered, and the attempts of the runs between end with their work.
 #[test]
 fn runs_that_follow_each_other_on_one_timer_keep_their_cuts_on_the_real_clock() {
     use std::sync::Arc;

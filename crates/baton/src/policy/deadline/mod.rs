@@ -268,8 +268,9 @@ impl KeptTimer {
     /// [`Sharers`] zeroed. Returns whether it runs. A timer never set or elapsed is cleared
     /// instead, without a poll; so is one that tokio refuses to poll, as it does, by
     /// panicking, while its runtime shuts down: only in a race with that shutdown, which
-    /// fires every timer, since an elapsed one is not polled. The panic is caught, after
-    /// the panic hook ran; with `panic = "abort"` it aborts.
+    /// fires every timer registered, since an elapsed one is not polled. So a timer is to
+    /// be polled, and so registered, right after it is set, as its callers do. The panic
+    /// is caught, after the panic hook ran; with `panic = "abort"` it aborts.
     pub(crate) fn stand(&mut self) -> bool {
         let running = self.0.as_mut().is_some_and(|kept| {
             let kept = kept.as_mut().project();

@@ -21,7 +21,7 @@ impl RunCore {
     /// `first_attempt::wait`, and by the policy path's `Deadline` through [`TimerHook`](crate::policy::deadline::TimerHook).
     /// Not for the timer that drivers polled together share (`first_attempt/shared.rs`):
     /// it runs no later than any attempt armed on it and stays in tokio's wheel until it
-    /// fires or the run's future drops, as a floor would.
+    /// fires or the run's future drops, and past that on several workers, as a floor would.
     ///
     /// Tokio's timer wakes the worker parked in its drivers whenever a timer is registered
     /// that is due before any the parked worker knows of: with nothing else registered,

@@ -109,28 +109,29 @@ fn a_run_s_timer_floor_is_the_next_run_s() {
         .expect("a runtime");
     let (spare, id) = (&graph.inner.spare, rt.handle().id());
     let home = spare.home();
-    // The running timer the run left, once its state is dropped, which may come just after
-    // its future's end, on a worker; put back as it was.
-    let floor = || {
+    // Runs the graph; the instant of the running timer it left once its state was dropped,
+    // which may come just after its future's end, on a worker; put back as it was.
+    let run_and_floor = || {
+        let run = graph.run(());
+        let state = Arc::clone(&run.state);
+        rt.block_on(run).expect("the run succeeds");
         let waited = std::time::Instant::now();
-        loop {
-            if let Some(timer) = spare.take_standing(home, id) {
-                let at = timer.get().map(tokio::time::Sleep::deadline);
-                spare.keep_standing(home, Some(id), timer);
-                return at;
-            }
+        while Arc::strong_count(&state) > 1 {
             assert!(
                 waited.elapsed() < Duration::from_secs(10),
-                "a running floor"
+                "the run's state"
             );
             std::thread::sleep(Duration::from_millis(1));
         }
+        drop(state);
+        let timer = spare.take_standing(home, id).expect("a running floor");
+        let at = timer.get().map(tokio::time::Sleep::deadline);
+        spare.keep_standing(home, Some(id), timer);
+        at
     };
-    rt.block_on(graph.run(())).expect("the first run succeeds");
-    let first = floor();
+    let first = run_and_floor();
     assert!(first.is_some());
-    rt.block_on(graph.run(())).expect("the second run succeeds");
-    assert_eq!(floor(), first, "the same floor, not set again");
+    assert_eq!(run_and_floor(), first, "the same floor, not set again");
 }
 
 /// A run makes a timer floor only when no other run of its orchestrator in flight holds
@@ -231,11 +232,11 @@ fn a_run_and_its_inner_run_hold_one_timer_floor() {
     assert_eq!(orchestrator.timer_floors_held(), 0, "given back");
 }
 
-/// A run leaves the graph the boxes of its timers, its driver's and its floor's, with no
-/// timer in them, and its joined drivers' waker, unused and holding no task; the next run
-/// makes its timers and its waker of them, and sets its floor at its own cut, not the last
-/// run's. A driver leaves its box when it ends; the run, its floor's and its waker when its
-/// state is dropped.
+/// A run whose runtime shut down, which fired its timers, leaves the graph the boxes of its
+/// timers, its driver's and its floor's, with no timer in them, and its joined drivers'
+/// waker, unused and holding no task; the next run makes its timers and its waker of them,
+/// and sets its floor at its own cut, not the last run's. A driver leaves its box when it
+/// ends; the run, its floor's and its waker when its state is dropped.
 #[test]
 fn a_run_leaves_its_timers_and_waker_to_the_next_run_empty() {
     let graph = waiting_graph(false);
@@ -671,7 +672,7 @@ fn parallel_waiting(nodes: usize) -> Graph<()> {
 /// timer (`first_attempt/shared.rs`): after a run of six such nodes on one worker, the
 /// graph keeps the box of one timer, where a timer each would leave six, and, on one
 /// worker, no timer running (`RunCore::standing_runtime`). A node polled alone uses its
-/// driver's own timer, as before: one box after a run of one such node.
+/// driver's own timer: one box after a run of one such node.
 #[test]
 fn nodes_polled_together_share_one_timer() {
     for nodes in [6, 1] {
