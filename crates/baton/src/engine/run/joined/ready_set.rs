@@ -105,6 +105,7 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
     }
 
     /// Adds `driver`, to be polled at the next poll.
+    #[inline(never)]
     pub(super) fn push(&mut self, driver: F) {
         let number = match self.free.pop() {
             Some(number) => number,
@@ -142,6 +143,7 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
     /// One pass: polls the drivers added since the last pass, then those woken, in the
     /// order they were woken, each once. A driver woken during the pass is pushed again and
     /// wakes the run's future, which sees it at the pass's end. Returns how many it polled.
+    #[inline(never)]
     pub(super) fn pass(&mut self) -> usize {
         if self.len == 0 {
             return 0;
