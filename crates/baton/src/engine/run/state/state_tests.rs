@@ -48,6 +48,15 @@ fn run_and_report(graph: &Graph<()>, workers: usize) -> (Arc<RunState<()>>, crat
     (state, report)
 }
 
+/// A runtime of two worker threads, with its drivers.
+fn two_workers() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
 /// Whether a run of `graph` on `workers` worker threads set its timer floor.
 fn sets_a_floor(graph: &Graph<()>, workers: usize) -> bool {
     run_on(graph, workers).core.timer_floor().is_some()
@@ -97,16 +106,12 @@ fn waiting_policy_attempts_set_the_timer_floor_on_several_workers() {
 }
 
 /// A run's timer floor outlives it (`Spares::keep_standing`): the next run of the graph on
-/// the same runtime, whose first cut, 60 s after its start, is within 1/64 of that of the
-/// floor left, takes that floor as it runs, without setting it again.
+/// the same runtime, whose first cut is within the reach of the floor left
+/// (`deadline::reach`), takes that floor as it runs, without setting it again.
 #[test]
 fn a_run_s_timer_floor_is_the_next_run_s() {
     let graph = waiting_graph(false);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let rt = two_workers();
     let (spare, id) = (&graph.inner.spare, rt.handle().id());
     let home = spare.home();
     // Runs the graph; the instant of the running timer it left once its state was dropped,
@@ -158,11 +163,7 @@ fn one_run_in_flight_holds_a_timer_floor() {
         }
     });
     let graph = g.build().expect("a valid graph");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let rt = two_workers();
     // Starts a run that waits at the gate, once its floor is set.
     let held = || {
         let run = graph.run(true);
@@ -425,11 +426,7 @@ fn an_inline_hand_off_gives_queued_nodes_a_driver_per_worker() {
     }
     let graph = g.build().expect("a valid graph");
     for _ in 0..5 {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("a runtime");
+        let rt = two_workers();
         let release = Arc::new(AtomicBool::new(false));
         if !hold_both_workers(&rt, &release) {
             continue;
@@ -652,7 +649,8 @@ fn a_start_is_reused_only_when_no_user_code_ran_in_between() {
     );
 }
 
-/// `nodes` nodes with a 60 s timeout, none after another, that wait by yielding twice.
+/// `nodes` nodes with a timeout longer than any test, none after another, that wait by
+/// yielding twice.
 fn parallel_waiting(nodes: usize) -> Graph<()> {
     let mut g = Graph::<()>::builder();
     for i in 0..nodes {
@@ -692,8 +690,8 @@ fn nodes_polled_together_share_one_timer() {
 
 /// On tokio's paused clock, a current-thread runtime whose tasks all wait on something
 /// other than a timer moves its clock to the next timer. A run there leaves none running
-/// (`RunCore::standing_runtime`): once a run of nodes with 60 s timeouts ended, waiting on
-/// a channel that a thread fills 20 ms later takes no time on the paused clock.
+/// (`RunCore::standing_runtime`): once a run of nodes with long timeouts ended, waiting on
+/// a channel that a thread fills a little later takes no time on the paused clock.
 #[test]
 fn a_run_on_one_worker_leaves_no_timer_to_move_the_paused_clock_to() {
     let graph = parallel_waiting(6);
@@ -718,11 +716,11 @@ fn a_run_on_one_worker_leaves_no_timer_to_move_the_paused_clock_to() {
 }
 
 /// The running timer a run's joined drivers leave (`Spares::keep_standing`) is the next
-/// run's, on a runtime of two workers: two nodes polled together, with a 640 ms timeout,
-/// wait twice and end in the first run, which leaves their timer at its cut. The second run,
-/// started then, arms its attempts, which never end, on that same timer, within 10 ms
-/// (1/64) of their cuts: they are cut by their timeout. The timer elapsed then, so the
-/// graph keeps its box, with no timer in it, and no other.
+/// run's, on a runtime of two workers: two nodes polled together, with a timeout, wait
+/// twice and end in the first run, which leaves their timer at its cut. The second run,
+/// started then, arms its attempts, which never end, on that same timer, whose reach
+/// (`deadline::reach`) takes in their cuts: they are cut by their timeout. The timer
+/// elapsed then, so the graph keeps its box, with no timer in it, and no other.
 #[test]
 fn a_later_run_arms_its_attempts_on_the_timer_an_earlier_run_left() {
     let calls = Arc::new(AtomicU32::new(0));
@@ -747,11 +745,7 @@ fn a_later_run_arms_its_attempts_on_the_timer_an_earlier_run_left() {
         })
         .collect();
     let graph = g.build().expect("a valid graph");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let rt = two_workers();
     let spare = &graph.inner.spare;
     let (home, id) = (spare.home(), rt.handle().id());
     let run = || {
@@ -796,11 +790,7 @@ fn a_later_run_arms_its_attempts_on_the_timer_an_earlier_run_left() {
 fn nodes_on_the_shared_timer_make_no_timer_floor() {
     for (nodes, floored) in [(6, false), (1, true)] {
         let graph = parallel_waiting(nodes);
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("a runtime");
+        let rt = two_workers();
         let run = graph.run(());
         let state = Arc::clone(&run.state);
         rt.block_on(rt.spawn(run))
