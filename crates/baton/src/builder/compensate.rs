@@ -112,12 +112,11 @@ where
         E: Into<BoxError> + 'static,
     {
         let run: CompensateFn<I> = Arc::new(move |ctx, value| {
-            let value = value.downcast::<T>();
-            let fut = value.map(|value| f(ctx, value));
+            let fut = value.to_arc::<T>().map(|value| f(ctx, value));
             Box::pin(async move {
                 match fut {
-                    Ok(fut) => fut.await.map_err(Into::into),
-                    Err(_) => Err("the node's value is not of its type".into()),
+                    Some(fut) => fut.await.map_err(Into::into),
+                    None => Err("the node's value is not of its type".into()),
                 }
             })
         });

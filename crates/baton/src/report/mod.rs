@@ -232,7 +232,7 @@ impl Report {
             return None;
         }
         let value = self.run.value(node.index)?;
-        Arc::clone(value).downcast::<T>().ok()
+        value.to_arc::<T>()
     }
 
     /// Everything the report knows about `node`; `None` when `node` belongs to another

@@ -34,7 +34,7 @@ use crate::id::Node;
 use crate::onion::{self, Execution, Fallback, ResolvedPolicies};
 use crate::policy::completion::{Tally, Verdict};
 use crate::policy::{Completion, DEFAULT_MAP_CONCURRENCY};
-use crate::util::value::{Value, into_value};
+use crate::util::value::Value;
 
 /// What a map node's value is made of its items' results, in input order.
 pub(crate) trait MapOutput<R>: Send + Sync + 'static {
@@ -230,7 +230,7 @@ where
     drop(running);
     let decision = recorder.finish();
     if decision.met {
-        return Ok(into_value(O::collect(run.graph.meta.name(node), results)));
+        return Ok(Value::new(O::collect(run.graph.meta.name(node), results)));
     }
     let first_error = first_failure.and_then(|i| results.get_mut(i as usize)?.take()?.err());
     Err(Box::new(MapFailed {

@@ -216,12 +216,10 @@ pub(in crate::engine) fn branch_ended<I: Send + Sync + 'static>(
     end: Instant,
 ) -> (Record, bool) {
     let (outcome, value, error) = match (&record.value, record.outcome) {
-        (Some(v), Outcome::Recovered) => (
-            Outcome::Recovered,
-            Some(Arc::clone(v)),
-            record.error().cloned(),
-        ),
-        (Some(v), _) => (Outcome::Succeeded, Some(Arc::clone(v)), None),
+        (Some(v), Outcome::Recovered) => {
+            (Outcome::Recovered, Some(v.clone()), record.error().cloned())
+        }
+        (Some(v), _) => (Outcome::Succeeded, Some(v.clone()), None),
         (None, Outcome::Cancelled) => (Outcome::Cancelled, None, None),
         (None, _) => (
             Outcome::Failed,

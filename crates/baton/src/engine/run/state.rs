@@ -329,7 +329,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         };
         let view = NodeReport::new(self, id, rec);
         if let Some(callbacks) = callbacks {
-            callbacks.fire(&view, core.value(id).map(|v| &**v));
+            callbacks.fire(&view, core.value(id).map(Value::as_any));
         }
         if observed {
             self.emit(&Event::NodeFinished {

@@ -217,7 +217,7 @@ mod tests {
         let pad = [0_u8; N];
         async move {
             let _ = std::hint::black_box(pad);
-            Ok(crate::util::value::into_value(()))
+            Ok(crate::util::value::Value::new(()))
         }
     }
 
@@ -335,7 +335,7 @@ mod tests {
             async move {
                 let _ = std::hint::black_box(pad);
                 let _held = held;
-                Ok(crate::util::value::into_value(()))
+                Ok(crate::util::value::Value::new(()))
             },
             || Some(&kept),
         );

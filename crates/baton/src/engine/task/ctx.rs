@@ -26,7 +26,7 @@ use crate::engine::run::state::RunState;
 use crate::error::{BoxError, NodeError};
 use crate::id::{IdempotencyKey, RunId};
 use crate::policy::limit::bulkhead::BulkheadPermit;
-use crate::util::value::{Value, into_value};
+use crate::util::value::Value;
 
 /// A fallback's run, boxed.
 pub(crate) type FallbackFuture = Pin<Box<dyn Future<Output = Result<Value, NodeError>> + Send>>;
@@ -130,7 +130,7 @@ where
             into,
             async move {
                 let out = match attempt.await {
-                    Ok(value) => Ok(into_value(value)),
+                    Ok(value) => Ok(Value::new(value)),
                     Err(e) => Err(e.into()),
                 };
                 drop(permit);
@@ -228,7 +228,7 @@ where
             async move {
                 let _abandon = abandon;
                 match handle.await {
-                    Ok(Ok(value)) => Ok(into_value(value)),
+                    Ok(Ok(value)) => Ok(Value::new(value)),
                     Ok(Err(e)) => Err(e),
                     Err(join) => match join.try_into_panic() {
                         Ok(panic) => std::panic::resume_unwind(panic),

@@ -15,7 +15,7 @@ use super::upstreams::{FetchCx, Upstreams};
 use crate::engine::run::state::RunState;
 use crate::error::{BoxError, NodeError};
 use crate::onion::{Fallback, Recovered, recover_async};
-use crate::util::value::{Value, into_value};
+use crate::util::value::Value;
 
 /// A fallback given the node's context, the upstream values, which it fetches from the
 /// `FetchCx`, and the error. It catches the panics of the function it wraps.
@@ -158,8 +158,8 @@ where
             let fallback = fallback.clone();
             Box::pin(async move {
                 Ok(match fallback.recover(&node, error).await? {
-                    Recovered::Shared(value) => value as Value,
-                    Recovered::Owned(value) => into_value(value),
+                    Recovered::Shared(value) => Value::from_arc(value),
+                    Recovered::Owned(value) => Value::new(value),
                 })
             })
         }
@@ -179,7 +179,7 @@ where
             let recovering = f(ctx, &cx, error);
             Box::pin(async move {
                 let _ended = ended;
-                Ok(into_value(recovering.await?))
+                Ok(Value::new(recovering.await?))
             })
         }
     }

@@ -336,7 +336,7 @@ impl FetchCx<'_> {
     pub(crate) fn typed<T: Send + Sync + 'static>(&self, pos: usize) -> Option<Arc<T>> {
         let up = *self.ups.get(pos)? as usize;
         let value = self.values.get(up)?.get()?;
-        Arc::clone(value).downcast::<T>().ok()
+        value.to_arc::<T>()
     }
 
     /// How many upstreams the node declared.
