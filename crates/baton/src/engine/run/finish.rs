@@ -142,13 +142,14 @@ impl<I: Send + Sync + 'static> RunState<I> {
         // other worker could take them, as `ready/mod.rs` says; an inline run counts one. It
         // always keeps them while an inline run is local: every driver is polled in one task.
         let workers = self.workers();
-        let keep = core.is_local() || (workers == 1 && !core.ready().wants_help(workers));
+        let alone = core.is_local();
+        let keep = alone || (workers == 1 && !core.ready().wants_help(workers));
         for &d in downstreams {
             if !produced && outcome != Outcome::Cancelled {
                 self.skip(d, id);
             }
             let Some(ds) = core.node(d) else { continue };
-            if ds.release_upstream() == Release::Ready {
+            if ds.release_upstream(alone) == Release::Ready {
                 if core.prefetch() && !neighbours(d, id) {
                     self.prefetch_node(d);
                 }

@@ -6,14 +6,20 @@
 //! atomic operation, so exactly one party finalizes each node: whoever moved it to
 //! `RUNNING` and ran it, or whoever moved it straight to `DONE` when it was skipped, not
 //! taken, or cancelled while pending. Only [`NodeState`]'s methods touch its atomics.
+//!
+//! The join counter is counted down with a locked subtraction, except while an inline run
+//! is local: every upstream then ends on the thread polling the run's future, and a load
+//! and a store count it. That thread is the only one to end the run being local, and does
+//! so before it spawns a driver that counts; `node_state_loom_tests.rs` checks the mix.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use futures_util::task::AtomicWaker;
 
 use crate::engine::ready::ReadyQueue;
 use crate::report::Settled;
 use crate::util::once::WriteOnce;
+use crate::util::sync::{AtomicInt, StdSync, SyncFamily};
 use crate::util::value::Value;
 
 const PENDING: u8 = 0;
@@ -22,12 +28,13 @@ const DONE: u8 = 2;
 
 /// What the scheduler touches for every edge: a node's join counter and lifecycle state,
 /// eight bytes, in an array of their own. A million nodes' worth fits in the cache, where
-/// the records would not.
+/// the records would not. Generic over its atomics: std's, or loom's in the model-checking
+/// tests (`node_state_loom_tests.rs`).
 #[derive(Debug)]
-pub(in crate::engine) struct NodeState {
+pub(in crate::engine) struct NodeState<S: SyncFamily = StdSync> {
     /// Upstreams that have not ended yet.
-    pending: AtomicU32,
-    state: AtomicU8,
+    pending: S::AtomicU32,
+    state: S::AtomicU8,
 }
 
 /// What [`NodeState::claim`] did.
@@ -63,19 +70,19 @@ pub(in crate::engine) enum Release {
     Ended,
 }
 
-impl NodeState {
+impl<S: SyncFamily> NodeState<S> {
     /// A pending node with `upstreams` upstreams.
     fn new(upstreams: u32) -> Self {
         NodeState {
-            pending: AtomicU32::new(upstreams),
-            state: AtomicU8::new(PENDING),
+            pending: S::AtomicU32::new(upstreams),
+            state: S::AtomicU8::new(PENDING),
         }
     }
 
     /// Makes it pending again with `upstreams` upstreams, for a new run.
     fn reset(&mut self, upstreams: u32) {
-        *self.pending.get_mut() = upstreams;
-        *self.state.get_mut() = PENDING;
+        self.pending.with_mut(|n| *n = upstreams);
+        self.state.with_mut(|s| *s = PENDING);
     }
 
     /// `PENDING -> RUNNING`: a root at the run's start, a branch chosen by its router.
@@ -107,10 +114,22 @@ impl NodeState {
     /// One upstream of the node ended: counts it down, and claims the node when it was the
     /// last. An upstream that ends without a value passes its downstreams over before it
     /// releases them, so whoever brings the count to zero sees the skip.
+    ///
+    /// `local`: the run is local, so that every upstream of the node ends on the thread
+    /// that polls the run's future, one poll after the other; the count is then a load and
+    /// a store, not a locked subtraction. Only that thread makes a run stop being local,
+    /// before it spawns the drivers that then count with it.
     #[inline]
-    pub(in crate::engine) fn release_upstream(&self) -> Release {
-        // AcqRel: the last upstream to end sees every other upstream's value written.
-        if self.pending.fetch_sub(1, Ordering::AcqRel) != 1 {
+    pub(in crate::engine) fn release_upstream(&self, local: bool) -> Release {
+        let left = if local {
+            let n = self.pending.load(Ordering::Relaxed);
+            self.pending.store(n.wrapping_sub(1), Ordering::Relaxed);
+            n
+        } else {
+            // AcqRel: the last upstream to end sees every other upstream's value written.
+            self.pending.fetch_sub(1, Ordering::AcqRel)
+        };
+        if left != 1 {
             return Release::Waiting;
         }
         match self.claim() {
@@ -307,19 +326,22 @@ impl RunBuffers {
 }
 
 #[cfg(test)]
+mod node_state_loom_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_node_is_claimed_or_passed_over_once() {
-        let node = NodeState::new(0);
+        let node: NodeState = NodeState::new(0);
         assert_eq!(node.claim(), Claim::Claimed);
         assert_eq!(node.claim(), Claim::Taken);
         assert_eq!(node.pass_over(), PassOver::Taken);
         assert!(node.is_running() && !node.is_done());
         node.finish();
         assert!(node.is_done() && !node.is_running());
-        let skipped = NodeState::new(2);
+        let skipped: NodeState = NodeState::new(2);
         assert_eq!(skipped.pass_over(), PassOver::PassedOver);
         assert_eq!(skipped.claim(), Claim::Taken);
         assert!(skipped.is_done());
@@ -327,20 +349,20 @@ mod tests {
 
     #[test]
     fn the_last_upstream_to_end_claims_a_pending_node() {
-        let node = NodeState::new(2);
-        assert_eq!(node.release_upstream(), Release::Waiting);
-        assert_eq!(node.release_upstream(), Release::Ready);
+        let node: NodeState = NodeState::new(2);
+        assert_eq!(node.release_upstream(false), Release::Waiting);
+        assert_eq!(node.release_upstream(false), Release::Ready);
         assert!(node.is_running());
-        let skipped = NodeState::new(2);
+        let skipped: NodeState = NodeState::new(2);
         assert_eq!(skipped.pass_over(), PassOver::PassedOver);
-        assert_eq!(skipped.release_upstream(), Release::Waiting);
-        assert_eq!(skipped.release_upstream(), Release::Ended);
+        assert_eq!(skipped.release_upstream(false), Release::Waiting);
+        assert_eq!(skipped.release_upstream(false), Release::Ended);
     }
 
     #[test]
     fn a_cleared_set_of_arrays_is_pending_again() {
         let mut buffers = RunBuffers::new(3, |i| i);
-        assert_eq!(buffers.nodes[2].release_upstream(), Release::Waiting);
+        assert_eq!(buffers.nodes[2].release_upstream(false), Release::Waiting);
         assert_eq!(buffers.nodes[0].claim(), Claim::Claimed);
         buffers.slots[0].count_attempt();
         // SAFETY: this test is the slot's only writer.
@@ -356,7 +378,7 @@ mod tests {
         assert_eq!(buffers.slots[0].attempts(), 0);
         assert!(buffers.slots[0].record().is_none());
         assert_eq!(buffers.nodes[0].claim(), Claim::Claimed);
-        assert_eq!(buffers.nodes[2].release_upstream(), Release::Waiting);
-        assert_eq!(buffers.nodes[2].release_upstream(), Release::Ready);
+        assert_eq!(buffers.nodes[2].release_upstream(false), Release::Waiting);
+        assert_eq!(buffers.nodes[2].release_upstream(false), Release::Ready);
     }
 }
