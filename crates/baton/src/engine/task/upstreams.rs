@@ -332,9 +332,15 @@ impl std::fmt::Debug for FetchCx<'_> {
 }
 
 impl FetchCx<'_> {
-    /// The value of the `pos`-th declared upstream, as a `T`.
+    /// The value of the `pos`-th declared upstream, as a `T`. A `()` is not read from the
+    /// run's value array: a node runs only once every upstream produced its value, and the
+    /// build checked that this one's is a `()`.
     pub(crate) fn typed<T: Send + Sync + 'static>(&self, pos: usize) -> Option<Arc<T>> {
         let up = *self.ups.get(pos)? as usize;
+        if TypeId::of::<T>() == TypeId::of::<()>() {
+            debug_assert!(self.values.get(up).is_some_and(|v| v.get().is_some()));
+            return Value::Unit.to_arc::<T>();
+        }
         let value = self.values.get(up)?.get()?;
         value.to_arc::<T>()
     }
