@@ -50,7 +50,16 @@ pub(super) fn build<I: 'static>(
             .and_then(|d| d.extras.as_deref())
             .is_some_and(|e| matches!(e.kind, NodeKind::Branch { .. }))
     };
-    let meta = GraphMeta::compile(id, names, up_at, ups, is_branch);
+    let unit = |node: usize| {
+        nodes.get(node).is_some_and(|d| {
+            // SAFETY: `tasks` are the builder's, which made every node's `TaskRef`:
+            // `GraphBuilder::add` takes only tasks its own `Tasks` stored.
+            #[allow(unsafe_code)]
+            let task = unsafe { d.task.get(&tasks) };
+            task.value_type().0 == std::any::TypeId::of::<()>()
+        })
+    };
+    let meta = GraphMeta::compile(id, names, up_at, ups, is_branch, unit);
 
     // Nodes that share a declared record share the resolved one, and plain tasks, or
     // branches of one router, with the same resolved policy and no callbacks share one

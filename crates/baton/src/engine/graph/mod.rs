@@ -429,6 +429,9 @@ pub(crate) struct GraphMeta {
     /// graph touches per-node entries at scattered places. The entries of a chain, or of
     /// independent nodes, are a stream the hardware prefetches on its own.
     pub(crate) scattered: bool,
+    /// Bit `i % 64` of word `i / 64` is set when node `i` produces `()`, which no
+    /// downstream reads from the run (`FetchCx::typed`), so its cell is not prefetched.
+    unit: Box<[u64]>,
 }
 
 impl GraphMeta {
@@ -436,15 +439,22 @@ impl GraphMeta {
     /// `ups[up_at[i]..up_at[i + 1]]`, resolved to node indices: the downstream lists, the
     /// roots, and whether it is scattered. A branch, marked by `is_branch`, reads its
     /// router's upstreams but is started by the router: it is nobody's downstream and no
-    /// root.
+    /// root. `unit` marks the nodes that produce `()`.
     pub(crate) fn compile(
         id: u64,
         names: Names,
         mut up_at: Vec<u32>,
         ups: Vec<u32>,
         is_branch: impl Fn(usize) -> bool,
+        unit: impl Fn(usize) -> bool,
     ) -> Self {
         let n = names.len();
+        let mut unit_bits = vec![0u64; n.div_ceil(64)];
+        for (i, word) in (0..n).filter(|&i| unit(i)).map(|i| (i, i / 64)) {
+            if let Some(word) = unit_bits.get_mut(word) {
+                *word |= 1 << (i % 64);
+            }
+        }
         up_at.shrink_to_fit();
         let edges = |node: usize| -> &[u32] {
             if is_branch(node) {
@@ -490,7 +500,17 @@ impl GraphMeta {
             down_at: down_at.into_boxed_slice(),
             downs: downs.into_boxed_slice(),
             scattered,
+            unit: unit_bits.into_boxed_slice(),
         }
+    }
+
+    /// Whether node `id` produces `()`.
+    #[inline]
+    pub(crate) fn produces_unit(&self, id: u32) -> bool {
+        let i = id as usize;
+        self.unit
+            .get(i / 64)
+            .is_some_and(|w| w >> (i % 64) & 1 == 1)
     }
 
     pub(crate) fn len(&self) -> usize {

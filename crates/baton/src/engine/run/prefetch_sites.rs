@@ -19,11 +19,16 @@ use crate::util::prefetch::{prefetch, prefetch_all};
 const MAX_EDGES: usize = 16;
 
 impl<I> RunState<I> {
-    /// Prefetches the values of node `id`'s upstreams `ups`, the first [`MAX_EDGES`] of them.
+    /// Prefetches the values of node `id`'s upstreams `ups`, the first [`MAX_EDGES`] of them,
+    /// but for the `()` of an upstream that produces one, which no task reads.
     #[inline]
     pub(crate) fn prefetch_values(&self, id: u32, ups: &[u32]) {
+        let meta = &self.graph.meta;
         for &u in ups.iter().take(MAX_EDGES) {
-            if let (false, Some(v)) = (neighbours(u, id), self.core.value_cell(u)) {
+            if neighbours(u, id) || meta.produces_unit(u) {
+                continue;
+            }
+            if let Some(v) = self.core.value_cell(u) {
                 prefetch(v);
             }
         }

@@ -558,6 +558,35 @@ fn only_large_scattered_graphs_prefetch() {
     assert!(prefetches(&chain(n, true)), "a large scattered graph");
 }
 
+/// The graph marks the nodes that produce `()`, whose cells a run does not prefetch for
+/// their downstreams: past 64 nodes too, and a router by its branches' type.
+#[test]
+fn a_graph_marks_the_nodes_that_produce_unit() {
+    let mut g = Graph::<()>::builder();
+    let mut units = Vec::new();
+    for i in 0..70 {
+        if i % 3 == 0 {
+            g.node(format!("n{i}"))
+                .task(|_, ()| async { Ok::<_, BoxError>(7_u64) });
+        } else {
+            units.push(g.node(format!("n{i}")).task(noop).index);
+        }
+    }
+    let routed = g
+        .router("route")
+        .select(|_, ()| "a")
+        .branch("a", |b| b.task(|_, ()| async { Ok::<_, BoxError>(1_u8) }))
+        .finish()
+        .index;
+    let graph = g.build().unwrap();
+    let meta = &graph.inner.meta;
+    for i in 0..70_u32 {
+        assert_eq!(meta.produces_unit(i), units.contains(&i), "node {i}");
+    }
+    assert!(!meta.produces_unit(routed), "a router of u8 branches");
+    assert!(!meta.produces_unit(u32::MAX), "no such node");
+}
+
 /// A node continued inline reuses its upstream's end as its start only when nothing but
 /// the scheduler's bookkeeping can have run in between: no callbacks on the upstream, at
 /// most one other downstream released, or fifteen in a local run, whose driver pushes
