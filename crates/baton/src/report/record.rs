@@ -147,7 +147,7 @@ impl Record {
 }
 
 /// A node's record as its slot keeps it, without the value, which the run's value array
-/// has. It is 48 bytes, where the [`Record`] in transit is 64. Its times stay `Instant`s:
+/// has. It is 48 bytes, where the [`Record`] in transit is 72. Its times stay `Instant`s:
 /// converting them to offsets from the run's start when writing would cost more than the
 /// 16 bytes it saves.
 #[derive(Debug)]

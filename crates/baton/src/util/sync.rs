@@ -1,7 +1,7 @@
 //! The synchronization primitives concurrent code is written against.
 //!
-//! The breaker's state machine, the run's ready queue, an inline run's inbox and the
-//! write-once cell are generic over a [`SyncFamily`]: [`StdSync`] in the library, and, in
+//! The breaker's state machine, the run's ready queue, an inline run's inbox, a node's
+//! join counter and the write-once cell are generic over a [`SyncFamily`]: [`StdSync`] in the library, and, in
 //! this crate's own tests, a family backed by the [loom](https://docs.rs/loom) model
 //! checker. Loom replaces the atomics, the mutex and the unsafe cell with instrumented
 //! versions and explores every interleaving of a small test, so the properties these types

@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 /// A node's value, type-erased while it sits in the run's value array.
 ///
-/// `()`, the value of side-effect nodes, is [`Value::Unit`]: it is written, read and
-/// dropped without touching a reference count. Any other value is one `Arc`, which every
-/// downstream that takes it as input clones.
+/// `()`, the value of side-effect nodes, is [`Value::Unit`]: it is written and dropped
+/// without touching a reference count, and a downstream that takes it as input gets its
+/// thread's shared `Arc<()>`. Any other value is one `Arc`, which every downstream that
+/// takes it as input clones.
 #[derive(Clone)]
 pub(crate) enum Value {
     /// `()`.

@@ -9,8 +9,10 @@
 //!
 //! The join counter is counted down with a locked subtraction, except while an inline run
 //! is local: every upstream then ends on the thread polling the run's future, and a load
-//! and a store count it. That thread is the only one to end the run being local, and does
-//! so before it spawns a driver that counts; `node_state_loom_tests.rs` checks the mix.
+//! and a store count it. Only that thread clears the run's `local` flag
+//! (`RunCore::spread`), and it does so before it spawns any driver as a tokio task; the
+//! loom model in `node_state_loom_tests.rs` checks counts made before and after that point.
+//! In debug builds the store is a swap that checks no other count came in between.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
@@ -123,7 +125,12 @@ impl<S: SyncFamily> NodeState<S> {
     pub(in crate::engine) fn release_upstream(&self, local: bool) -> Release {
         let left = if local {
             let n = self.pending.load(Ordering::Relaxed);
-            self.pending.store(n.wrapping_sub(1), Ordering::Relaxed);
+            if cfg!(debug_assertions) {
+                let was = self.pending.swap(n.wrapping_sub(1), Ordering::Relaxed);
+                debug_assert_eq!(was, n, "a local run's join counter counted on two threads");
+            } else {
+                self.pending.store(n.wrapping_sub(1), Ordering::Relaxed);
+            }
             n
         } else {
             // AcqRel: the last upstream to end sees every other upstream's value written.
