@@ -142,6 +142,7 @@ impl<I: Send + Sync + 'static> RunState<I> {
         // other worker could take them, as `ready/mod.rs` says; an inline run counts one. It
         // always keeps them while an inline run is local: every driver is polled in one task.
         let workers = self.workers();
+        // A local run: this thread alone counts its nodes down (`NodeState::release_upstream`).
         let alone = core.is_local();
         let keep = alone || (workers == 1 && !core.ready().wants_help(workers));
         for &d in downstreams {

@@ -3,7 +3,8 @@
 //! spread the run, by it and by the drivers it spawned, while a cancel passes the node over.
 //!
 //! The thread polling the run's future counts with a load and a store while the run is
-//! local, as `RunState::finish_inner` does; every other count is a locked subtraction. Each
+//! local, as `RunState::finish_inner` does (in these debug builds, a load and a swap that
+//! asserts nothing came in between); every other count is a locked subtraction. Each
 //! upstream writes its value before it counts, with a relaxed store: whoever claims the
 //! node must see every value, which only the counter's ordering can give it.
 
