@@ -50,15 +50,7 @@ pub(super) fn build<I: 'static>(
             .and_then(|d| d.extras.as_deref())
             .is_some_and(|e| matches!(e.kind, NodeKind::Branch { .. }))
     };
-    let unit = |node: usize| {
-        nodes.get(node).is_some_and(|d| {
-            // SAFETY: `tasks` are the builder's, which made every node's `TaskRef`:
-            // `GraphBuilder::add` takes only tasks its own `Tasks` stored.
-            #[allow(unsafe_code)]
-            let task = unsafe { d.task.get(&tasks) };
-            task.value_type().0 == std::any::TypeId::of::<()>()
-        })
-    };
+    let unit = |node: usize| produces_unit(&nodes, &tasks, node);
     let meta = GraphMeta::compile(id, names, up_at, ups, is_branch, unit);
 
     // Nodes that share a declared record share the resolved one, and plain tasks, or
@@ -128,6 +120,17 @@ pub(super) fn build<I: 'static>(
 
 /// Resolves the upstreams given by name to node indices, checking that each exists and
 /// produces the type its downstream expects.
+/// Whether node `node` of the builder's `nodes`, whose tasks are in `tasks`, produces `()`.
+fn produces_unit<I: 'static, E>(nodes: &[NodeDef<I, E>], tasks: &Tasks, node: usize) -> bool {
+    nodes.get(node).is_some_and(|d| {
+        // SAFETY: `tasks` are the builder's, which made every node's `TaskRef`:
+        // `GraphBuilder::add` takes only tasks its own `Tasks` stored.
+        #[allow(unsafe_code)]
+        let task = unsafe { d.task.get(tasks) };
+        task.value_type().0 == std::any::TypeId::of::<()>()
+    })
+}
+
 fn resolve_names<I: 'static>(
     nodes: &[NodeDef<I, Box<Extras<Arc<Declared>>>>],
     tasks: &Tasks,
