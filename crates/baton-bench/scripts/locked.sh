@@ -15,6 +15,16 @@ here=$(dirname "$0")
 bin=$1 shape=$2 imp=$3 size=$4 threads=${5:-1} low=${6:-20} high=${7:-40}
 extra=()
 [[ "${8:-}" == "--waits" ]] && extra=(--waits)
+# A run of no runs checks the arguments and gives the graph's node count.
+if ! built=$("$bin" --profile-run "$shape" "$imp" "$size" "$threads" 0 "${extra[@]}" \
+  2>&1 >/dev/null); then
+  echo "$(basename "$0"): $built" >&2
+  exit 1
+fi
+nodes=1
+if [[ "$shape" != order ]]; then
+  nodes=$(grep -o ' n=[0-9]*' <<<"$built" | head -1 | cut -d= -f2)
+fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 count() {
@@ -24,7 +34,6 @@ count() {
 }
 a=$(count "$low")
 b=$(count "$high")
-nodes=$(case "$shape" in order) echo 1 ;; *) echo "$size" | sed 's/k$/000/; s/M$/000000/' ;; esac)
 unit=$([[ "$shape" == order ]] && echo run || echo node)
 echo "$shape $imp $size $threads: $(python3 -c "print(round(($b - $a) / (($high - $low) * $nodes), 1))") locked instructions per $unit"
 if [[ -n "${LOCKED_SITES:-}" ]]; then
