@@ -1,42 +1,60 @@
 #!/usr/bin/env bash
 # Instruction-cache figures per node (per run for `order`) of one implementation of the
-# harness. cachegrind simulates a 32 KiB, 8-way L1 instruction cache of 64-byte lines (this
-# machine's) while the binary runs the shape LOW and HIGH times; the difference of the
-# misses is divided by the extra runs (and nodes), as instructions.sh does. callgrind then
-# counts the hot code of HIGH runs: the instructions executed at least HIGH / 2 times and
-# the cache lines they sit in (icache.py). Needs valgrind and python3.
+# harness. callgrind runs the shape LOW and HIGH times, simulating an L1 instruction cache
+# of 32 KiB, 8 ways and 64-byte lines (the benchmark machine's); the difference of the two
+# profiles is divided by the extra runs (and nodes), as instructions.sh does, so that
+# starting the process and building the graph cancel out. From the same difference,
+# icache.py counts the hot code: the instructions executed at least once every other
+# extra run, and the cache lines they sit in. Needs valgrind and python3.
 #
 #   crates/baton-bench/scripts/icache.sh BINARY SHAPE IMP SIZE [THREADS] [LOW] [HIGH] [--waits]
 #   crates/baton-bench/scripts/icache.sh target/release/baton-bench order baton 5 1 20000 40000
 #
-# Prints `SHAPE IMP SIZE THREADS: M L1i misses per run (I instructions); hot code: ...`.
-# With ICACHE_TOP=N in the environment, it also prints the N functions with the most hot
-# lines.
+# LOW and HIGH default to 2 000 and 4 000. Prints `SHAPE IMP SIZE THREADS: M L1i misses
+# per run (I instructions); hot code: H instructions in L lines (K KiB)`. With ICACHE_TOP=N
+# in the environment, it also prints the N functions with the most hot lines, with their
+# hot lines and instructions. The misses are a simulation: check a lead on the clock.
 set -euo pipefail
 here=$(dirname "$0")
-bin=$1 shape=$2 imp=$3 size=$4 threads=${5:-1} low=${6:-20} high=${7:-40}
-extra=()
-[[ "${8:-}" == "--waits" ]] && extra=(--waits)
+args=() extra=()
+for arg in "$@"; do
+  if [[ "$arg" == "--waits" ]]; then extra=(--waits); else args+=("$arg"); fi
+done
+if [[ ${#args[@]} -lt 4 ]]; then
+  echo "usage: icache.sh BINARY SHAPE IMP SIZE [THREADS] [LOW] [HIGH] [--waits]" >&2
+  exit 2
+fi
+bin=${args[0]} shape=${args[1]} imp=${args[2]} size=${args[3]}
+threads=${args[4]:-1} low=${args[5]:-2000} high=${args[6]:-4000}
+if ! [[ "$low" =~ ^[0-9]+$ && "$high" =~ ^[0-9]+$ ]] || ((low >= high)); then
+  echo "icache.sh: LOW and HIGH must be run counts, LOW below HIGH (got $low and $high)" >&2
+  exit 2
+fi
+# A run of no runs checks the arguments and gives the graph's node count.
+if ! built=$("$bin" --profile-run "$shape" "$imp" "$size" "$threads" 0 "${extra[@]}" \
+  2>&1 >/dev/null); then
+  echo "icache.sh: $built" >&2
+  exit 1
+fi
+nodes=1
+if [[ "$shape" != order ]]; then
+  nodes=$(grep -o ' n=[0-9]*' <<<"$built" | head -1 | cut -d= -f2)
+fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-misses() {
-  valgrind --tool=cachegrind --cache-sim=yes --I1=32768,8,64 --cachegrind-out-file=/dev/null \
-    "$bin" --profile-run "$shape" "$imp" "$size" "$threads" "$1" "${extra[@]}" 2>"$dir/$1.txt" >/dev/null
-  local refs miss
-  refs=$(grep -o 'I *refs: *[0-9,]*' "$dir/$1.txt" | grep -o '[0-9,]*$' | tr -d ,)
-  miss=$(grep -o 'I1 *misses: *[0-9,]*' "$dir/$1.txt" | grep -o '[0-9,]*$' | tr -d ,)
-  echo "$refs $miss"
+profile() {
+  if ! valgrind --tool=callgrind --cache-sim=yes --I1=32768,8,64 --dump-instr=yes \
+    --dump-line=no --compress-pos=no --compress-strings=no --callgrind-out-file="$dir/$1.out" \
+    "$bin" --profile-run "$shape" "$imp" "$size" "$threads" "$1" "${extra[@]}" \
+    >/dev/null 2>"$dir/$1.err"; then
+    echo "icache.sh: the profile of $1 runs failed:" >&2
+    cat "$dir/$1.err" >&2
+    exit 1
+  fi
 }
-read -r ia ma <<<"$(misses "$low")"
-read -r ib mb <<<"$(misses "$high")"
-nodes=$(case "$shape" in order) echo 1 ;; *) echo "$size" | sed 's/k$/000/; s/M$/000000/' ;; esac)
+profile "$low"
+profile "$high"
 unit=$([[ "$shape" == order ]] && echo run || echo node)
-per() { python3 -c "print(round(($2 - $1) / (($high - $low) * $nodes), 1))"; }
-valgrind --tool=callgrind --dump-instr=yes --dump-line=no --compress-pos=no --compress-strings=no \
-  --callgrind-out-file="$dir/hot.out" "$bin" --profile-run "$shape" "$imp" "$size" "$threads" \
-  "$high" "${extra[@]}" >/dev/null 2>&1
-hot=$(python3 "$here/icache.py" "$dir/hot.out" "$high" "${ICACHE_TOP:-0}")
-echo "$shape $imp $size $threads: $(per "$ma" "$mb") L1i misses per $unit ($(per "$ia" "$ib") instructions); hot code: $(echo "$hot" | head -1)"
-if [[ -n "${ICACHE_TOP:-}" ]]; then
-  echo "$hot" | tail -n +2
-fi
+figures=$(python3 "$here/icache.py" "$dir/$low.out" "$dir/$high.out" "$((high - low))" \
+  "$nodes" "$unit" "${ICACHE_TOP:-0}")
+echo "$shape $imp $size $threads: $figures"
