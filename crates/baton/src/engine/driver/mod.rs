@@ -9,11 +9,11 @@
 //! runs every task, a run's first driver is no task but part of the run's future: the
 //! `embedded` driver. `RunState::start` assumes one thread runs every task on a
 //! current-thread runtime, or on one worker awaited from a task. The embedded driver runs nodes
-//! in the task that awaits the run, spending that task's coop budget as a spawned driver
-//! would, and at most [`INLINE_MAX`] of them. It never waits: a node whose attempt returns
-//! `Pending` moves, as it is, to a driver spawned for it, and the embedded one goes on with
-//! its stack and the queue. Where a spawned driver would yield, the embedded one hands its
-//! node and stack to spawned drivers and ends. So a graph of nodes that end at once costs no
+//! in the task that awaits the run, spending that task's coop budget, a unit per eight
+//! nodes (`run/passes.rs`), and at most [`INLINE_MAX`] of them. It never waits: a node
+//! whose attempt returns `Pending` moves, as it is, to a driver spawned for it, and the
+//! embedded one goes on with its stack and the queue. Where a spawned driver would yield,
+//! the embedded one hands its node and stack to spawned drivers and ends. So a graph of nodes that end at once costs no
 //! spawn at all.
 //!
 //! A driver "spawned" by an inline run that has not spread is no task either: it is a
@@ -66,6 +66,7 @@ use tokio::time::Instant;
 use super::paths::first_attempt::{Held, SharedTimer};
 use super::ready::Pop;
 use super::run::joined::PolledTogether;
+use super::run::passes::spend_all_coop;
 use super::run::state::RunState;
 use super::task::attempt_box::KeptBoxes;
 use super::task::ctx::AttemptFuture;
@@ -148,9 +149,9 @@ pub(in crate::engine) struct Driver<I> {
     state: State,
 }
 
-/// The most nodes a driver polled by the run's future, embedded or local, starts in one poll
-/// before the run spreads or yields: tokio's coop budget per poll, which an unconstrained
-/// task does not have.
+/// The most nodes the drivers polled by the run's future, embedded or local, start in the
+/// first pass of one poll, and one of them in a pass after it, before the run spreads or
+/// yields: tokio's coop budget per poll, which an unconstrained task does not have.
 pub(in crate::engine) const INLINE_MAX: u8 = 128;
 
 impl<I: Send + Sync + 'static> Driver<I> {
@@ -243,11 +244,12 @@ impl<I: Send + Sync + 'static> Driver<I> {
         ControlFlow::Break(poll)
     }
 
-    /// Begins the current node, if its budget lets it: every node started spends a unit of
-    /// the task's coop budget, so a long chain or a long queue yields its worker now and
-    /// then to timers, I/O and other tasks, as tokio's own resources do; or, started in a
-    /// pass after the first of the run future's poll, a unit of the passes' budget, and
-    /// one of the task's for every eight such starts (`run/passes.rs`).
+    /// Begins the current node, if its budget lets it: every node started spends the task's
+    /// coop budget, so a long chain or a long queue yields its worker now and then to
+    /// timers, I/O and other tasks, as tokio's own resources do. A spawned driver spends a
+    /// unit per node; one the run's future polls, a unit per eight, in the first pass of a
+    /// poll as in the passes after it, which also spend the passes' budget
+    /// (`run/passes.rs`).
     fn step_begin(&mut self, cx: &mut Context<'_>) -> Step {
         // A run that spread starts no node in the task that awaits it.
         if self.joined && !self.run.core.is_local() {
@@ -272,27 +274,29 @@ impl<I: Send + Sync + 'static> Driver<I> {
         ControlFlow::Continue(())
     }
 
-    /// Spends a unit of the task's coop budget on the node to start, or, with none left or
-    /// [`INLINE_MAX`] started, returns what the driver does instead.
+    /// Spends the task's coop budget on the node to start: a spawned driver a unit per node,
+    /// one the run's future polls a unit per eight, as the run's passes pay
+    /// (`run/passes.rs`). With none left or, polled by the run's future, [`INLINE_MAX`]
+    /// started in the first pass of its poll, by this driver and others, returns what the
+    /// driver does instead. Time passes before a node that does not start now starts: its
+    /// start is read afresh.
     #[inline(always)]
     fn spend_coop(&mut self, cx: &mut Context<'_>) -> Option<Step> {
-        match tokio::task::coop::poll_proceed(cx) {
-            Poll::Ready(coop) if self.in_run() && self.inline == INLINE_MAX => {
-                drop(coop); // (not spent: the node starts later, or elsewhere)
+        if self.in_run() {
+            if !self.run.core.passes().start_in_first_pass(INLINE_MAX, cx) {
                 self.start = None;
-                Some(self.out_of_budget(cx))
+                return Some(self.out_of_budget(cx));
             }
+            self.inline += 1;
+            return None;
+        }
+        match tokio::task::coop::poll_proceed(cx) {
             Poll::Ready(coop) => {
                 coop.made_progress();
-                self.inline += u8::from(self.in_run());
                 None
             }
             Poll::Pending => {
-                // Time passes before the node starts: its start is read afresh.
                 self.start = None;
-                if self.in_run() {
-                    return Some(self.out_of_budget(cx));
-                }
                 self.take_turns();
                 Some(ControlFlow::Break(Poll::Pending))
             }
@@ -306,14 +310,20 @@ impl<I: Send + Sync + 'static> Driver<I> {
     /// on several workers spreads here, its ready nodes going to spawned drivers, as does a
     /// spread run's embedded driver, unless the future is polling its drivers again after
     /// they woke during its poll (`run/joined.rs`): that work would have waited for the
-    /// task's next poll. An inline run on one worker stays in the awaiting task, which
-    /// yields: the embedded driver, which never waits, hands its nodes to a local driver,
-    /// and a local driver yields with them.
+    /// task's next poll. A run that spreads also spends what is left of the awaiting
+    /// task's coop budget, so that the drivers it spawned go where an idle worker takes
+    /// them rather than run at once in the awaiting task's place. An inline run on one
+    /// worker stays in the awaiting task, which yields: the embedded driver, which never
+    /// waits, hands its nodes to a local driver, and a local driver yields with them.
     fn out_of_budget(&mut self, cx: &mut Context<'_>) -> Step {
         let core = &self.run.core;
         let spread = !core.is_local() || (core.several_workers() && !core.passes().is_repolling());
         if self.embedded || spread {
             self.hand_off(spread);
+            if spread {
+                // Its nodes go to tasks of its own: the awaiting task's turn goes with them.
+                spend_all_coop(cx);
+            }
             return ControlFlow::Break(Poll::Ready(()));
         }
         self.take_turns();

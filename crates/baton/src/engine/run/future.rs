@@ -43,11 +43,12 @@ enum Phase {
 /// They are polled as `tokio::join!` would poll them: a node that waits stays here, polled
 /// again when it is woken, and the run spawns no task unless it spreads. It spreads on
 /// several workers, when one poll would start more nodes than its budget: see
-/// `StartMode::Inline`. Each node spends a unit of the awaiting task's coop budget, tokio's
-/// `coop`, as a spawned driver's would; when it starts as the run polls again nodes woken
-/// during its poll, an eighth of one, as does each of those polls (see
-/// `StartMode::Inline`). Starting a run spends a unit too: a run that finds none left
-/// yields before it starts. A node sees the awaiting task's task-locals and
+/// `StartMode::Inline`. Starting a run spends a unit of the awaiting task's coop budget,
+/// tokio's `coop`, as one operation on a tokio resource does: a run that finds none left
+/// yields before it starts. That unit pays for the run's first eight nodes; each eight
+/// nodes after them spend one more, as do the polls of nodes woken during the run's poll
+/// (see `StartMode::Inline`). A node that runs in a task of the run's own spends a unit of
+/// that task's budget. A node sees the awaiting task's task-locals and
 /// current `LocalSet`; it should not rely on either. A run that spreads, with
 /// [`StartMode::Spread`](crate::run::StartMode::Spread), on a runtime with more workers
 /// runs every node in tasks of its own instead, so a node that computes never holds up the
@@ -274,6 +275,8 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
             }
             Phase::Running | Phase::Done => {}
         }
+        // The drivers polled here start at most `INLINE_MAX` nodes in this poll's first pass.
+        self.state.core.passes().poll_begins();
         // The first nodes run here while they end at once; the driver then ends, since it
         // never waits: see `RunState::start`. The rest of an inline run spreads over the
         // workers.

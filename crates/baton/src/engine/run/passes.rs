@@ -1,9 +1,11 @@
-//! Where an inline run's future is in one poll's passes over its drivers, and what the
-//! passes after the first have spent: read by the drivers it polls, which start nodes
-//! there on the passes' budget ([`REPOLL_MAX`]), paying tokio's coop budget one unit per
-//! [`COOP_EVERY`] starts, before them, rather than one per start, and give the task's turn
-//! back when either is spent. The future pays for its polls of drivers in those passes at
-//! the same rate, at the end of each pass.
+//! Where an inline run's future is in one poll's passes over its drivers, and what they
+//! have spent: read by the drivers it polls, which start nodes in the first pass up to
+//! `INLINE_MAX` per poll, and in the passes after it on the passes' budget
+//! ([`REPOLL_MAX`]), paying tokio's coop budget one unit per [`COOP_EVERY`] starts, before
+//! them, rather than one per start, and give the task's turn back when any is spent. The
+//! unit the run's start spent pays for its first [`COOP_EVERY`] first-pass starts. The
+//! future pays for its polls of drivers in the passes after the first at the same rate,
+//! at the end of each pass.
 //!
 //! The passes' budget is the run's; tokio's is the task's, shared by every run the task
 //! awaits, side by side or nested in a node: paying it at that rate keeps a task's work
@@ -12,7 +14,7 @@
 //! of its woken nodes once. A poll that begins with the task's budget spent starts no
 //! node.
 
-use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU16, Ordering};
 use std::task::{Context, Poll};
 
 use super::joined::REPOLL_MAX;
@@ -41,6 +43,22 @@ fn pay_coop_due(spent: usize, paid: &mut usize, cx: &mut Context<'_>) -> bool {
     true
 }
 
+/// Spends what is left of the task's coop budget, as a task whose budget runs out gives
+/// its turn back: tokio wakes `cx`'s waker, and the tasks it spawned in this poll go to
+/// its worker's queue, where an idle worker may take them, rather than run at once in its
+/// place (tokio runs a task just spawned next, in the spawner's place, while the budget
+/// lasts). At most [`COOP_BUDGET`] units: an unconstrained task has no end to its budget.
+pub(in crate::engine) fn spend_all_coop(cx: &mut Context<'_>) {
+    for _ in 0..COOP_BUDGET {
+        if !spend_coop_unit(cx) {
+            return;
+        }
+    }
+}
+
+/// Tokio's coop budget for one poll of a task, in units.
+const COOP_BUDGET: usize = 128;
+
 /// Spends one unit of the task's coop budget; whether there was one. If not, tokio has
 /// woken `cx`'s waker.
 fn spend_coop_unit(cx: &mut Context<'_>) -> bool {
@@ -58,6 +76,11 @@ const _: () = assert!(
     "node starts are counted in a u16"
 );
 
+const _: () = assert!(
+    2 * COOP_EVERY <= u8::MAX as usize,
+    "first-pass starts fit a u8"
+);
+
 /// See the module docs. Written and read only by code the run's future polls, in its
 /// poll, hence `Relaxed`.
 #[derive(Debug)]
@@ -70,6 +93,13 @@ pub(in crate::engine) struct PassBudget {
     /// A driver the future polls gave the task's turn back in this poll: no other pass
     /// follows.
     turn_given_back: AtomicBool,
+    /// Nodes started in the first pass of this poll.
+    first_pass_started: AtomicU8,
+    /// Where the run is in paying for the nodes started in first passes, in every poll of
+    /// it: below [`COOP_EVERY`], how many of the first [`COOP_EVERY`], which the run's start
+    /// paid for, have started; from there on, [`COOP_EVERY`] plus how many of the current
+    /// [`COOP_EVERY`] have, the first of which paid a unit.
+    first_pass_starts: AtomicU8,
 }
 
 impl PassBudget {
@@ -79,6 +109,8 @@ impl PassBudget {
             repolling: AtomicBool::new(false),
             starts: AtomicU16::new(0),
             turn_given_back: AtomicBool::new(false),
+            first_pass_started: AtomicU8::new(0),
+            first_pass_starts: AtomicU8::new(0),
         }
     }
 
@@ -105,6 +137,38 @@ impl PassBudget {
             return false;
         }
         self.starts.store(started as u16 + 1, Ordering::Relaxed);
+        true
+    }
+
+    /// A poll of the run's future begins: its first pass has started no node yet.
+    #[inline]
+    pub(in crate::engine) fn poll_begins(&self) {
+        self.first_pass_started.store(0, Ordering::Relaxed);
+    }
+
+    /// A driver the run's future polls, with `cx`, starts a node in the first pass of a
+    /// poll: whether that pass has started fewer than `most` nodes, and the task's coop
+    /// budget allows it. The unit the run's start spent pays for its first [`COOP_EVERY`]
+    /// such starts; the first of every [`COOP_EVERY`] after them spends a unit before it
+    /// starts. With none left, no node starts, and tokio has woken `cx`'s waker.
+    #[inline]
+    pub(in crate::engine) fn start_in_first_pass(&self, most: u8, cx: &mut Context<'_>) -> bool {
+        let started = self.first_pass_started.load(Ordering::Relaxed);
+        if started >= most {
+            return false;
+        }
+        let at = usize::from(self.first_pass_starts.load(Ordering::Relaxed));
+        if at == COOP_EVERY && !spend_coop_unit(cx) {
+            return false;
+        }
+        self.first_pass_started
+            .store(started + 1, Ordering::Relaxed);
+        let next = if at + 1 == 2 * COOP_EVERY {
+            COOP_EVERY
+        } else {
+            at + 1
+        };
+        self.first_pass_starts.store(next as u8, Ordering::Relaxed);
         true
     }
 

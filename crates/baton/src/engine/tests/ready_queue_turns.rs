@@ -157,8 +157,8 @@ async fn cpu_nodes_after_a_router_branch_use_both_workers() {
 
 /// One worker. `root` makes `chain0` and `io` ready. `chain0` heads a chain of 2 000 nodes
 /// that end at once; `io` would start a request, and sleeps. The driver runs `chain0`
-/// inline and keeps `io` on its own stack. When it yields to tokio, its coop budget of
-/// about 128 nodes spent, the oldest node of its stack goes first, so `io` starts within
+/// inline and keeps `io` on its own stack. When it yields to tokio, its budget of 128
+/// nodes per poll spent, the oldest node of its stack goes first, so `io` starts within
 /// the first few hundred chain nodes, not after all of them.
 #[tokio::test(start_paused = true)]
 async fn one_worker_independent_node_is_not_held_behind_a_long_chain() {

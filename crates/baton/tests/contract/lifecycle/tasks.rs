@@ -742,20 +742,24 @@ fn spread_nodes_waiting_on_timers_and_a_oneshot_wait_in_tasks_of_their_own() {
 }
 
 /// How many of `width` nodes after a root, which end at once, ran in the task that awaited
-/// the run (`None`: the runtime's `block_on`, made unconstrained by tokio's coop budget), on a
-/// two-worker runtime.
-fn ran_where_awaited(width: usize, in_a_task: bool) -> usize {
+/// the run, on a two-worker runtime. With `left`, the run is awaited in a fresh task after
+/// it spent all but `left` units of tokio's coop budget (128 per poll of a task); with
+/// `None`, in the runtime's `block_on`, made unconstrained by that budget.
+fn ran_where_awaited(width: usize, left: Option<usize>) -> usize {
     two_workers().block_on(async {
         let seen: Seen = Arc::default();
         let graph = fan_out(width, &seen);
-        let awaiting = match in_a_task {
-            true => tokio::spawn(async move {
+        let awaiting = match left {
+            Some(left) => tokio::spawn(async move {
+                for _ in left..128 {
+                    tokio::task::consume_budget().await;
+                }
                 graph.run(()).await.expect("run");
                 tokio::task::try_id()
             })
             .await
             .unwrap(),
-            false => {
+            None => {
                 tokio::task::unconstrained(graph.run(()))
                     .await
                     .expect("run");
@@ -774,16 +778,52 @@ fn ran_where_awaited(width: usize, in_a_task: bool) -> usize {
 /// run's own.
 #[test]
 fn inline_on_two_workers_a_run_spreads_past_128_nodes_in_one_poll() {
-    assert_eq!(ran_where_awaited(127, false), 127);
-    assert_eq!(ran_where_awaited(128, false), 127, "the 129th node spreads");
+    assert_eq!(ran_where_awaited(127, None), 127);
+    assert_eq!(ran_where_awaited(128, None), 127, "the 129th node spreads");
+    // In a fresh task the coop budget is no nearer: 128 nodes cost the run 16 units.
+    assert_eq!(ran_where_awaited(127, Some(128)), 127);
+    assert_eq!(
+        ran_where_awaited(128, Some(128)),
+        127,
+        "the 129th node spreads"
+    );
+}
+
+/// A run that spreads gives the awaiting task's turn away with its nodes: it spends what is
+/// left of the task's coop budget (128 units per poll of a task, of which its 128 nodes
+/// spent 17), so the drivers it spawned go where the idle worker takes them rather than run
+/// at once in the awaiting task's place. A run that ends in its poll leaves the rest.
+#[test]
+fn inline_on_two_workers_a_run_that_spreads_spends_the_rest_of_its_task_s_budget() {
+    two_workers().block_on(async {
+        let seen: Seen = Arc::default();
+        let (small, large) = (fan_out(20, &seen), fan_out(400, &seen));
+        let left = tokio::spawn(async move {
+            small.run(()).await.expect("run");
+            let after_small = tokio::task::coop::has_budget_remaining();
+            let mut run = std::pin::pin!(large.run(()));
+            assert!(
+                futures::poll!(&mut run).is_pending(),
+                "401 nodes: it spreads"
+            );
+            let after_large = tokio::task::coop::has_budget_remaining();
+            run.await.expect("run");
+            (after_small, after_large)
+        })
+        .await
+        .unwrap();
+        assert_eq!(left, (true, false), "budget left after each run's poll");
+    });
 }
 
 /// The spread rule at its other boundary, the awaiting task's coop budget (tokio's 128
-/// units per poll of a task): starting the run spends one, each node one, so a run awaited
-/// in a fresh task starts 127 nodes in its first poll (a root and 126 after it), and the
-/// next one spreads.
+/// units per poll of a task): starting the run spends a unit, which pays for its first
+/// eight nodes, and each eight after them spend one. Awaited with two units left, a run
+/// starts 16 nodes (a root and 15 after it), and the next one spreads; with one left, 8.
 #[test]
 fn inline_on_two_workers_a_run_spreads_once_its_task_s_coop_budget_is_spent() {
-    assert_eq!(ran_where_awaited(126, true), 126);
-    assert_eq!(ran_where_awaited(127, true), 126, "the 128th node spreads");
+    assert_eq!(ran_where_awaited(15, Some(2)), 15);
+    assert_eq!(ran_where_awaited(16, Some(2)), 15, "the 17th node spreads");
+    assert_eq!(ran_where_awaited(7, Some(1)), 7);
+    assert_eq!(ran_where_awaited(8, Some(1)), 7, "the 9th node spreads");
 }

@@ -733,8 +733,8 @@ async fn ticks_during(build: impl FnOnce(&Arc<AtomicUsize>, &Seen) -> Graph<()>)
 type Seen = Arc<Mutex<Vec<usize>>>;
 
 /// A run of many nodes that end at once does not keep its worker: other tasks on a
-/// one-thread runtime get polled while it runs (every node started spends a unit of tokio's
-/// coop budget, 128 per poll).
+/// one-thread runtime get polled while it runs (the run's future starts at most 128 nodes
+/// per poll).
 #[tokio::test(start_paused = true)]
 async fn a_long_queue_of_ready_nodes_yields_to_other_tasks() {
     let ticks = ticks_during(|ticks, seen| {
@@ -794,8 +794,8 @@ fn a_runtime_dropped_with_nodes_still_queued_ends_them_cancelled() {
         .build()
         .expect("runtime");
     first.block_on(async {
-        // Starts the run: the run's future runs nodes until tokio's coop budget (128 per
-        // poll) is spent, then hands the rest, queued, to a driver spawned and not yet polled.
+        // Starts the run: the run's future runs 128 nodes, its budget per poll, then hands
+        // the rest, queued, to a driver spawned and not yet polled.
         assert!(futures::poll!(&mut run).is_pending());
     });
     drop(first);
