@@ -13,8 +13,8 @@
 //! nodes (`run/passes.rs`), and at most [`INLINE_MAX`] of them. It never waits: a node
 //! whose attempt returns `Pending` moves, as it is, to a driver spawned for it, and the
 //! embedded one goes on with its stack and the queue. Where a spawned driver would yield,
-//! the embedded one hands its node and stack to spawned drivers and ends. So a graph of nodes that end at once costs no
-//! spawn at all.
+//! the embedded one hands its node and stack to spawned drivers and ends. So a graph of
+//! nodes that end at once costs no spawn at all.
 //!
 //! A driver "spawned" by an inline run that has not spread is no task either: it is a
 //! `joined` driver. It goes to the run's inbox through `RunState::spawn`, and the run's
@@ -132,9 +132,10 @@ pub(in crate::engine) struct Driver<I> {
     /// The current node is a router's branch, begun in its router's place by
     /// `route.rs`: when it ends, the driver ends the router.
     branch: bool,
-    /// Embedded or local: how many nodes it started in this poll. It hands off at
-    /// [`INLINE_MAX`] even when the awaiting task's coop budget is not spent, as under
-    /// `tokio::task::unconstrained`.
+    /// Local, polled in a pass after the first of the run future's poll: how many nodes it
+    /// started in this poll. It gives the task's turn back at [`INLINE_MAX`] even when the
+    /// awaiting task's coop budget is not spent, as under `tokio::task::unconstrained`.
+    /// In the first pass, the run counts its drivers' starts (`PassBudget`).
     inline: u8,
     /// The fast path's attempt future: the current node's in `State::Attempt`, else the
     /// last one, ended, whose box the next attempt reuses when their layouts match, or the
@@ -150,7 +151,7 @@ pub(in crate::engine) struct Driver<I> {
 }
 
 /// The most nodes the drivers polled by the run's future, embedded or local, start in the
-/// first pass of one poll, and one of them in a pass after it, before the run spreads or
+/// first pass of one poll, and each of them in a pass after it, before the run spreads or
 /// yields: tokio's coop budget per poll, which an unconstrained task does not have.
 pub(in crate::engine) const INLINE_MAX: u8 = 128;
 
@@ -287,7 +288,6 @@ impl<I: Send + Sync + 'static> Driver<I> {
                 self.start = None;
                 return Some(self.out_of_budget(cx));
             }
-            self.inline += 1;
             return None;
         }
         match tokio::task::coop::poll_proceed(cx) {

@@ -45,9 +45,10 @@ enum Phase {
 /// several workers, when one poll would start more nodes than its budget: see
 /// `StartMode::Inline`. Starting a run spends a unit of the awaiting task's coop budget,
 /// tokio's `coop`, as one operation on a tokio resource does: a run that finds none left
-/// yields before it starts. That unit pays for the run's first eight nodes; each eight
-/// nodes after them spend one more, as do the polls of nodes woken during the run's poll
-/// (see `StartMode::Inline`). A node that runs in a task of the run's own spends a unit of
+/// yields before it starts. That unit pays for the first eight nodes the run starts in
+/// that poll; after them, and in its later polls, each eight nodes started spend one more,
+/// the first of them before it starts, as do the polls of nodes woken during the run's
+/// poll (see `StartMode::Inline`). A node that runs in a task of the run's own spends a unit of
 /// that task's budget. A node sees the awaiting task's task-locals and
 /// current `LocalSet`; it should not rely on either. A run that spreads, with
 /// [`StartMode::Spread`](crate::run::StartMode::Spread), on a runtime with more workers
@@ -223,6 +224,7 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
     type Output = Result<Report, RunError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let starts = self.phase == Phase::Idle;
         match self.phase {
             Phase::Refused => return Poll::Ready(Err(RunError::ShuttingDown)),
             Phase::NoTimers => return Poll::Ready(Err(RunError::NoTimers)),
@@ -276,7 +278,7 @@ impl<I: Send + Sync + 'static> Future for Run<I> {
             Phase::Running | Phase::Done => {}
         }
         // The drivers polled here start at most `INLINE_MAX` nodes in this poll's first pass.
-        self.state.core.passes().poll_begins();
+        self.state.core.passes().poll_begins(starts);
         // The first nodes run here while they end at once; the driver then ends, since it
         // never waits: see `RunState::start`. The rest of an inline run spreads over the
         // workers.

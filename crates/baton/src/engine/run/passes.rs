@@ -95,10 +95,10 @@ pub(in crate::engine) struct PassBudget {
     turn_given_back: AtomicBool,
     /// Nodes started in the first pass of this poll.
     first_pass_started: AtomicU8,
-    /// Where the run is in paying for the nodes started in first passes, in every poll of
-    /// it: below [`COOP_EVERY`], how many of the first [`COOP_EVERY`], which the run's start
-    /// paid for, have started; from there on, [`COOP_EVERY`] plus how many of the current
-    /// [`COOP_EVERY`] have, the first of which paid a unit.
+    /// Where the poll is in paying for the nodes started in its first pass: below
+    /// [`COOP_EVERY`], how many of the first [`COOP_EVERY`], which the run's start paid for
+    /// in the poll that started it, have started; from there on, [`COOP_EVERY`] plus how
+    /// many of the current [`COOP_EVERY`] have, the first of which paid a unit.
     first_pass_starts: AtomicU8,
 }
 
@@ -140,17 +140,25 @@ impl PassBudget {
         true
     }
 
-    /// A poll of the run's future begins: its first pass has started no node yet.
+    /// A poll of the run's future begins: its first pass has started no node yet. Unless
+    /// the run starts in this poll, whose start paid for its first [`COOP_EVERY`] nodes,
+    /// the next first-pass start pays a unit: starts paid for in an earlier poll do not
+    /// carry over, so a poll that begins with the task's budget spent starts no node.
     #[inline]
-    pub(in crate::engine) fn poll_begins(&self) {
+    pub(in crate::engine) fn poll_begins(&self, run_starts: bool) {
         self.first_pass_started.store(0, Ordering::Relaxed);
+        if !run_starts {
+            self.first_pass_starts
+                .store(COOP_EVERY as u8, Ordering::Relaxed);
+        }
     }
 
     /// A driver the run's future polls, with `cx`, starts a node in the first pass of a
     /// poll: whether that pass has started fewer than `most` nodes, and the task's coop
     /// budget allows it. The unit the run's start spent pays for its first [`COOP_EVERY`]
     /// such starts; the first of every [`COOP_EVERY`] after them spends a unit before it
-    /// starts. With none left, no node starts, and tokio has woken `cx`'s waker.
+    /// starts. With none left, no node starts, and tokio has woken `cx`'s waker. See
+    /// [`poll_begins`](Self::poll_begins).
     #[inline]
     pub(in crate::engine) fn start_in_first_pass(&self, most: u8, cx: &mut Context<'_>) -> bool {
         let started = self.first_pass_started.load(Ordering::Relaxed);

@@ -55,12 +55,12 @@ pub enum StartMode {
     /// The run uses more than one task only when it spreads: on a runtime with more than
     /// one worker, when one poll of its future would start more nodes than its budget:
     /// 128 nodes, or the awaiting task's coop budget once spent (starting the run spends a
-    /// unit, which pays for its first eight nodes, and each eight after them spend one),
-    /// not counting the nodes it
-    /// starts when it polls again nodes woken during that poll, or in the poll after one
-    /// that gave the task's turn back with such work left. The nodes it has not started
-    /// then run in tasks of its own, as in [`Spread`](Self::Spread), so a large graph uses
-    /// every worker after its first nodes; nodes already waiting in its future end there.
+    /// unit, which pays for the first eight nodes it starts then, and each eight after them
+    /// spend one), not counting the nodes it starts when it polls again nodes woken during
+    /// that poll, or in the poll after one that gave the task's turn back with such work
+    /// left. The nodes it has not started then run in tasks of its own, as in
+    /// [`Spread`](Self::Spread), so a large graph uses every worker after its first nodes;
+    /// nodes already waiting in its future end there.
     /// On one worker it never spreads: its future yields, and goes on at its next poll.
     /// Polled on another runtime than the one it started on, it spreads to that one.
     ///

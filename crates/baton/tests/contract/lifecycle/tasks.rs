@@ -477,6 +477,46 @@ async fn inline_a_poll_without_coop_budget_starts_no_node() {
     assert_eq!(in_spent, 0, "nodes started in polls without budget");
 }
 
+/// The units a run's start paid for and its first poll did not use do not carry over: a
+/// later poll that begins with the awaiting task's budget spent starts no node either. The
+/// root waits on a `futures` oneshot, which spends no coop budget, so the root ends in that
+/// poll and its twenty downstreams are ready there.
+#[tokio::test]
+async fn inline_a_later_poll_without_coop_budget_starts_no_node() {
+    let started = Arc::new(AtomicUsize::new(0));
+    let (open, gate) = futures::channel::oneshot::channel::<()>();
+    let gate = Mutex::new(Some(gate));
+    let mut g = Graph::<()>::builder();
+    let root: Node<()> = g.node("root").task(move |_ctx, ()| {
+        let gate = gate.lock().unwrap().take();
+        async move {
+            if let Some(gate) = gate {
+                let _ = gate.await;
+            }
+            Ok::<_, BoxError>(())
+        }
+    });
+    for i in 0..20 {
+        let started = Arc::clone(&started);
+        let _: Node<()> = g.node(format!("n{i}")).after(root).task(move |_ctx, _| {
+            started.fetch_add(1, Ordering::SeqCst);
+            async { Ok::<_, BoxError>(()) }
+        });
+    }
+    let graph = g.build().expect("valid");
+    let mut run = Box::pin(graph.run(()));
+    assert!(futures::poll!(run.as_mut()).is_pending(), "the root waits");
+    tokio::task::yield_now().await;
+    open.send(()).unwrap();
+    while tokio::task::coop::has_budget_remaining() {
+        tokio::task::consume_budget().await;
+    }
+    assert!(futures::poll!(run.as_mut()).is_pending());
+    assert_eq!(started.load(Ordering::SeqCst), 0, "started with no budget");
+    run.await.expect("run");
+    assert_eq!(started.load(Ordering::SeqCst), 20);
+}
+
 /// How many chained nodes start in each poll of one task that awaits `runs` runs side by
 /// side, each of a graph of twenty roots that wake themselves three times, each followed by
 /// a chain of 100 nodes that end at once. Index `p` counts those started in poll `p`.
@@ -790,8 +830,8 @@ fn inline_on_two_workers_a_run_spreads_past_128_nodes_in_one_poll() {
 }
 
 /// A run that spreads gives the awaiting task's turn away with its nodes: it spends what is
-/// left of the task's coop budget (128 units per poll of a task, of which its 128 nodes
-/// spent 17), so the drivers it spawned go where the idle worker takes them rather than run
+/// left of the task's coop budget (128 units per poll of a task, of which its start and its
+/// 128 nodes spent 16), so the drivers it spawned go where the idle worker takes them rather than run
 /// at once in the awaiting task's place. A run that ends in its poll leaves the rest.
 #[test]
 fn inline_on_two_workers_a_run_that_spreads_spends_the_rest_of_its_task_s_budget() {
