@@ -30,16 +30,8 @@ if ! [[ "$low" =~ ^[0-9]+$ && "$high" =~ ^[0-9]+$ ]] || ((low >= high)); then
   echo "icache.sh: LOW and HIGH must be run counts, LOW below HIGH (got $low and $high)" >&2
   exit 2
 fi
-# A run of no runs checks the arguments and gives the graph's node count.
-if ! built=$("$bin" --profile-run "$shape" "$imp" "$size" "$threads" 0 "${extra[@]}" \
-  2>&1 >/dev/null); then
-  echo "icache.sh: $built" >&2
-  exit 1
-fi
-nodes=1
-if [[ "$shape" != order ]]; then
-  nodes=$(grep -o ' n=[0-9]*' <<<"$built" | head -1 | cut -d= -f2)
-fi
+# shellcheck source=nodes.sh
+source "$here/nodes.sh"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 profile() {

@@ -12,16 +12,8 @@ set -euo pipefail
 bin=$1 shape=$2 imp=$3 size=$4 threads=${5:-1} low=${6:-20} high=${7:-40}
 extra=()
 [[ "${8:-}" == "--waits" ]] && extra=(--waits)
-# A run of no runs checks the arguments and gives the graph's node count.
-if ! built=$("$bin" --profile-run "$shape" "$imp" "$size" "$threads" 0 "${extra[@]}" \
-  2>&1 >/dev/null); then
-  echo "$(basename "$0"): $built" >&2
-  exit 1
-fi
-nodes=1
-if [[ "$shape" != order ]]; then
-  nodes=$(grep -o ' n=[0-9]*' <<<"$built" | head -1 | cut -d= -f2)
-fi
+# shellcheck source=nodes.sh
+source "$(dirname "$0")/nodes.sh"
 count() {
   local out
   out=$(mktemp)
