@@ -177,6 +177,32 @@ fn a_run_whose_roots_wait_allocates_this_much() {
     );
 }
 
+/// A graph of `roots` roots that wait once each, with no downstream: a fan-out.
+fn waiting_roots(roots: usize) -> Graph<()> {
+    let mut g = Graph::<()>::builder();
+    for i in 0..roots {
+        let _: Node<()> = g.node(format!("root {i}")).task(|_ctx, ()| WaitOnce(false));
+    }
+    g.build().expect("valid")
+}
+
+/// A run whose ten roots wait once, inline. The first eight drivers join the run's
+/// future on the list they arrive on; the two past them go to a set that gives each a
+/// place, with a waker of its own. The places, and the set's lists of place numbers, are
+/// those an earlier run of the graph left with the run's waker: the run allocates 17
+/// times, 5 056 bytes (the attempt boxes among them), where making the places and lists
+/// anew took 23 allocations and 6 312 bytes. Exact: a change either way fails here.
+#[test]
+fn a_run_whose_ten_roots_wait_reuses_the_places_of_an_earlier_run() {
+    let graph = waiting_roots(10);
+    let inline = per_run(&graph, &RunOptions::new());
+    assert_eq!(
+        inline,
+        (17.0, 5056.0),
+        "allocations and bytes per run, inline"
+    );
+}
+
 /// An attempt that returns `Pending` `.0` times (waking its task at once each time), then
 /// `()`.
 struct WaitTimes(u8);

@@ -116,6 +116,8 @@ pub(crate) trait WakerCell: Send + Sync {
     fn register(&self, waker: &std::task::Waker);
     /// Wakes the waker kept, if any, and takes it out.
     fn wake(&self);
+    /// Takes the waker kept out, if any, without waking it.
+    fn take(&self) -> Option<std::task::Waker>;
 }
 
 /// A family of primitives: std's in the library, loom's in the model-checking tests.
@@ -231,6 +233,9 @@ impl WakerCell for futures_util::task::AtomicWaker {
     fn wake(&self) {
         futures_util::task::AtomicWaker::wake(self);
     }
+    fn take(&self) -> Option<std::task::Waker> {
+        futures_util::task::AtomicWaker::take(self)
+    }
 }
 
 atomic_int!(std::sync::atomic::AtomicU8, u8, |this, f| f(this.get_mut()));
@@ -328,6 +333,9 @@ impl WakerCell for loom::future::AtomicWaker {
     }
     fn wake(&self) {
         loom::future::AtomicWaker::wake(self);
+    }
+    fn take(&self) -> Option<std::task::Waker> {
+        self.take_waker()
     }
 }
 

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::admission::Admission;
-use super::joined::{CancelWake, Passes, SpareWaker};
+use super::joined::{CancelWake, Passes, SpareWaker, Woken};
 use super::node_state::{NodeState, RunBuffers, Slot};
 use super::options::FailureMode;
 use super::passes::PassBudget;
@@ -559,7 +559,7 @@ impl RunCore {
         &self,
         task: &Waker,
         spare: impl FnOnce() -> Option<SpareWaker>,
-    ) -> SpareWaker {
+    ) -> Arc<Woken> {
         self.cancel_wake.make(task, spare)
     }
 }

@@ -362,6 +362,8 @@ impl<I: Send + Sync + 'static> Drop for Run<I> {
         // Drivers not yet moved to the set hold the run's state: they end here, with the
         // run cancelled, not with it, or the state would keep itself alive.
         drop(self.state.inbox.take());
+        // The places of its set, for a later run's, with the run's waker.
+        self.joined.get_mut().leave_places();
     }
 }
 

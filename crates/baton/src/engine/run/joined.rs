@@ -39,6 +39,7 @@ use crate::util::sync::{AtomicInt, Exclusive, StdSync, SyncFamily};
 
 mod ready_set;
 mod woken;
+pub(in crate::engine) use ready_set::Places;
 use ready_set::ReadySet;
 pub(in crate::engine) use woken::Woken;
 
@@ -93,8 +94,46 @@ pub(super) trait Passes<S: SyncFamily = StdSync> {
     }
 }
 
-/// The run's waker, as a graph keeps one for a later run: see [`CancelWake::spare`].
-pub(in crate::engine) type SpareWaker = Arc<Woken>;
+/// The run's waker, as a graph keeps one for a later run, with the free places of the set
+/// of drivers it woke, if the run had one: see [`CancelWake::spare`].
+pub(in crate::engine) struct SpareWaker<S: SyncFamily = StdSync> {
+    woken: Arc<Woken<S>>,
+    places: Option<Box<Places<S>>>,
+}
+
+impl<S: SyncFamily> SpareWaker<S> {
+    /// `woken`, made unused, with no places, if nothing else holds it: see
+    /// [`Woken::spare`].
+    #[inline]
+    pub(super) fn of(woken: Arc<Woken<S>>) -> Option<Self> {
+        let woken = Woken::spare(woken)?;
+        Some(SpareWaker {
+            woken,
+            places: None,
+        })
+    }
+}
+
+#[cfg(test)]
+impl SpareWaker {
+    /// Whether its waker is unused: see [`Woken::is_unused`].
+    pub(in crate::engine) fn is_unused(&self) -> bool {
+        self.woken.is_unused()
+    }
+
+    /// How many free places it keeps for a later run's set.
+    pub(in crate::engine) fn places(&self) -> usize {
+        self.places.as_ref().map_or(0, |p| p.len())
+    }
+}
+
+impl<S: SyncFamily> std::fmt::Debug for SpareWaker<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpareWaker")
+            .field("places", &self.places.as_ref().map_or(0, |p| p.len()))
+            .finish_non_exhaustive()
+    }
+}
 
 /// How a cancel reaches the drivers an inline run's future polls, which register no waker
 /// of their own in their node's slot: it wakes the run's waker for them, and the future
@@ -118,16 +157,21 @@ impl<S: SyncFamily> CancelWake<S> {
 
     /// Makes the run's waker for its joined drivers, for the task of `task`, of the unused
     /// one `spare()` gives, if any, which an earlier run of the graph left: a cancel wakes
-    /// it from now on. Called once, by the future, before it polls the first driver.
+    /// it from now on. The free places that came with it, if any, it holds for the run's
+    /// set. Called once, by the future, before it polls the first driver.
+    #[inline]
     pub(in crate::engine) fn make(
         &self,
         task: &Waker,
-        spare: impl FnOnce() -> Option<Arc<Woken<S>>>,
+        spare: impl FnOnce() -> Option<SpareWaker<S>>,
     ) -> Arc<Woken<S>> {
         let woken = match spare() {
-            Some(spare) => {
-                spare.begin_polling(task);
-                spare
+            Some(SpareWaker { woken, places }) => {
+                woken.begin_polling(task);
+                if let Some(places) = places {
+                    woken.keep_places(places);
+                }
+                woken
             }
             None => Woken::polling(task),
         };
@@ -147,9 +191,25 @@ impl<S: SyncFamily> CancelWake<S> {
 
     /// The waker, if made, made unused for a later run of the graph, if nothing else holds
     /// it: the run's future and its drivers are dropped, and no waker made of it is kept
-    /// anywhere.
-    pub(in crate::engine) fn spare(&mut self) -> Option<Arc<Woken<S>>> {
-        Woken::spare(self.woken.get_mut().take()?)
+    /// anywhere. With it, the places of the run's set that the waker holds
+    /// ([`Joined::leave_places`]), if any, when nothing else holds them either
+    /// (`Places::spare`); without them otherwise.
+    #[inline]
+    pub(in crate::engine) fn spare(&mut self) -> Option<SpareWaker<S>> {
+        let woken = self.woken.get_mut().take()?;
+        // Held by no one else, it holds no places: they would hold it.
+        if Arc::strong_count(&woken) == 1 {
+            return SpareWaker::of(woken);
+        }
+        let places = woken.take_places();
+        if let Some(places) = places.and_then(|places| places.spare(&woken)) {
+            woken.reset();
+            return Some(SpareWaker {
+                woken,
+                places: Some(places),
+            });
+        }
+        SpareWaker::of(woken)
     }
 }
 
@@ -208,7 +268,8 @@ pub(super) struct Joined<F: PolledTogether, S: SyncFamily = StdSync> {
     /// run's future, which holds this, is moved as any future is, and most runs never need
     /// the set.
     set: Option<Box<ReadySet<F, S>>>,
-    /// The run's waker for its drivers, made with the first driver taken in.
+    /// The run's waker for its drivers, made with the first driver taken in. It holds
+    /// the free places an earlier run left with it, if any, until the set is made.
     woken: Option<Arc<Woken<S>>>,
 }
 
@@ -231,6 +292,15 @@ impl<F: PolledTogether, S: SyncFamily> Joined<F, S> {
     /// Whether no driver is held.
     pub(super) fn is_empty(&self) -> bool {
         self.few.is_empty() && self.set.as_deref().is_none_or(ReadySet::is_empty)
+    }
+
+    /// Leaves the places of its set, its drivers dropped, to the run's waker, for a later
+    /// run of the graph ([`CancelWake::spare`]). The run's future is being dropped.
+    #[inline]
+    pub(super) fn leave_places(&mut self) {
+        if let (Some(woken), Some(set)) = (&self.woken, self.set.take()) {
+            woken.keep_places(set.into_places());
+        }
     }
 
     /// Every driver held, leaving none.
@@ -321,17 +391,21 @@ impl<F: PolledTogether, S: SyncFamily> Joined<F, S> {
         passes.over();
     }
 
-    /// Takes in the drivers spawned since the last look at the inbox. With none held and
-    /// few enough, the inbox's list becomes the held one, and the empty held one the
-    /// inbox's: no driver moves, and neither list allocates again.
+    /// Takes in the drivers spawned since the last look at the inbox. With none held, the
+    /// inbox's list becomes the held one, and the empty held one the inbox's: the first
+    /// drivers do not move, and neither list allocates again; those past
+    /// [`POLLED_TOGETHER`] go on to the set.
     fn take_inbox(&mut self, inbox: &Inbox<F, S>, cx: &Context<'_>, passes: &impl Passes<S>) {
         if self.woken.is_none() {
             self.woken = Some(passes.woken(cx.waker()));
         }
         inbox.drivers.with(|drivers| {
-            if self.is_empty() && drivers.len() <= POLLED_TOGETHER {
+            if self.is_empty() {
                 std::mem::swap(&mut self.few, drivers);
-                return;
+                if self.few.len() <= POLLED_TOGETHER {
+                    return;
+                }
+                drivers.extend(self.few.drain(POLLED_TOGETHER..));
             }
             for driver in drivers.drain(..) {
                 self.take_in(driver);
@@ -355,7 +429,7 @@ impl<F: PolledTogether, S: SyncFamily> Joined<F, S> {
                 let Some(woken) = woken else {
                     unreachable!("the run's waker is made before its first driver is taken in");
                 };
-                Box::new(ReadySet::new(Arc::clone(woken)))
+                Box::new(ReadySet::new(Arc::clone(woken), woken.take_places()))
             })
             .push(driver);
     }

@@ -37,7 +37,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::core::{Leftovers, PREFETCH_MIN_NODES, RunCore};
-use super::joined::{Inbox, Passes, SpareWaker};
+use super::joined::{Inbox, Passes, Woken};
 use super::nested_run::Nesting;
 use super::node_state::RunBuffers;
 use super::options::FailureMode;
@@ -144,6 +144,9 @@ impl<I: Send + Sync> KeptBoxes for RunState<I> {
 impl<I: Send + Sync + 'static> RunState<I> {
     /// A run of `graph` on `input`, not started. `forwarded`: its events go to an outer
     /// run, as a subgraph node's inner run's may, and its state keeps `me`.
+    // Not inlined: in `Run::new`, the state is built on the stack and copied to its
+    // allocation.
+    #[inline(never)]
     pub(in crate::engine) fn new(
         graph: Arc<GraphInner<I>>,
         input: I,
@@ -518,7 +521,7 @@ impl<I: Send + Sync + 'static> Passes for RunState<I> {
     }
 
     /// Made of a waker the graph kept, if any.
-    fn woken(&self, task: &Waker) -> SpareWaker {
+    fn woken(&self, task: &Waker) -> Arc<Woken> {
         let home = self.core.home();
         self.core
             .make_woken(task, || self.graph.spare.take_waker(home))

@@ -28,7 +28,9 @@ use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::sync::{Condvar, Mutex};
 use loom::thread;
 
-use super::{CancelWake, Inbox, Joined, POLLED_TOGETHER, PolledTogether, REPOLL_MAX, Woken};
+use super::{
+    CancelWake, Inbox, Joined, POLLED_TOGETHER, PolledTogether, REPOLL_MAX, SpareWaker, Woken,
+};
 use crate::util::sync::LoomSync;
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
@@ -527,7 +529,7 @@ fn a_cancel_racing_the_first_driver_s_join_reaches_it() {
         model(move || {
             let spare = with_spare
                 .then(|| Woken::polling(Waker::noop()))
-                .and_then(Woken::spare);
+                .and_then(SpareWaker::of);
             assert_eq!(
                 spare.is_some(),
                 with_spare,

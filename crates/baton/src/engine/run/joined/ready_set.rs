@@ -66,11 +66,13 @@ impl<S: SyncFamily> Wake for Place<S> {
     }
 }
 
-/// See the module docs. Generic over its atomics and waker cell: std's, or loom's in the
-/// model-checking tests.
-pub(super) struct ReadySet<F, S: SyncFamily = StdSync> {
-    /// The driver in each place; `None` where the place is free.
-    drivers: Vec<Option<F>>,
+/// The most places a set leaves to a later run of the graph ([`Places::spare`]).
+const PLACES_KEPT: usize = 64;
+
+/// A set's places, with their wakers, and its lists of place numbers: everything of it
+/// but its drivers. A run leaves them, with the run's waker they wake, to a later run of
+/// the graph, whose set then makes no place and allocates no list until it needs more.
+pub(in crate::engine) struct Places<S: SyncFamily = StdSync> {
     /// Each place, with the waker that pushes it. Kept for the set's life.
     places: Vec<(Arc<Place<S>>, Waker)>,
     /// Free places.
@@ -80,20 +82,74 @@ pub(super) struct ReadySet<F, S: SyncFamily = StdSync> {
     added: Vec<u32>,
     /// The places of a pass, reused from one pass to the next.
     taken: Vec<u32>,
+}
+
+impl<S: SyncFamily> Places<S> {
+    /// No place.
+    fn new() -> Self {
+        Places {
+            places: Vec::new(),
+            free: Vec::new(),
+            added: Vec::new(),
+            taken: Vec::new(),
+        }
+    }
+
+    /// How many places it holds.
+    pub(super) fn len(&self) -> usize {
+        self.places.len()
+    }
+
+    /// These places, left by a run whose drivers are all dropped, made free for a later
+    /// run's set that `woken` wakes, if nothing but them holds `woken` and nothing but they
+    /// hold their places: no waker made of a place is kept anywhere. Their flags and the
+    /// stack are cleared; a late wake-up could not have set them again, as no one holds a
+    /// waker to wake. Keeps [`PLACES_KEPT`] at most. `None`, dropping them, otherwise.
+    pub(super) fn spare(mut self: Box<Self>, woken: &Arc<Woken<S>>) -> Option<Box<Self>> {
+        self.places.truncate(PLACES_KEPT);
+        let alone = Arc::strong_count(woken) == 1 + self.places.len()
+            && self
+                .places
+                .iter()
+                .all(|(place, _)| Arc::strong_count(place) == 2);
+        if !alone {
+            return None;
+        }
+        // The drops of the wakers that other threads held came before these counts were
+        // read: what they did before them, a wake-up among it, is seen from here on.
+        std::sync::atomic::fence(Ordering::Acquire);
+        for (place, _) in &self.places {
+            place.queued.store(0, Ordering::Relaxed);
+            place.below.store(0, Ordering::Relaxed);
+        }
+        self.free.clear();
+        self.free.extend((0..self.places.len() as u32).rev());
+        self.added.clear();
+        self.taken.clear();
+        Some(self)
+    }
+}
+
+/// See the module docs. Generic over its atomics and waker cell: std's, or loom's in the
+/// model-checking tests.
+pub(super) struct ReadySet<F, S: SyncFamily = StdSync> {
+    /// The driver in each place; `None` where the place is free. Shorter than the places
+    /// when the last ones never held a driver in this run.
+    drivers: Vec<Option<F>>,
+    /// Its places, and its lists of place numbers.
+    places: Box<Places<S>>,
     /// How many drivers it holds.
     len: usize,
     woken: Arc<Woken<S>>,
 }
 
 impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
-    /// An empty set whose wake-ups wake the run's future through `woken`.
-    pub(super) fn new(woken: Arc<Woken<S>>) -> Self {
+    /// An empty set whose wake-ups wake the run's future through `woken`, with the free
+    /// `places` an earlier run left with `woken`, if any ([`Places::spare`]).
+    pub(super) fn new(woken: Arc<Woken<S>>, places: Option<Box<Places<S>>>) -> Self {
         ReadySet {
             drivers: Vec::new(),
-            places: Vec::new(),
-            free: Vec::new(),
-            added: Vec::new(),
-            taken: Vec::new(),
+            places: places.unwrap_or_else(|| Box::new(Places::new())),
             len: 0,
             woken,
         }
@@ -107,10 +163,11 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
     /// Adds `driver`, to be polled at the next poll.
     #[inline(never)]
     pub(super) fn push(&mut self, driver: F) {
-        let number = match self.free.pop() {
+        let places = &mut *self.places;
+        let number = match places.free.pop() {
             Some(number) => number,
             None => {
-                let Ok(number) = u32::try_from(self.places.len()) else {
+                let Ok(number) = u32::try_from(places.places.len()) else {
                     unreachable!("a run has fewer than 2^32 drivers");
                 };
                 let place = Arc::new(Place {
@@ -120,22 +177,26 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
                     woken: Arc::clone(&self.woken),
                 });
                 let waker = Waker::from(Arc::clone(&place));
-                self.places.push((place, waker));
-                self.drivers.push(None);
+                places.places.push((place, waker));
                 number
             }
         };
-        self.drivers[number as usize] = Some(driver);
-        self.added.push(number);
+        let index = number as usize;
+        if self.drivers.len() <= index {
+            self.drivers.resize_with(index + 1, || None);
+        }
+        self.drivers[index] = Some(driver);
+        places.added.push(number);
         self.len += 1;
     }
 
     /// Has every driver it holds polled at the next pass, as if just added.
     pub(super) fn add_all(&mut self) {
-        self.added.clear();
+        let added = &mut self.places.added;
+        added.clear();
         for (number, driver) in self.drivers.iter().enumerate() {
             if driver.is_some() {
-                self.added.push(number as u32);
+                added.push(number as u32);
             }
         }
     }
@@ -148,8 +209,8 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
         if self.len == 0 {
             return 0;
         }
-        let mut added = std::mem::take(&mut self.added);
-        let mut taken = std::mem::take(&mut self.taken);
+        let mut added = std::mem::take(&mut self.places.added);
+        let mut taken = std::mem::take(&mut self.places.taken);
         self.take_woken(&mut taken);
         for &number in &added {
             self.poll_place(number, false);
@@ -162,10 +223,10 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
         taken.clear();
         // Drivers added during the pass were pushed to `self.added`, which is empty then:
         // keep the larger list's room.
-        if self.added.is_empty() {
-            self.added = added;
+        if self.places.added.is_empty() {
+            self.places.added = added;
         }
-        self.taken = taken;
+        self.places.taken = taken;
         polled
     }
 
@@ -173,7 +234,7 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
     fn take_woken(&self, queue: &mut Vec<u32>) {
         let mut head = self.woken.head.swap(0, Ordering::Acquire);
         while let Some(number) = head.checked_sub(1) {
-            let Some((place, _)) = self.places.get(number as usize) else {
+            let Some((place, _)) = self.places.places.get(number as usize) else {
                 unreachable!("place {number} was made by this set");
             };
             head = place.below.load(Ordering::Relaxed);
@@ -190,10 +251,10 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
     fn poll_place(&mut self, number: u32, taken: bool) {
         let index = number as usize;
         let (Some(Some(driver)), Some((place, waker))) =
-            (self.drivers.get_mut(index), self.places.get(index))
+            (self.drivers.get_mut(index), self.places.places.get(index))
         else {
             if taken {
-                if let Some((place, _)) = self.places.get(index) {
+                if let Some((place, _)) = self.places.places.get(index) {
                     place.queued.swap(0, Ordering::AcqRel);
                 }
             }
@@ -207,7 +268,7 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
             .is_ready()
         {
             self.drivers[index] = None;
-            self.free.push(number);
+            self.places.free.push(number);
             self.len -= 1;
         }
     }
@@ -215,5 +276,134 @@ impl<F: Future<Output = ()> + Unpin, S: SyncFamily> ReadySet<F, S> {
     /// Every driver it holds.
     pub(super) fn into_drivers(self) -> impl Iterator<Item = F> {
         self.drivers.into_iter().flatten()
+    }
+
+    /// Its places, its drivers dropped first.
+    pub(super) fn into_places(self) -> Box<Places<S>> {
+        drop(self.drivers);
+        self.places
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::sync::atomic::AtomicBool;
+    use std::task::Poll;
+
+    use super::*;
+
+    /// A driver: at each poll it wakes itself if `wake`, and leaves a clone of its waker in
+    /// `leave`, if given; it ends unless `gate` is given and still closed.
+    #[derive(Default)]
+    struct Probe {
+        wake: bool,
+        leave: Option<Arc<Mutex<Option<Waker>>>>,
+        gate: Option<Arc<AtomicBool>>,
+    }
+
+    impl Future for Probe {
+        type Output = ();
+
+        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+            if self.wake {
+                cx.waker().wake_by_ref();
+            }
+            if let Some(slot) = &self.leave {
+                *slot.lock().unwrap() = Some(cx.waker().clone());
+            }
+            match &self.gate {
+                Some(gate) if !gate.load(Ordering::Acquire) => Poll::Pending,
+                _ => Poll::Ready(()),
+            }
+        }
+    }
+
+    fn set(woken: &Arc<Woken>, places: Option<Box<Places>>) -> ReadySet<Probe> {
+        ReadySet::new(Arc::clone(woken), places)
+    }
+
+    /// The places a run leaves are free for the next run's set, which makes no new one, and
+    /// clear: a place that was on the stack of woken places when its run ended, its flag
+    /// set, is pushed again by the next wake-up of the driver it then holds, which is
+    /// polled.
+    #[test]
+    fn places_a_run_leaves_are_free_and_clear_for_the_next_run() {
+        let woken: Arc<Woken> = Woken::polling(Waker::noop());
+        let mut first = set(&woken, None);
+        first.push(Probe {
+            wake: true,
+            ..Probe::default()
+        });
+        first.push(Probe::default());
+        assert_eq!(first.pass(), 2);
+        assert!(first.is_empty(), "both ended");
+        assert_ne!(
+            woken.head.load(Ordering::Relaxed),
+            0,
+            "one place is stacked"
+        );
+        let places = first
+            .into_places()
+            .spare(&woken)
+            .expect("held by no one else");
+        woken.reset();
+        assert_eq!(places.len(), 2);
+
+        let mut second = set(&woken, Some(places));
+        let (slot, gate) = (Arc::default(), Arc::new(AtomicBool::new(false)));
+        second.push(Probe {
+            leave: Some(Arc::clone(&slot)),
+            gate: Some(Arc::clone(&gate)),
+            ..Probe::default()
+        });
+        assert_eq!(second.places.len(), 2, "no place made");
+        assert_eq!(second.pass(), 1, "the added driver, and no stale place");
+        assert!(!second.is_empty(), "it waits");
+        gate.store(true, Ordering::Release);
+        let waker = slot
+            .lock()
+            .unwrap()
+            .take()
+            .expect("the driver left its waker");
+        waker.wake();
+        assert_eq!(second.pass(), 1, "its wake-up stacked its place");
+        assert!(second.is_empty(), "it ended");
+    }
+
+    /// A place whose waker is held elsewhere, as by a socket a driver registered with,
+    /// could be woken later: no place of its set is kept.
+    #[test]
+    fn places_whose_waker_is_held_elsewhere_are_not_kept() {
+        let woken: Arc<Woken> = Woken::polling(Waker::noop());
+        let mut set = set(&woken, None);
+        let slot = Arc::default();
+        set.push(Probe::default());
+        set.push(Probe {
+            leave: Some(Arc::clone(&slot)),
+            ..Probe::default()
+        });
+        set.pass();
+        assert!(set.is_empty(), "both ended");
+        assert!(set.into_places().spare(&woken).is_none());
+        drop(slot);
+        assert_eq!(Arc::strong_count(&woken), 1, "the places are dropped");
+    }
+
+    /// A set of many places leaves [`PLACES_KEPT`] of them.
+    #[test]
+    fn a_set_of_many_places_leaves_a_few() {
+        let woken: Arc<Woken> = Woken::polling(Waker::noop());
+        let mut set = set(&woken, None);
+        for _ in 0..PLACES_KEPT + 10 {
+            set.push(Probe::default());
+        }
+        assert_eq!(set.pass(), PLACES_KEPT + 10);
+        let places = set
+            .into_places()
+            .spare(&woken)
+            .expect("held by no one else");
+        assert_eq!(places.len(), PLACES_KEPT);
+        assert_eq!(Arc::strong_count(&woken), 1 + PLACES_KEPT);
     }
 }

@@ -23,7 +23,8 @@ use std::task::Waker;
 
 use futures_util::task::ArcWake;
 
-use crate::util::sync::{AtomicInt, StdSync, SyncFamily, WakerCell};
+use super::ready_set::Places;
+use crate::util::sync::{AtomicInt, Lock, StdSync, SyncFamily, WakerCell};
 
 /// The future is polling its drivers.
 const POLLING: u8 = 1;
@@ -41,6 +42,12 @@ pub(in crate::engine) struct Woken<S: SyncFamily = StdSync> {
     pub(super) head: S::AtomicU32,
     /// The awaiting task.
     task: S::WakerCell,
+    /// Free places of a set: those an earlier run left, until the run's set takes them,
+    /// and those of the run's set, its drivers dropped, from the run's future's drop
+    /// ([`Joined::leave_places`](super::Joined::leave_places)) to the run state's, whose
+    /// [`CancelWake::spare`](super::CancelWake::spare) always takes them out: the places
+    /// hold this waker.
+    places: S::Lock<Option<Box<Places<S>>>>,
 }
 
 impl<S: SyncFamily> Woken<S> {
@@ -58,6 +65,7 @@ impl<S: SyncFamily> Woken<S> {
             state: AtomicInt::new(0),
             head: AtomicInt::new(0),
             task: WakerCell::new(),
+            places: Lock::new(None),
         }
     }
 
@@ -76,6 +84,25 @@ impl<S: SyncFamily> Woken<S> {
         // Replacing the fields drops the task's waker: a spare keeps no task alive.
         *Arc::get_mut(&mut woken)? = Woken::unused();
         Some(woken)
+    }
+
+    /// Made unused, as [`spare`](Self::spare) makes it, while the places of a set still
+    /// hold it: called only when nothing else does (`Places::spare`), so that no wake-up
+    /// comes meanwhile. Lets the task go.
+    pub(super) fn reset(&self) {
+        self.state.store(0, Ordering::Relaxed);
+        self.head.store(0, Ordering::Relaxed);
+        drop(self.task.take());
+    }
+
+    /// Holds `places`, those of the run's set, its drivers dropped: see the field's docs.
+    pub(super) fn keep_places(&self, places: Box<Places<S>>) {
+        self.places.with(|kept| *kept = Some(places));
+    }
+
+    /// The places it holds, if any, taken out.
+    pub(super) fn take_places(&self) -> Option<Box<Places<S>>> {
+        self.places.with(Option::take)
     }
 
     /// The future now runs in the task of `task`: a wake-up when not polling wakes it.
@@ -119,7 +146,7 @@ impl Woken {
     pub(in crate::engine) fn is_unused(&self) -> bool {
         self.state.load(Ordering::Relaxed) == 0
             && self.head.load(Ordering::Relaxed) == 0
-            && self.task.take().is_none()
+            && WakerCell::take(&self.task).is_none()
     }
 }
 

@@ -233,6 +233,45 @@ fn a_run_and_its_inner_run_hold_one_timer_floor() {
     assert_eq!(orchestrator.timer_floors_held(), 0, "given back");
 }
 
+/// A run whose ten roots wait leaves the places of its set of drivers, those past the
+/// eight polled together, with its waker; the next run's set takes them, as its nodes all
+/// run, and leaves them again.
+#[test]
+fn a_run_leaves_the_places_of_its_set_with_its_waker() {
+    let mut g = Graph::<()>::builder();
+    for i in 0..10 {
+        let _: Node<()> = g.node(format!("root {i}")).task(|_ctx, ()| async {
+            tokio::task::yield_now().await;
+            Ok::<(), BoxError>(())
+        });
+    }
+    let graph = g.build().expect("a valid graph");
+    let spare = &graph.inner.spare;
+    let home = spare.home();
+    drop(run_on(&graph, 1));
+    let woken = spare.take_waker(home).expect("the waker is kept");
+    assert_eq!(
+        woken.places(),
+        2,
+        "the places of the two drivers past eight"
+    );
+    assert!(woken.is_unused(), "unused, holding no task");
+    spare.keep_waker(home, woken);
+    let (second, report) = run_and_report(&graph, 1);
+    assert!(spare.take_waker(home).is_none(), "the second run took it");
+    assert_eq!(
+        report
+            .nodes()
+            .filter(|n| n.outcome() == crate::Outcome::Succeeded)
+            .count(),
+        10,
+        "every node ran"
+    );
+    drop((second, report));
+    let woken = spare.take_waker(home).expect("kept again");
+    assert_eq!(woken.places(), 2, "and its places");
+}
+
 /// A run whose runtime shut down, which fired its timers, leaves the graph the boxes of its
 /// timers, its driver's and its floor's, with no timer in them, and its joined drivers'
 /// waker, unused and holding no task; the next run makes its timers and its waker of them,
