@@ -19,14 +19,16 @@
 //! (see `task/attempt_box.rs`); up to [`STRIPE_TIMERS`] boxes of timers, drivers' and runs'
 //! floors, the timers dropped; one running timer, a run's floor or the one its joined
 //! drivers shared, on a runtime of several workers ([`Spares::keep_standing`]); and up to
-//! [`STRIPE_WAKERS`] wakers that runs polled their joined drivers with, unused
+//! [`STRIPE_WAKERS`] wakers that runs polled their joined drivers with, unused, each with
+//! the places of up to 32 drivers past the eight a run polls together
 //! (`CancelWake::spare`). A run takes one only when it first needs one.
 //!
 //! What a graph keeps while idle is only the arrays, about 130 bytes per node per set, the
 //! attempt boxes, at most 256 KiB a stripe, the timers' boxes and wakers, at most some
-//! 6 KiB a stripe, and a stripe's running timer, which holds the handle of the last runtime
-//! of several workers the graph ran on there, with its file descriptors, until a later run
-//! of that stripe takes or drops it ([`Spares::keep_standing`]) or the graph is dropped. It
+//! 6 KiB a stripe, the places kept with the wakers, at most some 3 KiB a waker, and a
+//! stripe's running timer, which holds the handle of the last runtime of several workers
+//! the graph ran on there, with its file descriptors, until a later run of that stripe
+//! takes or drops it ([`Spares::keep_standing`]) or the graph is dropped. It
 //! keeps no value or record, since those are dropped when the run ends, no task's waker,
 //! and nothing a kept box's attempt held, since it ended. A graph keeps no more sets than
 //! it had runs at once. That is at most 512 KiB of arrays for a small graph (eight stripes

@@ -95,7 +95,8 @@ pub(super) trait Passes<S: SyncFamily = StdSync> {
 }
 
 /// The run's waker, as a graph keeps one for a later run, with the free places of the set
-/// of drivers it woke, if the run had one: see [`CancelWake::spare`].
+/// of drivers it woke, if the run had one, or of those it came with, which the run did
+/// not use: see [`CancelWake::spare`].
 pub(in crate::engine) struct SpareWaker<S: SyncFamily = StdSync> {
     woken: Arc<Woken<S>>,
     places: Option<Box<Places<S>>>,
@@ -191,9 +192,11 @@ impl<S: SyncFamily> CancelWake<S> {
 
     /// The waker, if made, made unused for a later run of the graph, if nothing else holds
     /// it: the run's future and its drivers are dropped, and no waker made of it is kept
-    /// anywhere. With it, the places of the run's set that the waker holds
-    /// ([`Joined::leave_places`]), if any, when nothing else holds them either
-    /// (`Places::spare`); without them otherwise.
+    /// anywhere. With it, the places the waker holds, if any: those of the run's set
+    /// ([`Joined::leave_places`]), or those it came with if the run made no set; when
+    /// nothing else holds them either (`Places::spare`), else without them. A waker is
+    /// made only by a run with joined drivers, so a run whose state is dropped with none
+    /// made leaves no places held.
     #[inline]
     pub(in crate::engine) fn spare(&mut self) -> Option<SpareWaker<S>> {
         let woken = self.woken.get_mut().take()?;
@@ -393,8 +396,8 @@ impl<F: PolledTogether, S: SyncFamily> Joined<F, S> {
 
     /// Takes in the drivers spawned since the last look at the inbox. With none held, the
     /// inbox's list becomes the held one, and the empty held one the inbox's: the first
-    /// drivers do not move, and neither list allocates again; those past
-    /// [`POLLED_TOGETHER`] go on to the set.
+    /// drivers do not move, and with [`POLLED_TOGETHER`] or fewer neither list allocates
+    /// again; those past them go on to the set, through the inbox's new list.
     fn take_inbox(&mut self, inbox: &Inbox<F, S>, cx: &Context<'_>, passes: &impl Passes<S>) {
         if self.woken.is_none() {
             self.woken = Some(passes.woken(cx.waker()));

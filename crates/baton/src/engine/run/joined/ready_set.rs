@@ -2,19 +2,22 @@
 //! wake-up adds the driver to a list of those woken, so that a poll of the run polls them
 //! and no other, however many wait. It is what a `FuturesUnordered` does, with fewer
 //! locked instructions: a driver's place, its flag and its waker are made once and reused
-//! by the drivers that come after it, and a wake-up wakes the run's task only when the
-//! list was empty.
+//! by the drivers that come after it, in the run and in later runs of the graph
+//! ([`Places`]), and a wake-up wakes the run's task only when the list was empty.
 //!
 //! The list is a stack of place numbers: a wake-up pushes its place with one
 //! compare-and-swap on the head, and the run's poll takes the whole stack with one swap,
 //! so no place is ever popped alone and no stale head can be swapped back in. A place is
 //! on the stack at most once: its flag is set by the wake-up that pushes it and cleared
 //! only by the poll that took it from the stack, just before polling its driver, so a
-//! wake-up during that poll pushes it again. Nothing else clears the flag: a place freed
-//! while a late wake-up still has it on the stack is reused with its flag set, and its new
-//! driver is polled once more when the stack is taken. The flag's two sides are swaps, so
-//! the poll reads what the wake-up wrote and sees what was done before it. The
-//! `joined_loom_tests` module model-checks this, a late wake-up of a reused place included.
+//! wake-up during that poll pushes it again. Nothing else clears the flag while the run
+//! lasts: a place freed while a late wake-up still has it on the stack is reused with its
+//! flag set, and its new driver is polled once more when the stack is taken. A later run
+//! gets the places only when no waker of theirs is held outside the set, so that no
+//! wake-up can come: their flags and the stack are cleared then ([`Places::spare`]). The
+//! flag's two sides are swaps, so the poll reads what the wake-up wrote and sees what was
+//! done before it. The `joined_loom_tests` module model-checks this within a run, a late
+//! wake-up of a reused place included.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -67,13 +70,15 @@ impl<S: SyncFamily> Wake for Place<S> {
 }
 
 /// The most places a set leaves to a later run of the graph ([`Places::spare`]).
-const PLACES_KEPT: usize = 64;
+const PLACES_KEPT: usize = 32;
 
 /// A set's places, with their wakers, and its lists of place numbers: everything of it
 /// but its drivers. A run leaves them, with the run's waker they wake, to a later run of
-/// the graph, whose set then makes no place and allocates no list until it needs more.
+/// the graph, whose set then makes a place, or grows a list, only when it needs more than
+/// it was left; it still allocates itself and its list of drivers.
 pub(in crate::engine) struct Places<S: SyncFamily = StdSync> {
-    /// Each place, with the waker that pushes it. Kept for the set's life.
+    /// Each place, with the waker that pushes it. Kept for the set's life, and for later
+    /// runs' sets.
     places: Vec<(Arc<Place<S>>, Waker)>,
     /// Free places.
     free: Vec<u32>,
@@ -102,9 +107,10 @@ impl<S: SyncFamily> Places<S> {
 
     /// These places, left by a run whose drivers are all dropped, made free for a later
     /// run's set that `woken` wakes, if nothing but them holds `woken` and nothing but they
-    /// hold their places: no waker made of a place is kept anywhere. Their flags and the
-    /// stack are cleared; a late wake-up could not have set them again, as no one holds a
-    /// waker to wake. Keeps [`PLACES_KEPT`] at most. `None`, dropping them, otherwise.
+    /// hold their places: no waker made of a place is kept anywhere. Their flags are
+    /// cleared, and the caller clears the waker's stack (`Woken::reset`): a late wake-up
+    /// could not set them again, as no one holds a waker to wake. Keeps [`PLACES_KEPT`] at
+    /// most. `None`, dropping them, otherwise.
     pub(super) fn spare(mut self: Box<Self>, woken: &Arc<Woken<S>>) -> Option<Box<Self>> {
         self.places.truncate(PLACES_KEPT);
         let alone = Arc::strong_count(woken) == 1 + self.places.len()
@@ -405,5 +411,37 @@ mod tests {
             .expect("held by no one else");
         assert_eq!(places.len(), PLACES_KEPT);
         assert_eq!(Arc::strong_count(&woken), 1 + PLACES_KEPT);
+    }
+
+    /// A place past those kept, whose waker is held elsewhere, still holds the
+    /// run's waker: no place is kept, or its late wake-up would push a number the next
+    /// set has no place for.
+    #[test]
+    fn a_dropped_place_held_elsewhere_keeps_none() {
+        let woken: Arc<Woken> = Woken::polling(Waker::noop());
+        let mut set = set(&woken, None);
+        let slot = Arc::default();
+        for _ in 0..PLACES_KEPT + 5 {
+            set.push(Probe::default());
+        }
+        set.push(Probe {
+            leave: Some(Arc::clone(&slot)),
+            ..Probe::default()
+        });
+        set.pass();
+        assert!(set.into_places().spare(&woken).is_none());
+    }
+
+    /// The run's waker held elsewhere (as by a driver among the eight polled
+    /// together): no place is kept.
+    #[test]
+    fn places_whose_run_s_waker_is_held_elsewhere_are_not_kept() {
+        let woken: Arc<Woken> = Woken::polling(Waker::noop());
+        let mut set = set(&woken, None);
+        set.push(Probe::default());
+        set.pass();
+        let held = futures_util::task::waker(Arc::clone(&woken));
+        assert!(set.into_places().spare(&woken).is_none());
+        drop(held);
     }
 }

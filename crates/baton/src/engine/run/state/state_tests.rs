@@ -871,3 +871,101 @@ fn nodes_on_the_shared_timer_make_no_timer_floor() {
         );
     }
 }
+
+/// What the roots of the test below share: how many of them wait, how many polls
+/// the run's future made of them, and the waker one left.
+#[derive(Default)]
+struct Leaving {
+    waiting: AtomicU32,
+    polls: AtomicU32,
+    waker: std::sync::Mutex<Option<Waker>>,
+}
+
+/// Root `.0`, which ends at once unless it is among the first `waiting`: then it
+/// returns `Pending` twice, waking itself; the second time, when the run's future polls
+/// it, it counts its poll, and the 80th such poll of the test leaves a clone of its waker,
+/// as a socket it registered with would keep it.
+struct LeaveWaker(u32, u8, Arc<Leaving>);
+
+impl std::future::Future for LeaveWaker {
+    type Output = Result<(), BoxError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        if self.1 == 2 || self.0 >= self.2.waiting.load(Ordering::Relaxed) {
+            return std::task::Poll::Ready(Ok(()));
+        }
+        self.1 += 1;
+        if self.1 == 2 && self.2.polls.fetch_add(1, Ordering::Relaxed) == 79 {
+            *self.2.waker.lock().unwrap() = Some(cx.waker().clone());
+        }
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
+}
+
+/// A run of 80 waiting roots has 72 places in its set, of which it leaves at most
+/// 32; the last root its set polled, at place 71, past them, leaves its waker elsewhere.
+/// That waker holds the run's waker: the run leaves neither, and its late wake-up, before
+/// the next run (of 20 waiting roots, 12 places), reaches no place or waker of that run,
+/// which runs every node.
+#[test]
+fn a_late_wake_up_of_a_place_past_those_kept_reaches_no_later_run() {
+    let shared: Arc<Leaving> = Arc::default();
+    shared.waiting.store(80, Ordering::Relaxed);
+    let mut g = Graph::<()>::builder();
+    for i in 0..80 {
+        let shared = Arc::clone(&shared);
+        let _: Node<()> = g
+            .node(format!("root {i}"))
+            .task(move |_ctx, ()| LeaveWaker(i, 0, Arc::clone(&shared)));
+    }
+    let graph = g.build().expect("a valid graph");
+    drop(run_on(&graph, 1));
+    let late = shared
+        .waker
+        .lock()
+        .unwrap()
+        .take()
+        .expect("a root left its waker");
+    late.wake_by_ref();
+    shared.waiting.store(20, Ordering::Relaxed);
+    let (second, report) = run_and_report(&graph, 1);
+    assert_eq!(
+        report
+            .nodes()
+            .filter(|n| n.outcome() == crate::Outcome::Succeeded)
+            .count(),
+        80,
+        "every node ran"
+    );
+    drop((second, report));
+    late.wake();
+}
+
+/// A run whose waker came with places, and which needs no set (two roots wait),
+/// passes them on with its waker.
+#[test]
+fn a_run_that_makes_no_set_passes_on_the_places_its_waker_came_with() {
+    let shared: Arc<Leaving> = Arc::default();
+    shared.polls.store(1000, Ordering::Relaxed);
+    shared.waiting.store(10, Ordering::Relaxed);
+    let mut g = Graph::<()>::builder();
+    for i in 0..10 {
+        let shared = Arc::clone(&shared);
+        let _: Node<()> = g
+            .node(format!("root {i}"))
+            .task(move |_ctx, ()| LeaveWaker(i, 0, Arc::clone(&shared)));
+    }
+    let graph = g.build().expect("a valid graph");
+    let spare = &graph.inner.spare;
+    let home = spare.home();
+    drop(run_on(&graph, 1));
+    shared.waiting.store(2, Ordering::Relaxed);
+    drop(run_on(&graph, 1));
+    let woken = spare.take_waker(home).expect("the waker is kept");
+    assert_eq!(woken.places(), 2, "with the places it came with");
+    assert!(woken.is_unused());
+}
