@@ -233,6 +233,14 @@ fn a_run_and_its_inner_run_hold_one_timer_floor() {
     assert_eq!(orchestrator.timer_floors_held(), 0, "given back");
 }
 
+/// How many nodes of `report` succeeded.
+fn succeeded(report: &crate::Report) -> usize {
+    report
+        .nodes()
+        .filter(|n| n.outcome() == crate::Outcome::Succeeded)
+        .count()
+}
+
 /// A run whose ten roots wait leaves the places of its set of drivers, those past the
 /// eight polled together, with its waker; the next run's set takes them, as its nodes all
 /// run, and leaves them again.
@@ -259,14 +267,7 @@ fn a_run_leaves_the_places_of_its_set_with_its_waker() {
     spare.keep_waker(home, woken);
     let (second, report) = run_and_report(&graph, 1);
     assert!(spare.take_waker(home).is_none(), "the second run took it");
-    assert_eq!(
-        report
-            .nodes()
-            .filter(|n| n.outcome() == crate::Outcome::Succeeded)
-            .count(),
-        10,
-        "every node ran"
-    );
+    assert_eq!(succeeded(&report), 10, "every node ran");
     drop((second, report));
     let woken = spare.take_waker(home).expect("kept again");
     assert_eq!(woken.places(), 2, "and its places");
@@ -906,6 +907,18 @@ impl std::future::Future for LeaveWaker {
     }
 }
 
+/// A graph of `roots` roots, root `i` running `LeaveWaker(i, 0, shared)`.
+fn leaving_roots(roots: u32, shared: &Arc<Leaving>) -> Graph<()> {
+    let mut g = Graph::<()>::builder();
+    for i in 0..roots {
+        let shared = Arc::clone(shared);
+        let _: Node<()> = g
+            .node(format!("root {i}"))
+            .task(move |_ctx, ()| LeaveWaker(i, 0, Arc::clone(&shared)));
+    }
+    g.build().expect("a valid graph")
+}
+
 /// A run of 80 waiting roots has 72 places in its set, of which it leaves at most
 /// 32; the last root its set polled, at place 71, past them, leaves its waker elsewhere.
 /// That waker holds the run's waker: the run leaves neither, and its late wake-up, before
@@ -915,14 +928,7 @@ impl std::future::Future for LeaveWaker {
 fn a_late_wake_up_of_a_place_past_those_kept_reaches_no_later_run() {
     let shared: Arc<Leaving> = Arc::default();
     shared.waiting.store(80, Ordering::Relaxed);
-    let mut g = Graph::<()>::builder();
-    for i in 0..80 {
-        let shared = Arc::clone(&shared);
-        let _: Node<()> = g
-            .node(format!("root {i}"))
-            .task(move |_ctx, ()| LeaveWaker(i, 0, Arc::clone(&shared)));
-    }
-    let graph = g.build().expect("a valid graph");
+    let graph = leaving_roots(80, &shared);
     drop(run_on(&graph, 1));
     let late = shared
         .waker
@@ -933,14 +939,7 @@ fn a_late_wake_up_of_a_place_past_those_kept_reaches_no_later_run() {
     late.wake_by_ref();
     shared.waiting.store(20, Ordering::Relaxed);
     let (second, report) = run_and_report(&graph, 1);
-    assert_eq!(
-        report
-            .nodes()
-            .filter(|n| n.outcome() == crate::Outcome::Succeeded)
-            .count(),
-        80,
-        "every node ran"
-    );
+    assert_eq!(succeeded(&report), 80, "every node ran");
     drop((second, report));
     late.wake();
 }
@@ -952,14 +951,7 @@ fn a_run_that_makes_no_set_passes_on_the_places_its_waker_came_with() {
     let shared: Arc<Leaving> = Arc::default();
     shared.polls.store(1000, Ordering::Relaxed);
     shared.waiting.store(10, Ordering::Relaxed);
-    let mut g = Graph::<()>::builder();
-    for i in 0..10 {
-        let shared = Arc::clone(&shared);
-        let _: Node<()> = g
-            .node(format!("root {i}"))
-            .task(move |_ctx, ()| LeaveWaker(i, 0, Arc::clone(&shared)));
-    }
-    let graph = g.build().expect("a valid graph");
+    let graph = leaving_roots(10, &shared);
     let spare = &graph.inner.spare;
     let home = spare.home();
     drop(run_on(&graph, 1));
