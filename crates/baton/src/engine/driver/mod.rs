@@ -440,10 +440,15 @@ impl<I: Send + Sync + 'static> Driver<I> {
         if let (Some(boxed), Some(kept)) = (self.attempt.take(), self.run.kept_attempts()) {
             kept.keep(boxed);
         }
-        // So does its timer's box, once the timer is dropped.
+        // So does its timer: running, on a multi-thread runtime, else as an empty box.
         if self.timer.is_made() {
             let timer = std::mem::take(&mut self.timer);
-            self.run.graph.spare.keep_timer(self.run.core.home(), timer);
+            let core = &self.run.core;
+            let runtime = core.standing_runtime();
+            self.run
+                .graph
+                .spare
+                .keep_standing(core.home(), runtime, timer);
         }
         let held = 1 + self.finished as usize;
         if self.in_run() {

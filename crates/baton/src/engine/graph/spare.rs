@@ -17,18 +17,18 @@
 //! A stripe also keeps, for its later runs, what its runs made once and can hand on
 //! emptied: the boxes of large attempts that ended, for the next attempts of their layouts
 //! (see `task/attempt_box.rs`); up to [`STRIPE_TIMERS`] boxes of timers, drivers' and runs'
-//! floors, the timers dropped; one running timer, a run's floor or the one its joined
-//! drivers shared, on a runtime of several workers ([`Spares::keep_standing`]); and up to
-//! [`STRIPE_WAKERS`] wakers that runs polled their joined drivers with, unused, each with
-//! the places of up to 32 drivers past the eight a run polls together
-//! (`CancelWake::spare`). A run takes one only when it first needs one.
+//! floors, the timers dropped; up to [`STRIPE_STANDING`] running timers, runs' floors,
+//! those their joined drivers shared and drivers', on a multi-thread runtime
+//! ([`Spares::keep_standing`]); and up to [`STRIPE_WAKERS`] wakers that runs polled their
+//! joined drivers with, unused, each with the places of up to 32 drivers past the eight a
+//! run polls together (`CancelWake::spare`). A run takes one only when it first needs one.
 //!
 //! What a graph keeps while idle is only the arrays, about 130 bytes per node per set, the
 //! attempt boxes, at most 256 KiB a stripe, the timers' boxes and wakers, at most some
 //! 6 KiB a stripe, the places kept with the wakers, at most some 3 KiB a waker, and a
-//! stripe's running timer, which holds the handle of the last runtime of several workers
-//! the graph ran on there, with its file descriptors, until a later run of that stripe
-//! takes or drops it ([`Spares::keep_standing`]) or the graph is dropped. It
+//! stripe's running timers, which hold the handle of the last multi-thread runtime
+//! the graph ran on there, with its file descriptors, until later runs of that stripe
+//! take or drop them ([`Spares::keep_standing`]) or the graph is dropped. It
 //! keeps no value or record, since those are dropped when the run ends, no task's waker,
 //! and nothing a kept box's attempt held, since it ended. A graph keeps no more sets than
 //! it had runs at once. That is at most 512 KiB of arrays for a small graph (eight stripes
@@ -74,27 +74,32 @@ pub(crate) struct Spares {
 /// The most boxes of timers (drivers' and runs' floors) a stripe keeps.
 const STRIPE_TIMERS: usize = 32;
 
+/// The most running timers a stripe keeps for later runs ([`Spares::keep_standing`]): as
+/// many as a run of a handler's graph leaves, its floor, its joined drivers' timer and a
+/// few of its drivers'.
+const STRIPE_STANDING: usize = 8;
+
 /// The most unused wakers for runs' joined drivers a stripe keeps.
 const STRIPE_WAKERS: usize = 32;
 
 /// One stripe of a graph's spares: sets of run arrays, attempt boxes, the boxes of timers
-/// (drivers' and runs' floors) with no timer in them, a running timer a run left, and
+/// (drivers' and runs' floors) with no timer in them, running timers runs left, and
 /// unused wakers for runs' joined drivers.
 #[derive(Debug)]
 struct Stripe {
     sets: TryCell<Vec<RunBuffers>>,
     attempts: KeptAttempts,
     timers: TryCell<Vec<KeptTimer>>,
-    standing: TryCell<Option<Standing>>,
+    standing: TryCell<Standing>,
     wakers: TryCell<Vec<SpareWaker>>,
 }
 
-/// A running timer a run left, kept for a later run's, and the runtime whose wheel holds
-/// it; see [`Spares::keep_standing`].
-#[derive(Debug)]
+/// Running timers that runs left, kept for later runs', and the runtime whose wheel holds
+/// them; see [`Spares::keep_standing`].
+#[derive(Debug, Default)]
 struct Standing {
-    runtime: Id,
-    timer: KeptTimer,
+    runtime: Option<Id>,
+    timers: Vec<KeptTimer>,
 }
 
 impl Spares {
@@ -113,7 +118,7 @@ impl Spares {
                         sets: TryCell::new(Vec::new()),
                         attempts: KeptAttempts::default(),
                         timers: TryCell::new(Vec::new()),
-                        standing: TryCell::new(None),
+                        standing: TryCell::new(Standing::default()),
                         wakers: TryCell::new(Vec::new()),
                     })
                 })
@@ -165,38 +170,45 @@ impl Spares {
         keep_in(&stripe.0.timers, STRIPE_TIMERS, timer);
     }
 
-    /// The running timer stripe `home` keeps for a run on `runtime`, if it keeps one for
-    /// that runtime and no other run holds it now; see
-    /// [`keep_standing`](Self::keep_standing). One kept for another runtime, which may be
-    /// gone, is dropped, and its box kept as by [`keep_timer`](Self::keep_timer), so that a
-    /// graph does not hold a runtime it no longer runs on.
+    /// A running timer stripe `home` keeps for a run on `runtime`, the one kept last, if
+    /// it keeps one for that runtime and no other run holds them now; see
+    /// [`keep_standing`](Self::keep_standing). Those kept for another runtime, which may be
+    /// gone, are dropped, and their boxes kept as by [`keep_timer`](Self::keep_timer), so
+    /// that a graph does not hold a runtime it no longer runs on.
     pub(in crate::engine) fn take_standing(&self, home: usize, runtime: Id) -> Option<KeptTimer> {
         let stripe = &self.stripes.get(home)?.0;
-        let taken = stripe.standing.try_with(|slot| slot.take())??;
-        if taken.runtime == runtime {
-            return Some(taken.timer);
+        let taken = stripe.standing.try_with(|standing| {
+            if standing.runtime == Some(runtime) {
+                return Ok(standing.timers.pop());
+            }
+            Err(std::mem::take(&mut standing.timers))
+        })?;
+        match taken {
+            Ok(timer) => timer,
+            Err(others) => {
+                others.into_iter().for_each(|t| self.keep_timer(home, t));
+                None
+            }
         }
-        self.keep_timer(home, taken.timer);
-        None
     }
 
-    /// Keeps `timer`, a run's timer floor or the timer its joined drivers shared, in stripe
-    /// `home`, still running in the wheel of `runtime`, the run's, for a later run's floor
-    /// or joined drivers. While runs follow each other, tokio's wheel then holds a timer
-    /// until the next run's: a later run's timer, at a later cut, does not wake the worker
-    /// parked in tokio's drivers, which it would if the wheel had been left empty, and a
-    /// run whose first cut the kept timer stands for (`KeptTimer::stands_for`) registers
-    /// none at all. It holds no task (`KeptTimer::stand`) and fires once, at most, when no
-    /// run takes it. A stripe keeps one such timer: one it kept already gives way, and its
-    /// box is kept as by [`keep_timer`](Self::keep_timer). So is the box of a timer that
-    /// does not run, and of one with no runtime to keep it for: `runtime` is `None` for a
-    /// runtime of one worker (`RunCore::standing_runtime`); such a run also drops a kept
-    /// timer that elapsed, as a runtime's shutdown leaves its timers.
+    /// Keeps `timer`, a run's timer floor, the timer its joined drivers shared or a
+    /// driver's, in stripe `home`, still running in the wheel of `runtime`, the run's, for
+    /// a later run's floor, joined drivers or driver. While runs follow each other, tokio's
+    /// wheel then holds timers until the next run's: a later run's timer, at a later cut,
+    /// does not wake tokio's drivers, which it would if the wheel had been left empty, and
+    /// a timer that the kept one stands for (`KeptTimer::stands_for`) is not registered at
+    /// all. It holds no task (`KeptTimer::stand`) and fires once, at most, when no run
+    /// takes it. A stripe keeps up to [`STRIPE_STANDING`] such timers; past that, the box
+    /// of `timer` is kept as by [`keep_timer`](Self::keep_timer), and so is the box of a
+    /// timer that does not run, and of one with no runtime to keep it for: `runtime` is
+    /// `None` for a current-thread runtime (`RunCore::standing_runtime`); such a run also
+    /// drops kept timers that elapsed, as a runtime's shutdown leaves its timers. When
+    /// another run holds the stripe's running timers at that instant, `timer` is dropped.
     ///
-    /// The kept timer holds its runtime's handle, with the runtime's file descriptors,
-    /// until a run of that stripe takes it, replaces it or drops it (one of another
-    /// runtime, in [`take_standing`](Self::take_standing), or one elapsed), or the graph is
-    /// dropped.
+    /// The kept timers hold their runtime's handle, with the runtime's file descriptors,
+    /// until runs of that stripe take them or drop them (those of another runtime, in
+    /// [`take_standing`](Self::take_standing), or those elapsed), or the graph is dropped.
     pub(in crate::engine) fn keep_standing(
         &self,
         home: usize,
@@ -207,24 +219,41 @@ impl Spares {
             return;
         };
         let Some(runtime) = runtime else {
-            // A runtime's shutdown fires its timers: one kept for a runtime that is gone
-            // has elapsed, and holds that runtime's handle for nothing.
-            let elapsed = stripe.0.standing.try_with(|slot| {
-                let elapsed = slot.as_ref()?.timer.get().is_none_or(Sleep::is_elapsed);
-                if elapsed { slot.take() } else { None }
+            // A runtime's shutdown fires its timers: those kept for a runtime that is gone
+            // have elapsed, and hold that runtime's handle for nothing.
+            let elapsed = stripe.0.standing.try_with(|standing| {
+                let (elapsed, running) = std::mem::take(&mut standing.timers)
+                    .into_iter()
+                    .partition(|t: &KeptTimer| t.get().is_none_or(Sleep::is_elapsed));
+                standing.timers = running;
+                elapsed
             });
-            if let Some(Some(elapsed)) = elapsed {
-                self.keep_timer(home, elapsed.timer);
-            }
+            elapsed
+                .into_iter()
+                .flatten()
+                .for_each(|t| self.keep_timer(home, t));
             return self.keep_timer(home, timer);
         };
-        if !timer.stand() {
-            return self.keep_timer(home, timer);
-        }
-        let standing = Standing { runtime, timer };
-        let left = stripe.0.standing.try_with(|slot| slot.replace(standing));
-        if let Some(Some(left)) = left {
-            self.keep_timer(home, left.timer);
+        // Made to stand under the stripe's lock, once there is room for it: a timer
+        // refused is only cleared, as one kept as a box.
+        let left = stripe.0.standing.try_with(|standing| {
+            let others = if standing.runtime == Some(runtime) {
+                Vec::new()
+            } else {
+                standing.runtime = Some(runtime);
+                std::mem::take(&mut standing.timers)
+            };
+            if standing.timers.len() < STRIPE_STANDING && timer.stand() {
+                standing.timers.push(timer);
+                return (None, others);
+            }
+            (Some(timer), others)
+        });
+        if let Some((refused, others)) = left {
+            refused
+                .into_iter()
+                .chain(others)
+                .for_each(|t| self.keep_timer(home, t));
         }
     }
 
@@ -360,12 +389,13 @@ mod tests {
         assert!(spares.take_timer(1).is_none(), "out of range");
     }
 
-    /// A stripe keeps one running timer, for runs on its runtime, with no task's waker: a
-    /// later one takes its place, and the earlier one's box is kept with no timer in it; a
-    /// run on another runtime drops it, keeping its box, and so does a run of no runtime
-    /// once it elapsed. A timer that does not run, or of no runtime, is kept as a box.
+    /// A stripe keeps up to eight running timers, for runs on its runtime, with no task's
+    /// waker, and gives the one kept last first; past eight, a timer's box is kept with no
+    /// timer in it. A run on another runtime drops them, keeping their boxes, and so does a
+    /// run of no runtime once they elapsed. A timer that does not run, or of no runtime, is
+    /// kept as a box.
     #[test]
-    fn a_stripe_keeps_one_running_timer_for_its_runtime() {
+    fn a_stripe_keeps_running_timers_for_its_runtime() {
         use std::sync::Arc;
         use std::sync::atomic::{AtomicUsize, Ordering};
         use std::task::{Context, Wake, Waker};
@@ -409,11 +439,24 @@ mod tests {
         spares.keep_standing(0, Some(id), running(1));
         assert_eq!(Arc::strong_count(&task), 1, "no task's waker kept");
         spares.keep_standing(0, Some(id), running(2));
-        empty_box("the earlier one's box");
+        assert!(spares.take_timer(0).is_none(), "both kept running");
+        let deadline = |timer: Option<KeptTimer>| {
+            timer.and_then(|t| t.get().map(tokio::time::Sleep::deadline))
+        };
+        let later = spares.take_standing(0, id);
+        assert_eq!(deadline(later), Some(now + Duration::from_secs(2)));
         let kept = spares.take_standing(0, id).expect("a running timer");
         let at = kept.get().map(tokio::time::Sleep::deadline);
-        assert_eq!(at, Some(now + Duration::from_secs(2)), "the later one");
+        assert_eq!(at, Some(now + Duration::from_secs(1)), "the earlier one");
         assert!(spares.take_standing(0, id).is_none(), "taken");
+        for secs in 1..=STRIPE_STANDING as u64 + 1 {
+            spares.keep_standing(0, Some(id), running(secs));
+        }
+        empty_box("the box of the one past eight");
+        assert!(spares.take_timer(0).is_none(), "one box");
+        let standing = std::iter::from_fn(|| spares.take_standing(0, id)).count();
+        assert_eq!(standing, STRIPE_STANDING, "eight kept running");
+        spares.keep_standing(0, Some(id), running(3));
         spares.keep_standing(0, Some(id), running(3));
         assert!(
             spares.take_standing(0, other).is_none(),
@@ -423,7 +466,8 @@ mod tests {
             spares.take_standing(0, id).is_none(),
             "dropped for another runtime"
         );
-        empty_box("its box");
+        empty_box("their boxes");
+        empty_box("their boxes");
         spares.keep_standing(0, Some(id), running(4));
         spares.keep_standing(0, None, running(5));
         empty_box("the box of one with no runtime");

@@ -9,7 +9,7 @@ use std::task::Waker;
 use std::time::Duration;
 
 use futures_util::task::AtomicWaker;
-use tokio::runtime::Handle;
+use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -39,7 +39,9 @@ struct Started {
     /// The runtime its drivers are spawned on.
     handle: Handle,
     /// The runtime's worker threads, whatever the start mode.
-    runtime_workers: usize,
+    runtime_workers: u32,
+    /// Whether the runtime is a multi-thread one, which cannot run on tokio's paused clock.
+    multi_thread: bool,
     /// Its span, unless disabled.
     span: Option<tracing::Span>,
 }
@@ -304,8 +306,9 @@ impl RunCore {
             self.started.set_alone(Started {
                 origin,
                 deadline,
+                multi_thread: handle.runtime_flavor() != RuntimeFlavor::CurrentThread,
                 handle,
-                runtime_workers,
+                runtime_workers: count(runtime_workers),
                 span: crate::observe::trace::enabled(span),
             })
         };
@@ -349,13 +352,24 @@ impl RunCore {
         self.started.get().is_some_and(|s| s.runtime_workers > 1)
     }
 
+    /// Whether the run's runtime keeps timers nobody waits for in its wheel: the run's timer
+    /// floor ([`floor_timers`](Self::floor_timers)) and those it leaves running for a later
+    /// run ([`standing_runtime`](Self::standing_runtime)). True on a multi-thread runtime,
+    /// whatever its workers. Tokio wakes its drivers whenever a timer is registered that is
+    /// due before any its wheel held when they last looked, with a write to its I/O
+    /// driver's event file even when no thread is parked there: with a timer standing,
+    /// the later ones register without that system call. Not on a current-thread runtime,
+    /// which may run on tokio's paused clock: that clock moves to a timer left running
+    /// whenever the runtime has nothing else to do.
+    pub(in crate::engine) fn keeps_standing_timers(&self) -> bool {
+        self.started.get().is_some_and(|s| s.multi_thread)
+    }
+
     /// The runtime whose timers the run may take running from an earlier run, and leave
-    /// running for a later one (`Spares::keep_standing`): its own, when it has several
-    /// workers. With one, no other thread parks in tokio's drivers to be woken, and a
-    /// current-thread runtime may run on tokio's paused clock, which would move to a timer
-    /// left running whenever the runtime has nothing else to do.
+    /// running for a later one (`Spares::keep_standing`): its own, when it keeps standing
+    /// timers ([`keeps_standing_timers`](Self::keeps_standing_timers)).
     pub(in crate::engine) fn standing_runtime(&self) -> Option<tokio::runtime::Id> {
-        let started = self.started.get().filter(|s| s.runtime_workers > 1)?;
+        let started = self.started.get().filter(|s| s.multi_thread)?;
         Some(started.handle.id())
     }
 
@@ -375,8 +389,7 @@ impl RunCore {
     pub(in crate::engine) fn spread(&self) {
         self.local.store(false, Ordering::Relaxed);
         if let Some(s) = self.started.get() {
-            self.drivers
-                .store(count(s.runtime_workers), Ordering::Relaxed);
+            self.drivers.store(s.runtime_workers, Ordering::Relaxed);
         }
     }
 

@@ -351,7 +351,7 @@ impl<I: Send + Sync + 'static> Drop for Run<I> {
             self.state.cancel(CancelReason::Dropped);
         }
         // Its joined drivers' timer goes to the graph for a later run's: running, on a
-        // runtime of several workers, else as an empty box.
+        // multi-thread runtime, else as an empty box.
         let shared = self.joined.get_mut().shared_mut();
         if shared.is_made() {
             let timer = shared.take_timer();

@@ -259,8 +259,8 @@ fn runs_that_follow_each_other_on_one_timer_keep_their_cuts_on_the_real_clock() 
 
 /// A graph lets go of a runtime it no longer runs on: the timer a run left running holds
 /// its runtime's handle (`Spares::keep_standing`), and with it whatever the runtime's
-/// hooks hold, after that runtime is dropped; the graph's next run on another runtime of
-/// several workers drops that timer when it looks for one, even when its own attempts are
+/// hooks hold, after that runtime is dropped; the graph's next run on another
+/// multi-thread runtime drops that timer when it looks for one, even when its own attempts are
 /// cut, so that its timer, elapsed, is not kept running in its place.
 #[test]
 fn a_run_on_another_runtime_lets_go_of_the_last_one() {

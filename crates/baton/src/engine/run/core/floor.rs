@@ -21,7 +21,8 @@ impl RunCore {
     /// `first_attempt::wait`, and by the policy path's `Deadline` through [`TimerHook`](crate::policy::deadline::TimerHook).
     /// Not for the timer that drivers polled together share (`first_attempt/shared.rs`):
     /// it runs no later than any attempt armed on it and stays in tokio's wheel until it
-    /// fires or the run's future drops, and past that on several workers, as a floor would.
+    /// fires or the run's future drops, and past that on a multi-thread runtime, as a floor
+    /// would.
     ///
     /// Tokio's timer wakes the worker parked in its drivers whenever a timer is registered
     /// that is due before any the parked worker knows of: with nothing else registered,
@@ -32,8 +33,10 @@ impl RunCore {
     /// the last such cut, or runs on past an attempt that had nearly spent its time. When
     /// the run's state is dropped, the graph keeps it running for a later run on the same
     /// runtime (`Spares::keep_standing`): the floor is the timer `spare()` gives, as it
-    /// runs when it stands for `until`, else set again in its box. A runtime with one
-    /// worker has no other thread to wake: no floor.
+    /// runs when it stands for `until`, else set again in its box. With one worker, parked
+    /// or not, the wake-up is still a system call, a write to the I/O driver's event file
+    /// that its next turn reads back. A current-thread runtime, which may run on tokio's
+    /// paused clock, makes no floor ([`keeps_standing_timers`](Self::keeps_standing_timers)).
     ///
     /// A run makes its first floor only when `granted()`: its orchestrator counts runs in
     /// flight holding one, and grants a floor when none does. Under a load of runs alike,
@@ -54,7 +57,7 @@ impl RunCore {
         granted: impl FnOnce() -> bool,
         spare: impl FnOnce() -> Option<KeptTimer>,
     ) {
-        if !self.several_workers() {
+        if !self.keeps_standing_timers() {
             return;
         }
         self.timer_floor.with(|floor| {

@@ -95,23 +95,47 @@ fn waiting_graph(retried: bool) -> Graph<()> {
 }
 
 /// The timer floor of `RunCore::floor_timers` is set where a policy node's attempt waits,
-/// on the fast path and on the policy path alike, on a runtime with several workers, and
-/// not on one with a single worker, where no other thread parks.
+/// on the fast path and on the policy path alike, on a multi-thread runtime of two workers
+/// or of one, and not on a current-thread runtime, which may run on tokio's paused clock.
 #[test]
-fn waiting_policy_attempts_set_the_timer_floor_on_several_workers() {
+fn waiting_policy_attempts_set_the_timer_floor_on_a_multi_thread_runtime() {
     assert!(sets_a_floor(&waiting_graph(false), 2), "fast path");
     assert!(sets_a_floor(&waiting_graph(true), 2), "policy path");
-    assert!(!sets_a_floor(&waiting_graph(false), 1), "one worker");
-    assert!(!sets_a_floor(&waiting_graph(true), 1), "one worker");
+    assert!(sets_a_floor(&waiting_graph(false), 1), "one worker");
+    assert!(sets_a_floor(&waiting_graph(true), 1), "one worker");
+    let current_thread = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime")
+    };
+    for retried in [false, true] {
+        let graph = waiting_graph(retried);
+        let run = graph.run(());
+        let state = Arc::clone(&run.state);
+        current_thread().block_on(run).expect("the run succeeds");
+        assert!(state.core.timer_floor().is_none(), "current thread");
+    }
 }
 
 /// A run's timer floor outlives it (`Spares::keep_standing`): the next run of the graph on
 /// the same runtime, whose first cut is within the reach of the floor left
-/// (`deadline::reach`), takes that floor as it runs, without setting it again.
+/// (`deadline::reach`), takes that floor as it runs, without setting it again. So on a
+/// multi-thread runtime of two workers and of one.
 #[test]
 fn a_run_s_timer_floor_is_the_next_run_s() {
+    for workers in [2, 1] {
+        a_run_s_timer_floor_is_the_next_run_s_on(workers);
+    }
+}
+
+fn a_run_s_timer_floor_is_the_next_run_s_on(workers: usize) {
     let graph = waiting_graph(false);
-    let rt = two_workers();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .expect("a runtime");
     let (spare, id) = (&graph.inner.spare, rt.handle().id());
     let home = spare.home();
     // Runs the graph; the instant of the running timer it left once its state was dropped,
@@ -135,8 +159,54 @@ fn a_run_s_timer_floor_is_the_next_run_s() {
         at
     };
     let first = run_and_floor();
-    assert!(first.is_some());
+    assert!(first.is_some(), "{workers} worker(s)");
     assert_eq!(run_and_floor(), first, "the same floor, not set again");
+}
+
+/// The timers of a run's drivers outlive it too (`Spares::keep_standing`): a run of ten
+/// waiting roots with a timeout, on a multi-thread runtime of one worker, leaves running
+/// the timers of the two drivers past the eight polled together, the one those eight
+/// shared and its floor. The next run, whose cuts they stand for (`deadline::reach`),
+/// takes them as they run, without setting any again.
+#[test]
+fn a_run_s_drivers_timers_are_the_next_run_s() {
+    let graph = parallel_waiting(10);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let spare = &graph.inner.spare;
+    let (home, id) = (spare.home(), rt.handle().id());
+    // Runs the graph; the instants of the running timers it left once its state was
+    // dropped; put back as they were.
+    let run_and_timers = || {
+        let run = graph.run(());
+        let state = Arc::clone(&run.state);
+        rt.block_on(run).expect("the run succeeds");
+        let waited = std::time::Instant::now();
+        while Arc::strong_count(&state) > 1 {
+            assert!(
+                waited.elapsed() < Duration::from_secs(10),
+                "the run's state"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(state);
+        let timers: Vec<_> = std::iter::from_fn(|| spare.take_standing(home, id)).collect();
+        let mut at: Vec<_> = timers
+            .iter()
+            .filter_map(|t| t.get().map(tokio::time::Sleep::deadline))
+            .collect();
+        for timer in timers.into_iter().rev() {
+            spare.keep_standing(home, Some(id), timer);
+        }
+        at.sort();
+        at
+    };
+    let first = run_and_timers();
+    assert_eq!(first.len(), 4, "two drivers', the shared one and the floor");
+    assert_eq!(run_and_timers(), first, "the same timers, none set again");
 }
 
 /// A run makes a timer floor only when no other run of its orchestrator in flight holds
@@ -276,15 +346,33 @@ fn a_run_leaves_the_places_of_its_set_with_its_waker() {
 /// A run whose runtime shut down, which fired its timers, leaves the graph the boxes of its
 /// timers, its driver's and its floor's, with no timer in them, and its joined drivers'
 /// waker, unused and holding no task; the next run makes its timers and its waker of them,
-/// and sets its floor at its own cut, not the last run's. A driver leaves its box when it
-/// ends; the run, its floor's and its waker when its state is dropped.
+/// and sets its floor at its own cut, not the last run's. A driver leaves its timer when
+/// it ends, running while its runtime runs, to be dropped, its box kept, once it fired;
+/// the run, its floor's box and its waker when its state is dropped.
 #[test]
 fn a_run_leaves_its_timers_and_waker_to_the_next_run_empty() {
     let graph = waiting_graph(false);
     let spare = &graph.inner.spare;
     let home = spare.home();
     let timers = || std::iter::from_fn(|| spare.take_timer(home)).collect::<Vec<_>>();
-    let first = run_on(&graph, 2);
+    // Runs the graph on a runtime of its own, shut down when this returns: the run's
+    // state, and the driver's timer, which it left running, now fired.
+    let run = || {
+        let rt = two_workers();
+        let id = rt.handle().id();
+        let run = graph.run(());
+        let state = Arc::clone(&run.state);
+        rt.block_on(run).expect("the run succeeds");
+        drop(rt);
+        let driver_s = spare.take_standing(home, id).expect("the driver's timer");
+        assert!(
+            driver_s.get().is_some_and(tokio::time::Sleep::is_elapsed),
+            "fired as its runtime shut down"
+        );
+        (state, driver_s)
+    };
+    let (first, driver_s) = run();
+    spare.keep_standing(home, None, driver_s);
     let first_floor = first.core.timer_floor().expect("the first run's floor").0;
     drop(first);
     let kept = timers();
@@ -300,12 +388,9 @@ fn a_run_leaves_its_timers_and_waker_to_the_next_run_empty() {
     }
     spare.keep_waker(home, woken);
     std::thread::sleep(Duration::from_millis(2));
-    let second = run_on(&graph, 2);
-    assert_eq!(
-        timers().len(),
-        1,
-        "the second run's driver left its box; the run holds the floor's"
-    );
+    let (second, driver_s) = run();
+    assert!(driver_s.is_made(), "made of a box");
+    assert!(timers().is_empty(), "the run holds the floor's box");
     assert!(spare.take_waker(home).is_none(), "and the waker");
     let second_floor = second.core.timer_floor().expect("the second run's floor").0;
     assert!(second_floor > first_floor, "set at the second run's cut");
@@ -736,9 +821,9 @@ fn parallel_waiting(nodes: usize) -> Graph<()> {
 }
 
 /// The first attempts of nodes that the run's future polls together are armed on one
-/// timer (`first_attempt/shared.rs`): after a run of six such nodes on one worker, the
-/// graph keeps the box of one timer, where a timer each would leave six, and, on one
-/// worker, no timer running (`RunCore::standing_runtime`). A node polled alone uses its
+/// timer (`first_attempt/shared.rs`): after a run of six such nodes on a current-thread
+/// runtime, the graph keeps the box of one timer, where a timer each would leave six, and,
+/// there, no timer running (`RunCore::standing_runtime`). A node polled alone uses its
 /// driver's own timer: one box after a run of one such node.
 #[test]
 fn nodes_polled_together_share_one_timer() {
@@ -762,7 +847,7 @@ fn nodes_polled_together_share_one_timer() {
 /// (`RunCore::standing_runtime`): once a run of nodes with long timeouts ended, waiting on
 /// a channel that a thread fills a little later takes no time on the paused clock.
 #[test]
-fn a_run_on_one_worker_leaves_no_timer_to_move_the_paused_clock_to() {
+fn a_run_on_a_current_thread_runtime_leaves_no_timer_to_move_the_paused_clock_to() {
     let graph = parallel_waiting(6);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
