@@ -249,11 +249,14 @@ impl Spares {
             }
             (Some(timer), others)
         });
-        if let Some((refused, others)) = left {
-            refused
-                .into_iter()
-                .chain(others)
-                .for_each(|t| self.keep_timer(home, t));
+        let Some((refused, others)) = left else {
+            return;
+        };
+        if let Some(refused) = refused {
+            self.keep_timer(home, refused);
+        }
+        if !others.is_empty() {
+            others.into_iter().for_each(|t| self.keep_timer(home, t));
         }
     }
 
