@@ -145,7 +145,9 @@ pub(in crate::engine) struct Driver<I> {
     /// The timer that wakes the driver by the cut of a policy node's first attempt that
     /// waits, kept from one such attempt to the next and polled only by this driver's task,
     /// in `first_attempt::wait`, unless the attempt is armed on the timer the drivers
-    /// polled together share. It is deregistered when the driver ends.
+    /// polled together share. When the driver ends it goes to the graph's spares: still
+    /// running, with a waker that does nothing, on a multi-thread runtime
+    /// (`Spares::keep_standing`), else taken out of tokio's wheel, as an empty box.
     timer: KeptTimer,
     state: State,
 }

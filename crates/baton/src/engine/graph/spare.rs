@@ -203,12 +203,20 @@ impl Spares {
     /// of `timer` is kept as by [`keep_timer`](Self::keep_timer), and so is the box of a
     /// timer that does not run, and of one with no runtime to keep it for: `runtime` is
     /// `None` for a current-thread runtime (`RunCore::standing_runtime`); such a run also
-    /// drops kept timers that elapsed, as a runtime's shutdown leaves its timers. When
-    /// another run holds the stripe's running timers at that instant, `timer` is dropped.
+    /// drops kept timers that elapsed, as a runtime's shutdown leaves its timers, and a
+    /// full stripe drops those elapsed to make room. When another run holds the stripe's
+    /// running timers at that instant, `timer` is dropped.
     ///
     /// The kept timers hold their runtime's handle, with the runtime's file descriptors,
     /// until runs of that stripe take them or drop them (those of another runtime, in
     /// [`take_standing`](Self::take_standing), or those elapsed), or the graph is dropped.
+    ///
+    /// A driver's timer comes here as the driver ends, a run's shared timer as its future
+    /// drops, its floor as its state drops. One dropped outside the runtime's tasks, while
+    /// another thread shuts that runtime down, may meet the panic with which tokio refuses
+    /// to poll a timer then, which `KeptTimer::stand` catches (the panic hook runs; with
+    /// `panic = "abort"`, the process aborts). A runtime dropped with runs in flight in
+    /// its tasks drops them first.
     pub(in crate::engine) fn keep_standing(
         &self,
         home: usize,
@@ -221,13 +229,10 @@ impl Spares {
         let Some(runtime) = runtime else {
             // A runtime's shutdown fires its timers: those kept for a runtime that is gone
             // have elapsed, and hold that runtime's handle for nothing.
-            let elapsed = stripe.0.standing.try_with(|standing| {
-                let (elapsed, running) = std::mem::take(&mut standing.timers)
-                    .into_iter()
-                    .partition(|t: &KeptTimer| t.get().is_none_or(Sleep::is_elapsed));
-                standing.timers = running;
-                elapsed
-            });
+            let elapsed = stripe
+                .0
+                .standing
+                .try_with(|standing| take_elapsed(&mut standing.timers));
             elapsed
                 .into_iter()
                 .flatten()
@@ -235,13 +240,16 @@ impl Spares {
             return self.keep_timer(home, timer);
         };
         // Made to stand under the stripe's lock, once there is room for it: a timer
-        // refused is only cleared, as one kept as a box.
+        // refused is only cleared, as one kept as a box. Kept timers that fired, as no run
+        // took them, give way to it.
         let left = stripe.0.standing.try_with(|standing| {
-            let others = if standing.runtime == Some(runtime) {
-                Vec::new()
-            } else {
+            let others = if standing.runtime != Some(runtime) {
                 standing.runtime = Some(runtime);
                 std::mem::take(&mut standing.timers)
+            } else if standing.timers.len() >= STRIPE_STANDING {
+                take_elapsed(&mut standing.timers)
+            } else {
+                Vec::new()
             };
             if standing.timers.len() < STRIPE_STANDING && timer.stand() {
                 standing.timers.push(timer);
@@ -284,6 +292,18 @@ impl Spares {
 
 /// Pushes `item` on the list in `cell` if it holds fewer than `max` and no one else holds
 /// the cell now; drops it otherwise, outside the cell.
+/// The timers of `timers` that elapsed, taken out: none, and nothing allocated, when
+/// none did.
+fn take_elapsed(timers: &mut Vec<KeptTimer>) -> Vec<KeptTimer> {
+    let elapsed = |t: &KeptTimer| t.get().is_none_or(Sleep::is_elapsed);
+    if !timers.iter().any(elapsed) {
+        return Vec::new();
+    }
+    let (gone, running) = std::mem::take(timers).into_iter().partition(elapsed);
+    *timers = running;
+    gone
+}
+
 fn keep_in<T>(cell: &TryCell<Vec<T>>, max: usize, item: T) {
     let refused = cell.try_with(|items| {
         if items.len() < max {
@@ -394,7 +414,7 @@ mod tests {
 
     /// A stripe keeps up to eight running timers, for runs on its runtime, with no task's
     /// waker, and gives the one kept last first; past eight, a timer's box is kept with no
-    /// timer in it. A run on another runtime drops them, keeping their boxes, and so does a
+    /// timer in it, unless one of the eight fired: that one's box is kept instead. A run on another runtime drops them, keeping their boxes, and so does a
     /// run of no runtime once they elapsed. A timer that does not run, or of no runtime, is
     /// kept as a box.
     #[test]
@@ -485,6 +505,28 @@ mod tests {
         assert!(
             spares.take_timer(0).is_none(),
             "a timer never made is dropped"
+        );
+        // Full, with one that fired: a later one takes its place.
+        for secs in 1..=STRIPE_STANDING as u64 {
+            spares.keep_standing(0, Some(id), running(secs * 10));
+        }
+        rt.block_on(tokio::time::advance(Duration::from_secs(11)));
+        spares.keep_standing(0, Some(id), running(100));
+        empty_box("the box of the one that fired");
+        let mut at: Vec<_> = std::iter::from_fn(|| spares.take_standing(0, id))
+            .filter_map(|t| t.get().map(tokio::time::Sleep::deadline))
+            .collect();
+        at.sort();
+        assert_eq!(at.len(), STRIPE_STANDING, "eight kept running");
+        assert_eq!(
+            at.first(),
+            Some(&(now + Duration::from_secs(20))),
+            "not the fired one"
+        );
+        assert_eq!(
+            at.last(),
+            Some(&(now + Duration::from_secs(100))),
+            "the later one"
         );
         drop(kept);
         assert_eq!(task.0.load(Ordering::Relaxed), 0, "no task woken");

@@ -306,7 +306,7 @@ impl RunCore {
             self.started.set_alone(Started {
                 origin,
                 deadline,
-                multi_thread: handle.runtime_flavor() != RuntimeFlavor::CurrentThread,
+                multi_thread: handle.runtime_flavor() == RuntimeFlavor::MultiThread,
                 handle,
                 runtime_workers: count(runtime_workers),
                 span: crate::observe::trace::enabled(span),
@@ -356,9 +356,10 @@ impl RunCore {
     /// floor ([`floor_timers`](Self::floor_timers)) and those it leaves running for a later
     /// run ([`standing_runtime`](Self::standing_runtime)). True on a multi-thread runtime,
     /// whatever its workers. Tokio wakes its drivers whenever a timer is registered that is
-    /// due before any its wheel held when they last looked, with a write to its I/O
-    /// driver's event file even when no thread is parked there: with a timer standing,
-    /// the later ones register without that system call. Not on a current-thread runtime,
+    /// due before any its wheel held when they last looked: with its I/O driver enabled,
+    /// that is a write to the driver's event file even when no thread is parked there.
+    /// With a timer standing, the later ones register without that system call, and one
+    /// that stands for a later cut is not registered at all. Not on a current-thread runtime,
     /// which may run on tokio's paused clock: that clock moves to a timer left running
     /// whenever the runtime has nothing else to do.
     pub(in crate::engine) fn keeps_standing_timers(&self) -> bool {

@@ -257,13 +257,20 @@ fn runs_that_follow_each_other_on_one_timer_keep_their_cuts_on_the_real_clock() 
     }
 }
 
-/// A graph lets go of a runtime it no longer runs on: the timer a run left running holds
+/// A graph lets go of a runtime it no longer runs on: the timers a run left running hold
 /// its runtime's handle (`Spares::keep_standing`), and with it whatever the runtime's
 /// hooks hold, after that runtime is dropped; the graph's next run on another
-/// multi-thread runtime drops that timer when it looks for one, even when its own attempts are
-/// cut, so that its timer, elapsed, is not kept running in its place.
+/// multi-thread runtime drops those timers when it looks for one, even when its own
+/// attempts are cut, so that its timer, elapsed, is not kept running in its place. So on
+/// runtimes of two workers and of one.
 #[test]
 fn a_run_on_another_runtime_lets_go_of_the_last_one() {
+    for workers in [2, 1] {
+        lets_go_of_the_last_runtime(workers);
+    }
+}
+
+fn lets_go_of_the_last_runtime(workers: usize) {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -291,7 +298,7 @@ fn a_run_on_another_runtime_lets_go_of_the_last_one() {
     let runtime = |held: &Arc<()>| {
         let held = Arc::clone(held);
         tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+            .worker_threads(workers)
             .enable_all()
             .on_thread_park(move || drop(Arc::clone(&held)))
             .build()
@@ -312,5 +319,5 @@ fn a_run_on_another_runtime_lets_go_of_the_last_one() {
     rt.block_on(rt.spawn(graph.run(())))
         .expect("the run's task")
         .expect("the second run succeeds");
-    assert_eq!(Arc::strong_count(&first), 1, "let go");
+    assert_eq!(Arc::strong_count(&first), 1, "let go ({workers} worker(s))");
 }

@@ -34,8 +34,8 @@ impl RunCore {
     /// the run's state is dropped, the graph keeps it running for a later run on the same
     /// runtime (`Spares::keep_standing`): the floor is the timer `spare()` gives, as it
     /// runs when it stands for `until`, else set again in its box. With one worker, parked
-    /// or not, the wake-up is still a system call, a write to the I/O driver's event file
-    /// that its next turn reads back. A current-thread runtime, which may run on tokio's
+    /// or not, the wake-up is still a system call when the I/O driver is enabled, a write
+    /// to its event file that its next turn reads back. A current-thread runtime, which may run on tokio's
     /// paused clock, makes no floor ([`keeps_standing_timers`](Self::keeps_standing_timers)).
     ///
     /// A run makes its first floor only when `granted()`: its orchestrator counts runs in

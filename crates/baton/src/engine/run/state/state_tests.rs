@@ -845,10 +845,18 @@ fn nodes_polled_together_share_one_timer() {
 /// On tokio's paused clock, a current-thread runtime whose tasks all wait on something
 /// other than a timer moves its clock to the next timer. A run there leaves none running
 /// (`RunCore::standing_runtime`): once a run of nodes with long timeouts ended, waiting on
-/// a channel that a thread fills a little later takes no time on the paused clock.
+/// a channel that a thread fills a little later takes no time on the paused clock. So
+/// whether its nodes waited on the timer they shared (six), on their drivers' own (one),
+/// or both (ten).
 #[test]
 fn a_run_on_a_current_thread_runtime_leaves_no_timer_to_move_the_paused_clock_to() {
-    let graph = parallel_waiting(6);
+    for nodes in [6, 1, 10] {
+        leaves_no_timer_to_move_the_paused_clock_to(nodes);
+    }
+}
+
+fn leaves_no_timer_to_move_the_paused_clock_to(nodes: usize) {
+    let graph = parallel_waiting(nodes);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
@@ -866,7 +874,11 @@ fn a_run_on_a_current_thread_runtime_leaves_no_timer_to_move_the_paused_clock_to
         filler.join().expect("the thread ends");
         start.elapsed()
     });
-    assert_eq!(waited, Duration::ZERO, "the paused clock stood still");
+    assert_eq!(
+        waited,
+        Duration::ZERO,
+        "the paused clock stood still ({nodes} nodes)"
+    );
 }
 
 /// The running timer a run's joined drivers leave (`Spares::keep_standing`) is the next
