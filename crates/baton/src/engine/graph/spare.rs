@@ -203,8 +203,8 @@ impl Spares {
     /// of `timer` is kept as by [`keep_timer`](Self::keep_timer), and so is the box of a
     /// timer that does not run, and of one with no runtime to keep it for: `runtime` is
     /// `None` for a current-thread runtime (`RunCore::standing_runtime`); such a run also
-    /// drops kept timers that elapsed, as a runtime's shutdown leaves its timers, and a
-    /// full stripe drops those elapsed to make room. When another run holds the stripe's
+    /// drops kept timers that elapsed, as a runtime's shutdown leaves its timers, and in a
+    /// full stripe the timer kept first makes room once it elapsed. When another run holds the stripe's
     /// running timers at that instant, `timer` is dropped.
     ///
     /// The kept timers hold their runtime's handle, with the runtime's file descriptors,
@@ -240,29 +240,31 @@ impl Spares {
             return self.keep_timer(home, timer);
         };
         // Made to stand under the stripe's lock, once there is room for it: a timer
-        // refused is only cleared, as one kept as a box. Kept timers that fired, as no run
-        // took them, give way to it.
+        // refused is only cleared, as one kept as a box. The timer kept first, once it
+        // fired, as no run took it, gives way to it.
         let left = stripe.0.standing.try_with(|standing| {
-            let others = if standing.runtime != Some(runtime) {
+            let (mut others, mut fired) = (Vec::new(), None);
+            if standing.runtime != Some(runtime) {
                 standing.runtime = Some(runtime);
-                std::mem::take(&mut standing.timers)
-            } else if standing.timers.len() >= STRIPE_STANDING {
-                take_elapsed(&mut standing.timers)
-            } else {
-                Vec::new()
-            };
+                others = std::mem::take(&mut standing.timers);
+            } else if standing.timers.len() >= STRIPE_STANDING
+                && standing.timers.first().is_some_and(is_elapsed)
+            {
+                fired = Some(standing.timers.remove(0));
+            }
             if standing.timers.len() < STRIPE_STANDING && timer.stand() {
                 standing.timers.push(timer);
-                return (None, others);
+                return (None, fired, others);
             }
-            (Some(timer), others)
+            (Some(timer), fired, others)
         });
-        let Some((refused, others)) = left else {
+        let Some((refused, fired, others)) = left else {
             return;
         };
-        if let Some(refused) = refused {
-            self.keep_timer(home, refused);
-        }
+        refused
+            .into_iter()
+            .chain(fired)
+            .for_each(|t| self.keep_timer(home, t));
         if !others.is_empty() {
             others.into_iter().for_each(|t| self.keep_timer(home, t));
         }
@@ -292,14 +294,18 @@ impl Spares {
 
 /// Pushes `item` on the list in `cell` if it holds fewer than `max` and no one else holds
 /// the cell now; drops it otherwise, outside the cell.
+/// Whether a kept timer elapsed, or holds none.
+fn is_elapsed(timer: &KeptTimer) -> bool {
+    timer.get().is_none_or(Sleep::is_elapsed)
+}
+
 /// The timers of `timers` that elapsed, taken out: none, and nothing allocated, when
 /// none did.
 fn take_elapsed(timers: &mut Vec<KeptTimer>) -> Vec<KeptTimer> {
-    let elapsed = |t: &KeptTimer| t.get().is_none_or(Sleep::is_elapsed);
-    if !timers.iter().any(elapsed) {
+    if !timers.iter().any(is_elapsed) {
         return Vec::new();
     }
-    let (gone, running) = std::mem::take(timers).into_iter().partition(elapsed);
+    let (gone, running) = std::mem::take(timers).into_iter().partition(is_elapsed);
     *timers = running;
     gone
 }
@@ -414,7 +420,7 @@ mod tests {
 
     /// A stripe keeps up to eight running timers, for runs on its runtime, with no task's
     /// waker, and gives the one kept last first; past eight, a timer's box is kept with no
-    /// timer in it, unless one of the eight fired: that one's box is kept instead. A run on another runtime drops them, keeping their boxes, and so does a
+    /// timer in it, unless the first of the eight fired: that one's box is kept instead. A run on another runtime drops them, keeping their boxes, and so does a
     /// run of no runtime once they elapsed. A timer that does not run, or of no runtime, is
     /// kept as a box.
     #[test]
