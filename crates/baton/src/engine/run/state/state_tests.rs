@@ -118,6 +118,22 @@ fn waiting_policy_attempts_set_the_timer_floor_on_a_multi_thread_runtime() {
     }
 }
 
+/// Runs `graph` once on `rt`, from outside it, and returns once the run's state was
+/// dropped, which may come just after its future's end, on a worker.
+fn run_until_its_state_drops(graph: &Graph<()>, rt: &tokio::runtime::Runtime) {
+    let run = graph.run(());
+    let state = Arc::clone(&run.state);
+    rt.block_on(run).expect("the run succeeds");
+    let waited = std::time::Instant::now();
+    while Arc::strong_count(&state) > 1 {
+        assert!(
+            waited.elapsed() < Duration::from_secs(10),
+            "the run's state"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// A run's timer floor outlives it (`Spares::keep_standing`): the next run of the graph on
 /// the same runtime, whose first cut is within the reach of the floor left
 /// (`deadline::reach`), takes that floor as it runs, without setting it again. So on a
@@ -138,21 +154,10 @@ fn a_run_s_timer_floor_is_the_next_run_s_on(workers: usize) {
         .expect("a runtime");
     let (spare, id) = (&graph.inner.spare, rt.handle().id());
     let home = spare.home();
-    // Runs the graph; the instant of the running timer it left once its state was dropped,
-    // which may come just after its future's end, on a worker; put back as it was.
+    // Runs the graph; the instant of the running timer it left once its state was dropped;
+    // put back as it was.
     let run_and_floor = || {
-        let run = graph.run(());
-        let state = Arc::clone(&run.state);
-        rt.block_on(run).expect("the run succeeds");
-        let waited = std::time::Instant::now();
-        while Arc::strong_count(&state) > 1 {
-            assert!(
-                waited.elapsed() < Duration::from_secs(10),
-                "the run's state"
-            );
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        drop(state);
+        run_until_its_state_drops(&graph, &rt);
         let timer = spare.take_standing(home, id).expect("a running floor");
         let at = timer.get().map(tokio::time::Sleep::deadline);
         spare.keep_standing(home, Some(id), timer);
@@ -181,18 +186,7 @@ fn a_run_s_drivers_timers_are_the_next_run_s() {
     // Runs the graph; the instants of the running timers it left once its state was
     // dropped; put back as they were.
     let run_and_timers = || {
-        let run = graph.run(());
-        let state = Arc::clone(&run.state);
-        rt.block_on(run).expect("the run succeeds");
-        let waited = std::time::Instant::now();
-        while Arc::strong_count(&state) > 1 {
-            assert!(
-                waited.elapsed() < Duration::from_secs(10),
-                "the run's state"
-            );
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        drop(state);
+        run_until_its_state_drops(&graph, &rt);
         let timers: Vec<_> = std::iter::from_fn(|| spare.take_standing(home, id)).collect();
         let mut at: Vec<_> = timers
             .iter()
