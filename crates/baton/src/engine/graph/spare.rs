@@ -26,9 +26,9 @@
 //! What a graph keeps while idle is only the arrays, about 130 bytes per node per set, the
 //! attempt boxes, at most 256 KiB a stripe, the timers' boxes and wakers, at most some
 //! 6 KiB a stripe, the places kept with the wakers, at most some 3 KiB a waker, and a
-//! stripe's running timers, which hold the handle of the last multi-thread runtime
-//! the graph ran on there, with its file descriptors, until later runs of that stripe
-//! take or drop them ([`Spares::keep_standing`]) or the graph is dropped. It
+//! stripe's running timers, 160 bytes each, which hold the handle of the last multi-thread
+//! runtime the graph ran on there, with its file descriptors, until later runs of that
+//! stripe take or drop them ([`Spares::keep_standing`]) or the graph is dropped. It
 //! keeps no value or record, since those are dropped when the run ends, no task's waker,
 //! and nothing a kept box's attempt held, since it ended. A graph keeps no more sets than
 //! it had runs at once. That is at most 512 KiB of arrays for a small graph (eight stripes
