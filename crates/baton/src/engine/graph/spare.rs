@@ -170,8 +170,9 @@ impl Spares {
         keep_in(&stripe.0.timers, STRIPE_TIMERS, timer);
     }
 
-    /// A running timer stripe `home` keeps for a run on `runtime`, the one kept last, if
-    /// it keeps one for that runtime and no other run holds them now; see
+    /// A timer stripe `home` keeps standing for a run on `runtime`, the one kept last (it
+    /// may have fired since), if it keeps one for that runtime and no other run holds them
+    /// now; see
     /// [`keep_standing`](Self::keep_standing). Those kept for another runtime, which may be
     /// gone, are dropped, and their boxes kept as by [`keep_timer`](Self::keep_timer), so
     /// that a graph does not hold a runtime it no longer runs on.
@@ -203,13 +204,16 @@ impl Spares {
     /// of `timer` is kept as by [`keep_timer`](Self::keep_timer), and so is the box of a
     /// timer that does not run, and of one with no runtime to keep it for: `runtime` is
     /// `None` for a current-thread runtime (`RunCore::standing_runtime`); such a run also
-    /// drops kept timers that elapsed, as a runtime's shutdown leaves its timers, and in a
-    /// full stripe the timer kept first makes room once it elapsed. When another run holds the stripe's
-    /// running timers at that instant, `timer` is dropped.
+    /// drops kept timers that elapsed, as a runtime's shutdown leaves its timers. In a full
+    /// stripe, the timer kept first, once it fired, makes room for `timer`; others that
+    /// fired are not looked at. When another run holds the stripe's running timers at
+    /// that instant, `timer` is dropped.
     ///
     /// The kept timers hold their runtime's handle, with the runtime's file descriptors,
     /// until runs of that stripe take them or drop them (those of another runtime, in
-    /// [`take_standing`](Self::take_standing), or those elapsed), or the graph is dropped.
+    /// [`take_standing`](Self::take_standing) or here; those elapsed, in a run on a
+    /// current-thread runtime; the one kept first once it fired, in a full stripe), or the
+    /// graph is dropped.
     ///
     /// A driver's timer comes here as the driver ends, a run's shared timer as its future
     /// drops, its floor as its state drops. One dropped outside the runtime's tasks, while
@@ -292,8 +296,6 @@ impl Spares {
     }
 }
 
-/// Pushes `item` on the list in `cell` if it holds fewer than `max` and no one else holds
-/// the cell now; drops it otherwise, outside the cell.
 /// Whether a kept timer elapsed, or holds none.
 fn is_elapsed(timer: &KeptTimer) -> bool {
     timer.get().is_none_or(Sleep::is_elapsed)
@@ -310,6 +312,8 @@ fn take_elapsed(timers: &mut Vec<KeptTimer>) -> Vec<KeptTimer> {
     gone
 }
 
+/// Pushes `item` on the list in `cell` if it holds fewer than `max` and no one else holds
+/// the cell now; drops it otherwise, outside the cell.
 fn keep_in<T>(cell: &TryCell<Vec<T>>, max: usize, item: T) {
     let refused = cell.try_with(|items| {
         if items.len() < max {
@@ -420,9 +424,10 @@ mod tests {
 
     /// A stripe keeps up to eight running timers, for runs on its runtime, with no task's
     /// waker, and gives the one kept last first; past eight, a timer's box is kept with no
-    /// timer in it, unless the first of the eight fired: that one's box is kept instead. A run on another runtime drops them, keeping their boxes, and so does a
-    /// run of no runtime once they elapsed. A timer that does not run, or of no runtime, is
-    /// kept as a box.
+    /// timer in it, unless the first of the eight fired: that one's box is kept instead. A
+    /// run on another runtime drops them, keeping their boxes, and so does a run of no
+    /// runtime once they elapsed. A timer that does not run, or of no runtime, is kept as a
+    /// box.
     #[test]
     fn a_stripe_keeps_running_timers_for_its_runtime() {
         use std::sync::Arc;

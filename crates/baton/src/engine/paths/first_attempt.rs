@@ -181,10 +181,10 @@ fn set<I: Send + Sync + 'static>(
 
 /// [`set`] without the run's timer floor: for the timer the drivers polled together share,
 /// which stands for a floor while it is set, as it runs no later than any attempt armed on
-/// it and stays in tokio's wheel until it fires or the run's future drops, and past that
-/// on a multi-thread runtime (`first_attempt/shared.rs`, `Spares::keep_standing`). Made the first time, it is the running timer an earlier
-/// run left, if the graph keeps one for this run (`Spares::keep_standing`), left as it is
-/// when it stands for `until`.
+/// it and stays in tokio's wheel until it fires or the run's future drops, and past that on
+/// a multi-thread runtime (`first_attempt/shared.rs`, `Spares::keep_standing`). Made the
+/// first time, it is the running timer an earlier run left, if the graph keeps one for this
+/// run (`Spares::keep_standing`), left as it is when it stands for `until`.
 fn set_unfloored<I: Send + Sync + 'static>(
     run: &RunState<I>,
     timer: &mut KeptTimer,

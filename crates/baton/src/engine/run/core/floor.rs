@@ -35,8 +35,9 @@ impl RunCore {
     /// runtime (`Spares::keep_standing`): the floor is the timer `spare()` gives, as it
     /// runs when it stands for `until`, else set again in its box. With one worker, parked
     /// or not, the wake-up is still a system call when the I/O driver is enabled, a write
-    /// to its event file that its next turn reads back. A current-thread runtime, which may run on tokio's
-    /// paused clock, makes no floor ([`keeps_standing_timers`](Self::keeps_standing_timers)).
+    /// to its event file that its next turn reads back. A current-thread runtime, which may
+    /// run on tokio's paused clock, makes no floor
+    /// ([`keeps_standing_timers`](Self::keeps_standing_timers)).
     ///
     /// A run makes its first floor only when `granted()`: its orchestrator counts runs in
     /// flight holding one, and grants a floor when none does. Under a load of runs alike,
